@@ -1,0 +1,64 @@
+-- Shared by every ledger script (the loader pastes it in where "--@include set-worker" stands).
+--
+-- KEYS, the same twelve in every script, all sharing one hash tag per cluster:
+--   1 free         ZSET worker -> free slots (capacity - inflight); live, non-draining workers only
+--   2 capacity     HASH worker -> max parallelism
+--   3 inflight     HASH worker -> leases it holds
+--   4 address      HASH worker -> host:port of its gRPC server
+--   5 heartbeat    ZSET worker -> time of its last heartbeat (ms)
+--   6 draining     SET  workers that take no new tasks
+--   7 leases       ZSET lease  -> expiry (ms)
+--   8 lease-worker HASH lease  -> worker
+--   9 totals       HASH capacity, free: sums over the workers in `free` (free counted as >= 0)
+--  10 waiting      ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
+--  11 waiting-user ZSET balancer -> expiry (ms): balancers with user-present tasks queued
+--  12 settings     HASH maxParallelism (set by operators; workers apply it)
+-- ARGV, the first two in every script:
+--   1 now (ms, the caller's clock)   2 the slot-freed pub/sub channel
+
+local now = tonumber(ARGV[1])
+local slotFreedChannel = ARGV[2]
+
+-- The one place that changes a worker's slots: it writes capacity and inflight, keeps the
+-- free set and the cluster totals in step, and tells waiting balancers when slots freed.
+-- capacity == nil removes the worker. active == false keeps it registered but out of `free`.
+local function setWorker(worker, capacity, inflight, active)
+  local oldScore = redis.call('ZSCORE', KEYS[1], worker)
+  local oldCapacity, oldFree = 0, 0
+  if oldScore then
+    oldCapacity = tonumber(redis.call('HGET', KEYS[2], worker) or '0')
+    oldFree = math.max(0, tonumber(oldScore))
+  end
+  local newCapacity, newFree = 0, 0
+  if capacity == nil then
+    redis.call('ZREM', KEYS[1], worker)
+    redis.call('HDEL', KEYS[2], worker)
+    redis.call('HDEL', KEYS[3], worker)
+    redis.call('HDEL', KEYS[4], worker)
+    redis.call('ZREM', KEYS[5], worker)
+    redis.call('SREM', KEYS[6], worker)
+  else
+    redis.call('HSET', KEYS[2], worker, capacity)
+    redis.call('HSET', KEYS[3], worker, inflight)
+    if active then
+      redis.call('ZADD', KEYS[1], capacity - inflight, worker)
+      newCapacity = capacity
+      newFree = math.max(0, capacity - inflight)
+    else
+      redis.call('ZREM', KEYS[1], worker)
+    end
+  end
+  if newCapacity ~= oldCapacity then redis.call('HINCRBY', KEYS[9], 'capacity', newCapacity - oldCapacity) end
+  if newFree ~= oldFree then redis.call('HINCRBY', KEYS[9], 'free', newFree - oldFree) end
+  if newFree > oldFree and redis.call('ZCARD', KEYS[10]) > 0 then
+    redis.call('PUBLISH', slotFreedChannel, worker)
+  end
+end
+
+local function workerState(worker)
+  local capacity = redis.call('HGET', KEYS[2], worker)
+  if not capacity then return nil end
+  local inflight = tonumber(redis.call('HGET', KEYS[3], worker) or '0')
+  local active = redis.call('SISMEMBER', KEYS[6], worker) == 0
+  return tonumber(capacity), inflight, active
+end

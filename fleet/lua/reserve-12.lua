@@ -1,0 +1,68 @@
+-- reserve: takes one slot on the live worker with the most free slots (ties spread at random),
+-- or on one named worker, and records a lease for it.
+-- KEYS: see includes/set-worker.lua
+-- ARGV: 1 now  2 channel  3 priority ('user'|'background')  4 share of capacity kept for user-present (0..1)
+--       5 leaseId  6 leaseTtlMs  7 a random whole number (Lua's own random is not random in scripts)
+--       8 balancerId  9 waiterTtlMs  10 wait (1: on failure, register the balancer as waiting)
+--       11 target worker ('' = least-loaded)  12.. workers to skip
+-- Returns: { 'ok', worker, address, free slots it had } or { 'none', reason }
+--   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full'
+--@include set-worker
+local priority, keptShare, lease = ARGV[3], tonumber(ARGV[4]), ARGV[5]
+local leaseTtlMs, random, balancer = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
+local waiterTtlMs, wait, target = tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11]
+
+local function none(reason)
+  if wait then
+    redis.call('ZADD', KEYS[10], now + waiterTtlMs, balancer)
+    if priority == 'user' then redis.call('ZADD', KEYS[11], now + waiterTtlMs, balancer) end
+  end
+  return { 'none', reason }
+end
+
+if priority ~= 'user' then
+  -- Priority holds across balancers: no background task starts while a user-present one waits.
+  redis.call('ZREMRANGEBYSCORE', KEYS[11], '-inf', now)
+  if redis.call('ZCARD', KEYS[11]) > 0 then return none('user-present-waiting') end
+  local totalCapacity = tonumber(redis.call('HGET', KEYS[9], 'capacity') or '0')
+  local totalFree = tonumber(redis.call('HGET', KEYS[9], 'free') or '0')
+  if totalFree - 1 < math.ceil(keptShare * totalCapacity) then
+    if totalCapacity == 0 then return none('no-workers') end
+    if totalFree == 0 then return none('full') end
+    return none('kept-for-user-present')
+  end
+end
+
+local worker, free
+if target ~= '' then
+  free = tonumber(redis.call('ZSCORE', KEYS[1], target) or '0')
+  if free < 1 then return none('target-full') end
+  worker = target
+else
+  local top = redis.call('ZREVRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if #top == 0 then return none('no-workers') end
+  free = tonumber(top[2])
+  if free < 1 then return none('full') end
+  if #ARGV < 12 then
+    -- Ties spread: pick at random among all workers with the most free slots.
+    local tied = redis.call('ZCOUNT', KEYS[1], free, free)
+    worker = redis.call('ZRANGEBYSCORE', KEYS[1], free, free, 'LIMIT', random % tied, 1)[1]
+  else
+    local skip = {}
+    for i = 12, #ARGV do skip[ARGV[i]] = true end
+    local candidates = redis.call('ZREVRANGE', KEYS[1], 0, #ARGV - 11, 'WITHSCORES')
+    for i = 1, #candidates, 2 do
+      if not skip[candidates[i]] and tonumber(candidates[i + 1]) >= 1 then
+        worker, free = candidates[i], tonumber(candidates[i + 1])
+        break
+      end
+    end
+    if not worker then return none('full') end
+  end
+end
+
+local capacity, inflight = workerState(worker)
+setWorker(worker, capacity, inflight + 1, true)
+redis.call('HSET', KEYS[8], lease, worker)
+redis.call('ZADD', KEYS[7], now + leaseTtlMs, lease)
+return { 'ok', worker, redis.call('HGET', KEYS[4], worker), free }

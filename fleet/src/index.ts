@@ -1,0 +1,5 @@
+export * from './ledger';
+export * from './keys';
+export * from './errors';
+export * from './redis';
+export { loadScripts, defineScripts, luaDir } from './script-loader';

@@ -1,0 +1,278 @@
+import { randomInt, randomUUID } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { clusterKeys, type ClusterKeys } from './keys';
+import { defineScripts } from './script-loader';
+import { LedgerUnavailableError } from './errors';
+
+export type LedgerPriority = 'user' | 'background';
+
+export interface LedgerOptions {
+  /** First part of every key, so several Headroom installations (or tests) share one Redis. @default 'hr' */
+  keyPrefix?: string;
+  /** How long a lease lives unless its worker renews it in a heartbeat. @default 10000 */
+  leaseTtlMs?: number;
+  /** How long a balancer counts as waiting after it last said so. @default 3000 */
+  waiterTtlMs?: number;
+  /** Share of each cluster's capacity kept for user-present tasks (0..1). @default 0.1 */
+  keptForUserPresentShare?: number;
+}
+
+export const ledgerDefaults: Required<LedgerOptions> = {
+  keyPrefix: 'hr',
+  leaseTtlMs: 10_000,
+  waiterTtlMs: 3_000,
+  keptForUserPresentShare: 0.1,
+};
+
+export interface HeartbeatInput {
+  workerId: string;
+  address: string;
+  capacity: number;
+  draining: boolean;
+  runningLeaseIds: readonly string[];
+}
+
+export interface HeartbeatReply {
+  /** The operator's max parallelism for the cluster, when one is set. */
+  maxParallelismSetting: number | undefined;
+  /** An operator asked this worker to drain. */
+  drainRequested: boolean;
+  /** Leases the ledger counts for the worker after this heartbeat. */
+  inflight: number;
+}
+
+export interface ReserveRequest {
+  priority: LedgerPriority;
+  /** The balancer asking; recorded as waiting when `waitIfNone` and nothing is free. */
+  balancerId: string;
+  waitIfNone: boolean;
+  /** Reserve on this worker only (policies other than least-loaded choose it themselves). */
+  targetWorkerId?: string;
+  /** Workers that just refused or could not be reached. At most 32. */
+  skipWorkerIds?: readonly string[];
+}
+
+export type NoSlotReason = 'no-workers' | 'full' | 'kept-for-user-present' | 'user-present-waiting' | 'target-full';
+
+export type Reservation =
+  | { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number }
+  | { ok: false; reason: NoSlotReason };
+
+export interface WorkerRecord {
+  workerId: string;
+  address: string;
+  capacity: number;
+  inflight: number;
+  /** capacity - inflight; negative right after max parallelism was lowered below inflight. */
+  freeSlots: number;
+  draining: boolean;
+  lastHeartbeatMs: number;
+}
+
+export interface ClusterSnapshot {
+  cluster: string;
+  workers: WorkerRecord[];
+  /** Sums over live, non-draining workers, as the reserve script sees them. */
+  totalCapacity: number;
+  totalFree: number;
+  leases: number;
+  waitingBalancers: string[];
+  waitingUserPresentBalancers: string[];
+  maxParallelismSetting: number | undefined;
+}
+
+const maxSkippedWorkers = 32;
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+
+/**
+ * The slot ledger: the exact count of free slots per worker, shared in Redis by every
+ * balancer and worker. All writes are Lua scripts (lua/*.lua), so each is atomic.
+ */
+export class Ledger {
+  readonly options: Required<LedgerOptions>;
+  private readonly keysByCluster = new Map<string, ClusterKeys>();
+
+  constructor(
+    readonly redis: Redis,
+    options: LedgerOptions = {},
+  ) {
+    this.options = { ...ledgerDefaults, ...stripUndefined(options) };
+    defineScripts(redis);
+  }
+
+  keys(cluster: string): ClusterKeys {
+    let keys = this.keysByCluster.get(cluster);
+    if (!keys) {
+      keys = clusterKeys(this.options.keyPrefix, cluster);
+      // Bounded by the clusters a process is configured with; a handful in practice.
+      if (this.keysByCluster.size < 1024) this.keysByCluster.set(cluster, keys);
+    }
+    return keys;
+  }
+
+  async heartbeat(cluster: string, input: HeartbeatInput): Promise<HeartbeatReply> {
+    const reply = (await this.run('heartbeat', cluster, [
+      input.workerId,
+      input.address,
+      input.capacity,
+      input.draining ? 1 : 0,
+      this.options.leaseTtlMs,
+      ...input.runningLeaseIds,
+    ])) as [string, number, number];
+    return {
+      maxParallelismSetting: reply[0] === '' ? undefined : Number(reply[0]),
+      drainRequested: reply[1] === 1,
+      inflight: reply[2],
+    };
+  }
+
+  async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
+    const leaseId = randomUUID();
+    const skip = (request.skipWorkerIds ?? []).slice(0, maxSkippedWorkers);
+    const reply = (await this.run('reserve', cluster, [
+      request.priority,
+      this.options.keptForUserPresentShare,
+      leaseId,
+      this.options.leaseTtlMs,
+      randomInt(0, 2 ** 31),
+      request.balancerId,
+      this.options.waiterTtlMs,
+      request.waitIfNone ? 1 : 0,
+      request.targetWorkerId ?? '',
+      ...skip,
+    ])) as string[];
+    if (reply[0] === 'ok') {
+      return { ok: true, leaseId, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
+    }
+    return { ok: false, reason: reply[1] as NoSlotReason };
+  }
+
+  /** Gives a lease's slot back; true if the lease was still held. Idempotent. */
+  async release(cluster: string, leaseId: string): Promise<boolean> {
+    return (await this.run('release', cluster, [leaseId])) === 1;
+  }
+
+  /** Removes workers silent for `heartbeatTimeoutMs` and ends expired leases. */
+  async sweep(cluster: string, heartbeatTimeoutMs: number, limit = 1000): Promise<{ workersRemoved: number; leasesExpired: number }> {
+    const [workersRemoved, leasesExpired] = (await this.run('sweep', cluster, [heartbeatTimeoutMs, limit])) as [number, number];
+    return { workersRemoved, leasesExpired };
+  }
+
+  async drain(cluster: string, workerId: string): Promise<boolean> {
+    return (await this.run('drain', cluster, [workerId])) === 1;
+  }
+
+  async deregister(cluster: string, workerId: string): Promise<boolean> {
+    return (await this.run('deregister', cluster, [workerId])) === 1;
+  }
+
+  /** Stops saying this balancer waits for the cluster (for all tasks, or only user-present ones). */
+  async stopWaiting(cluster: string, balancerId: string, which: 'all' | 'user'): Promise<void> {
+    const keys = this.keys(cluster);
+    await this.guard('stopWaiting', async () => {
+      if (which === 'all') await this.redis.zrem(keys.waiting, balancerId);
+      await this.redis.zrem(keys.waitingUser, balancerId);
+    });
+  }
+
+  /** Keeps this balancer's waiting entries alive while it still has tasks queued. */
+  async stillWaiting(cluster: string, balancerId: string, userPresent: boolean): Promise<void> {
+    const keys = this.keys(cluster);
+    const expiry = Date.now() + this.options.waiterTtlMs;
+    await this.guard('stillWaiting', async () => {
+      await this.redis.zadd(keys.waiting, expiry, balancerId);
+      if (userPresent) await this.redis.zadd(keys.waitingUser, expiry, balancerId);
+    });
+  }
+
+  /** The operator's max parallelism for every worker of the cluster (undefined clears it). */
+  async setMaxParallelism(cluster: string, maxParallelism: number | undefined): Promise<void> {
+    const keys = this.keys(cluster);
+    await this.guard('setMaxParallelism', async () => {
+      if (maxParallelism === undefined) await this.redis.hdel(keys.settings, 'maxParallelism');
+      else await this.redis.hset(keys.settings, 'maxParallelism', maxParallelism);
+    });
+  }
+
+  /** Worker addresses by id: what balancers need to keep their channels. */
+  async addresses(cluster: string): Promise<Map<string, string>> {
+    const all = await this.guard('addresses', () => this.redis.hgetall(this.keys(cluster).address));
+    return new Map(Object.entries(all));
+  }
+
+  /** The whole state of a cluster, for operators and tests (reads every worker: not for hot paths). */
+  async snapshot(cluster: string): Promise<ClusterSnapshot> {
+    const keys = this.keys(cluster);
+    return this.guard('snapshot', async () => {
+      const reply = await this.redis
+        .multi()
+        .hgetall(keys.capacity)
+        .hgetall(keys.inflight)
+        .hgetall(keys.address)
+        .zrange(keys.heartbeat, 0, -1, 'WITHSCORES')
+        .smembers(keys.draining)
+        .hgetall(keys.totals)
+        .zcard(keys.leases)
+        .zrangebyscore(keys.waiting, Date.now(), '+inf')
+        .zrangebyscore(keys.waitingUser, Date.now(), '+inf')
+        .hget(keys.settings, 'maxParallelism')
+        .exec();
+      if (!reply) throw new Error('transaction aborted');
+      const values = reply.map(([error, value]) => {
+        if (error) throw error;
+        return value;
+      });
+      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, setting] = values as [
+        Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
+        Record<string, string>, number, string[], string[], string | null,
+      ];
+      const heartbeatMs = new Map<string, number>();
+      for (let i = 0; i < heartbeat.length; i += 2) heartbeatMs.set(heartbeat[i]!, Number(heartbeat[i + 1]));
+      const drainingSet = new Set(draining);
+      const workers = Object.keys(capacity)
+        .sort()
+        .map((workerId) => {
+          const cap = Number(capacity[workerId]);
+          const used = Number(inflight[workerId] ?? 0);
+          return {
+            workerId,
+            address: address[workerId] ?? '',
+            capacity: cap,
+            inflight: used,
+            freeSlots: cap - used,
+            draining: drainingSet.has(workerId),
+            lastHeartbeatMs: heartbeatMs.get(workerId) ?? 0,
+          };
+        });
+      return {
+        cluster,
+        workers,
+        totalCapacity: Number(totals.capacity ?? 0),
+        totalFree: Number(totals.free ?? 0),
+        leases,
+        waitingBalancers: waiting,
+        waitingUserPresentBalancers: waitingUser,
+        maxParallelismSetting: setting === null ? undefined : Number(setting),
+      };
+    });
+  }
+
+  private run(script: string, cluster: string, args: (string | number)[]): Promise<unknown> {
+    const keys = this.keys(cluster);
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[script]!;
+    return this.guard(script, () => fn.call(this.redis, ...keys.all, Date.now(), keys.slotFreedChannel, ...args));
+  }
+
+  private async guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      throw new LedgerUnavailableError(operation, error);
+    }
+  }
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,23 @@
+import { Redis, type RedisOptions } from 'ioredis';
+import { silentLogger, type Logger } from '@headroom/common';
+
+/**
+ * A Redis connection for ledger work. Commands are not queued while Redis is away
+ * (the offline queue would be unbounded): they fail at once, and callers retry on their
+ * own schedule. Commands issued in one tick go out in one pipeline.
+ */
+export function connectRedis(url: string, options: RedisOptions = {}, logger: Logger = silentLogger): Redis {
+  const redis = new Redis(url, {
+    enableAutoPipelining: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    // Reconnect quickly: a restarted Redis must be rebuilt within a few heartbeats.
+    retryStrategy: (attempt) => Math.min(50 * attempt, 500),
+    lazyConnect: false,
+    ...options,
+  });
+  // Connection errors are retried by ioredis; failed commands reach their callers.
+  // Without a listener each reconnect attempt would print an "Unhandled error event".
+  redis.on('error', (error: Error) => logger.debug({ err: error }, 'redis connection error'));
+  return redis;
+}

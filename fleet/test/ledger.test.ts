@@ -1,0 +1,237 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { Redis } from 'ioredis';
+import { testRedisUrl, uniquePrefix, startPrivateRedis, eventually } from '@headroom/common/dist/src/testing';
+import { Ledger, connectRedis, clusterKeys, type LedgerOptions } from '../src/index';
+
+async function openLedger(t: import('node:test').TestContext, options: LedgerOptions = {}, url = testRedisUrl) {
+  const redis = connectRedis(url);
+  await new Promise((resolve) => redis.once('ready', resolve));
+  const keyPrefix = options.keyPrefix ?? uniquePrefix('ledger');
+  const ledger = new Ledger(redis, { ...options, keyPrefix });
+  t.after(async () => {
+    try {
+      // A private Redis may already be gone (after hooks run in the order they were added).
+      if (redis.status === 'ready') {
+        const keys = await redis.keys(`{${keyPrefix}:*`);
+        if (keys.length > 0) await redis.del(...keys);
+      }
+    } finally {
+      redis.disconnect();
+    }
+  });
+  return ledger;
+}
+
+async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, runningLeaseIds: string[] = []) {
+  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, runningLeaseIds });
+}
+
+const user = { priority: 'user', balancerId: 'b1', waitIfNone: false } as const;
+const background = { priority: 'background', balancerId: 'b1', waitIfNone: false } as const;
+
+test('reserve takes the worker with the most free slots, exactly', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 3);
+  await addWorker(ledger, 'c', 'w2', 5);
+  await addWorker(ledger, 'c', 'w3', 2);
+  const picks: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    const r = await ledger.reserve('c', user);
+    assert.ok(r.ok);
+    // At each moment the chosen worker has the most free slots of all.
+    const before = r.freeSlotsBefore;
+    picks.push(`${r.workerId}:${before}`);
+  }
+  const frees = picks.map((p) => Number(p.split(':')[1]));
+  assert.deepEqual(frees, [5, 4, 3, 3, 2, 2, 2, 1, 1, 1]);
+  const snap = await ledger.snapshot('c');
+  assert.deepEqual(snap.workers.map((w) => w.freeSlots), [0, 0, 0]);
+  assert.equal(snap.totalFree, 0);
+  assert.equal(snap.totalCapacity, 10);
+  assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
+});
+
+test('concurrent reservations from 3 balancers never exceed any worker and stay least-loaded', async (t) => {
+  const first = await openLedger(t, { keptForUserPresentShare: 0 });
+  const others = [await openLedger(t, first.options), await openLedger(t, first.options)];
+  const ledgers = [first, ...others];
+  const capacities = [1, 2, 3, 4, 5, 1, 2, 3, 4, 5];
+  for (const [i, capacity] of capacities.entries()) await addWorker(first, 'c', `w${i}`, capacity);
+  const total = capacities.reduce((a, b) => a + b, 0);
+  // 3 x 20 requests in flight at once for 30 slots.
+  const results = await Promise.all(Array.from({ length: 60 }, (_, i) => ledgers[i % 3]!.reserve('c', user)));
+  const granted = results.filter((r) => r.ok);
+  assert.equal(granted.length, total);
+  const snap = await first.snapshot('c');
+  for (const worker of snap.workers) assert.equal(worker.freeSlots, 0, `${worker.workerId} over- or under-admitted`);
+  // Least-loaded at every moment: free-before values were non-increasing in commit order,
+  // so every grant took a worker with at least as many free slots as any later grant.
+  const granteds = granted.map((r) => (r.ok ? r.freeSlotsBefore : 0));
+  assert.equal(Math.max(...granteds), 5);
+  assert.equal(snap.leases, total);
+});
+
+test('ties are spread over all workers with the most free slots', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  for (let i = 0; i < 10; i++) await addWorker(ledger, 'c', `w${i}`, 4);
+  const counts = new Map<string, number>();
+  for (let i = 0; i < 400; i++) {
+    const r = await ledger.reserve('c', user);
+    assert.ok(r.ok);
+    counts.set(r.workerId, (counts.get(r.workerId) ?? 0) + 1);
+    await ledger.release('c', r.leaseId);
+  }
+  assert.equal(counts.size, 10, `only ${counts.size} of 10 tied workers chosen`);
+  for (const [worker, count] of counts) assert.ok(count >= 15, `${worker} chosen ${count} of 400 times`);
+});
+
+test('a share of capacity is kept for user-present tasks', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0.1 });
+  await addWorker(ledger, 'c', 'w1', 10);
+  await addWorker(ledger, 'c', 'w2', 10);
+  for (let i = 0; i < 18; i++) assert.ok((await ledger.reserve('c', background)).ok, `background ${i}`);
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'kept-for-user-present' });
+  assert.ok((await ledger.reserve('c', user)).ok);
+  assert.ok((await ledger.reserve('c', user)).ok);
+  assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
+});
+
+test('a user-present task waiting on any balancer holds back background tasks on all', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 1);
+  const held = await ledger.reserve('c', user);
+  assert.ok(held.ok);
+  // Balancer b2 has a user-present task that finds no slot and waits.
+  assert.deepEqual(await ledger.reserve('c', { priority: 'user', balancerId: 'b2', waitIfNone: true }), { ok: false, reason: 'full' });
+  await ledger.release('c', held.leaseId);
+  // The slot is free, but background work on balancer b1 must not take it.
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'user-present-waiting' });
+  const served = await ledger.reserve('c', { priority: 'user', balancerId: 'b2', waitIfNone: false });
+  assert.ok(served.ok);
+  await ledger.release('c', served.leaseId);
+  await ledger.stopWaiting('c', 'b2', 'all');
+  assert.ok((await ledger.reserve('c', background)).ok);
+});
+
+test('freed slots are announced only while a balancer waits', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  const subscriber = connectRedis(testRedisUrl, { enableOfflineQueue: true });
+  t.after(() => subscriber.disconnect());
+  const channel = ledger.keys('c').slotFreedChannel;
+  await subscriber.subscribe(channel);
+  const messages: string[] = [];
+  subscriber.on('message', (_channel: string, worker: string) => messages.push(worker));
+  await addWorker(ledger, 'c', 'w1', 1);
+  const a = await ledger.reserve('c', user);
+  assert.ok(a.ok);
+  await ledger.release('c', a.leaseId);
+  const b = await ledger.reserve('c', user);
+  assert.ok(b.ok);
+  assert.deepEqual(await ledger.reserve('c', { ...user, waitIfNone: true }), { ok: false, reason: 'full' });
+  await ledger.release('c', b.leaseId);
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  assert.deepEqual(messages, ['w1']);
+});
+
+test('release is idempotent and a drained worker takes nothing new', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  await addWorker(ledger, 'c', 'w2', 2);
+  const r = await ledger.reserve('c', { ...user, targetWorkerId: 'w1' });
+  assert.ok(r.ok && r.workerId === 'w1');
+  assert.equal(await ledger.release('c', r.leaseId), true);
+  assert.equal(await ledger.release('c', r.leaseId), false);
+  assert.equal((await ledger.snapshot('c')).workers[0]!.freeSlots, 2);
+  assert.equal(await ledger.drain('c', 'w1'), true);
+  for (let i = 0; i < 2; i++) {
+    const x = await ledger.reserve('c', user);
+    assert.ok(x.ok && x.workerId === 'w2');
+  }
+  assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
+  const hb = await addWorker(ledger, 'c', 'w1', 2);
+  assert.equal(hb.drainRequested, true, 'the worker learns of the drain at its next heartbeat');
+  assert.equal(await ledger.deregister('c', 'w1'), true);
+  const snap = await ledger.snapshot('c');
+  assert.deepEqual(snap.workers.map((w) => w.workerId), ['w2']);
+  assert.equal(snap.totalCapacity, 2);
+});
+
+test('raising capacity frees slots at once; lowering it lets running tasks finish', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  const leases = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await ledger.reserve('c', user);
+    assert.ok(r.ok);
+    leases.push(r.leaseId);
+  }
+  await addWorker(ledger, 'c', 'w1', 4, leases);
+  let snap = await ledger.snapshot('c');
+  assert.equal(snap.workers[0]!.freeSlots, 2);
+  assert.equal(snap.totalFree, 2);
+  await addWorker(ledger, 'c', 'w1', 1, leases);
+  snap = await ledger.snapshot('c');
+  assert.equal(snap.workers[0]!.freeSlots, -1);
+  assert.equal(snap.totalFree, 0, 'a worker over its new capacity counts as 0 free, not negative');
+  assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
+  await ledger.release('c', leases[0]!);
+  await ledger.release('c', leases[1]!);
+  snap = await ledger.snapshot('c');
+  assert.equal(snap.workers[0]!.freeSlots, 1);
+  assert.equal(snap.totalFree, 1);
+});
+
+test('sweep removes silent workers and ends expired leases', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0, leaseTtlMs: 200 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  await addWorker(ledger, 'c', 'w2', 2);
+  const lost = await ledger.reserve('c', { ...user, targetWorkerId: 'w1' });
+  assert.ok(lost.ok);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  await addWorker(ledger, 'c', 'w1', 2); // w1 is alive; w2 fell silent 300 ms ago
+  const swept = await ledger.sweep('c', 250);
+  assert.deepEqual(swept, { workersRemoved: 1, leasesExpired: 1 });
+  const snap = await ledger.snapshot('c');
+  assert.deepEqual(snap.workers.map((w) => [w.workerId, w.freeSlots]), [['w1', 2]]);
+  assert.equal(snap.totalCapacity, 2);
+  assert.equal(snap.totalFree, 2);
+});
+
+test('after FLUSHALL, heartbeats rebuild the ledger with the tasks still running', async (t) => {
+  const redis = await startPrivateRedis();
+  t.after(() => redis.stop(true));
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 }, redis.url);
+  await addWorker(ledger, 'c', 'w1', 4);
+  const running = await ledger.reserve('c', user);
+  assert.ok(running.ok);
+  await ledger.redis.flushall();
+  assert.equal((await ledger.snapshot('c')).workers.length, 0);
+  await addWorker(ledger, 'c', 'w1', 4, [running.leaseId]);
+  const snap = await ledger.snapshot('c');
+  assert.equal(snap.workers[0]!.freeSlots, 3);
+  assert.equal(snap.totalFree, 3);
+  // The re-created lease is released as usual when the task ends.
+  assert.equal(await ledger.release('c', running.leaseId), true);
+  assert.equal((await ledger.snapshot('c')).totalFree, 4);
+});
+
+test('every script runs on Redis Cluster: all its keys hash to one slot', async (t) => {
+  const redis = await startPrivateRedis(['--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${process.pid}-${Date.now()}.conf`]);
+  t.after(() => redis.stop(true));
+  const admin = new Redis(redis.url);
+  t.after(() => admin.disconnect());
+  await admin.call('CLUSTER', 'ADDSLOTSRANGE', '0', '16383');
+  await eventually('cluster state ok', 5000, async () => ((await admin.call('CLUSTER', 'INFO')) as string).includes('cluster_state:ok') || undefined);
+  // A script touching keys of two slots fails with CROSSSLOT on a cluster node.
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0.1 }, redis.url);
+  const slots = new Set(await Promise.all(clusterKeys(ledger.options.keyPrefix, 'c').all.map((k) => admin.call('CLUSTER', 'KEYSLOT', k))));
+  assert.equal(slots.size, 1);
+  await addWorker(ledger, 'c', 'w1', 3);
+  const r = await ledger.reserve('c', user);
+  assert.ok(r.ok);
+  assert.equal(await ledger.release('c', r.leaseId), true);
+  assert.equal(await ledger.drain('c', 'w1'), true);
+  assert.deepEqual(await ledger.sweep('c', 60_000), { workersRemoved: 0, leasesExpired: 0 });
+  assert.equal(await ledger.deregister('c', 'w1'), true);
+});
