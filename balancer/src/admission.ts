@@ -1,0 +1,270 @@
+import { performance } from 'node:perf_hooks';
+import type { Redis } from 'ioredis';
+import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
+import type { Ledger, LedgerPriority, Reservation } from '@headroom/fleet';
+import type { SlotPolicy } from './policies';
+import { WaitQueue, type Waiter } from './wait-queue';
+import { balancerErrorCodes } from './errors';
+
+export interface AdmissionOptions {
+  ledger: Ledger;
+  policy: SlotPolicy;
+  balancerId: string;
+  clusters: readonly string[];
+  /** A connection for pub/sub only (it is put in subscriber mode). */
+  subscriber: Redis;
+  /** Tasks waiting for a slot on this balancer, all clusters together. */
+  maxQueuedTasks: number;
+  /** While tasks wait, try again this often even without news of a freed slot (missed messages, Redis restarts). */
+  queueRecheckIntervalMs: number;
+  logger: Logger;
+}
+
+export interface AcquireRequest {
+  priority: LedgerPriority;
+  deadlineUnixMs: number;
+  skipWorkerIds: readonly string[];
+  signal: AbortSignal;
+}
+
+export type Granted = Extract<Reservation, { ok: true }>;
+
+interface SlotWaiter extends Waiter {
+  readonly cluster: string;
+  readonly skipWorkerIds: readonly string[];
+  resolve(reservation: Granted): void;
+  reject(error: unknown): void;
+}
+
+interface ClusterQueue {
+  readonly cluster: string;
+  readonly waiters: WaitQueue<SlotWaiter>;
+  /** Counts slot-freed messages, to catch one that arrived while a reservation was in flight. */
+  wakeups: number;
+  draining: boolean;
+  drainAgain: boolean;
+  /** This balancer is recorded in the ledger as waiting (for any task / for a user-present task). */
+  registered: boolean;
+  registeredUser: boolean;
+}
+
+/**
+ * Gets a task a slot: at once when one is free and no task of the same or higher priority
+ * waits before it, else in this balancer's bounded queue until a slot frees (announced by
+ * the ledger over pub/sub), the deadline passes, or the task is shed for a user-present one.
+ */
+export class Admission {
+  private readonly queues = new Map<string, ClusterQueue>();
+  private readonly queueByChannel = new Map<string, ClusterQueue>();
+  private recheckTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private shedCount = 0;
+  private queueFullCount = 0;
+
+  constructor(private readonly options: AdmissionOptions) {
+    for (const cluster of options.clusters) {
+      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, draining: false, drainAgain: false, registered: false, registeredUser: false };
+      this.queues.set(cluster, queue);
+      this.queueByChannel.set(options.ledger.keys(cluster).slotFreedChannel, queue);
+    }
+  }
+
+  async start(): Promise<void> {
+    this.options.subscriber.on('message', (channel: string) => {
+      const queue = this.queueByChannel.get(channel);
+      if (!queue) return;
+      queue.wakeups++;
+      if (queue.waiters.size > 0) void this.drain(queue);
+    });
+    await this.options.subscriber.subscribe(...this.queueByChannel.keys());
+    const tick = () => {
+      this.recheckTimer = setTimeout(() => {
+        void this.recheck().finally(() => {
+          if (!this.closed) tick();
+        });
+      }, this.options.queueRecheckIntervalMs);
+      this.recheckTimer.unref();
+    };
+    tick();
+  }
+
+  stats() {
+    const byCluster: Record<string, { userPresent: number; background: number }> = {};
+    for (const queue of this.queues.values()) {
+      byCluster[queue.cluster] = { userPresent: queue.waiters.userPresentCount, background: queue.waiters.backgroundCount };
+    }
+    return { queued: this.totalQueued(), byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount };
+  }
+
+  async acquire(cluster: string, request: AcquireRequest): Promise<{ reservation: Granted; queueWaitMs: number }> {
+    const queue = this.queues.get(cluster);
+    if (!queue) throw new HeadroomError(balancerErrorCodes.noRoute, `cluster ${JSON.stringify(cluster)} is not served by this balancer`);
+    if (this.closed) throw shuttingDown();
+    const startedAt = performance.now();
+    const waitingAhead = request.priority === 'user' ? queue.waiters.userPresentCount : queue.waiters.size;
+    const wakeupsBefore = queue.wakeups;
+    if (waitingAhead === 0) {
+      const reservation = await this.tryReserve(queue, request.priority, request.skipWorkerIds);
+      if (reservation?.ok) return { reservation, queueWaitMs: performance.now() - startedAt };
+    }
+    const reservation = await this.enqueue(queue, request, queue.wakeups !== wakeupsBefore);
+    return { reservation, queueWaitMs: performance.now() - startedAt };
+  }
+
+  /** Rejects every waiting task; further acquires fail. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.recheckTimer);
+    for (const queue of this.queues.values()) {
+      for (const waiter of queue.waiters.drainAll()) waiter.reject(shuttingDown());
+    }
+  }
+
+  private totalQueued(): number {
+    let total = 0;
+    for (const queue of this.queues.values()) total += queue.waiters.size;
+    return total;
+  }
+
+  private enqueue(queue: ClusterQueue, request: AcquireRequest, slotFreedMeanwhile: boolean): Promise<Granted> {
+    return new Promise<Granted>((resolve, reject) => {
+      if (this.totalQueued() >= this.options.maxQueuedTasks && !this.makeRoomFor(request.priority)) {
+        this.queueFullCount++;
+        return reject(
+          new HeadroomError(balancerErrorCodes.queueFull, `${this.options.maxQueuedTasks} tasks already wait on this balancer (maxQueuedTasks)`, { retryAfterMs: 1000 }),
+        );
+      }
+      const msLeft = request.deadlineUnixMs - Date.now();
+      const waiter: SlotWaiter = {
+        cluster: queue.cluster,
+        priority: request.priority,
+        enqueuedAtMs: Date.now(),
+        skipWorkerIds: request.skipWorkerIds,
+        done: false,
+        resolve: (reservation) => {
+          cleanup();
+          resolve(reservation);
+        },
+        reject: (error) => {
+          cleanup();
+          reject(error);
+        },
+      };
+      const giveUp = (error: unknown) => {
+        if (waiter.done) return;
+        queue.waiters.remove(waiter);
+        waiter.reject(error);
+        void this.syncRegistration(queue);
+      };
+      const timer = setTimeout(
+        () => giveUp(new HeadroomError(balancerErrorCodes.deadlineExceeded, `no free slot in cluster ${queue.cluster} before the deadline (waited ${Date.now() - waiter.enqueuedAtMs} ms)`)),
+        Math.max(0, msLeft),
+      );
+      timer.unref();
+      const onAbort = () => giveUp(new HeadroomError('HR_ERR_CANCELLED', 'the client cancelled the task'));
+      request.signal.addEventListener('abort', onAbort, { once: true });
+      const cleanup = () => {
+        clearTimeout(timer);
+        request.signal.removeEventListener('abort', onAbort);
+      };
+      queue.waiters.push(waiter);
+      // A slot freed (and was announced) while our own reservation was in flight: look again.
+      if (slotFreedMeanwhile || !queue.registered) void this.drain(queue);
+    });
+  }
+
+  /** When the queue is full, a user-present task takes the place of the newest background one. */
+  private makeRoomFor(priority: LedgerPriority): boolean {
+    if (priority !== 'user') return false;
+    for (const queue of this.queues.values()) {
+      const shed = queue.waiters.shedNewestBackground();
+      if (shed) {
+        this.shedCount++;
+        shed.reject(new HeadroomError(balancerErrorCodes.shed, 'shed to make room for a user-present task; try again later', { retryAfterMs: 1000 }));
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private async tryReserve(queue: ClusterQueue, priority: LedgerPriority, skipWorkerIds: readonly string[]): Promise<Reservation | undefined> {
+    try {
+      const reservation = await this.options.policy.reserve(queue.cluster, { priority, waitIfNone: true, skipWorkerIds });
+      if (!reservation.ok) {
+        queue.registered = true;
+        if (priority === 'user') queue.registeredUser = true;
+      }
+      return reservation;
+    } catch (error) {
+      // Redis is away: the task waits in the queue and the recheck tries again.
+      if (!isHeadroomError(error, 'HR_ERR_LEDGER_UNAVAILABLE')) throw error;
+      this.options.logger.debug({ err: error }, 'reservation failed; will retry');
+      return undefined;
+    }
+  }
+
+  /** Serves waiters in order while slots are free. One drain per cluster at a time. */
+  private async drain(queue: ClusterQueue): Promise<void> {
+    if (queue.draining) {
+      queue.drainAgain = true;
+      return;
+    }
+    queue.draining = true;
+    try {
+      do {
+        queue.drainAgain = false;
+        for (let head = queue.waiters.peek(); head; head = queue.waiters.peek()) {
+          const reservation = await this.tryReserve(queue, head.priority, head.skipWorkerIds);
+          if (!reservation?.ok) break;
+          if (head.done) {
+            // It timed out or was cancelled while we reserved: give the slot back.
+            await this.options.ledger.release(queue.cluster, reservation.leaseId).catch(() => undefined);
+            this.options.policy.finished(queue.cluster, reservation.workerId);
+            continue;
+          }
+          queue.waiters.remove(head);
+          head.resolve(reservation);
+        }
+      } while (queue.drainAgain);
+    } catch (error) {
+      this.options.logger.error({ err: error, cluster: queue.cluster }, 'serving the queue failed');
+    } finally {
+      queue.draining = false;
+    }
+    await this.syncRegistration(queue);
+  }
+
+  /** Tells the ledger when this balancer no longer waits, so background work elsewhere may go on. */
+  private async syncRegistration(queue: ClusterQueue): Promise<void> {
+    try {
+      if (queue.waiters.size === 0 && queue.registered) {
+        queue.registered = queue.registeredUser = false;
+        await this.options.ledger.stopWaiting(queue.cluster, this.options.balancerId, 'all');
+      } else if (queue.waiters.userPresentCount === 0 && queue.registeredUser) {
+        queue.registeredUser = false;
+        await this.options.ledger.stopWaiting(queue.cluster, this.options.balancerId, 'user');
+      }
+    } catch (error) {
+      // The entries expire on their own (waiterTtlMs).
+      this.options.logger.debug({ err: error }, 'could not clear waiting entry');
+    }
+  }
+
+  private async recheck(): Promise<void> {
+    for (const queue of this.queues.values()) {
+      if (queue.waiters.size === 0) continue;
+      try {
+        await this.options.ledger.stillWaiting(queue.cluster, this.options.balancerId, queue.waiters.userPresentCount > 0);
+        queue.registered = true;
+        queue.registeredUser ||= queue.waiters.userPresentCount > 0;
+      } catch {
+        // Redis is away; the next recheck tries again.
+      }
+      await this.drain(queue);
+    }
+  }
+}
+
+function shuttingDown(): HeadroomError {
+  return new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 });
+}

@@ -1,0 +1,220 @@
+import * as os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import type { Redis } from 'ioredis';
+import { HeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
+import { Ledger, type LedgerOptions } from '@headroom/fleet';
+import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
+import { Admission } from './admission';
+import { balancerOptionsSchema, type BalancerOptions } from './config';
+import { balancerErrorCodes, toServiceError } from './errors';
+import { createPolicy, type SlotPolicy } from './policies';
+import { StaticSplitRouter } from './routing/static-split';
+import type { ClusterRouter } from './routing/cluster-router';
+import { validateSubmit, type ValidTask } from './task-validation';
+import { WorkerChannels } from './worker-channels';
+import { WorkerDirectory } from './worker-directory';
+import { SuspectWorkers } from './suspect-workers';
+
+export interface BalancerDependencies {
+  /** Ledger connection (not closed by the balancer). */
+  redis: Redis;
+  /** A second connection, used only for pub/sub (not closed by the balancer). */
+  subscriber: Redis;
+  ledger?: LedgerOptions;
+  logger?: Logger;
+  /** Replaces the static split from the options (the flags issue plugs Unleash in here). */
+  router?: ClusterRouter;
+}
+
+export interface BalancerStats {
+  balancerId: string;
+  address: string;
+  policy: string;
+  submitted: number;
+  succeeded: number;
+  failedByCode: Record<string, number>;
+  retries: number;
+  queue: ReturnType<Admission['stats']>;
+  workerChannels: number;
+}
+
+export interface Balancer {
+  readonly balancerId: string;
+  /** host:port clients dial. */
+  readonly address: string;
+  stats(): BalancerStats;
+  /** Stops taking tasks, lets the running ones finish, then stops. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Starts a balancer: listening, subscribed to the ledger and sweeping it when this resolves. */
+export async function createBalancer(options: BalancerOptions, deps: BalancerDependencies): Promise<Balancer> {
+  const config = parseConfig('balancer options', balancerOptionsSchema, options);
+  const logger = deps.logger ?? silentLogger;
+  const balancerId = config.balancerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const ledger = new Ledger(deps.redis, deps.ledger);
+  const clusters = [config.clusters.baseline, config.clusters.candidate];
+  const router = deps.router ?? new StaticSplitRouter(config.clusters, config);
+  const directory = new WorkerDirectory(ledger, clusters, config.directoryRefreshIntervalMs, logger);
+  const policy: SlotPolicy = createPolicy(config.policy, { ledger, balancerId, directory });
+  const admission = new Admission({
+    ledger,
+    policy,
+    balancerId,
+    clusters,
+    subscriber: deps.subscriber,
+    maxQueuedTasks: config.maxQueuedTasks,
+    queueRecheckIntervalMs: config.queueRecheckIntervalMs,
+    logger,
+  });
+  const channels = new WorkerChannels({ maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024, maxChannels: config.maxWorkerChannels });
+  const suspects = new SuspectWorkers(config.heartbeatTimeoutMs);
+  directory.onRefresh(() => {
+    const live = new Set<string>();
+    for (const cluster of clusters) for (const worker of directory.workers(cluster)) live.add(worker.address);
+    channels.keepOnly(live);
+  });
+
+  const counters = { submitted: 0, succeeded: 0, retries: 0, failedByCode: {} as Record<string, number> };
+  let accepting = true;
+  let inflightSubmits = 0;
+  let allSubmitsDone: (() => void) | undefined;
+
+  /** Runs one task to its final answer; throws a HeadroomError for every failure before a handler answered. */
+  async function run(task: ValidTask, signal: AbortSignal): Promise<SubmitResponse> {
+    const cluster = router.chooseCluster(task);
+    const priority = task.priority === 'USER_PRESENT' ? 'user' : 'background';
+    const skipWorkerIds: string[] = [];
+    let queueWaitMs = 0;
+    for (let attempt = 1; attempt <= config.maxDispatchAttempts; attempt++) {
+      const { reservation, queueWaitMs: waited } = await admission.acquire(cluster, {
+        priority,
+        deadlineUnixMs: task.deadlineUnixMs,
+        skipWorkerIds: [...skipWorkerIds, ...suspects.list()],
+        signal,
+      });
+      queueWaitMs += waited;
+      const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster }, task.deadlineUnixMs, signal);
+      policy.finished(cluster, reservation.workerId);
+      const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
+      switch (outcome.kind) {
+        case 'done': {
+          const { response } = outcome;
+          placement.runMs = response.runMs;
+          const answer: SubmitResponse = { taskId: task.id, placement };
+          if (response.error) answer.error = response.error;
+          else answer.result = response.result ?? Buffer.alloc(0);
+          return answer;
+        }
+        case 'not-started':
+          // The worker never took the lease over; give it back and try another worker.
+          ledger.release(cluster, reservation.leaseId).catch(() => undefined);
+          skipWorkerIds.push(reservation.workerId);
+          if (outcome.unreachable) suspects.add(reservation.workerId);
+          counters.retries++;
+          logger.debug({ workerId: reservation.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
+          continue;
+        case 'lost':
+          // The lease is left to expire: the worker may still be alive and running the task.
+          suspects.add(reservation.workerId);
+          if (task.idempotent && attempt < config.maxDispatchAttempts) {
+            skipWorkerIds.push(reservation.workerId);
+            counters.retries++;
+            continue;
+          }
+          throw new HeadroomError(
+            balancerErrorCodes.workerLost,
+            `worker ${reservation.workerId} was lost after the task started (${outcome.message}); it may have run in part. Mark idempotent tasks as such to have them retried.`,
+            { retryAfterMs: 1000 },
+          );
+        case 'deadline':
+          if (!outcome.started) ledger.release(cluster, reservation.leaseId).catch(() => undefined);
+          throw new HeadroomError(balancerErrorCodes.deadlineExceeded, `the deadline passed while worker ${reservation.workerId} ${outcome.started ? 'ran' : 'was given'} the task`);
+      }
+    }
+    throw new HeadroomError(balancerErrorCodes.workerLost, `no worker took the task in ${config.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 });
+  }
+
+  function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
+    counters.submitted++;
+    const fail = (error: unknown) => {
+      const serviceError = toServiceError(error);
+      const code = String(serviceError.metadata?.get('headroom-error-code')[0]);
+      counters.failedByCode[code] = (counters.failedByCode[code] ?? 0) + 1;
+      if (code === balancerErrorCodes.internal) logger.error({ err: error }, 'submit failed');
+      callback(serviceError);
+    };
+    let task: ValidTask;
+    try {
+      task = validateSubmit(call.request, config);
+    } catch (error) {
+      return fail(error);
+    }
+    if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }));
+    const abort = new AbortController();
+    const onCancelled = () => abort.abort();
+    call.on('cancelled', onCancelled);
+    inflightSubmits++;
+    run(task, abort.signal)
+      .then(
+        (answer) => {
+          counters.succeeded++;
+          callback(null, answer);
+        },
+        fail,
+      )
+      .finally(() => {
+        call.off('cancelled', onCancelled);
+        if (--inflightSubmits === 0) allSubmitsDone?.();
+      });
+  }
+
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': config.maxPayloadBytes + 64 * 1024 });
+  const setHealth = addHealthService(server, ['headroom.v1.Balancer']);
+  server.addService(BalancerService.service, { Submit: submit } as grpc.UntypedServiceImplementation);
+
+  await directory.start();
+  await admission.start();
+  const sweepTimer = setInterval(() => {
+    for (const cluster of clusters) {
+      ledger.sweep(cluster, config.heartbeatTimeoutMs).catch((error: unknown) => logger.debug({ err: error }, 'sweep failed'));
+    }
+  }, config.sweepIntervalMs);
+  sweepTimer.unref();
+
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+  );
+  const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  setHealth('SERVING');
+  logger.info({ balancerId, address, policy: policy.name, clusters }, 'balancer ready');
+
+  const close = once(async () => {
+    accepting = false;
+    setHealth('NOT_SERVING');
+    // Queued tasks have no slot yet: they get a clear "shutting down" now. Running ones finish.
+    admission.close();
+    if (inflightSubmits > 0) await new Promise<void>((resolve) => (allSubmitsDone = resolve));
+    clearInterval(sweepTimer);
+    directory.stop();
+    await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+    channels.closeAll();
+    logger.info('balancer stopped');
+  });
+
+  return {
+    balancerId,
+    address,
+    stats: () => ({
+      balancerId,
+      address,
+      policy: policy.name,
+      ...counters,
+      failedByCode: { ...counters.failedByCode },
+      queue: admission.stats(),
+      workerChannels: channels.size,
+    }),
+    close,
+  };
+}

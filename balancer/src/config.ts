@@ -1,0 +1,52 @@
+import { z } from 'zod';
+import { settings } from '@headroom/common';
+import { policyNames } from './policies';
+
+const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');
+
+export const balancerOptionsSchema = z
+  .object({
+    /** Unique among live balancers; defaults to <hostname>-<pid>-<random>. */
+    balancerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"').optional(),
+    /** @default '127.0.0.1' */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** 0 picks a free port. @default 0 */
+    port: settings.nonNegativeInt(65_535).default(0),
+    /** @default { baseline: 'baseline', candidate: 'candidate' } */
+    clusters: z
+      .object({ baseline: settings.name().default('baseline'), candidate: settings.name().default('candidate') })
+      .strict()
+      .refine((c) => c.baseline !== c.candidate, 'baseline and candidate must be different clusters')
+      .default({ baseline: 'baseline', candidate: 'candidate' }),
+    /** Share of tasks (percent) routed to the candidate cluster, sticky per task key. @default 0 */
+    candidatePercent: percent.default(0),
+    /** The same per integration. @default {} */
+    candidatePercentByIntegration: z.record(settings.name(), percent).default({}),
+    /** How a worker is chosen. @default 'least-loaded' */
+    policy: z.enum(policyNames, { error: `expected one of ${policyNames.join(', ')}` }).default('least-loaded'),
+    /** Tasks that may wait for a slot on this balancer, all clusters together. @default 10000 */
+    maxQueuedTasks: settings.positiveInt(10_000_000).default(10_000),
+    /** @default 1048576 (1 MiB) */
+    maxPayloadBytes: settings.positiveInt(64 * 1024 * 1024).default(1024 * 1024),
+    /** Used when a task has no deadline. @default 30000 */
+    defaultTaskTimeoutMs: settings.positiveInt(24 * 3600_000).default(30_000),
+    /** Farthest deadline accepted. @default 3600000 */
+    maxTaskTimeoutMs: settings.positiveInt(7 * 24 * 3600_000).default(3_600_000),
+    /** Workers tried for one task when they refuse it or cannot be reached before it starts. @default 3 */
+    maxDispatchAttempts: settings.positiveInt(20).default(3),
+    /** A worker silent this long leaves the ledger. @default 3000 */
+    heartbeatTimeoutMs: settings.positiveInt(600_000).default(3000),
+    /** @default 1000 */
+    sweepIntervalMs: settings.positiveInt(600_000).default(1000),
+    /** @default 500 */
+    queueRecheckIntervalMs: settings.positiveInt(60_000).default(500),
+    /** @default 2000 */
+    directoryRefreshIntervalMs: settings.positiveInt(600_000).default(2000),
+    /** @default 4096 */
+    maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
+  })
+  .strict()
+  .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, { message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs', path: ['defaultTaskTimeoutMs'] });
+
+export type BalancerOptions = z.input<typeof balancerOptionsSchema>;
+export type BalancerConfig = z.output<typeof balancerOptionsSchema>;

@@ -1,0 +1,43 @@
+import * as grpc from '@grpc/grpc-js';
+import { HeadroomError } from '@headroom/common';
+
+/** Codes a client of Balancer.Submit can get (metadata "headroom-error-code"). */
+export const balancerErrorCodes = {
+  invalidTask: 'HR_ERR_INVALID_TASK',
+  queueFull: 'HR_ERR_QUEUE_FULL',
+  shed: 'HR_ERR_SHED',
+  deadlineExceeded: 'HR_ERR_DEADLINE_EXCEEDED',
+  workerLost: 'HR_ERR_WORKER_LOST',
+  noRoute: 'HR_ERR_NO_ROUTE',
+  shuttingDown: 'HR_ERR_SHUTTING_DOWN',
+  internal: 'HR_ERR_INTERNAL',
+} as const;
+
+/** The one place codes map to gRPC statuses. */
+const statusByCode: Record<string, grpc.status> = {
+  [balancerErrorCodes.invalidTask]: grpc.status.INVALID_ARGUMENT,
+  [balancerErrorCodes.queueFull]: grpc.status.RESOURCE_EXHAUSTED,
+  [balancerErrorCodes.shed]: grpc.status.RESOURCE_EXHAUSTED,
+  [balancerErrorCodes.deadlineExceeded]: grpc.status.DEADLINE_EXCEEDED,
+  [balancerErrorCodes.workerLost]: grpc.status.UNAVAILABLE,
+  [balancerErrorCodes.noRoute]: grpc.status.FAILED_PRECONDITION,
+  [balancerErrorCodes.shuttingDown]: grpc.status.UNAVAILABLE,
+  HR_ERR_LEDGER_UNAVAILABLE: grpc.status.UNAVAILABLE,
+};
+
+export function grpcStatusOf(code: string): grpc.status {
+  return statusByCode[code] ?? grpc.status.INTERNAL;
+}
+
+export function invalidTask(field: string, message: string): HeadroomError {
+  return new HeadroomError(balancerErrorCodes.invalidTask, `${field}: ${message}`);
+}
+
+/** Turns any error into the gRPC error a client sees, with code and retry hint as metadata. */
+export function toServiceError(error: unknown): Partial<grpc.ServiceError> {
+  const coded = error instanceof HeadroomError ? error : new HeadroomError(balancerErrorCodes.internal, 'internal error', { cause: error });
+  const metadata = new grpc.Metadata();
+  metadata.set('headroom-error-code', coded.code);
+  if (coded.retryAfterMs !== undefined) metadata.set('retry-after-ms', String(coded.retryAfterMs));
+  return { code: grpcStatusOf(coded.code), details: `${coded.code}: ${coded.message}`, metadata };
+}

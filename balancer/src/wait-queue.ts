@@ -1,0 +1,104 @@
+/**
+ * The tasks of one cluster waiting for a slot on this balancer: user-present first, FIFO
+ * within a priority. Removal of a waiter in the middle (deadline, cancel) is lazy: it is
+ * marked done and skipped later, so every operation is O(1) amortised.
+ */
+export interface Waiter {
+  readonly priority: 'user' | 'background';
+  readonly enqueuedAtMs: number;
+  done: boolean;
+}
+
+class Fifo<T extends Waiter> {
+  private items: T[] = [];
+  private head = 0;
+  live = 0;
+
+  push(item: T): void {
+    this.items.push(item);
+    this.live++;
+  }
+
+  peek(): T | undefined {
+    while (this.head < this.items.length && this.items[this.head]!.done) this.head++;
+    this.compact();
+    return this.items[this.head];
+  }
+
+  /** The newest live entry, removed (used to shed background work). */
+  popNewest(): T | undefined {
+    while (this.items.length > this.head) {
+      const item = this.items.pop()!;
+      if (!item.done) {
+        this.live--;
+        return item;
+      }
+    }
+    return undefined;
+  }
+
+  markDone(item: T): void {
+    if (item.done) return;
+    item.done = true;
+    this.live--;
+    this.compact();
+  }
+
+  all(): T[] {
+    return this.items.slice(this.head).filter((item) => !item.done);
+  }
+
+  private compact(): void {
+    // Drop skipped entries once they are most of the array.
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    } else if (this.items.length > 2 * this.live + 1024) {
+      this.items = this.items.slice(this.head).filter((item) => !item.done);
+      this.head = 0;
+    }
+  }
+}
+
+export class WaitQueue<T extends Waiter> {
+  private readonly user = new Fifo<T>();
+  private readonly background = new Fifo<T>();
+
+  get userPresentCount(): number {
+    return this.user.live;
+  }
+
+  get backgroundCount(): number {
+    return this.background.live;
+  }
+
+  get size(): number {
+    return this.user.live + this.background.live;
+  }
+
+  push(waiter: T): void {
+    (waiter.priority === 'user' ? this.user : this.background).push(waiter);
+  }
+
+  /** The waiter to serve next: the oldest user-present one, else the oldest background one. */
+  peek(): T | undefined {
+    return this.user.peek() ?? this.background.peek();
+  }
+
+  remove(waiter: T): void {
+    (waiter.priority === 'user' ? this.user : this.background).markDone(waiter);
+  }
+
+  /** Removes and returns the newest background waiter, if any. */
+  shedNewestBackground(): T | undefined {
+    const shed = this.background.popNewest();
+    if (shed) shed.done = true;
+    return shed;
+  }
+
+  drainAll(): T[] {
+    const all = [...this.user.all(), ...this.background.all()];
+    for (const waiter of all) this.remove(waiter);
+    return all;
+  }
+}

@@ -1,0 +1,182 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import * as grpc from '@grpc/grpc-js';
+import { eventually } from '@headroom/common/dist/src/testing';
+import { json, mapLimit, startFleet, submit, task } from './harness';
+
+test('a task runs on a worker and the answer says where and how', async (t) => {
+  const fleet = await startFleet(t);
+  const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+  await fleet.addBalancer();
+  const result = await submit(fleet.clients[0]!, task({ integration: 'echo', payload: Buffer.from('hello') }));
+  assert.ok(result.ok, JSON.stringify(result));
+  assert.equal(result.response.result?.toString(), 'hello');
+  assert.equal(result.response.placement?.cluster, 'baseline');
+  assert.equal(result.response.placement?.workerId, worker.workerId);
+  assert.equal(result.response.placement?.attempts, 1);
+  assert.ok(result.response.placement!.queueWaitMs >= 0);
+  // The slot is back once the worker released it.
+  await eventually('slot released', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 1 ? true : undefined));
+});
+
+test('a handler error comes back coded, with its placement', async (t) => {
+  const fleet = await startFleet(t);
+  await fleet.addWorker({ cluster: 'baseline' });
+  await fleet.addBalancer();
+  const result = await submit(fleet.clients[0]!, task({ payload: json({ fail: 'HR_ERR_UPSTREAM_DOWN' }) }));
+  assert.ok(result.ok);
+  assert.equal(result.response.error?.code, 'HR_ERR_UPSTREAM_DOWN');
+  assert.equal(result.response.result, undefined);
+});
+
+test('static split sends a sticky share of keys to the candidate cluster', async (t) => {
+  const fleet = await startFleet(t);
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 });
+  await fleet.addWorker({ cluster: 'candidate', maxParallelism: 4 });
+  await fleet.addBalancer({ candidatePercent: 0, candidatePercentByIntegration: { 'bank-b': 50 } });
+  const keys = Array.from({ length: 60 }, (_, i) => `acct-${i}`);
+  const first = await mapLimit(keys, 8, (key) => submit(fleet.clients[0]!, task({ key, integration: 'bank-b' })));
+  const second = await mapLimit(keys, 8, (key) => submit(fleet.clients[0]!, task({ key, integration: 'bank-b' })));
+  const clusterOf = (r: (typeof first)[number]) => (r.ok ? r.response.placement?.cluster : 'error');
+  const candidates = first.filter((r) => clusterOf(r) === 'candidate').length;
+  assert.ok(candidates > 15 && candidates < 45, `${candidates} of 60 went to the candidate`);
+  assert.deepEqual(second.map(clusterOf), first.map(clusterOf), 'the same key goes to the same cluster');
+  const bankA = await submit(fleet.clients[0]!, task({ integration: 'bank-a' }));
+  assert.ok(bankA.ok && bankA.response.placement?.cluster === 'baseline');
+});
+
+test('no over-admission: 3 balancers, 10 workers, concurrent load', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  const capacities = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5];
+  for (const maxParallelism of capacities) await fleet.addWorker({ cluster: 'baseline', maxParallelism });
+  for (let i = 0; i < 3; i++) await fleet.addBalancer();
+  const tasks = Array.from({ length: 600 }, (_, i) => task({ priority: i % 3 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
+  // 90 in flight at once against 30 slots: tasks queue, slots are contended by all balancers.
+  const results = await mapLimit(tasks, 90, (tk, i) => submit(fleet.clients[i % 3]!, tk));
+  const failures = results.filter((r) => !r.ok);
+  assert.equal(failures.length, 0, JSON.stringify(failures.slice(0, 3)));
+  for (const [i, worker] of fleet.workers.entries()) {
+    const stats = worker.stats();
+    assert.ok(stats.highWaterMark <= capacities[i]!, `${stats.workerId} ran ${stats.highWaterMark} at once, max ${capacities[i]}`);
+    assert.ok(stats.completed > 0, `${stats.workerId} got no task`);
+  }
+  // Every slot comes back.
+  await eventually('all slots free', 3000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 30 ? true : undefined));
+  const totalRefusals = fleet.workers.reduce((sum, w) => sum + w.stats().refusals, 0);
+  assert.equal(totalRefusals, 0, 'the ledger never sent a task to a full worker');
+});
+
+test('a full worker refuses and the task goes to another worker', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  // 'a' heartbeats rarely, so the wrong capacity we give it below stays in the ledger.
+  const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 1, heartbeatIntervalMs: 60_000 });
+  const b = await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 1 });
+  await fleet.addBalancer();
+  const blockers = [submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) })), submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) }))];
+  await eventually('both busy', 2000, () => (a.stats().inflight === 1 && b.stats().inflight === 1 ? true : undefined));
+  // The ledger now believes 'a' has 2 free slots; 'a' itself has none.
+  await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, runningLeaseIds: [] });
+  const result = await submit(fleet.clients[0]!, task());
+  assert.ok(result.ok, JSON.stringify(result));
+  assert.equal(result.response.placement?.workerId, 'b', 'after the refusal the task waits for and goes to another worker');
+  assert.equal(result.response.placement?.attempts, 2);
+  assert.equal(a.stats().refusals, 1);
+  assert.equal(a.stats().highWaterMark, 1);
+  assert.ok((await Promise.all(blockers)).every((r) => r.ok));
+});
+
+test('user-present tasks go first; background waits and is shed first when the queue is full', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+  await fleet.addBalancer({ maxQueuedTasks: 3 });
+  const client = fleet.clients[0]!;
+  const order: string[] = [];
+  const run = (id: string, priority: 'USER_PRESENT' | 'BACKGROUND', sleepMs = 50) =>
+    submit(client, task({ id, priority, payload: json({ sleepMs }) })).then((r) => {
+      order.push(id);
+      return r;
+    });
+  const blocker = run('blocker', 'USER_PRESENT', 300);
+  await eventually('blocker runs', 2000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const bg1 = run('bg1', 'BACKGROUND');
+  const bg2 = run('bg2', 'BACKGROUND');
+  await eventually('two queued', 2000, () => (fleet.balancers[0]!.stats().queue.queued === 2 ? true : undefined));
+  const up1 = run('up1', 'USER_PRESENT');
+  await eventually('three queued', 2000, () => (fleet.balancers[0]!.stats().queue.queued === 3 ? true : undefined));
+  // Full: a user-present task sheds the newest background one...
+  const up2 = run('up2', 'USER_PRESENT');
+  const shed = await bg2;
+  assert.ok(!shed.ok && shed.code === 'HR_ERR_SHED' && shed.status === grpc.status.RESOURCE_EXHAUSTED, JSON.stringify(shed));
+  assert.equal(shed.retryAfterMs, '1000');
+  // ...and a background task is refused with a retry hint.
+  const refused = await run('bg3', 'BACKGROUND');
+  assert.ok(!refused.ok && refused.code === 'HR_ERR_QUEUE_FULL' && refused.status === grpc.status.RESOURCE_EXHAUSTED);
+  assert.ok(refused.retryAfterMs);
+  const results = await Promise.all([blocker, bg1, up1, up2]);
+  assert.ok(results.every((r) => r.ok), JSON.stringify(results));
+  assert.deepEqual(order.filter((id) => ['blocker', 'up1', 'up2', 'bg1'].includes(id)), ['blocker', 'up1', 'up2', 'bg1']);
+});
+
+test('no capacity before the deadline: DEADLINE_EXCEEDED, and the queue entry is gone', async (t) => {
+  const fleet = await startFleet(t);
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+  await fleet.addBalancer();
+  const blocker = submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 600 }) }));
+  await eventually('blocker runs', 2000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const late = await submit(fleet.clients[0]!, task({ deadlineUnixMs: Date.now() + 200 }));
+  assert.ok(!late.ok && late.status === grpc.status.DEADLINE_EXCEEDED && late.code === 'HR_ERR_DEADLINE_EXCEEDED', JSON.stringify(late));
+  assert.equal(fleet.balancers[0]!.stats().queue.queued, 0);
+  assert.ok((await blocker).ok);
+});
+
+test('no workers at all: the task waits, then a worker that joins serves it', async (t) => {
+  const fleet = await startFleet(t);
+  await fleet.addBalancer();
+  const pending = submit(fleet.clients[0]!, task({ deadlineUnixMs: Date.now() + 5000 }));
+  await eventually('queued', 2000, () => (fleet.balancers[0]!.stats().queue.queued === 1 ? true : undefined));
+  await fleet.addWorker({ cluster: 'baseline' });
+  const result = await pending;
+  assert.ok(result.ok, JSON.stringify(result));
+  assert.ok(result.response.placement!.queueWaitMs > 0);
+});
+
+test('raising max parallelism at run time frees slots at once; lowering lets running tasks finish', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  const worker = await fleet.addWorker({ cluster: 'candidate', maxParallelism: 1 });
+  await fleet.addBalancer({ candidatePercent: 100 });
+  const running = [submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 500 }) })), submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 500 }) }))];
+  await eventually('one runs, one waits', 2000, () => (worker.stats().inflight === 1 && fleet.balancers[0]!.stats().queue.queued === 1 ? true : undefined));
+  // An operator's setting through Redis: the worker picks it up at its next heartbeat.
+  await fleet.ledger.setMaxParallelism('candidate', 3);
+  await eventually('second task starts before the first ends', 1500, () => (worker.stats().inflight === 2 ? true : undefined));
+  assert.equal(worker.stats().maxParallelism, 3);
+  await fleet.ledger.setMaxParallelism('candidate', 1);
+  await eventually('lowered', 1500, () => (worker.stats().maxParallelism === 1 ? true : undefined));
+  assert.equal(worker.stats().inflight, 2, 'running tasks are not stopped');
+  const results = await Promise.all(running);
+  assert.ok(results.every((r) => r.ok));
+  await eventually('ledger capacity follows', 2000, async () => ((await fleet.ledger.snapshot('candidate')).totalCapacity === 1 ? true : undefined));
+  // The library call, for embedding: the worker's own value applies when no operator setting exists.
+  await fleet.ledger.setMaxParallelism('candidate', undefined);
+  await worker.setMaxParallelism(5);
+  assert.equal(worker.stats().maxParallelism, 5);
+  assert.equal((await fleet.ledger.snapshot('candidate')).totalCapacity, 5);
+});
+
+test('draining a worker: it takes nothing new, finishes what runs, leaves the ledger', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 2 });
+  await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 2 });
+  await fleet.addBalancer({ policy: 'least-loaded' });
+  const long = submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 400 }) }));
+  await eventually('a task runs', 2000, () => (a.stats().inflight + fleet.workers[1]!.stats().inflight === 1 ? true : undefined));
+  const runningOnA = a.stats().inflight === 1;
+  const closing = a.close();
+  const during = await mapLimit(Array.from({ length: 6 }), 2, () => submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 10 }) })));
+  assert.ok(during.every((r) => r.ok && r.response.placement?.workerId === 'b'), JSON.stringify(during));
+  assert.ok((await long).ok);
+  await closing;
+  if (runningOnA) assert.equal(a.stats().completed, 1, 'the running task finished');
+  const snap = await fleet.ledger.snapshot('baseline');
+  assert.deepEqual(snap.workers.map((w) => w.workerId), ['b']);
+});

@@ -1,0 +1,108 @@
+import type { TestContext } from 'node:test';
+import * as grpc from '@grpc/grpc-js';
+import type { Redis } from 'ioredis';
+import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { Ledger, connectRedis, type LedgerOptions } from '@headroom/fleet';
+import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
+import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
+import { handlers as demoHandlers } from '@headroom/sim/dist/src/handlers/demo';
+import { createBalancer, type Balancer, type BalancerOptions } from '../src/index';
+
+export interface Fleet {
+  redis: Redis;
+  ledger: Ledger;
+  ledgerOptions: LedgerOptions;
+  workers: Worker[];
+  balancers: Balancer[];
+  clients: BalancerClient[];
+  addWorker(options: WorkerOptions, handlers?: HandlerMap): Promise<Worker>;
+  addBalancer(options?: BalancerOptions): Promise<Balancer>;
+}
+
+export async function connected(url = testRedisUrl, subscriber = false): Promise<Redis> {
+  const redis = connectRedis(url, subscriber ? { enableOfflineQueue: true, enableAutoPipelining: false } : {});
+  await new Promise((resolve) => redis.once('ready', resolve));
+  return redis;
+}
+
+/** Workers and balancers in this process, on the shared Redis under a key prefix of their own. */
+export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = {}, redisUrl = testRedisUrl): Promise<Fleet> {
+  const options = { keyPrefix: uniquePrefix('fleet'), ...ledgerOptions };
+  const redis = await connected(redisUrl);
+  const fleet: Fleet = {
+    redis,
+    ledger: new Ledger(redis, options),
+    ledgerOptions: options,
+    workers: [],
+    balancers: [],
+    clients: [],
+    async addWorker(workerOptions, handlers = demoHandlers) {
+      const worker = await createWorker({ heartbeatIntervalMs: 200, ...workerOptions }, { redis, handlers, ledger: options });
+      fleet.workers.push(worker);
+      return worker;
+    },
+    async addBalancer(balancerOptions = {}) {
+      const subscriber = await connected(redisUrl, true);
+      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options });
+      const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
+      fleet.balancers.push(balancer);
+      fleet.clients.push(client);
+      t.after(() => subscriber.disconnect());
+      return balancer;
+    },
+  };
+  t.after(async () => {
+    for (const client of fleet.clients) client.close();
+    await Promise.all(fleet.balancers.map((b) => b.close()));
+    await Promise.all(fleet.workers.map((w) => w.destroy()));
+    if (redis.status === 'ready') {
+      const keys = await redis.keys(`{${options.keyPrefix}:*`);
+      if (keys.length > 0) await redis.del(...keys);
+    }
+    redis.disconnect();
+  });
+  return fleet;
+}
+
+export type SubmitResult =
+  | { ok: true; response: SubmitResponse__Output }
+  | { ok: false; status: grpc.status; code: string; details: string; retryAfterMs: string | undefined };
+
+let taskCounter = 0;
+
+export function task(overrides: Partial<Task> = {}): Task {
+  taskCounter++;
+  return { id: `task-${taskCounter}`, key: `account-${taskCounter}`, integration: 'bank-a', priority: 'USER_PRESENT', payload: Buffer.alloc(0), ...overrides };
+}
+
+export function submit(client: BalancerClient, t: Task, timeoutMs = 15_000): Promise<SubmitResult> {
+  return new Promise((resolve) => {
+    client.submit({ task: t }, { deadline: Date.now() + timeoutMs }, (error, response) => {
+      if (!error) return resolve({ ok: true, response: response! });
+      resolve({
+        ok: false,
+        status: error.code,
+        code: String(error.metadata?.get('headroom-error-code')[0] ?? ''),
+        details: error.details,
+        retryAfterMs: error.metadata?.get('retry-after-ms')[0]?.toString(),
+      });
+    });
+  });
+}
+
+export const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+/** Runs `fn` over `items` with at most `limit` at once (tests keep their load bounded). */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        results[i] = await fn(items[i]!, i);
+      }
+    }),
+  );
+  return results;
+}

@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+/**
+ * headroom-worker: runs task handlers from a module as a Headroom worker.
+ *   node worker/dist/src/cli.js --cluster candidate --handlers ./handlers.js --max-parallelism 30
+ * Every flag can also be set by env (HEADROOM_CLUSTER, ...); flags win.
+ */
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { ConfigError, createLogger, fromEnv, parseConfig, settings } from '@headroom/common';
+import { connectRedis } from '@headroom/fleet';
+import { createWorker, workerOptionsSchema } from './worker';
+import type { HandlerMap } from './handler';
+
+const envNames = {
+  cluster: 'HEADROOM_CLUSTER',
+  workerId: 'HEADROOM_WORKER_ID',
+  maxParallelism: 'HEADROOM_MAX_PARALLELISM',
+  host: 'HEADROOM_HOST',
+  port: 'HEADROOM_PORT',
+  advertiseHost: 'HEADROOM_ADVERTISE_HOST',
+  heartbeatIntervalMs: 'HEADROOM_HEARTBEAT_INTERVAL_MS',
+  drainTimeoutMs: 'HEADROOM_DRAIN_TIMEOUT_MS',
+  handlers: 'HEADROOM_HANDLERS',
+  redisUrl: 'REDIS_URL',
+  keyPrefix: 'HEADROOM_KEY_PREFIX',
+};
+
+const cliSchema = workerOptionsSchema.extend({
+  handlers: z.string({ error: 'expected the path of a module exporting `handlers`' }).min(1),
+  redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
+  keyPrefix: z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
+});
+
+const usage = `Usage: headroom-worker --cluster NAME --handlers MODULE [options]
+  --cluster NAME              cluster to serve in (${envNames.cluster})
+  --handlers MODULE           module exporting \`handlers\`: { [integration]: async (task, signal) => result } (${envNames.handlers})
+  --max-parallelism N         tasks at once, 1..10000 (default 1) (${envNames.maxParallelism})
+  --worker-id ID              (default <hostname>-<pid>-<random>) (${envNames.workerId})
+  --host HOST --port PORT     gRPC server (default 127.0.0.1:0) (${envNames.host}, ${envNames.port})
+  --advertise-host HOST       host balancers dial (default --host) (${envNames.advertiseHost})
+  --heartbeat-interval-ms MS  (default 1000) (${envNames.heartbeatIntervalMs})
+  --drain-timeout-ms MS       (default 300000) (${envNames.drainTimeoutMs})
+  --redis-url URL             (default redis://127.0.0.1:6379) (${envNames.redisUrl})
+  --key-prefix PREFIX         ledger key prefix (default hr) (${envNames.keyPrefix})`;
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      cluster: { type: 'string' },
+      handlers: { type: 'string' },
+      'max-parallelism': { type: 'string' },
+      'worker-id': { type: 'string' },
+      host: { type: 'string' },
+      port: { type: 'string' },
+      'advertise-host': { type: 'string' },
+      'heartbeat-interval-ms': { type: 'string' },
+      'drain-timeout-ms': { type: 'string' },
+      'redis-url': { type: 'string' },
+      'key-prefix': { type: 'string' },
+      help: { type: 'boolean' },
+    },
+    strict: true,
+  });
+  if (values.help) {
+    process.stdout.write(`${usage}\n`);
+    return;
+  }
+  const flags = Object.fromEntries(
+    Object.entries(values)
+      .filter(([name, value]) => name !== 'help' && value !== undefined)
+      .map(([name, value]) => [name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()), value]),
+  );
+  const config = parseConfig('worker settings (flags or env)', cliSchema, { ...fromEnv(process.env, envNames), ...flags });
+  const { handlers: handlersPath, redisUrl, keyPrefix, ...options } = config;
+  const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
+  const handlers = loaded.handlers ?? loaded.default?.handlers;
+  if (!handlers || typeof handlers !== 'object') throw new ConfigError(`handlers: module ${handlersPath} exports no \`handlers\` object`);
+
+  const logger = createLogger('headroom-worker');
+  const redis = connectRedis(redisUrl, {}, logger);
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new ConfigError(`redisUrl: nothing answered at ${redisUrl} within 10 s`)), 10_000);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger });
+  process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address })}\n`);
+  const stop = async (signal: string) => {
+    logger.info({ signal }, 'stopping: draining');
+    await worker.close();
+    redis.disconnect();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+  void worker.stopped.then(() => {
+    redis.disconnect();
+    process.exit(0);
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`headroom-worker: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(error instanceof ConfigError ? 2 : 1);
+});

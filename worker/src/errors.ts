@@ -1,0 +1,25 @@
+import { HeadroomError } from '@headroom/common';
+
+/** Codes the worker answers with. The balancer branches on them (see balancer/src/dispatch). */
+export const workerErrorCodes = {
+  /** All slots busy: the task did not start and may go to another worker. */
+  full: 'HR_ERR_WORKER_FULL',
+  /** The worker is draining: the task did not start and may go to another worker. */
+  draining: 'HR_ERR_WORKER_DRAINING',
+  /** The request was malformed (a balancer bug or a foreign client). */
+  invalidRequest: 'HR_ERR_INVALID_REQUEST',
+  /** No handler for the task's integration. */
+  noHandler: 'HR_ERR_NO_HANDLER',
+  /** The handler threw something that is not a HeadroomError. */
+  handlerFailed: 'HR_ERR_HANDLER_FAILED',
+  /** The task's deadline passed while the handler ran. */
+  deadlineExceeded: 'HR_ERR_DEADLINE_EXCEEDED',
+} as const;
+
+/** Throw this from a handler to answer with a code of your own (e.g. HR_ERR_UPSTREAM_TIMEOUT). */
+export class TaskFailedError extends HeadroomError {
+  constructor(code: string, message: string, options?: { cause?: unknown; retryAfterMs?: number }) {
+    super(code, message, options);
+    this.name = 'TaskFailedError';
+  }
+}

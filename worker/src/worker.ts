@@ -1,0 +1,299 @@
+import * as os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import * as grpc from '@grpc/grpc-js';
+import { z } from 'zod';
+import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
+import { Ledger, type LedgerOptions } from '@headroom/fleet';
+import { WorkerService, addHealthService, metadataKeys, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
+import type { Redis } from 'ioredis';
+import { ParallelismGate } from './gate';
+import { workerErrorCodes } from './errors';
+import type { HandlerMap, TaskContext } from './handler';
+
+export const workerOptionsSchema = z
+  .object({
+    /** The cluster the worker serves in, e.g. "baseline" or "candidate". */
+    cluster: settings.name(),
+    /** Unique among live workers; defaults to <hostname>-<pid>-<random>. */
+    workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"').optional(),
+    /** Tasks run at once until an operator's setting says otherwise. @default 1 */
+    maxParallelism: settings.positiveInt(10_000).default(1),
+    /** Interface the gRPC server binds. @default '127.0.0.1' */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** 0 picks a free port. @default 0 */
+    port: settings.nonNegativeInt(65_535).default(0),
+    /** Host balancers dial; defaults to `host`. */
+    advertiseHost: z.string().min(1).optional(),
+    /** @default 1000 */
+    heartbeatIntervalMs: settings.positiveInt(60_000).default(1000),
+    /** Longest a drain waits for running tasks before the worker leaves anyway. @default 300000 */
+    drainTimeoutMs: settings.positiveInt(24 * 3600_000).default(300_000),
+    /** Largest request the gRPC server accepts. @default 4 MiB + 64 KiB */
+    maxReceiveMessageBytes: settings.positiveInt(256 * 1024 * 1024).default(4 * 1024 * 1024 + 64 * 1024),
+  })
+  .strict();
+
+export type WorkerOptions = z.input<typeof workerOptionsSchema>;
+
+export interface WorkerDependencies {
+  /** Ledger connection (the worker does not close it). */
+  redis: Redis;
+  handlers: HandlerMap;
+  ledger?: LedgerOptions;
+  logger?: Logger;
+}
+
+export interface WorkerStats {
+  workerId: string;
+  cluster: string;
+  address: string;
+  maxParallelism: number;
+  inflight: number;
+  /** Most tasks ever running at once. */
+  highWaterMark: number;
+  /** Tasks refused because all slots were busy or the worker was draining. */
+  refusals: number;
+  completed: number;
+  failed: number;
+  draining: boolean;
+  /** Heartbeats that could not reach Redis, since start. */
+  heartbeatFailures: number;
+}
+
+export interface Worker {
+  readonly workerId: string;
+  readonly cluster: string;
+  /** host:port balancers dial. */
+  readonly address: string;
+  /** Sets the worker's own max parallelism; an operator's cluster setting in the ledger wins over it. */
+  setMaxParallelism(maxParallelism: number): Promise<void>;
+  stats(): WorkerStats;
+  /** Resolves when the worker has stopped (close, destroy, or an operator's drain). */
+  readonly stopped: Promise<void>;
+  /** Stops taking tasks, lets running ones finish, leaves the ledger, stops the server. Idempotent. */
+  close(): Promise<void>;
+  /** Stops at once: running tasks are aborted and the worker leaves the ledger. Idempotent. */
+  destroy(): Promise<void>;
+}
+
+interface RunningTask {
+  readonly leaseId: string;
+  readonly abort: AbortController;
+}
+
+/** Starts a worker: its gRPC server is listening and it is in the ledger when this resolves. */
+export async function createWorker(options: WorkerOptions, deps: WorkerDependencies): Promise<Worker> {
+  const config = parseConfig('worker options', workerOptionsSchema, options);
+  const logger = deps.logger ?? silentLogger;
+  const ledger = new Ledger(deps.redis, deps.ledger);
+  const workerId = config.workerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
+  const cluster = config.cluster;
+  const gate = new ParallelismGate(config.maxParallelism);
+  // Bounded by the gate: one entry per admitted task.
+  const running = new Map<string, RunningTask>();
+  let ownMaxParallelism = config.maxParallelism;
+  let draining = false;
+  let completed = 0;
+  let failed = 0;
+  let heartbeatFailures = 0;
+  let drained: (() => void) | undefined;
+  let markStopped!: () => void;
+  const stopped = new Promise<void>((resolve) => (markStopped = resolve));
+
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': config.maxReceiveMessageBytes,
+    'grpc.keepalive_permit_without_calls': 1,
+  });
+  const setHealth = addHealthService(server, ['headroom.v1.Worker']);
+
+  function refuse(callback: grpc.sendUnaryData<ExecuteResponse>, status: grpc.status, code: string, message: string) {
+    const metadata = new grpc.Metadata();
+    metadata.set(metadataKeys.errorCode, code);
+    callback({ code: status, details: message, metadata });
+  }
+
+  async function execute(call: grpc.ServerUnaryCall<ExecuteRequest__Output, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>) {
+    const request = call.request;
+    const task = request.task;
+    if (!task || request.leaseId === '' || request.cluster !== cluster) {
+      const why = !task ? 'task is missing' : request.leaseId === '' ? 'leaseId is missing' : `cluster is ${JSON.stringify(request.cluster)}, this worker serves ${JSON.stringify(cluster)}`;
+      return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, why);
+    }
+    const handler = deps.handlers[task.integration] ?? deps.handlers['*'];
+    if (!handler) {
+      return callback(null, {
+        workerId,
+        runMs: 0,
+        error: { code: workerErrorCodes.noHandler, message: `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)}` },
+      });
+    }
+    if (draining) return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`);
+    if (!gate.tryEnter()) {
+      return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.full, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`);
+    }
+    // Tell the balancer the task started: from here on it must not run it elsewhere
+    // unless the task is idempotent.
+    const started = new grpc.Metadata();
+    started.set(metadataKeys.started, '1');
+    call.sendMetadata(started);
+
+    const abort = new AbortController();
+    running.set(request.leaseId, { leaseId: request.leaseId, abort });
+    const msLeft = task.deadlineUnixMs - Date.now();
+    const deadlineTimer = setTimeout(() => abort.abort(new HeadroomError(workerErrorCodes.deadlineExceeded, 'task deadline passed')), Math.max(0, msLeft));
+    deadlineTimer.unref();
+    const onCancelled = () => abort.abort(new HeadroomError('HR_ERR_CANCELLED', 'the balancer cancelled the task'));
+    call.on('cancelled', onCancelled);
+
+    const context: TaskContext = {
+      id: task.id,
+      key: task.key,
+      integration: task.integration,
+      priority: task.priority,
+      payload: task.payload,
+      deadlineUnixMs: task.deadlineUnixMs,
+      idempotent: task.idempotent,
+      cluster,
+      workerId,
+    };
+    const startedAt = performance.now();
+    let response: ExecuteResponse;
+    try {
+      const result = await handler(context, abort.signal);
+      completed++;
+      response = { workerId, runMs: performance.now() - startedAt, result: result === undefined ? Buffer.alloc(0) : Buffer.from(result) };
+    } catch (error) {
+      failed++;
+      const runMs = performance.now() - startedAt;
+      if (error instanceof HeadroomError) {
+        response = { workerId, runMs, error: { code: error.code, message: error.message, retryAfterMs: error.retryAfterMs ?? 0 } };
+      } else {
+        logger.debug({ err: error, taskId: task.id }, 'handler failed');
+        response = { workerId, runMs, error: { code: workerErrorCodes.handlerFailed, message: error instanceof Error ? error.message : String(error) } };
+      }
+    } finally {
+      clearTimeout(deadlineTimer);
+      call.off('cancelled', onCancelled);
+      running.delete(request.leaseId);
+      gate.leave();
+      if (draining && gate.inflight === 0) drained?.();
+    }
+    callback(null, response);
+    // After answering: the balancer need not wait for this round trip.
+    ledger.release(cluster, request.leaseId).catch((error: unknown) => {
+      // The lease expires on its own (leaseTtlMs) since no heartbeat renews it any more.
+      logger.warn({ err: error, leaseId: request.leaseId }, 'could not release lease; it will expire');
+    });
+  }
+
+  server.addService(WorkerService.service, { Execute: execute } as grpc.UntypedServiceImplementation);
+  const boundPort = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
+  );
+  const advertiseHost = config.advertiseHost ?? config.host;
+  const address = `${advertiseHost.includes(':') ? `[${advertiseHost}]` : advertiseHost}:${boundPort}`;
+
+  async function heartbeat(): Promise<void> {
+    const reply = await ledger.heartbeat(cluster, {
+      workerId,
+      address,
+      capacity: gate.maxParallelism,
+      draining,
+      runningLeaseIds: [...running.keys()],
+    });
+    const wanted = reply.maxParallelismSetting ?? ownMaxParallelism;
+    if (wanted !== gate.maxParallelism && Number.isInteger(wanted) && wanted >= 1) {
+      logger.info({ from: gate.maxParallelism, to: wanted }, 'max parallelism changed');
+      gate.maxParallelism = wanted;
+      await heartbeat();
+    }
+    if (reply.drainRequested && !draining) {
+      logger.info('an operator asked this worker to drain');
+      void close();
+    }
+  }
+
+  let heartbeatTimer: NodeJS.Timeout | undefined;
+  let heartbeatsStopped = false;
+  const scheduleHeartbeat = () => {
+    if (heartbeatsStopped) return;
+    heartbeatTimer = setTimeout(() => {
+      heartbeat()
+        .catch((error: unknown) => {
+          heartbeatFailures++;
+          logger.warn({ err: error }, 'heartbeat failed');
+        })
+        .finally(scheduleHeartbeat);
+    }, config.heartbeatIntervalMs);
+    heartbeatTimer.unref();
+  };
+
+  try {
+    await heartbeat();
+  } catch (error) {
+    server.forceShutdown();
+    throw error;
+  }
+  setHealth('SERVING');
+  scheduleHeartbeat();
+  logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
+
+  const leave = async () => {
+    heartbeatsStopped = true;
+    clearTimeout(heartbeatTimer);
+    await ledger.deregister(cluster, workerId).catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));
+  };
+
+  const close = once(async () => {
+    draining = true;
+    setHealth('NOT_SERVING');
+    // Leave the free set at once so no balancer picks this worker any more.
+    await heartbeat().catch(() => undefined);
+    if (gate.inflight > 0) {
+      logger.info({ inflight: gate.inflight }, 'draining: waiting for running tasks');
+      await new Promise<void>((resolve) => {
+        drained = resolve;
+        setTimeout(resolve, config.drainTimeoutMs).unref();
+      });
+    }
+    await leave();
+    await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+    logger.info('worker stopped');
+    markStopped();
+  });
+
+  const destroy = once(async () => {
+    draining = true;
+    for (const task of running.values()) task.abort.abort(new HeadroomError('HR_ERR_WORKER_STOPPED', 'the worker is stopping'));
+    server.forceShutdown();
+    await leave();
+    markStopped();
+  });
+
+  return {
+    workerId,
+    cluster,
+    address,
+    async setMaxParallelism(maxParallelism: number) {
+      ownMaxParallelism = parseConfig('max parallelism', settings.positiveInt(10_000), maxParallelism);
+      await heartbeat();
+    },
+    stats: () => ({
+      workerId,
+      cluster,
+      address,
+      maxParallelism: gate.maxParallelism,
+      inflight: gate.inflight,
+      highWaterMark: gate.highWaterMark,
+      refusals: gate.refusals,
+      completed,
+      failed,
+      draining,
+      heartbeatFailures,
+    }),
+    stopped,
+    close,
+    destroy,
+  };
+}
