@@ -9,7 +9,7 @@ export type LedgerPriority = 'user' | 'background';
 export interface LedgerOptions {
   /** First part of every key, so several Headroom installations (or tests) share one Redis. @default 'hr' */
   keyPrefix?: string;
-  /** How long a lease lives unless its worker renews it in a heartbeat. @default 10000 */
+  /** How long a lease lives unless its worker renews it in a heartbeat: bounds how long a slot reserved by a balancer that died is lost. @default 3000 */
   leaseTtlMs?: number;
   /** How long a balancer counts as waiting after it last said so. @default 3000 */
   waiterTtlMs?: number;
@@ -19,7 +19,7 @@ export interface LedgerOptions {
 
 export const ledgerDefaults: Required<LedgerOptions> = {
   keyPrefix: 'hr',
-  leaseTtlMs: 10_000,
+  leaseTtlMs: 3_000,
   waiterTtlMs: 3_000,
   keptForUserPresentShare: 0.1,
 };

@@ -1,0 +1,114 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { ConfigError } from '@headroom/common';
+import { startFleet, submit, task } from './harness';
+import { createBalancer } from '../src/index';
+
+const repoRoot = path.join(__dirname, '..', '..', '..');
+
+test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', async (t) => {
+  const fleet = await startFleet(t);
+  const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 });
+  await fleet.addBalancer({ maxPayloadBytes: 1000, maxTaskTimeoutMs: 60_000 });
+  const client = fleet.clients[0]!;
+  const cases: [string, Parameters<typeof task>[0], string][] = [
+    ['empty id', { id: '' }, 'task.id'],
+    ['huge id', { id: 'x'.repeat(129) }, 'task.id'],
+    ['empty key', { key: '' }, 'task.key'],
+    ['huge key', { key: 'k'.repeat(257) }, 'task.key'],
+    ['missing integration', { integration: '' }, 'task.integration'],
+    ['bad integration', { integration: 'Bank A<script>' }, 'task.integration'],
+    ['unspecified priority', { priority: 'PRIORITY_UNSPECIFIED' }, 'task.priority'],
+    ['unknown priority', { priority: 7 as unknown as 'BACKGROUND' }, 'task.priority'],
+    ['payload over the limit', { payload: Buffer.alloc(1001) }, 'task.payload'],
+    ['deadline in the past', { deadlineUnixMs: Date.now() - 1000 }, 'task.deadlineUnixMs'],
+    ['negative deadline', { deadlineUnixMs: -5 }, 'task.deadlineUnixMs'],
+    ['absurd deadline', { deadlineUnixMs: Date.now() + 365 * 24 * 3600_000 }, 'task.deadlineUnixMs'],
+  ];
+  for (const [name, overrides, field] of cases) {
+    const result = await submit(client, task(overrides));
+    assert.ok(!result.ok, `${name}: accepted`);
+    assert.equal(result.status, grpc.status.INVALID_ARGUMENT, `${name}: ${result.details}`);
+    assert.equal(result.code, 'HR_ERR_INVALID_TASK', name);
+    assert.ok(result.details.includes(field), `${name}: "${result.details}" does not name ${field}`);
+  }
+  const noTask = await new Promise<grpc.ServiceError | null>((resolve) => client.submit({}, (error) => resolve(error)));
+  assert.equal(noTask?.code, grpc.status.INVALID_ARGUMENT);
+  assert.match(noTask!.details, /task: missing/);
+  assert.equal(worker.stats().completed + worker.stats().failed, 0, 'no malformed task reached a worker');
+  assert.equal(fleet.balancers[0]!.stats().queue.queued, 0);
+  // A good task still works afterwards.
+  assert.ok((await submit(client, task())).ok);
+});
+
+test('a key that is not valid UTF-8 is refused', async (t) => {
+  const fleet = await startFleet(t);
+  await fleet.addBalancer();
+  // Hand-encoded SubmitRequest { task { id: "x", key: 0xff 0xfe, integration: "bank-a", priority: 1 } }:
+  // a generated client cannot send invalid UTF-8 in a string field.
+  const taskBytes = Buffer.from([0x0a, 1, 0x78, 0x12, 2, 0xff, 0xfe, 0x1a, 6, ...Buffer.from('bank-a'), 0x20, 1]);
+  const request = Buffer.concat([Buffer.from([0x0a, taskBytes.length]), taskBytes]);
+  const raw = new grpc.Client(fleet.balancers[0]!.address, grpc.credentials.createInsecure());
+  t.after(() => raw.close());
+  const error = await new Promise<grpc.ServiceError | null>((resolve) =>
+    raw.makeUnaryRequest('/headroom.v1.Balancer/Submit', (b: Buffer) => b, (b: Buffer) => b, request, (e) => resolve(e)),
+  );
+  assert.equal(error?.code, grpc.status.INVALID_ARGUMENT);
+  assert.match(error!.details, /task\.key: is not valid UTF-8/);
+});
+
+test('a message over the gRPC size limit is refused without reaching the balancer logic', async (t) => {
+  const fleet = await startFleet(t);
+  await fleet.addBalancer({ maxPayloadBytes: 1000 });
+  const result = await submit(fleet.clients[0]!, task({ payload: Buffer.alloc(200_000) }));
+  assert.ok(!result.ok);
+  assert.equal(result.status, grpc.status.RESOURCE_EXHAUSTED);
+  assert.equal(fleet.balancers[0]!.stats().submitted, 0);
+});
+
+test('bad options stop the balancer at start with a message naming the setting', async (t) => {
+  const fleet = await startFleet(t);
+  const deps = { redis: fleet.redis, subscriber: fleet.redis };
+  await assert.rejects(createBalancer({ policy: 'fastest' as 'random' }, deps), (error: unknown) => {
+    assert.ok(error instanceof ConfigError);
+    assert.match(error.message, /policy: got "fastest", expected one of least-loaded, round-robin, random, power-of-two/);
+    return true;
+  });
+  await assert.rejects(createBalancer({ maxQueuedTasks: 0, candidatePercent: 101 }, deps), /candidatePercent: got 101, expected a percentage from 0 to 100\n  maxQueuedTasks: got 0, expected a number >= 1/);
+  await assert.rejects(createBalancer({ clusters: { baseline: 'x', candidate: 'x' } }, deps), /baseline and candidate must be different/);
+  await assert.rejects(createBalancer({ unknownSetting: 1 } as object, deps), /unknown setting\(s\) "unknownSetting"/);
+});
+
+test('the CLIs refuse bad flags and env with exit code 2, naming the setting', () => {
+  const balancerCli = path.join(repoRoot, 'balancer', 'dist', 'src', 'cli.js');
+  const workerCli = path.join(repoRoot, 'worker', 'dist', 'src', 'cli.js');
+  const run = (cli: string, args: string[], env: Record<string, string> = {}) =>
+    spawnSync(process.execPath, [cli, ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 20_000 });
+
+  let result = run(balancerCli, ['--policy', 'fastest']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /policy: got "fastest"/);
+
+  result = run(balancerCli, [], { HEADROOM_MAX_QUEUED_TASKS: 'lots' });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /maxQueuedTasks: got "lots", expected a whole number/);
+
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', 'x.js', '--max-parallelism', '0']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /maxParallelism: got "0", expected a number >= 1/);
+
+  result = run(workerCli, ['--handlers', 'x.js']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /cluster: got nothing/);
+
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', 'x.js', '--redis-url', 'http://nope']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /redisUrl: got "http:\/\/nope", expected a URL such as redis:\/\/127\.0\.0\.1:6379/);
+
+  result = run(balancerCli, ['--help']);
+  assert.equal(result.status, 0);
+  assert.match(result.stdout, /--candidate-percent/);
+});
