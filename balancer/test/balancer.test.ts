@@ -180,3 +180,20 @@ test('draining a worker: it takes nothing new, finishes what runs, leaves the le
   const snap = await fleet.ledger.snapshot('baseline');
   assert.deepEqual(snap.workers.map((w) => w.workerId), ['b']);
 });
+
+for (const policy of ['round-robin', 'random', 'power-of-two'] as const) {
+  test(`policy ${policy}: chooses locally, admits through the ledger, never over-admits`, async (t) => {
+    const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+    const capacities = [1, 2, 3, 4];
+    for (const maxParallelism of capacities) await fleet.addWorker({ cluster: 'baseline', maxParallelism });
+    for (let i = 0; i < 3; i++) await fleet.addBalancer({ policy });
+    assert.equal(fleet.balancers[0]!.stats().policy, policy);
+    const tasks = Array.from({ length: 200 }, () => task({ payload: json({ sleepMs: 5 }) }));
+    const results = await mapLimit(tasks, 30, (tk, i) => submit(fleet.clients[i % 3]!, tk));
+    assert.equal(results.filter((r) => !r.ok).length, 0);
+    for (const [i, worker] of fleet.workers.entries()) {
+      assert.ok(worker.stats().highWaterMark <= capacities[i]!);
+      assert.ok(worker.stats().completed > 0, `${worker.workerId} got nothing`);
+    }
+  });
+}

@@ -166,8 +166,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     } catch (error) {
       failed++;
       const runMs = performance.now() - startedAt;
-      if (error instanceof HeadroomError) {
-        response = { workerId, runMs, error: { code: error.code, message: error.message, retryAfterMs: error.retryAfterMs ?? 0 } };
+      // A handler that stops because its signal aborted reports the abort's reason (deadline, cancel).
+      const coded = error instanceof HeadroomError ? error : abort.signal.reason instanceof HeadroomError ? abort.signal.reason : undefined;
+      if (coded) {
+        response = { workerId, runMs, error: { code: coded.code, message: coded.message, retryAfterMs: coded.retryAfterMs ?? 0 } };
       } else {
         logger.debug({ err: error, taskId: task.id }, 'handler failed');
         response = { workerId, runMs, error: { code: workerErrorCodes.handlerFailed, message: error instanceof Error ? error.message : String(error) } };

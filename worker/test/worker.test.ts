@@ -1,0 +1,112 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import * as grpc from '@grpc/grpc-js';
+import { service as healthService } from 'grpc-health-check';
+import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { Ledger, connectRedis } from '@headroom/fleet';
+import { WorkerService, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
+import { createWorker, type HandlerMap, type WorkerOptions } from '../src/index';
+
+async function start(t: import('node:test').TestContext, options: Partial<WorkerOptions>, handlers: HandlerMap) {
+  const redis = connectRedis(testRedisUrl);
+  await new Promise((resolve) => redis.once('ready', resolve));
+  const keyPrefix = uniquePrefix('worker');
+  const worker = await createWorker({ cluster: 'c', ...options }, { redis, handlers, ledger: { keyPrefix } });
+  const client = new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient;
+  t.after(async () => {
+    client.close();
+    await worker.destroy();
+    const keys = await redis.keys(`{${keyPrefix}:*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  });
+  return { worker, client, ledger: new Ledger(redis, { keyPrefix }) };
+}
+
+interface CallResult {
+  error: grpc.ServiceError | null;
+  response: ExecuteResponse__Output | undefined;
+  started: boolean;
+}
+
+function execute(client: WorkerClient, request: ExecuteRequest): Promise<CallResult> {
+  return new Promise((resolve) => {
+    let started = false;
+    const call = client.execute(request, (error, response) => resolve({ error, response, started }));
+    call.on('metadata', (metadata: grpc.Metadata) => (started = metadata.get('headroom-started')[0] === '1'));
+  });
+}
+
+const baseTask = { id: 't', key: 'k', integration: 'bank-a', priority: 'USER_PRESENT' as const, payload: Buffer.alloc(0) };
+const soon = () => Date.now() + 5000;
+
+test('the gate refuses a task when all slots are busy, before it starts', async (t) => {
+  let unblock!: () => void;
+  const blocked = new Promise<void>((resolve) => (unblock = resolve));
+  const { worker, client } = await start(t, { maxParallelism: 1 }, { 'bank-a': async () => blocked.then(() => 'done') });
+  const first = execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l1', cluster: 'c' });
+  while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+  const refused = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l2', cluster: 'c' });
+  assert.equal(refused.error?.code, grpc.status.RESOURCE_EXHAUSTED);
+  assert.equal(refused.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_WORKER_FULL');
+  assert.equal(refused.started, false, 'a refused task is not marked started');
+  unblock();
+  const done = await first;
+  assert.equal(done.started, true);
+  assert.equal(done.response?.result?.toString(), 'done');
+  assert.deepEqual([worker.stats().highWaterMark, worker.stats().refusals, worker.stats().completed], [1, 1, 1]);
+});
+
+test('the handler gets an AbortSignal that fires at the deadline', async (t) => {
+  let sawAbort = false;
+  const { client } = await start(t, {}, {
+    'bank-a': (_task, signal) =>
+      new Promise((_resolve, reject) => {
+        signal.addEventListener('abort', () => {
+          sawAbort = true;
+          reject(new Error('aborted'));
+        });
+      }),
+  });
+  const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: 'l1', cluster: 'c' });
+  assert.equal(sawAbort, true);
+  assert.equal(result.response?.error?.code, 'HR_ERR_DEADLINE_EXCEEDED');
+});
+
+test('requests for another cluster or without a lease are refused; unknown integrations answer a coded error', async (t) => {
+  const { client, worker } = await start(t, {}, { 'bank-a': async () => 'ok' });
+  const wrongCluster = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'other' });
+  assert.equal(wrongCluster.error?.code, grpc.status.INVALID_ARGUMENT);
+  assert.match(wrongCluster.error!.details, /cluster is "other", this worker serves "c"/);
+  const noLease = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: '', cluster: 'c' });
+  assert.equal(noLease.error?.code, grpc.status.INVALID_ARGUMENT);
+  const unknown = await execute(client, { task: { ...baseTask, integration: 'bank-z', deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'c' });
+  assert.equal(unknown.response?.error?.code, 'HR_ERR_NO_HANDLER');
+  assert.equal(worker.stats().completed, 0);
+});
+
+test('the worker is in the ledger, serves gRPC health, and leaves the ledger when closed', async (t) => {
+  const { worker, ledger } = await start(t, { maxParallelism: 4, workerId: 'w-health' }, { 'bank-a': async () => 'ok' });
+  const snap = await ledger.snapshot('c');
+  assert.deepEqual(snap.workers.map((w) => [w.workerId, w.address, w.capacity, w.freeSlots]), [['w-health', worker.address, 4, 4]]);
+  const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
+  const health = new HealthClient(worker.address, grpc.credentials.createInsecure());
+  t.after(() => health.close());
+  const check = (health as unknown as Record<string, (req: object, cb: (e: grpc.ServiceError | null, r: { status: unknown }) => void) => void>).check!;
+  const status = await new Promise<unknown>((resolve, reject) =>
+    check.call(health, { service: 'headroom.v1.Worker' }, (error, reply) => (error ? reject(error) : resolve(reply.status))),
+  );
+  assert.equal(status, 'SERVING');
+  await worker.close();
+  assert.equal((await ledger.snapshot('c')).workers.length, 0);
+  await worker.stopped;
+});
+
+test('invalid worker options are refused naming the setting', async () => {
+  const redis = connectRedis(testRedisUrl);
+  try {
+    await assert.rejects(createWorker({ cluster: 'Bad Name', maxParallelism: 0 }, { redis, handlers: {} }), /cluster: got "Bad Name".*\n.*maxParallelism: got 0, expected a number >= 1/s);
+  } finally {
+    redis.disconnect();
+  }
+});
