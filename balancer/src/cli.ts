@@ -4,10 +4,9 @@
  *   node balancer/dist/src/cli.js --port 7000 --candidate-percent 10
  * Every flag can also be set by env (HEADROOM_PORT, ...); flags win.
  */
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { ConfigError, createLogger, fromEnv, parseConfig, settings } from '@headroom/common';
-import { connectRedis } from '@headroom/fleet';
+import { ConfigError, createLogger, parseConfig, readSettings, settings } from '@headroom/common';
+import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createBalancer } from './balancer';
 import { balancerOptionsSchema } from './config';
 import { policyNames } from './policies';
@@ -60,33 +59,18 @@ const cliSchema = z
   .strict();
 
 async function main(): Promise<void> {
-  const names = Object.keys(envNames).map((key) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`));
-  const { values } = parseArgs({
-    options: { ...Object.fromEntries(names.map((name) => [name, { type: 'string' as const }])), help: { type: 'boolean' } },
-    strict: true,
-  });
-  if (values.help) {
+  const { help, input } = readSettings(process.argv.slice(2), process.env, envNames);
+  if (help) {
     process.stdout.write(`${usage}\n`);
     return;
   }
-  const flags = Object.fromEntries(
-    Object.entries(values)
-      .filter(([name, value]) => name !== 'help' && value !== undefined)
-      .map(([name, value]) => [name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()), value]),
-  );
-  const config = parseConfig('balancer settings (flags or env)', cliSchema, { ...fromEnv(process.env, envNames), ...flags });
+  const config = parseConfig('balancer settings (flags or env)', cliSchema, input);
   const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, ...options } = config;
 
   const logger = createLogger('headroom-balancer');
   const redis = connectRedis(redisUrl, {}, logger);
   const subscriber = connectRedis(redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new ConfigError(`redisUrl: nothing answered at ${redisUrl} within 10 s`)), 10_000);
-    redis.once('ready', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+  await waitUntilReady(redis, redisUrl);
   const balancer = await createBalancer(
     { ...options, clusters: { baseline: baselineCluster, candidate: candidateCluster } },
     { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger },

@@ -108,6 +108,10 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /redisUrl: got "http:\/\/nope", expected a URL such as redis:\/\/127\.0\.0\.1:6379/);
 
+  result = run(balancerCli, ['--frobnicate', '1']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /Unknown option '--frobnicate'/);
+
   result = run(balancerCli, ['--help']);
   assert.equal(result.status, 0);
   assert.match(result.stdout, /--candidate-percent/);

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { silentLogger, type Logger } from '@headroom/common';
+import { ConfigError, silentLogger, type Logger } from '@headroom/common';
 
 /**
  * A Redis connection for ledger work. Commands are not queued while Redis is away
@@ -20,4 +20,16 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
   // Without a listener each reconnect attempt would print an "Unhandled error event".
   redis.on('error', (error: Error) => logger.debug({ err: error }, 'redis connection error'));
   return redis;
+}
+
+/** Resolves once `redis` is connected; a ConfigError naming the setting after `timeoutMs`. */
+export function waitUntilReady(redis: Redis, url: string, timeoutMs = 10_000): Promise<void> {
+  if (redis.status === 'ready') return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new ConfigError(`redisUrl: nothing answered at ${url} within ${timeoutMs} ms`)), timeoutMs);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
 }

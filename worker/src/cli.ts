@@ -5,10 +5,9 @@
  * Every flag can also be set by env (HEADROOM_CLUSTER, ...); flags win.
  */
 import * as path from 'node:path';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { ConfigError, createLogger, fromEnv, parseConfig, settings } from '@headroom/common';
-import { connectRedis } from '@headroom/fleet';
+import { ConfigError, createLogger, parseConfig, readSettings, settings } from '@headroom/common';
+import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createWorker, workerOptionsSchema } from './worker';
 import type { HandlerMap } from './handler';
 
@@ -45,33 +44,12 @@ const usage = `Usage: headroom-worker --cluster NAME --handlers MODULE [options]
   --key-prefix PREFIX         ledger key prefix (default hr) (${envNames.keyPrefix})`;
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      cluster: { type: 'string' },
-      handlers: { type: 'string' },
-      'max-parallelism': { type: 'string' },
-      'worker-id': { type: 'string' },
-      host: { type: 'string' },
-      port: { type: 'string' },
-      'advertise-host': { type: 'string' },
-      'heartbeat-interval-ms': { type: 'string' },
-      'drain-timeout-ms': { type: 'string' },
-      'redis-url': { type: 'string' },
-      'key-prefix': { type: 'string' },
-      help: { type: 'boolean' },
-    },
-    strict: true,
-  });
-  if (values.help) {
+  const { help, input } = readSettings(process.argv.slice(2), process.env, envNames);
+  if (help) {
     process.stdout.write(`${usage}\n`);
     return;
   }
-  const flags = Object.fromEntries(
-    Object.entries(values)
-      .filter(([name, value]) => name !== 'help' && value !== undefined)
-      .map(([name, value]) => [name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()), value]),
-  );
-  const config = parseConfig('worker settings (flags or env)', cliSchema, { ...fromEnv(process.env, envNames), ...flags });
+  const config = parseConfig('worker settings (flags or env)', cliSchema, input);
   const { handlers: handlersPath, redisUrl, keyPrefix, ...options } = config;
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
   const handlers = loaded.handlers ?? loaded.default?.handlers;
@@ -79,13 +57,7 @@ async function main(): Promise<void> {
 
   const logger = createLogger('headroom-worker');
   const redis = connectRedis(redisUrl, {}, logger);
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new ConfigError(`redisUrl: nothing answered at ${redisUrl} within 10 s`)), 10_000);
-    redis.once('ready', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+  await waitUntilReady(redis, redisUrl);
   const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger });
   process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address })}\n`);
   const stop = async (signal: string) => {
