@@ -6,6 +6,9 @@ import type { SlotPolicy } from './policies';
 import { WaitQueue, type Waiter } from './wait-queue';
 import { balancerErrorCodes } from './errors';
 
+/** Most reservations a queue drain asks for in one round trip. */
+const maxReservationsPerRoundTrip = 16;
+
 export interface AdmissionOptions {
   ledger: Ledger;
   policy: SlotPolicy;
@@ -213,17 +216,27 @@ export class Admission {
     try {
       do {
         queue.drainAgain = false;
-        for (let head = queue.waiters.peek(); head; head = queue.waiters.peek()) {
-          const reservation = await this.tryReserve(queue, head.priority, head.skipWorkerIds);
-          if (!reservation?.ok) break;
-          if (head.done) {
-            // It timed out or was cancelled while we reserved: give the slot back.
-            await this.options.ledger.release(queue.cluster, reservation.leaseId).catch(() => undefined);
-            this.options.policy.finished(queue.cluster, reservation.workerId);
-            continue;
+        for (;;) {
+          const batch = this.nextBatch(queue);
+          if (batch.length === 0) break;
+          // One pipelined round trip for the whole batch (ioredis sends them together).
+          const results = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.skipWorkerIds)));
+          const granted = results.filter((r): r is Granted => r?.ok === true);
+          // Same priority, no skip lists: the slots are interchangeable, so they go to the
+          // oldest waiters still waiting (FIFO), whichever call got them.
+          for (const waiter of batch) {
+            if (waiter.done) continue;
+            const reservation = granted.shift();
+            if (!reservation) break;
+            queue.waiters.remove(waiter);
+            waiter.resolve(reservation);
           }
-          queue.waiters.remove(head);
-          head.resolve(reservation);
+          for (const unused of granted) {
+            // Its waiter timed out or was cancelled meanwhile: give the slot back.
+            await this.options.ledger.release(queue.cluster, unused.leaseId).catch(() => undefined);
+            this.options.policy.finished(queue.cluster, unused.workerId);
+          }
+          if (results.some((r) => !r?.ok)) break;
         }
       } while (queue.drainAgain);
     } catch (error) {
@@ -232,6 +245,15 @@ export class Admission {
       queue.draining = false;
     }
     await this.syncRegistration(queue);
+  }
+
+  /** The oldest waiters of the head's priority, or just the head when it must avoid some workers. */
+  private nextBatch(queue: ClusterQueue): SlotWaiter[] {
+    const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip);
+    if (batch.length === 0) return batch;
+    if (batch[0]!.skipWorkerIds.length > 0) return [batch[0]!];
+    const end = batch.findIndex((waiter) => waiter.skipWorkerIds.length > 0);
+    return end === -1 ? batch : batch.slice(0, end);
   }
 
   /** Tells the ledger when this balancer no longer waits, so background work elsewhere may go on. */

@@ -5,7 +5,7 @@
  * Every flag can also be set by env (HEADROOM_PORT, ...); flags win.
  */
 import { z } from 'zod';
-import { ConfigError, createLogger, parseConfig, readSettings, settings } from '@headroom/common';
+import { ConfigError, createLogger, parseConfig, readSettings, settingNamer, settings, stopSignal } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createBalancer } from './balancer';
 import { balancerOptionsSchema } from './config';
@@ -64,7 +64,8 @@ async function main(): Promise<void> {
     process.stdout.write(`${usage}\n`);
     return;
   }
-  const config = parseConfig('balancer settings (flags or env)', cliSchema, input);
+  const stopRequested = stopSignal();
+  const config = parseConfig('balancer settings (flags or env)', cliSchema, input, settingNamer(envNames));
   const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, ...options } = config;
 
   const logger = createLogger('headroom-balancer');
@@ -76,15 +77,13 @@ async function main(): Promise<void> {
     { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger },
   );
   process.stdout.write(`${JSON.stringify({ event: 'ready', balancerId: balancer.balancerId, address: balancer.address })}\n`);
-  const stop = async (signal: string) => {
+  void stopRequested.then(async (signal) => {
     logger.info({ signal }, 'stopping');
     await balancer.close();
     redis.disconnect();
     subscriber.disconnect();
     process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+  });
 }
 
 main().catch((error: unknown) => {

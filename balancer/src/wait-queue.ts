@@ -44,6 +44,15 @@ class Fifo<T extends Waiter> {
     this.compact();
   }
 
+  /** Up to `count` live entries from the head, oldest first. */
+  first(count: number): T[] {
+    const found: T[] = [];
+    for (let i = this.head; i < this.items.length && found.length < count; i++) {
+      if (!this.items[i]!.done) found.push(this.items[i]!);
+    }
+    return found;
+  }
+
   all(): T[] {
     return this.items.slice(this.head).filter((item) => !item.done);
   }
@@ -83,6 +92,13 @@ export class WaitQueue<T extends Waiter> {
   /** The waiter to serve next: the oldest user-present one, else the oldest background one. */
   peek(): T | undefined {
     return this.user.peek() ?? this.background.peek();
+  }
+
+  /** The next waiters to serve that can share one batch of reservations: same priority, up to `count`. */
+  nextBatch(count: number): T[] {
+    const head = this.peek();
+    if (!head) return [];
+    return (head.priority === 'user' ? this.user : this.background).first(count);
   }
 
   remove(waiter: T): void {

@@ -6,19 +6,20 @@ import { ConfigError } from './errors';
  * that names every bad setting, the value given and what is accepted, e.g.
  *   invalid worker config: maxParallelism: got 0, expected a number >= 1
  */
-export function parseConfig<S extends z.ZodType>(what: string, schema: S, input: unknown): z.output<S> {
+export function parseConfig<S extends z.ZodType>(what: string, schema: S, input: unknown, nameOf: (path: string) => string = (path) => path): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const lines = result.error.issues.map((issue) => `  ${describeIssue(issue, input)}`);
+  const lines = result.error.issues.map((issue) => `  ${describeIssue(issue, input, nameOf)}`);
   throw new ConfigError(`invalid ${what}:\n${lines.join('\n')}`);
 }
 
-function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
-  const path = issue.path.length > 0 ? issue.path.join('.') : '(root)';
+function describeIssue(issue: z.core.$ZodIssue, input: unknown, nameOf: (path: string) => string): string {
+  const path = issue.path.length > 0 ? nameOf(issue.path.join('.')) : '(root)';
   if (issue.code === 'unrecognized_keys') {
     return `${path}: unknown setting(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
   }
   const given = valueAt(input, issue.path);
+  if (given === undefined && issue.code === 'invalid_type') return `${path}: missing (required)`;
   const got = given === undefined ? 'nothing' : JSON.stringify(given);
   return `${path}: got ${got}, ${issue.message}`;
 }
@@ -45,10 +46,7 @@ export const settings = {
   hostPort: () => z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'expected host:port, e.g. 127.0.0.1:7001'),
 };
 
-/**
- * Reads the env variables named in `names` (config key -> env name) that are set, so a
- * schema can validate them; the error then names the config key, which the CLI maps back.
- */
+/** Reads the env variables named in `names` (config key -> env name) that are set, for a schema to validate. */
 export function fromEnv(env: NodeJS.ProcessEnv, names: Record<string, string>): Record<string, string> {
   const picked: Record<string, string> = {};
   for (const [key, envName] of Object.entries(names)) {

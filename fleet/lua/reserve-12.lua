@@ -26,7 +26,9 @@ if priority ~= 'user' then
   if redis.call('ZCARD', KEYS[11]) > 0 then return none('user-present-waiting') end
   local totalCapacity = tonumber(redis.call('HGET', KEYS[9], 'capacity') or '0')
   local totalFree = tonumber(redis.call('HGET', KEYS[9], 'free') or '0')
-  if totalFree - 1 < math.ceil(keptShare * totalCapacity) then
+  -- Keep ceil(share x capacity) slots, but never all of them: a one-slot cluster still runs background work.
+  local kept = math.min(math.ceil(keptShare * totalCapacity), math.max(0, totalCapacity - 1))
+  if totalFree - 1 < kept then
     if totalCapacity == 0 then return none('no-workers') end
     if totalFree == 0 then return none('full') end
     return none('kept-for-user-present')

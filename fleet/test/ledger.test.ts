@@ -97,6 +97,18 @@ test('a share of capacity is kept for user-present tasks', async (t) => {
   assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
 });
 
+test('the kept share never takes every slot of a small cluster', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0.1 });
+  await addWorker(ledger, 'c', 'w1', 1);
+  assert.ok((await ledger.reserve('c', background)).ok, 'a one-slot cluster runs background work');
+  await addWorker(ledger, 'c', 'w2', 1);
+  await addWorker(ledger, 'c', 'w3', 1);
+  // 3 slots: ceil(0.3) = 1 kept; one of the two left is taken already.
+  assert.ok((await ledger.reserve('c', background)).ok);
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'kept-for-user-present' });
+  assert.ok((await ledger.reserve('c', user)).ok);
+});
+
 test('a user-present task waiting on any balancer holds back background tasks on all', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 1);

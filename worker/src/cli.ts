@@ -6,7 +6,7 @@
  */
 import * as path from 'node:path';
 import { z } from 'zod';
-import { ConfigError, createLogger, parseConfig, readSettings, settings } from '@headroom/common';
+import { ConfigError, createLogger, parseConfig, readSettings, settingNamer, settings, stopSignal } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createWorker, workerOptionsSchema } from './worker';
 import type { HandlerMap } from './handler';
@@ -49,7 +49,8 @@ async function main(): Promise<void> {
     process.stdout.write(`${usage}\n`);
     return;
   }
-  const config = parseConfig('worker settings (flags or env)', cliSchema, input);
+  const stopRequested = stopSignal();
+  const config = parseConfig('worker settings (flags or env)', cliSchema, input, settingNamer(envNames));
   const { handlers: handlersPath, redisUrl, keyPrefix, ...options } = config;
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
   const handlers = loaded.handlers ?? loaded.default?.handlers;
@@ -60,14 +61,11 @@ async function main(): Promise<void> {
   await waitUntilReady(redis, redisUrl);
   const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger });
   process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address })}\n`);
-  const stop = async (signal: string) => {
+  void stopRequested.then((signal) => {
     logger.info({ signal }, 'stopping: draining');
-    await worker.close();
-    redis.disconnect();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop('SIGTERM'));
-  process.once('SIGINT', () => void stop('SIGINT'));
+    void worker.close();
+  });
+  // Stopped by a signal, or drained at an operator's request through the ledger.
   void worker.stopped.then(() => {
     redis.disconnect();
     process.exit(0);

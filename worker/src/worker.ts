@@ -181,12 +181,15 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       gate.leave();
       if (draining && gate.inflight === 0) drained?.();
     }
-    callback(null, response);
-    // After answering: the balancer need not wait for this round trip.
-    ledger.release(cluster, request.leaseId).catch((error: unknown) => {
+    // Release before answering, so that when the balancer hears the answer the slot is
+    // already free in the ledger: its next task finds it without waiting (one Redis round trip).
+    try {
+      await ledger.release(cluster, request.leaseId);
+    } catch (error) {
       // The lease expires on its own (leaseTtlMs) since no heartbeat renews it any more.
       logger.warn({ err: error, leaseId: request.leaseId }, 'could not release lease; it will expire');
-    });
+    }
+    callback(null, response);
   }
 
   server.addService(WorkerService.service, { Execute: execute } as grpc.UntypedServiceImplementation);

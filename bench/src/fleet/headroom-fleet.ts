@@ -1,0 +1,130 @@
+import * as path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { spawnUntilReady, type ManagedProcess } from './processes';
+
+export interface WorkerEndpoint {
+  name: string;
+  workerId: string;
+  cluster: string;
+  address: string;
+}
+
+export interface FleetOptions {
+  redisUrl: string;
+  workerCount: number;
+  maxParallelismPerWorker: number;
+  cluster: string;
+  logDir: string;
+  /** Extra balancer CLI flags. */
+  balancerArgs?: readonly string[];
+  /** Node flags for the balancer process, e.g. --cpu-prof. */
+  balancerNodeFlags?: readonly string[];
+}
+
+/** One balancer and some workers, each its own process, on the shared Redis under a key prefix of their own. */
+export interface ProcessFleet {
+  readonly keyPrefix: string;
+  readonly balancerAddress: string;
+  readonly workers: readonly WorkerEndpoint[];
+  /** Name → pid, for CPU accounting. */
+  readonly pids: ReadonlyMap<string, number>;
+  /** Stops the balancer, then the workers (they drain), then deletes the prefix's Redis keys. Idempotent. */
+  close(): Promise<void>;
+}
+
+const readyTimeoutMs = 20_000;
+const workerCli = require.resolve('@headroom/worker/dist/src/cli.js');
+const balancerCli = require.resolve('@headroom/balancer/dist/src/cli.js');
+const echoHandlers = require.resolve('@headroom/sim/dist/src/handlers/demo.js');
+
+export function benchKeyPrefix(benchmark: string): string {
+  return `bench:${benchmark}:${randomBytes(6).toString('hex')}`;
+}
+
+/**
+ * Starts the fleet. `register` receives each process's clean-up as soon as it exists, so a
+ * failure or Ctrl-C half-way through still stops what was started.
+ */
+export async function startProcessFleet(keyPrefix: string, options: FleetOptions, register: (cleanup: () => Promise<void>) => void): Promise<ProcessFleet> {
+  const started: ManagedProcess[] = [];
+  let balancer: ManagedProcess | undefined;
+  let keysDeleted: Promise<void> | undefined;
+  const close = async () => {
+    await balancer?.stop();
+    await Promise.all(started.filter((p) => p !== balancer).map((p) => p.stop()));
+    await (keysDeleted ??= deleteKeys(options.redisUrl, keyPrefix));
+  };
+  register(close);
+
+  const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
+  const common = ['--key-prefix', keyPrefix, '--redis-url', options.redisUrl];
+  const pids = new Map<string, number>();
+  const workers = await Promise.all(
+    Array.from({ length: options.workerCount }, async (_unused, index): Promise<WorkerEndpoint> => {
+      const name = `worker-${index + 1}`;
+      const { process: child, ready } = await spawnUntilReady({
+        name,
+        script: workerCli,
+        args: ['--cluster', options.cluster, '--handlers', echoHandlers, '--max-parallelism', String(options.maxParallelismPerWorker), ...common],
+        env,
+        logDir: options.logDir,
+        readyTimeoutMs,
+      });
+      started.push(child);
+      pids.set(name, child.pid);
+      return { name, workerId: String(ready.workerId), cluster: options.cluster, address: ready.address };
+    }),
+  );
+  const { process: balancerProcess, ready } = await spawnUntilReady({
+    name: 'balancer',
+    nodeFlags: options.balancerNodeFlags,
+    script: balancerCli,
+    args: ['--port', '0', '--baseline-cluster', options.cluster, ...(options.balancerArgs ?? []), ...common],
+    env,
+    logDir: options.logDir,
+    readyTimeoutMs,
+  });
+  balancer = balancerProcess;
+  started.push(balancerProcess);
+  pids.set('balancer', balancerProcess.pid);
+  return { keyPrefix, balancerAddress: ready.address, workers, pids, close };
+}
+
+/** Deletes every key of the prefix: all ledger keys carry the hash tag `{<prefix>:<cluster>}`. */
+async function deleteKeys(redisUrl: string, keyPrefix: string): Promise<void> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `{${keyPrefix}:*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length > 0) await redis.unlink(...keys);
+    } while (cursor !== '0');
+  } catch (error) {
+    process.stderr.write(`bench: could not delete the Redis keys {${keyPrefix}:*: ${error instanceof Error ? error.message : String(error)}\n`);
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** The pid of the Redis server when it runs on this machine (for CPU accounting), and its version. */
+export async function describeRedis(redisUrl: string): Promise<{ version: string; pid: number | undefined }> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    const info = await redis.info('server');
+    const field = (name: string) => new RegExp(`^${name}:(.*)$`, 'm').exec(info)?.[1]?.trim();
+    const host = new URL(redisUrl).hostname;
+    const local = host === '127.0.0.1' || host === 'localhost' || host === '[::1]';
+    const pid = Number(field('process_id'));
+    return { version: field('redis_version') ?? 'unknown', pid: local && Number.isInteger(pid) ? pid : undefined };
+  } finally {
+    redis.disconnect();
+  }
+}
+
+export const logDirFor = (baseDir: string, keyPrefix: string) => path.join(baseDir, keyPrefix.replace(/[^A-Za-z0-9._-]/g, '-'));

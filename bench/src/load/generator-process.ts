@@ -1,0 +1,49 @@
+/**
+ * The load generator, run as its own process (forked by LoadGenerator) so that sending calls
+ * and timing answers never shares an event loop with the benchmark's orchestration.
+ * argv[2]: the Targets as JSON. Then it runs the phases it is sent, one at a time.
+ */
+import { asTargets, asToGenerator, type FromGenerator, type PhaseSpec, type PhaseResult, type TargetName } from './protocol';
+import { closedLoop, openLoop } from './loops';
+import { createTarget, type CallTarget } from './targets';
+
+const readyTimeoutMs = 10_000;
+
+function send(message: FromGenerator): void {
+  process.send?.(message);
+}
+
+async function main(): Promise<void> {
+  if (!process.send) throw new Error('load generator: start it with child_process.fork (it needs the IPC channel)');
+  const targets = asTargets(process.argv[2]);
+  const callTargets: Record<TargetName, CallTarget> = { direct: createTarget('direct', targets), balancer: createTarget('balancer', targets) };
+  await Promise.all(Object.values(callTargets).map((target) => target.waitForReady(readyTimeoutMs)));
+
+  const run = (spec: PhaseSpec): Promise<PhaseResult> => {
+    const { call } = callTargets[spec.target];
+    return spec.kind === 'closed' ? closedLoop(call, spec) : openLoop(call, spec);
+  };
+  // Phases run strictly one after another, even if the parent sent the next one early.
+  let queue: Promise<void> = Promise.resolve();
+  process.on('message', (raw: unknown) => {
+    const message = asToGenerator(raw);
+    if (!message) return;
+    queue = queue.then(() =>
+      run(message.spec).then(
+        (result) => send({ type: 'result', id: message.id, result }),
+        (error: unknown) => send({ type: 'failed', id: message.id, message: error instanceof Error ? error.message : String(error) }),
+      ),
+    );
+  });
+  // The benchmark went away (finished, crashed, or Ctrl-C): nothing left to do.
+  process.on('disconnect', () => {
+    for (const target of Object.values(callTargets)) target.close();
+    process.exit(0);
+  });
+  send({ type: 'ready' });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`load generator: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,105 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+import { asFromGenerator, type PhaseResult, type PhaseSpec, type Targets } from './protocol';
+
+const generatorScript = path.join(__dirname, 'generator-process.js');
+const startTimeoutMs = 20_000;
+/** Slack beyond a phase's own length before we call the generator stuck. */
+const phaseSlackMs = 30_000;
+
+/** The parent's handle on the load-generator process. */
+export class LoadGenerator {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve(result: PhaseResult): void; reject(error: Error): void }>();
+  private exited = false;
+  private readonly exit: Promise<void>;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly pid: number,
+  ) {
+    this.exit = new Promise((resolve) => child.once('exit', () => resolve()));
+    child.once('exit', (code, signal) => {
+      this.exited = true;
+      for (const { reject } of this.pending.values()) reject(new Error(`the load generator exited (code ${code}, signal ${signal}) during a phase`));
+      this.pending.clear();
+    });
+    child.on('message', (raw: unknown) => {
+      const message = asFromGenerator(raw);
+      if (!message || message.type === 'ready') return;
+      const waiter = this.pending.get(message.id);
+      if (!waiter) return;
+      this.pending.delete(message.id);
+      if (message.type === 'result') waiter.resolve(message.result);
+      else waiter.reject(new Error(`load generator: ${message.message}`));
+    });
+  }
+
+  /** Forks the generator and waits until it has connected to every target. */
+  static async start(targets: Targets): Promise<LoadGenerator> {
+    const child = fork(generatorScript, [JSON.stringify(targets)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [] });
+    if (child.pid === undefined) throw new Error('could not fork the load generator');
+    const generator = new LoadGenerator(child, child.pid);
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`the load generator was not ready within ${startTimeoutMs} ms`)), startTimeoutMs);
+        child.on('message', (raw: unknown) => {
+          if (asFromGenerator(raw)?.type !== 'ready') return;
+          clearTimeout(timer);
+          resolve();
+        });
+        child.once('exit', (code) => {
+          clearTimeout(timer);
+          reject(new Error(`the load generator exited (code ${code}) before it was ready`));
+        });
+      });
+    } catch (error) {
+      await generator.close();
+      throw error;
+    }
+    return generator;
+  }
+
+  /** Runs one phase; rejects when `signal` aborts (the generator is then stopped). */
+  run(spec: PhaseSpec, signal: AbortSignal): Promise<PhaseResult> {
+    if (this.exited) return Promise.reject(new Error('the load generator is not running'));
+    const id = this.nextId++;
+    const limitMs = spec.warmupMs + spec.durationMs + phaseSlackMs;
+    return new Promise<PhaseResult>((resolve, reject) => {
+      const timer = setTimeout(() => fail(new Error(`phase ${JSON.stringify(spec)} took longer than ${limitMs} ms`)), limitMs);
+      const onAbort = () => fail(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        this.pending.delete(id);
+      };
+      const fail = (error: Error) => {
+        done();
+        reject(error);
+        void this.close();
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.pending.set(id, {
+        resolve: (result) => {
+          done();
+          resolve(result);
+        },
+        reject: (error) => {
+          done();
+          reject(error);
+        },
+      });
+      this.child.send({ type: 'run', id, spec });
+    });
+  }
+
+  /** Disconnects (the generator exits on its own), SIGKILL after 5 s. Idempotent. */
+  async close(): Promise<void> {
+    if (this.exited) return;
+    if (this.child.connected) this.child.disconnect();
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
+    await this.exit;
+    clearTimeout(timer);
+  }
+}

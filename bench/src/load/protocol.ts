@@ -1,0 +1,93 @@
+/**
+ * Messages between the benchmark and its load-generator process (over the fork() IPC channel).
+ * Each phase is one request and one answer; the generator runs one phase at a time.
+ */
+import type { LatencySummary } from '../report/histogram';
+
+export type TargetName = 'direct' | 'balancer';
+
+export interface Targets {
+  balancerAddress: string;
+  workers: readonly { address: string; cluster: string }[];
+  /** Bytes of payload each task carries (the echo handler sends them back). */
+  payloadBytes: number;
+  /** gRPC deadline of each call, and the task's own deadline. */
+  callTimeoutMs: number;
+}
+
+/** A fixed number of calls outstanding at all times: measures throughput. */
+export interface ClosedLoopSpec {
+  kind: 'closed';
+  target: TargetName;
+  concurrency: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Upper bound on calls, whatever the time. */
+  maxCalls: number;
+}
+
+/**
+ * Calls start at a fixed rate whether or not earlier ones have finished, and latency counts
+ * from when a call was due, so a stall shows up as latency (no coordinated omission).
+ */
+export interface OpenLoopSpec {
+  kind: 'open';
+  target: TargetName;
+  tasksPerSecond: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Calls due while this many are outstanding are not sent and count as dropped. */
+  maxOutstanding: number;
+}
+
+export type PhaseSpec = ClosedLoopSpec | OpenLoopSpec;
+
+export interface PhaseResult {
+  spec: PhaseSpec;
+  /** Calls answered with a result during the measured window. */
+  succeeded: number;
+  /** Failures during the measured window, by code (HR_ERR_* or the gRPC status). */
+  errorsByCode: Record<string, number>;
+  /** Open loop only: calls never sent because maxOutstanding were in flight. */
+  dropped: number;
+  /** Successful calls per second over the measured window. */
+  tasksPerSecond: number;
+  /** Open loop: from when each call was due; closed loop: from when it was sent. */
+  latency: LatencySummary;
+  /** Open loop only: how late the generator sent calls (its own scheduling delay). */
+  sendLag: LatencySummary;
+  /** Calls sent in all, warm-up included. */
+  calls: number;
+  elapsedMs: number;
+}
+
+export type ToGenerator = { type: 'run'; id: number; spec: PhaseSpec };
+export type FromGenerator = { type: 'ready' } | { type: 'result'; id: number; result: PhaseResult } | { type: 'failed'; id: number; message: string };
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null;
+}
+
+/** Checks the shape of a message from the generator; the result itself comes from our own code. */
+export function asFromGenerator(value: unknown): FromGenerator | undefined {
+  if (!isRecord(value)) return undefined;
+  if (value.type === 'ready') return { type: 'ready' };
+  if (value.type === 'result' && typeof value.id === 'number' && isRecord(value.result)) return value as FromGenerator;
+  if (value.type === 'failed' && typeof value.id === 'number' && typeof value.message === 'string') return value as FromGenerator;
+  return undefined;
+}
+
+export function asToGenerator(value: unknown): ToGenerator | undefined {
+  if (!isRecord(value) || value.type !== 'run' || typeof value.id !== 'number' || !isRecord(value.spec)) return undefined;
+  const spec = value.spec;
+  if ((spec.kind !== 'closed' && spec.kind !== 'open') || (spec.target !== 'direct' && spec.target !== 'balancer')) return undefined;
+  return value as ToGenerator;
+}
+
+export function asTargets(value: string | undefined): Targets {
+  const parsed: unknown = JSON.parse(value ?? 'null');
+  if (!isRecord(parsed) || typeof parsed.balancerAddress !== 'string' || !Array.isArray(parsed.workers) || typeof parsed.payloadBytes !== 'number' || typeof parsed.callTimeoutMs !== 'number') {
+    throw new Error(`load generator: expected the targets as JSON in argv[2], got ${String(value).slice(0, 200)}`);
+  }
+  return parsed as unknown as Targets;
+}

@@ -1,0 +1,11 @@
+/**
+ * Preloaded (node --require) into every process the demo launcher starts, so that none
+ * outlives it: when the launcher goes away, even by SIGKILL, the IPC channel to it closes
+ * and the child stops itself the graceful way, with SIGTERM. The channel is unref()ed so
+ * it never keeps a child alive on its own.
+ */
+const channel = process.channel;
+if (channel) {
+  channel.unref();
+  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
+}

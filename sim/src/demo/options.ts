@@ -1,0 +1,69 @@
+import { z } from 'zod';
+import { settings } from '@headroom/common';
+import { usageText, type OptionSpec } from '../loadgen/cli-options';
+
+const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');
+const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');
+const seconds = (min: number, max: number, hint: string) =>
+  z.coerce.number({ error: `expected seconds, ${hint}` }).min(min, `expected seconds >= ${min}, ${hint}`).max(max, `expected seconds <= ${max}`);
+
+/** What `npm start` runs; one schema validates, fills defaults and gives the types. */
+export const demoOptionsSchema = z
+  .object({
+    /** Workers of the baseline cluster. @default 3 */
+    baselineWorkers: settings.positiveInt(32).default(3),
+    /** Tasks each baseline worker runs at once. @default 1 */
+    baselineParallelism: settings.positiveInt(1000).default(1),
+    /** @default 2 */
+    candidateWorkers: settings.positiveInt(32).default(2),
+    /** @default 10 */
+    candidateParallelism: settings.positiveInt(1000).default(10),
+    /** Share of task keys the balancer routes to the candidate cluster. @default 50 */
+    candidatePercent: percent.default(50),
+    /** Tasks the load generator sends per second. @default 20 */
+    ratePerS: z.coerce.number({ error: 'expected tasks per second' }).positive('expected a rate above 0').max(10_000, 'expected at most 10000 tasks/s').default(20),
+    /** @default 0.1 */
+    userPresentShare: settings.share().default(0.1),
+    /** 0 picks a free port. @default 7700 */
+    balancerPort: settings.nonNegativeInt(65_535).default(7700),
+    /** @default 'redis://127.0.0.1:6379' */
+    redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
+    /** Ledger key prefix; by default one of its own per run, `demo:<random>`. */
+    keyPrefix: keyPrefixSetting.optional(),
+    /** Stop after this long once the load runs; 0 runs until Ctrl-C. @default 0 */
+    durationS: seconds(0, 7 * 24 * 3600, '0 for until Ctrl-C').default(0),
+    /** @default 5 */
+    statusIntervalS: seconds(0.5, 3600, 'e.g. 5').default(5),
+  })
+  .strict();
+
+export type DemoConfig = z.output<typeof demoOptionsSchema>;
+
+const option = (key: keyof DemoConfig, flag: string, valueName: string, description: string, env = `HEADROOM_DEMO_${flag.replace(/-/g, '_').toUpperCase()}`): OptionSpec => ({
+  key,
+  flag,
+  valueName,
+  description,
+  env,
+});
+
+export const demoOptionSpecs: OptionSpec[] = [
+  option('baselineWorkers', 'baseline-workers', 'N', 'workers in the baseline cluster, 1..32 (default 3)'),
+  option('baselineParallelism', 'baseline-parallelism', 'N', 'tasks each baseline worker runs at once, 1..1000 (default 1)'),
+  option('candidateWorkers', 'candidate-workers', 'N', 'workers in the candidate cluster, 1..32 (default 2)'),
+  option('candidateParallelism', 'candidate-parallelism', 'N', 'tasks each candidate worker runs at once, 1..1000 (default 10)'),
+  option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster, 0..100 (default 50)'),
+  option('ratePerS', 'rate', 'N', 'tasks per second from the load generator (default 20)'),
+  option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1 (default 0.1)'),
+  option('balancerPort', 'balancer-port', 'PORT', 'port of the balancer on 127.0.0.1, 0 for any free one (default 7700)'),
+  option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started (default redis://127.0.0.1:6379)', 'REDIS_URL'),
+  option('keyPrefix', 'key-prefix', 'PREFIX', 'ledger key prefix (default demo:<random>, a new one per run, its keys deleted at exit)'),
+  option('durationS', 'duration-s', 'S', 'stop by itself after S seconds of load, 0 for until Ctrl-C (default 0)'),
+  option('statusIntervalS', 'status-interval-s', 'S', 'seconds between status lines (default 5)'),
+];
+
+export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node sim/dist/src/demo/cli.js [options])', demoOptionSpecs)}
+
+Runs Redis (if needed), a balancer, a baseline cluster of single-slot workers, a candidate
+cluster of parallel workers and a load generator on this machine. Ctrl-C stops them all.
+Flags win over env. Invalid options exit with status 2.`;

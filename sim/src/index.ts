@@ -1,0 +1,2 @@
+export { handlers as demoHandlers } from './handlers/demo';
+export * from './loadgen/index';

@@ -1,0 +1,74 @@
+/**
+ * Reads a CLI's settings from flags and env through one schema, and words every problem
+ * in terms of the flag (or env variable) the user typed. Shared by the load generator and
+ * the demo launcher.
+ */
+import { parseArgs } from 'node:util';
+import type { z } from 'zod';
+import { ConfigError } from '@headroom/common';
+
+export interface OptionSpec {
+  /** Key in the schema, e.g. baselineWorkers. */
+  key: string;
+  /** e.g. baseline-workers */
+  flag: string;
+  /** e.g. HEADROOM_DEMO_BASELINE_WORKERS */
+  env?: string;
+  /** e.g. N, for the usage text. */
+  valueName: string;
+  description: string;
+}
+
+export type ParsedOptions<T> = { help: true } | { help: false; config: T };
+
+export function usageText(synopsis: string, specs: readonly OptionSpec[]): string {
+  const heads = specs.map((spec) => `  --${spec.flag} ${spec.valueName}`);
+  const width = Math.max(...heads.map((head) => head.length)) + 2;
+  const lines = specs.map((spec, i) => `${heads[i]!.padEnd(width)}${spec.description}${spec.env ? ` (env ${spec.env})` : ''}`);
+  return [synopsis, ...lines, `${'  --help'.padEnd(width)}this text`].join('\n');
+}
+
+/** Flags win over env. Throws ConfigError naming the flag or env variable, the value and what is accepted. */
+export function readOptions<S extends z.ZodType>(
+  schema: S,
+  specs: readonly OptionSpec[],
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv,
+): ParsedOptions<z.output<S>> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: { ...Object.fromEntries(specs.map((spec) => [spec.flag, { type: 'string' as const }])), help: { type: 'boolean' as const } },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw new ConfigError(error instanceof Error ? error.message : String(error));
+  }
+  if (values.help) return { help: true };
+  const input: Record<string, string> = {};
+  const source = new Map<string, string>();
+  for (const spec of specs) {
+    const fromFlag = values[spec.flag];
+    const fromEnv = spec.env === undefined ? undefined : env[spec.env];
+    if (typeof fromFlag === 'string') {
+      input[spec.key] = fromFlag;
+      source.set(spec.key, `--${spec.flag}`);
+    } else if (fromEnv !== undefined && fromEnv !== '') {
+      input[spec.key] = fromEnv;
+      source.set(spec.key, `${spec.env} (env)`);
+    }
+  }
+  const result = schema.safeParse(input);
+  if (result.success) return { help: false, config: result.data };
+  const problems = result.error.issues.map((issue) => {
+    const key = String(issue.path[0] ?? '');
+    const spec = specs.find((s) => s.key === key);
+    const name = source.get(key) ?? (spec ? `--${spec.flag}` : key || 'options');
+    const given = input[key];
+    if (given === undefined) return `${name}: required${spec ? ` (${spec.valueName})` : ''}`;
+    return `${name}: got ${JSON.stringify(given)}, ${issue.message}`;
+  });
+  throw new ConfigError(problems.join('\n'));
+}
