@@ -35,6 +35,10 @@ export class WorkerChannels {
       client = new WorkerService(address, grpc.credentials.createInsecure(), {
         'grpc.max_send_message_length': this.options.maxSendMessageBytes,
         'grpc.max_receive_message_length': this.options.maxSendMessageBytes,
+        // Channelz keeps per-call statistics nobody reads here. (Not turned off on servers:
+        // in grpc-js 1.14 a server without channelz does not track its sessions, so
+        // forceShutdown() would leave open calls running.)
+        'grpc.enable_channelz': 0,
         'grpc.keepalive_time_ms': 10_000,
         'grpc.keepalive_timeout_ms': 5_000,
         // Retry to connect quickly after a worker restarts on the same address.

@@ -197,3 +197,24 @@ for (const policy of ['round-robin', 'random', 'power-of-two'] as const) {
     }
   });
 }
+
+test('a worker lost mid-task: an idempotent task is retried elsewhere, another gets HR_ERR_WORKER_LOST', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  // 'a' has more slots, so the ledger sends the first tasks there. Its handler ignores the
+  // abort signal, so destroy() cuts the connection mid-task as a crash would.
+  const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 4 }, { '*': () => new Promise((resolve) => setTimeout(() => resolve('late'), 1000)) });
+  await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 1 });
+  await fleet.addBalancer();
+  const idempotent = submit(fleet.clients[0]!, task({ idempotent: true, payload: json({ sleepMs: 1000 }) }));
+  const plain = submit(fleet.clients[0]!, task({ idempotent: false, payload: json({ sleepMs: 1000 }) }));
+  await eventually('both run on a', 2000, () => (a.stats().inflight === 2 ? true : undefined));
+  await a.destroy();
+  const [retried, lost] = await Promise.all([idempotent, plain]);
+  assert.ok(retried.ok, JSON.stringify(retried));
+  assert.equal(retried.response.placement?.workerId, 'b', JSON.stringify(retried));
+  assert.equal(retried.response.placement?.attempts, 2);
+  assert.ok(!lost.ok && lost.code === 'HR_ERR_WORKER_LOST' && lost.status === grpc.status.UNAVAILABLE, JSON.stringify(lost));
+  assert.match(lost.details, /worker a was lost after the task started/);
+  // The balancer closes its channel to the worker that left.
+  await eventually('channel to a closed', 5000, () => (fleet.balancers[0]!.stats().workerChannels === 1 ? true : undefined));
+});
