@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import type { Ledger, LedgerPriority, Reservation } from '@headroom/fleet';
+import { ledgerErrorCodes, type Ledger, type LedgerPriority, type Reservation } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
 import { WaitQueue, type Waiter } from './wait-queue';
 import { balancerErrorCodes } from './errors';
@@ -164,7 +164,7 @@ export class Admission {
         Math.max(0, msLeft),
       );
       timer.unref();
-      const onAbort = () => giveUp(new HeadroomError('HR_ERR_CANCELLED', 'the client cancelled the task'));
+      const onAbort = () => giveUp(new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task'));
       request.signal.addEventListener('abort', onAbort, { once: true });
       const cleanup = () => {
         clearTimeout(timer);
@@ -200,7 +200,7 @@ export class Admission {
       return reservation;
     } catch (error) {
       // Redis is away: the task waits in the queue and the recheck tries again.
-      if (!isHeadroomError(error, 'HR_ERR_LEDGER_UNAVAILABLE')) throw error;
+      if (!isHeadroomError(error, ledgerErrorCodes.unavailable)) throw error;
       this.options.logger.debug({ err: error }, 'reservation failed; will retry');
       return undefined;
     }

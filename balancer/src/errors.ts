@@ -1,5 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { HeadroomError } from '@headroom/common';
+import { ledgerErrorCodes } from '@headroom/fleet';
 
 /** Codes a client of Balancer.Submit can get (metadata "headroom-error-code"). */
 export const balancerErrorCodes = {
@@ -10,6 +11,7 @@ export const balancerErrorCodes = {
   workerLost: 'HR_ERR_WORKER_LOST',
   noRoute: 'HR_ERR_NO_ROUTE',
   shuttingDown: 'HR_ERR_SHUTTING_DOWN',
+  cancelled: 'HR_ERR_CANCELLED',
   internal: 'HR_ERR_INTERNAL',
 } as const;
 
@@ -22,7 +24,8 @@ const statusByCode: Record<string, grpc.status> = {
   [balancerErrorCodes.workerLost]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.noRoute]: grpc.status.FAILED_PRECONDITION,
   [balancerErrorCodes.shuttingDown]: grpc.status.UNAVAILABLE,
-  HR_ERR_LEDGER_UNAVAILABLE: grpc.status.UNAVAILABLE,
+  [balancerErrorCodes.cancelled]: grpc.status.CANCELLED,
+  [ledgerErrorCodes.unavailable]: grpc.status.UNAVAILABLE,
 };
 
 export function grpcStatusOf(code: string): grpc.status {

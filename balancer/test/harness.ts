@@ -1,12 +1,20 @@
 import type { TestContext } from 'node:test';
+import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
 import { Ledger, connectRedis, type LedgerOptions } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
-import { handlers as demoHandlers } from '@headroom/sim/dist/src/handlers/demo';
 import { createBalancer, type Balancer, type BalancerOptions } from '../src/index';
+
+/**
+ * The demo handlers of sim/, loaded by path: sim depends on balancer, so a compile-time import
+ * from balancer's tests would be a cycle. `npm test` builds every package before tests run.
+ */
+export const demoHandlersPath = path.join(__dirname, '..', '..', '..', 'sim', 'dist', 'src', 'handlers', 'demo.js');
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const demoHandlers = (require(demoHandlersPath) as { handlers: HandlerMap }).handlers;
 
 export interface Fleet {
   redis: Redis;

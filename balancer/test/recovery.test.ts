@@ -11,12 +11,11 @@ import * as grpc from '@grpc/grpc-js';
 import { Ledger } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
 import { eventually, startPrivateRedis, type PrivateRedis } from '@headroom/common/dist/src/testing';
-import { connected, json, spawnReady, submit, task, type ReadyProcess, type SubmitResult } from './harness';
+import { connected, demoHandlersPath, json, spawnReady, submit, task, type ReadyProcess, type SubmitResult } from './harness';
 
 const root = path.join(__dirname, '..', '..', '..');
 const workerCli = path.join(root, 'worker', 'dist', 'src', 'cli.js');
 const balancerCli = path.join(root, 'balancer', 'dist', 'src', 'cli.js');
-const handlers = path.join(root, 'sim', 'dist', 'src', 'handlers', 'demo.js');
 const maxParallelism = 3;
 const heartbeatIntervalMs = 200;
 const heartbeatTimeoutMs = 1000;
@@ -34,7 +33,7 @@ async function startStack(t: TestContext, workerCount: number, balancerCount: nu
   const common = ['--redis-url', redis.url, '--key-prefix', 'hr'];
   const workers = await Promise.all(
     Array.from({ length: workerCount }, (_, i) =>
-      spawnReady(t, workerCli, [...common, '--cluster', 'baseline', '--worker-id', `w${i}`, '--handlers', handlers, '--max-parallelism', String(maxParallelism), '--heartbeat-interval-ms', String(heartbeatIntervalMs)]),
+      spawnReady(t, workerCli, [...common, '--cluster', 'baseline', '--worker-id', `w${i}`, '--handlers', demoHandlersPath, '--max-parallelism', String(maxParallelism), '--heartbeat-interval-ms', String(heartbeatIntervalMs)]),
     ),
   );
   const balancers = await Promise.all(

@@ -14,6 +14,10 @@ export const workerErrorCodes = {
   handlerFailed: 'HR_ERR_HANDLER_FAILED',
   /** The task's deadline passed while the handler ran. */
   deadlineExceeded: 'HR_ERR_DEADLINE_EXCEEDED',
+  /** The balancer cancelled the call (its client gave up). */
+  cancelled: 'HR_ERR_CANCELLED',
+  /** The worker was destroyed while the handler ran. */
+  workerStopped: 'HR_ERR_WORKER_STOPPED',
 } as const;
 
 /** Throw this from a handler to answer with a code of your own (e.g. HR_ERR_UPSTREAM_TIMEOUT). */

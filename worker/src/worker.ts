@@ -143,7 +143,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     const msLeft = task.deadlineUnixMs - Date.now();
     const deadlineTimer = setTimeout(() => abort.abort(new HeadroomError(workerErrorCodes.deadlineExceeded, 'task deadline passed')), Math.max(0, msLeft));
     deadlineTimer.unref();
-    const onCancelled = () => abort.abort(new HeadroomError('HR_ERR_CANCELLED', 'the balancer cancelled the task'));
+    const onCancelled = () => abort.abort(new HeadroomError(workerErrorCodes.cancelled, 'the balancer cancelled the task'));
     call.on('cancelled', onCancelled);
 
     const context: TaskContext = {
@@ -270,7 +270,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   const destroy = once(async () => {
     draining = true;
-    for (const task of running.values()) task.abort.abort(new HeadroomError('HR_ERR_WORKER_STOPPED', 'the worker is stopping'));
+    for (const task of running.values()) task.abort.abort(new HeadroomError(workerErrorCodes.workerStopped, 'the worker is stopping'));
     server.forceShutdown();
     await leave();
     markStopped();
