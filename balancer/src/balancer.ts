@@ -2,6 +2,7 @@ import * as os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
 import { HeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, type LedgerOptions } from '@headroom/fleet';
 import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
@@ -15,6 +16,7 @@ import { validateSubmit, type ValidTask } from './task-validation';
 import { WorkerChannels } from './worker-channels';
 import { WorkerDirectory } from './worker-directory';
 import { SuspectWorkers } from './suspect-workers';
+import { createBalancerMetrics } from './metrics';
 
 export interface BalancerDependencies {
   /** Ledger connection (not closed by the balancer). */
@@ -25,6 +27,8 @@ export interface BalancerDependencies {
   logger?: Logger;
   /** Replaces the static split from the options (the flags issue plugs Unleash in here). */
   router?: ClusterRouter;
+  /** Where the balancer's metrics go; a registry of its own by default. */
+  registry?: Registry;
 }
 
 export interface BalancerStats {
@@ -43,6 +47,8 @@ export interface Balancer {
   readonly balancerId: string;
   /** host:port clients dial. */
   readonly address: string;
+  /** Its Prometheus metrics. */
+  readonly registry: Registry;
   stats(): BalancerStats;
   /** Stops taking tasks, lets the running ones finish, then stops. Idempotent. */
   close(): Promise<void>;
@@ -77,13 +83,14 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   });
 
   const counters = { submitted: 0, succeeded: 0, retries: 0, failedByCode: {} as Record<string, number> };
+  const registry = deps.registry ?? new Registry();
+  const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks }));
   let accepting = true;
   let inflightSubmits = 0;
   let allSubmitsDone: (() => void) | undefined;
 
   /** Runs one task to its final answer; throws a HeadroomError for every failure before a handler answered. */
-  async function run(task: ValidTask, signal: AbortSignal): Promise<SubmitResponse> {
-    const cluster = router.chooseCluster(task);
+  async function run(task: ValidTask, cluster: string, signal: AbortSignal): Promise<SubmitResponse> {
     const priority = task.priority === 'USER_PRESENT' ? 'user' : 'background';
     const skipWorkerIds: string[] = [];
     let queueWaitMs = 0;
@@ -95,6 +102,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
         signal,
       });
       queueWaitMs += waited;
+      metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, waited / 1000);
       const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster }, task.deadlineUnixMs, signal);
       policy.finished(cluster, reservation.workerId);
       const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
@@ -113,6 +121,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
           skipWorkerIds.push(reservation.workerId);
           if (outcome.unreachable) suspects.add(reservation.workerId);
           counters.retries++;
+          metrics.retries.inc({ reason: outcome.unreachable ? 'unreachable' : 'refused' });
           logger.debug({ workerId: reservation.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
           continue;
         case 'lost':
@@ -121,6 +130,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
           if (task.idempotent && attempt < config.maxDispatchAttempts) {
             skipWorkerIds.push(reservation.workerId);
             counters.retries++;
+            metrics.retries.inc({ reason: 'lost' });
             continue;
           }
           throw new HeadroomError(
@@ -138,10 +148,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
 
   function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
     counters.submitted++;
+    let labels = { cluster: 'none', priority: 'none' };
     const fail = (error: unknown) => {
       const serviceError = toServiceError(error);
       const code = String(serviceError.metadata?.get('headroom-error-code')[0]);
       counters.failedByCode[code] = (counters.failedByCode[code] ?? 0) + 1;
+      metrics.tasks.inc({ ...labels, outcome: code });
       if (code === balancerErrorCodes.internal) logger.error({ err: error }, 'submit failed');
       callback(serviceError);
     };
@@ -152,14 +164,17 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       return fail(error);
     }
     if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }));
+    const cluster = router.chooseCluster(task);
+    labels = { cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' };
     const abort = new AbortController();
     const onCancelled = () => abort.abort();
     call.on('cancelled', onCancelled);
     inflightSubmits++;
-    run(task, abort.signal)
+    run(task, cluster, abort.signal)
       .then(
         (answer) => {
           counters.succeeded++;
+          metrics.tasks.inc({ ...labels, outcome: 'ok' });
           callback(null, answer);
         },
         fail,
@@ -206,6 +221,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   return {
     balancerId,
     address,
+    registry,
     stats: () => ({
       balancerId,
       address,

@@ -5,7 +5,7 @@
  * Every flag can also be set by env (HEADROOM_PORT, ...); flags win.
  */
 import { z } from 'zod';
-import { ConfigError, createLogger, parseConfig, readSettings, settingNamer, settings, stopSignal } from '@headroom/common';
+import { ConfigError, createLogger, parseConfig, readSettings, serveMetrics, settingNamer, settings, stopSignal } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createBalancer } from './balancer';
 import { balancerOptionsSchema } from './config';
@@ -26,6 +26,7 @@ const envNames = {
   baselineCluster: 'HEADROOM_BASELINE_CLUSTER',
   candidateCluster: 'HEADROOM_CANDIDATE_CLUSTER',
   keptForUserPresentShare: 'HEADROOM_KEPT_FOR_USER_PRESENT_SHARE',
+  metricsPort: 'HEADROOM_METRICS_PORT',
   redisUrl: 'REDIS_URL',
   keyPrefix: 'HEADROOM_KEY_PREFIX',
 };
@@ -44,6 +45,7 @@ const usage = `Usage: headroom-balancer [options]
   --max-dispatch-attempts N            (default 3) (${envNames.maxDispatchAttempts})
   --heartbeat-timeout-ms MS            (default 3000) (${envNames.heartbeatTimeoutMs})
   --balancer-id ID                     (${envNames.balancerId})
+  --metrics-port PORT                  serve Prometheus metrics at http://HOST:PORT/metrics (default off) (${envNames.metricsPort})
   --redis-url URL                      (default redis://127.0.0.1:6379) (${envNames.redisUrl})
   --key-prefix PREFIX                  (default hr) (${envNames.keyPrefix})`;
 
@@ -53,7 +55,8 @@ const cliSchema = z
     baselineCluster: settings.name().default('baseline'),
     candidateCluster: settings.name().default('candidate'),
     keptForUserPresentShare: settings.share().default(0.1),
-    redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
+    metricsPort: settings.nonNegativeInt(65_535).optional(),
+  redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
   })
   .strict();
@@ -66,7 +69,7 @@ async function main(): Promise<void> {
   }
   const stopRequested = stopSignal();
   const config = parseConfig('balancer settings (flags or env)', cliSchema, input, settingNamer(envNames));
-  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, ...options } = config;
+  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, ...options } = config;
 
   const logger = createLogger('headroom-balancer');
   const redis = connectRedis(redisUrl, {}, logger);
@@ -76,7 +79,8 @@ async function main(): Promise<void> {
     { ...options, clusters: { baseline: baselineCluster, candidate: candidateCluster } },
     { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger },
   );
-  process.stdout.write(`${JSON.stringify({ event: 'ready', balancerId: balancer.balancerId, address: balancer.address })}\n`);
+  const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(balancer.registry, options.host ?? '127.0.0.1', metricsPort);
+  process.stdout.write(`${JSON.stringify({ event: 'ready', balancerId: balancer.balancerId, address: balancer.address, metricsPort: metricsServer?.port })}\n`);
   void stopRequested.then(async (signal) => {
     logger.info({ signal }, 'stopping');
     await balancer.close();

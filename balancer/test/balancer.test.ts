@@ -15,6 +15,10 @@ test('a task runs on a worker and the answer says where and how', async (t) => {
   assert.equal(result.response.placement?.workerId, worker.workerId);
   assert.equal(result.response.placement?.attempts, 1);
   assert.ok(result.response.placement!.queueWaitMs >= 0);
+  assert.match(
+    await worker.registry.metrics(),
+    /^headroom_worker_task_duration_seconds_count\{cluster="baseline",integration="echo",max_parallelism="1",outcome="ok"\} 1$/m,
+  );
   // The slot is back once the worker released it.
   await eventually('slot released', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 1 ? true : undefined));
 });
@@ -82,6 +86,9 @@ test('a full worker refuses and the task goes to another worker', async (t) => {
   assert.equal(result.response.placement?.attempts, 2);
   assert.equal(a.stats().refusals, 1);
   assert.equal(a.stats().highWaterMark, 1);
+  assert.match(await a.registry.metrics(), /^headroom_worker_refusals_total\{reason="full"\} 1$/m);
+  assert.match(await a.registry.metrics(), /^headroom_worker_tasks_in_flight_high_water 1$/m);
+  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_dispatch_retries_total\{reason="refused"\} 1$/m);
   assert.ok((await Promise.all(blockers)).every((r) => r.ok));
 });
 
@@ -115,6 +122,14 @@ test('user-present tasks go first; background waits and is shed first when the q
   const results = await Promise.all([blocker, bg1, up1, up2]);
   assert.ok(results.every((r) => r.ok), JSON.stringify(results));
   assert.deepEqual(order.filter((id) => ['blocker', 'up1', 'up2', 'bg1'].includes(id)), ['blocker', 'up1', 'up2', 'bg1']);
+  // Each limit shows in a metric.
+  const text = await fleet.balancers[0]!.registry.metrics();
+  assert.match(text, /^headroom_balancer_shed_total 1$/m);
+  assert.match(text, /^headroom_balancer_queue_full_total 1$/m);
+  assert.match(text, /^headroom_balancer_queue_limit 3$/m);
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="ok"\} 3$/m);
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",priority="background",outcome="HR_ERR_SHED"\} 1$/m);
+  assert.match(text, /^headroom_balancer_queue_depth\{cluster="baseline",priority="background"\} 0$/m);
 });
 
 test('no capacity before the deadline: DEADLINE_EXCEEDED, and the queue entry is gone', async (t) => {

@@ -117,7 +117,7 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
 
 export interface ReadyProcess {
   child: import('node:child_process').ChildProcess;
-  ready: { address: string; workerId?: string; balancerId?: string };
+  ready: { address: string; workerId?: string; balancerId?: string; metricsPort?: number };
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 

@@ -38,7 +38,7 @@ async function startStack(t: TestContext, workerCount: number, balancerCount: nu
   );
   const balancers = await Promise.all(
     Array.from({ length: balancerCount }, (_, i) =>
-      spawnReady(t, balancerCli, [...common, '--balancer-id', `b${i}`, '--heartbeat-timeout-ms', String(heartbeatTimeoutMs), '--kept-for-user-present-share', '0']),
+      spawnReady(t, balancerCli, [...common, '--balancer-id', `b${i}`, '--heartbeat-timeout-ms', String(heartbeatTimeoutMs), '--kept-for-user-present-share', '0', '--metrics-port', '0']),
     ),
   );
   const clients = balancers.map((b) => new BalancerService(b.ready.address, grpc.credentials.createInsecure()));
@@ -112,6 +112,10 @@ test('kill -9 a balancer mid-load: its clients see errors, others are unaffected
   const survivorTally = assertAllAnswered(ok);
   assert.deepEqual(Object.keys(survivorTally), ['ok'], JSON.stringify(survivorTally));
   assert.ok(survivorTally.ok! > 20);
+  // The surviving balancer's /metrics counts what it served.
+  const metrics = await (await fetch(`http://127.0.0.1:${stack.balancers[0]!.ready.metricsPort}/metrics`)).text();
+  const served = /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="ok"\} (\d+)$/m.exec(metrics);
+  assert.ok(served && Number(served[1]) > 0, metrics.slice(0, 500));
   // The killed balancer's clients get connection errors (UNAVAILABLE), nothing else.
   assertAllAnswered(lost, [grpc.status.UNAVAILABLE]);
   await assertConverged(stack, ['w0', 'w1', 'w2']);

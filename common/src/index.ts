@@ -3,3 +3,4 @@ export * from './config';
 export * from './logger';
 export * from './close';
 export * from './cli';
+export * from './metrics-server';

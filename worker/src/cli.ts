@@ -6,7 +6,7 @@
  */
 import * as path from 'node:path';
 import { z } from 'zod';
-import { ConfigError, createLogger, parseConfig, readSettings, settingNamer, settings, stopSignal } from '@headroom/common';
+import { ConfigError, createLogger, parseConfig, readSettings, serveMetrics, settingNamer, settings, stopSignal } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createWorker, workerOptionsSchema } from './worker';
 import type { HandlerMap } from './handler';
@@ -21,12 +21,14 @@ const envNames = {
   heartbeatIntervalMs: 'HEADROOM_HEARTBEAT_INTERVAL_MS',
   drainTimeoutMs: 'HEADROOM_DRAIN_TIMEOUT_MS',
   handlers: 'HEADROOM_HANDLERS',
+  metricsPort: 'HEADROOM_METRICS_PORT',
   redisUrl: 'REDIS_URL',
   keyPrefix: 'HEADROOM_KEY_PREFIX',
 };
 
 const cliSchema = workerOptionsSchema.extend({
   handlers: z.string({ error: 'expected the path of a module exporting `handlers`' }).min(1),
+  metricsPort: settings.nonNegativeInt(65_535).optional(),
   redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
   keyPrefix: z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
 });
@@ -40,6 +42,7 @@ const usage = `Usage: headroom-worker --cluster NAME --handlers MODULE [options]
   --advertise-host HOST       host balancers dial (default --host) (${envNames.advertiseHost})
   --heartbeat-interval-ms MS  (default 1000) (${envNames.heartbeatIntervalMs})
   --drain-timeout-ms MS       (default 300000) (${envNames.drainTimeoutMs})
+  --metrics-port PORT         serve Prometheus metrics at http://HOST:PORT/metrics (default off) (${envNames.metricsPort})
   --redis-url URL             (default redis://127.0.0.1:6379) (${envNames.redisUrl})
   --key-prefix PREFIX         ledger key prefix (default hr) (${envNames.keyPrefix})`;
 
@@ -51,7 +54,7 @@ async function main(): Promise<void> {
   }
   const stopRequested = stopSignal();
   const config = parseConfig('worker settings (flags or env)', cliSchema, input, settingNamer(envNames));
-  const { handlers: handlersPath, redisUrl, keyPrefix, ...options } = config;
+  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, ...options } = config;
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
   const handlers = loaded.handlers ?? loaded.default?.handlers;
   if (!handlers || typeof handlers !== 'object') throw new ConfigError(`handlers: module ${handlersPath} exports no \`handlers\` object`);
@@ -60,7 +63,8 @@ async function main(): Promise<void> {
   const redis = connectRedis(redisUrl, {}, logger);
   await waitUntilReady(redis, redisUrl);
   const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger });
-  process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address })}\n`);
+  const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(worker.registry, options.host ?? '127.0.0.1', metricsPort);
+  process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address, metricsPort: metricsServer?.port })}\n`);
   void stopRequested.then((signal) => {
     logger.info({ signal }, 'stopping: draining');
     void worker.close();

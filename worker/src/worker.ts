@@ -7,6 +7,8 @@ import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger }
 import { Ledger, type LedgerOptions } from '@headroom/fleet';
 import { WorkerService, addHealthService, metadataKeys, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
 import type { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { createWorkerMetrics } from './metrics';
 import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
 import type { HandlerMap, TaskContext } from './handler';
@@ -42,6 +44,8 @@ export interface WorkerDependencies {
   handlers: HandlerMap;
   ledger?: LedgerOptions;
   logger?: Logger;
+  /** Where the worker's metrics go; a registry of its own by default. */
+  registry?: Registry;
 }
 
 export interface WorkerStats {
@@ -66,6 +70,8 @@ export interface Worker {
   readonly cluster: string;
   /** host:port balancers dial. */
   readonly address: string;
+  /** Its Prometheus metrics. */
+  readonly registry: Registry;
   /** Sets the worker's own max parallelism; an operator's cluster setting in the ledger wins over it. */
   setMaxParallelism(maxParallelism: number): Promise<void>;
   stats(): WorkerStats;
@@ -76,6 +82,9 @@ export interface Worker {
   /** Stops at once: running tasks are aborted and the worker leaves the ledger. Idempotent. */
   destroy(): Promise<void>;
 }
+
+/** Distinct integrations given their own latency series; the rest share "other". */
+const maxLabelledIntegrations = 200;
 
 interface RunningTask {
   readonly leaseId: string;
@@ -90,6 +99,16 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const workerId = config.workerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const cluster = config.cluster;
   const gate = new ParallelismGate(config.maxParallelism);
+  const registry = deps.registry ?? new Registry();
+  const metrics = createWorkerMetrics(registry, () => gate);
+  // Integration names become metric labels: keep their number bounded.
+  const labelledIntegrations = new Set<string>();
+  const integrationLabel = (integration: string) => {
+    if (labelledIntegrations.has(integration)) return integration;
+    if (labelledIntegrations.size >= maxLabelledIntegrations) return 'other';
+    labelledIntegrations.add(integration);
+    return integration;
+  };
   // Bounded by the gate: one entry per admitted task.
   const running = new Map<string, RunningTask>();
   let ownMaxParallelism = config.maxParallelism;
@@ -128,8 +147,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
         error: { code: workerErrorCodes.noHandler, message: `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)}` },
       });
     }
-    if (draining) return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`);
+    if (draining) {
+      metrics.refusals.inc({ reason: 'draining' });
+      return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`);
+    }
     if (!gate.tryEnter()) {
+      metrics.refusals.inc({ reason: 'full' });
       return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.full, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`);
     }
     // Tell the balancer the task started: from here on it must not run it elsewhere
@@ -158,6 +181,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       workerId,
     };
     const startedAt = performance.now();
+    const maxParallelismAtStart = gate.maxParallelism;
     let response: ExecuteResponse;
     try {
       const result = await handler(context, abort.signal);
@@ -181,6 +205,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       gate.leave();
       if (draining && gate.inflight === 0) drained?.();
     }
+    metrics.taskDuration.observe(
+      { cluster, integration: integrationLabel(task.integration), max_parallelism: String(maxParallelismAtStart), outcome: response.error ? 'error' : 'ok' },
+      Number(response.runMs) / 1000,
+    );
     // Release before answering, so that when the balancer hears the answer the slot is
     // already free in the ledger: its next task finds it without waiting (one Redis round trip).
     try {
@@ -280,6 +308,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     workerId,
     cluster,
     address,
+    registry,
     async setMaxParallelism(maxParallelism: number) {
       ownMaxParallelism = parseConfig('max parallelism', settings.positiveInt(10_000), maxParallelism);
       await heartbeat();

@@ -1,0 +1,79 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** Buckets for waits and dispatch overhead: 0.5 ms .. 30 s. */
+const secondsBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export interface BalancerMetrics {
+  tasks: Counter<'cluster' | 'priority' | 'outcome'>;
+  queueWait: Histogram<'cluster' | 'priority'>;
+  retries: Counter<'reason'>;
+}
+
+/**
+ * The balancer's metrics, registered on `registry` (never the global one). Queue depth,
+ * shed and full-queue counts are read from the admission's own counters at scrape time.
+ */
+export function createBalancerMetrics(
+  registry: Registry,
+  readQueue: () => { byCluster: Record<string, { userPresent: number; background: number }>; shed: number; refusedQueueFull: number; maxQueued: number },
+): BalancerMetrics {
+  new Gauge({
+    name: 'headroom_balancer_queue_depth',
+    help: 'Tasks waiting for a slot on this balancer',
+    labelNames: ['cluster', 'priority'],
+    registers: [registry],
+    collect() {
+      for (const [cluster, depth] of Object.entries(readQueue().byCluster)) {
+        this.set({ cluster, priority: 'user_present' }, depth.userPresent);
+        this.set({ cluster, priority: 'background' }, depth.background);
+      }
+    },
+  });
+  new Gauge({
+    name: 'headroom_balancer_queue_limit',
+    help: 'Most tasks that may wait on this balancer (maxQueuedTasks)',
+    registers: [registry],
+    collect() {
+      this.set(readQueue().maxQueued);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_shed_total',
+    help: 'Background tasks dropped from a full queue to make room for user-present ones',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readQueue().shed);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_queue_full_total',
+    help: 'Tasks refused because the queue was full',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readQueue().refusedQueueFull);
+    },
+  });
+  return {
+    tasks: new Counter({
+      name: 'headroom_balancer_tasks_total',
+      help: 'Submitted tasks by final outcome ("ok", or the HR_ERR_* code)',
+      labelNames: ['cluster', 'priority', 'outcome'],
+      registers: [registry],
+    }),
+    queueWait: new Histogram({
+      name: 'headroom_balancer_queue_wait_seconds',
+      help: 'Time tasks waited for a slot',
+      labelNames: ['cluster', 'priority'],
+      buckets: secondsBuckets,
+      registers: [registry],
+    }),
+    retries: new Counter({
+      name: 'headroom_balancer_dispatch_retries_total',
+      help: 'Tasks tried on another worker: refused, unreachable, or lost (idempotent only)',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+  };
+}

@@ -1,0 +1,52 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+/** Task run times: 1 ms .. 10 min (a full data pull can take minutes). */
+const runSecondsBuckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+
+export interface WorkerMetrics {
+  taskDuration: Histogram<'cluster' | 'integration' | 'max_parallelism' | 'outcome'>;
+  refusals: Counter<'reason'>;
+}
+
+/** The worker's metrics, registered on `registry` (never the global one). */
+export function createWorkerMetrics(registry: Registry, read: () => { inflight: number; maxParallelism: number; highWaterMark: number }): WorkerMetrics {
+  new Gauge({
+    name: 'headroom_worker_tasks_in_flight',
+    help: 'Tasks running now',
+    registers: [registry],
+    collect() {
+      this.set(read().inflight);
+    },
+  });
+  new Gauge({
+    name: 'headroom_worker_max_parallelism',
+    help: 'Tasks this worker runs at once at most (its slots)',
+    registers: [registry],
+    collect() {
+      this.set(read().maxParallelism);
+    },
+  });
+  new Gauge({
+    name: 'headroom_worker_tasks_in_flight_high_water',
+    help: 'Most tasks ever running at once',
+    registers: [registry],
+    collect() {
+      this.set(read().highWaterMark);
+    },
+  });
+  return {
+    taskDuration: new Histogram({
+      name: 'headroom_worker_task_duration_seconds',
+      help: 'Handler run time by cluster, integration and the max parallelism it ran under',
+      labelNames: ['cluster', 'integration', 'max_parallelism', 'outcome'],
+      buckets: runSecondsBuckets,
+      registers: [registry],
+    }),
+    refusals: new Counter({
+      name: 'headroom_worker_refusals_total',
+      help: 'Tasks refused before they started: all slots busy ("full") or draining',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+  };
+}
