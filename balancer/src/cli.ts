@@ -2,52 +2,34 @@
 /**
  * headroom-balancer: serves headroom.v1.Balancer/Submit.
  *   node balancer/dist/src/cli.js --port 7000 --candidate-percent 10
- * Every flag can also be set by env (HEADROOM_PORT, ...); flags win.
+ * Every flag can also be set by env (listed by --help); flags win.
  */
 import { z } from 'zod';
-import { ConfigError, createLogger, parseConfig, readSettings, serveMetrics, settingNamer, settings, stopSignal } from '@headroom/common';
+import { ConfigError, createLogger, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createBalancer } from './balancer';
 import { balancerOptionsSchema } from './config';
 import { policyNames } from './policies';
 
-const envNames = {
-  balancerId: 'HEADROOM_BALANCER_ID',
-  host: 'HEADROOM_HOST',
-  port: 'HEADROOM_PORT',
-  candidatePercent: 'HEADROOM_CANDIDATE_PERCENT',
-  policy: 'HEADROOM_POLICY',
-  maxQueuedTasks: 'HEADROOM_MAX_QUEUED_TASKS',
-  maxPayloadBytes: 'HEADROOM_MAX_PAYLOAD_BYTES',
-  defaultTaskTimeoutMs: 'HEADROOM_DEFAULT_TASK_TIMEOUT_MS',
-  maxTaskTimeoutMs: 'HEADROOM_MAX_TASK_TIMEOUT_MS',
-  maxDispatchAttempts: 'HEADROOM_MAX_DISPATCH_ATTEMPTS',
-  heartbeatTimeoutMs: 'HEADROOM_HEARTBEAT_TIMEOUT_MS',
-  baselineCluster: 'HEADROOM_BASELINE_CLUSTER',
-  candidateCluster: 'HEADROOM_CANDIDATE_CLUSTER',
-  keptForUserPresentShare: 'HEADROOM_KEPT_FOR_USER_PRESENT_SHARE',
-  metricsPort: 'HEADROOM_METRICS_PORT',
-  redisUrl: 'REDIS_URL',
-  keyPrefix: 'HEADROOM_KEY_PREFIX',
-};
-
-const usage = `Usage: headroom-balancer [options]
-  --host HOST --port PORT              gRPC server (default 127.0.0.1:0) (${envNames.host}, ${envNames.port})
-  --candidate-percent P                tasks sent to the candidate cluster, 0..100 (default 0) (${envNames.candidatePercent})
-  --policy NAME                        ${policyNames.join(' | ')} (default least-loaded) (${envNames.policy})
-  --baseline-cluster NAME              (default baseline) (${envNames.baselineCluster})
-  --candidate-cluster NAME             (default candidate) (${envNames.candidateCluster})
-  --kept-for-user-present-share S      share of capacity only user-present tasks may use, 0..1 (default 0.1) (${envNames.keptForUserPresentShare})
-  --max-queued-tasks N                 (default 10000) (${envNames.maxQueuedTasks})
-  --max-payload-bytes N                (default 1048576) (${envNames.maxPayloadBytes})
-  --default-task-timeout-ms MS         (default 30000) (${envNames.defaultTaskTimeoutMs})
-  --max-task-timeout-ms MS             (default 3600000) (${envNames.maxTaskTimeoutMs})
-  --max-dispatch-attempts N            (default 3) (${envNames.maxDispatchAttempts})
-  --heartbeat-timeout-ms MS            (default 3000) (${envNames.heartbeatTimeoutMs})
-  --balancer-id ID                     (${envNames.balancerId})
-  --metrics-port PORT                  serve Prometheus metrics at http://HOST:PORT/metrics (default off) (${envNames.metricsPort})
-  --redis-url URL                      (default redis://127.0.0.1:6379) (${envNames.redisUrl})
-  --key-prefix PREFIX                  (default hr) (${envNames.keyPrefix})`;
+const flags: readonly OptionSpec[] = [
+  { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'gRPC server interface (default 127.0.0.1)' },
+  { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'gRPC server port (default 0: any free port)' },
+  { key: 'candidatePercent', flag: 'candidate-percent', env: 'HEADROOM_CANDIDATE_PERCENT', valueName: 'P', description: 'tasks sent to the candidate cluster, 0..100, sticky per task key (default 0)' },
+  { key: 'policy', flag: 'policy', env: 'HEADROOM_POLICY', valueName: 'NAME', description: `${policyNames.join(' | ')} (default least-loaded)` },
+  { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'default baseline' },
+  { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'default candidate' },
+  { key: 'keptForUserPresentShare', flag: 'kept-for-user-present-share', env: 'HEADROOM_KEPT_FOR_USER_PRESENT_SHARE', valueName: 'S', description: 'share of capacity only user-present tasks may use, 0..1 (default 0.1)' },
+  { key: 'maxQueuedTasks', flag: 'max-queued-tasks', env: 'HEADROOM_MAX_QUEUED_TASKS', valueName: 'N', description: 'tasks that may wait for a slot (default 10000)' },
+  { key: 'maxPayloadBytes', flag: 'max-payload-bytes', env: 'HEADROOM_MAX_PAYLOAD_BYTES', valueName: 'N', description: 'default 1048576' },
+  { key: 'defaultTaskTimeoutMs', flag: 'default-task-timeout-ms', env: 'HEADROOM_DEFAULT_TASK_TIMEOUT_MS', valueName: 'MS', description: 'deadline of a task that has none (default 30000)' },
+  { key: 'maxTaskTimeoutMs', flag: 'max-task-timeout-ms', env: 'HEADROOM_MAX_TASK_TIMEOUT_MS', valueName: 'MS', description: 'farthest deadline accepted (default 3600000)' },
+  { key: 'maxDispatchAttempts', flag: 'max-dispatch-attempts', env: 'HEADROOM_MAX_DISPATCH_ATTEMPTS', valueName: 'N', description: 'workers tried for one task (default 3)' },
+  { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', env: 'HEADROOM_HEARTBEAT_TIMEOUT_MS', valueName: 'MS', description: 'a worker silent this long leaves the ledger (default 3000)' },
+  { key: 'balancerId', flag: 'balancer-id', env: 'HEADROOM_BALANCER_ID', valueName: 'ID', description: 'default <hostname>-<pid>-<random>' },
+  { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
+  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+];
 
 const cliSchema = z
   .object({
@@ -56,19 +38,19 @@ const cliSchema = z
     candidateCluster: settings.name().default('candidate'),
     keptForUserPresentShare: settings.share().default(0.1),
     metricsPort: settings.nonNegativeInt(65_535).optional(),
-  redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
-    keyPrefix: z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
+    redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
+    keyPrefix: settings.keyPrefix(),
   })
   .strict();
 
 async function main(): Promise<void> {
-  const { help, input } = readSettings(process.argv.slice(2), process.env, envNames);
-  if (help) {
-    process.stdout.write(`${usage}\n`);
+  const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
+  if (parsed.help) {
+    process.stdout.write(`${usageText('Usage: headroom-balancer [options]', flags)}\n`);
     return;
   }
   const stopRequested = stopSignal();
-  const config = parseConfig('balancer settings (flags or env)', cliSchema, input, settingNamer(envNames));
+  const config = parsed.config;
   const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, ...options } = config;
 
   const logger = createLogger('headroom-balancer');

@@ -6,15 +6,15 @@ import { ConfigError } from './errors';
  * that names every bad setting, the value given and what is accepted, e.g.
  *   invalid worker config: maxParallelism: got 0, expected a number >= 1
  */
-export function parseConfig<S extends z.ZodType>(what: string, schema: S, input: unknown, nameOf: (path: string) => string = (path) => path): z.output<S> {
+export function parseConfig<S extends z.ZodType>(what: string, schema: S, input: unknown): z.output<S> {
   const result = schema.safeParse(input);
   if (result.success) return result.data;
-  const lines = result.error.issues.map((issue) => `  ${describeIssue(issue, input, nameOf)}`);
+  const lines = result.error.issues.map((issue) => `  ${describeIssue(issue, input)}`);
   throw new ConfigError(`invalid ${what}:\n${lines.join('\n')}`);
 }
 
-function describeIssue(issue: z.core.$ZodIssue, input: unknown, nameOf: (path: string) => string): string {
-  const path = issue.path.length > 0 ? nameOf(issue.path.join('.')) : '(root)';
+function describeIssue(issue: z.core.$ZodIssue, input: unknown): string {
+  const path = issue.path.length > 0 ? issue.path.join('.') : '(root)';
   if (issue.code === 'unrecognized_keys') {
     return `${path}: unknown setting(s) ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
   }
@@ -43,15 +43,6 @@ export const settings = {
   name: () =>
     z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'expected 1-64 characters of a-z, 0-9, ".", "_", "-", starting with a letter or digit'),
   redisUrl: () => z.string().regex(/^rediss?:\/\//, 'expected a URL such as redis://127.0.0.1:6379'),
+  keyPrefix: () => z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
   hostPort: () => z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'expected host:port, e.g. 127.0.0.1:7001'),
 };
-
-/** Reads the env variables named in `names` (config key -> env name) that are set, for a schema to validate. */
-export function fromEnv(env: NodeJS.ProcessEnv, names: Record<string, string>): Record<string, string> {
-  const picked: Record<string, string> = {};
-  for (const [key, envName] of Object.entries(names)) {
-    const value = env[envName];
-    if (value !== undefined && value !== '') picked[key] = value;
-  }
-  return picked;
-}

@@ -7,6 +7,9 @@ import * as net from 'node:net';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { freePort } from './net';
+
+export { freePort };
 
 /** The shared Redis the tests use (REDIS_URL, default redis://127.0.0.1:6379). */
 export const testRedisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -14,18 +17,6 @@ export const testRedisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** A key prefix no other test uses, so tests never see each other's keys. */
 export function uniquePrefix(name = 't'): string {
   return `test:${name}:${randomBytes(6).toString('hex')}`;
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export interface PrivateRedis {

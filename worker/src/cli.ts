@@ -2,58 +2,45 @@
 /**
  * headroom-worker: runs task handlers from a module as a Headroom worker.
  *   node worker/dist/src/cli.js --cluster candidate --handlers ./handlers.js --max-parallelism 30
- * Every flag can also be set by env (HEADROOM_CLUSTER, ...); flags win.
+ * Every flag can also be set by env (listed by --help); flags win.
  */
 import * as path from 'node:path';
 import { z } from 'zod';
-import { ConfigError, createLogger, parseConfig, readSettings, serveMetrics, settingNamer, settings, stopSignal } from '@headroom/common';
+import { ConfigError, createLogger, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createWorker, workerOptionsSchema } from './worker';
 import type { HandlerMap } from './handler';
 
-const envNames = {
-  cluster: 'HEADROOM_CLUSTER',
-  workerId: 'HEADROOM_WORKER_ID',
-  maxParallelism: 'HEADROOM_MAX_PARALLELISM',
-  host: 'HEADROOM_HOST',
-  port: 'HEADROOM_PORT',
-  advertiseHost: 'HEADROOM_ADVERTISE_HOST',
-  heartbeatIntervalMs: 'HEADROOM_HEARTBEAT_INTERVAL_MS',
-  drainTimeoutMs: 'HEADROOM_DRAIN_TIMEOUT_MS',
-  handlers: 'HEADROOM_HANDLERS',
-  metricsPort: 'HEADROOM_METRICS_PORT',
-  redisUrl: 'REDIS_URL',
-  keyPrefix: 'HEADROOM_KEY_PREFIX',
-};
+const flags: readonly OptionSpec[] = [
+  { key: 'cluster', flag: 'cluster', env: 'HEADROOM_CLUSTER', valueName: 'NAME', description: 'cluster to serve in, e.g. baseline or candidate (required)' },
+  { key: 'handlers', flag: 'handlers', env: 'HEADROOM_HANDLERS', valueName: 'MODULE', description: 'module exporting `handlers`: { [integration]: async (task, signal) => result } (required)' },
+  { key: 'maxParallelism', flag: 'max-parallelism', env: 'HEADROOM_MAX_PARALLELISM', valueName: 'N', description: 'tasks at once, 1..10000 (default 1)' },
+  { key: 'workerId', flag: 'worker-id', env: 'HEADROOM_WORKER_ID', valueName: 'ID', description: 'default <hostname>-<pid>-<random>' },
+  { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'gRPC server interface (default 127.0.0.1)' },
+  { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'gRPC server port (default 0: any free port)' },
+  { key: 'advertiseHost', flag: 'advertise-host', env: 'HEADROOM_ADVERTISE_HOST', valueName: 'HOST', description: 'host balancers dial (default --host)' },
+  { key: 'heartbeatIntervalMs', flag: 'heartbeat-interval-ms', env: 'HEADROOM_HEARTBEAT_INTERVAL_MS', valueName: 'MS', description: 'default 1000' },
+  { key: 'drainTimeoutMs', flag: 'drain-timeout-ms', env: 'HEADROOM_DRAIN_TIMEOUT_MS', valueName: 'MS', description: 'longest a drain waits for running tasks (default 300000)' },
+  { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
+  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+];
 
 const cliSchema = workerOptionsSchema.extend({
   handlers: z.string({ error: 'expected the path of a module exporting `handlers`' }).min(1),
   metricsPort: settings.nonNegativeInt(65_535).optional(),
   redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
-  keyPrefix: z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
+  keyPrefix: settings.keyPrefix(),
 });
 
-const usage = `Usage: headroom-worker --cluster NAME --handlers MODULE [options]
-  --cluster NAME              cluster to serve in (${envNames.cluster})
-  --handlers MODULE           module exporting \`handlers\`: { [integration]: async (task, signal) => result } (${envNames.handlers})
-  --max-parallelism N         tasks at once, 1..10000 (default 1) (${envNames.maxParallelism})
-  --worker-id ID              (default <hostname>-<pid>-<random>) (${envNames.workerId})
-  --host HOST --port PORT     gRPC server (default 127.0.0.1:0) (${envNames.host}, ${envNames.port})
-  --advertise-host HOST       host balancers dial (default --host) (${envNames.advertiseHost})
-  --heartbeat-interval-ms MS  (default 1000) (${envNames.heartbeatIntervalMs})
-  --drain-timeout-ms MS       (default 300000) (${envNames.drainTimeoutMs})
-  --metrics-port PORT         serve Prometheus metrics at http://HOST:PORT/metrics (default off) (${envNames.metricsPort})
-  --redis-url URL             (default redis://127.0.0.1:6379) (${envNames.redisUrl})
-  --key-prefix PREFIX         ledger key prefix (default hr) (${envNames.keyPrefix})`;
-
 async function main(): Promise<void> {
-  const { help, input } = readSettings(process.argv.slice(2), process.env, envNames);
-  if (help) {
-    process.stdout.write(`${usage}\n`);
+  const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
+  if (parsed.help) {
+    process.stdout.write(`${usageText('Usage: headroom-worker --cluster NAME --handlers MODULE [options]', flags)}\n`);
     return;
   }
   const stopRequested = stopSignal();
-  const config = parseConfig('worker settings (flags or env)', cliSchema, input, settingNamer(envNames));
+  const config = parsed.config;
   const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, ...options } = config;
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
   const handlers = loaded.handlers ?? loaded.default?.handlers;

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import { LatencyRecorder } from '../report/histogram';
+import { LatencyHistogram } from '../report/histogram';
 import type { ClosedLoopSpec, OpenLoopSpec, PhaseResult } from './protocol';
 import type { Call, CallOutcome } from './targets';
 
@@ -13,7 +13,7 @@ function countError(errorsByCode: Record<string, number>, outcome: CallOutcome):
 /** `concurrency` lanes, each sending its next call when the previous one is answered. */
 export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<PhaseResult> {
   if (!(spec.concurrency >= 1 && spec.concurrency <= maxConcurrency)) throw new RangeError(`concurrency ${spec.concurrency}: expected 1..${maxConcurrency}`);
-  const latency = new LatencyRecorder();
+  const latency = new LatencyHistogram();
   const errorsByCode: Record<string, number> = {};
   const startedAt = performance.now();
   const measureFrom = startedAt + spec.warmupMs;
@@ -30,7 +30,7 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
       if (answeredAt < measureFrom || answeredAt >= measureUntil) continue;
       if (outcome.ok) {
         succeeded++;
-        latency.recordMs(answeredAt - sentAt);
+        latency.record(answeredAt - sentAt);
       } else {
         countError(errorsByCode, outcome);
       }
@@ -44,7 +44,7 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
     dropped: 0,
     tasksPerSecond: succeeded / (spec.durationMs / 1000),
     latency: latency.summary(),
-    sendLag: new LatencyRecorder().summary(),
+    sendLag: new LatencyHistogram().summary(),
     calls,
     elapsedMs: performance.now() - startedAt,
   };
@@ -61,8 +61,8 @@ export function openLoop(call: Call, spec: OpenLoopSpec): Promise<PhaseResult> {
   const intervalMs = 1000 / spec.tasksPerSecond;
   const warmupCalls = Math.round(spec.warmupMs / intervalMs);
   const totalCalls = warmupCalls + Math.max(1, Math.round(spec.durationMs / intervalMs));
-  const latency = new LatencyRecorder();
-  const sendLag = new LatencyRecorder();
+  const latency = new LatencyHistogram();
+  const sendLag = new LatencyHistogram();
   const errorsByCode: Record<string, number> = {};
   let succeeded = 0;
   let dropped = 0;
@@ -97,7 +97,7 @@ export function openLoop(call: Call, spec: OpenLoopSpec): Promise<PhaseResult> {
       }
       outstanding++;
       const sentAt = performance.now();
-      if (measured) sendLag.recordMs(sentAt - dueAt);
+      if (measured) sendLag.record(sentAt - dueAt);
       void call(sequence, sequence).then((outcome) => {
         outstanding--;
         const answeredAt = performance.now();
@@ -105,7 +105,7 @@ export function openLoop(call: Call, spec: OpenLoopSpec): Promise<PhaseResult> {
           lastAnsweredAt = Number.isNaN(lastAnsweredAt) ? answeredAt : Math.max(lastAnsweredAt, answeredAt);
           if (outcome.ok) {
             succeeded++;
-            latency.recordMs(answeredAt - dueAt);
+            latency.record(answeredAt - dueAt);
           } else {
             countError(errorsByCode, outcome);
           }

@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import type { Redis } from 'ioredis';
 import { ConfigError } from '@headroom/common';
 import { Ledger, clusterKeys, connectRedis, ledgerDefaults, type ClusterSnapshot } from '@headroom/fleet';
-import { readOptions } from '../loadgen/cli-options';
+import { readOptions } from '@headroom/common';
 import type { LoadReport } from '../loadgen';
 import { ManagedChild, describeExit, type ChildEvent, type ChildExit } from './child';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { settings } from '@headroom/common';
-import { usageText, type OptionSpec } from '../loadgen/cli-options';
+import { usageText, type OptionSpec } from '@headroom/common';
 
 const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');
 const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');

@@ -9,6 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
+import { freePort } from '@headroom/common';
 
 /** True when a TCP connection to the URL's host and port succeeds within `timeoutMs`. */
 export function somethingListens(url: string, timeoutMs: number): Promise<boolean> {
@@ -55,18 +56,6 @@ export function findOnPath(command: string, searchPath = process.env.PATH ?? '')
     }
   }
   return undefined;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Resolves false when `port` on 127.0.0.1 is taken (by anything). */

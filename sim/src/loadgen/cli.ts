@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { ConfigError } from '@headroom/common';
-import { readOptions, usageText, type OptionSpec } from './cli-options';
+import { readOptions, usageText, type OptionSpec } from '@headroom/common';
 import { formatLoadReport } from './format';
 import { startLoadGenerator, type LoadReport } from './load-generator';
 import { loadGeneratorOptionsSchema } from './options';

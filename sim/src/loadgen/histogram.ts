@@ -1,50 +1,50 @@
-/**
- * A latency histogram of fixed size: geometric buckets, each 5% wider than the one
- * before, from 0.1 ms to about 16 minutes. A percentile is the upper edge of its bucket
- * (capped at the largest value seen), so it is at most 5% above the true value.
- */
-const smallestMs = 0.1;
-const growth = 1.05;
-const bucketCount = Math.ceil(Math.log(1_000_000 / smallestMs) / Math.log(growth)) + 1;
+import * as hdr from 'hdr-histogram-js';
 
+/** Percentiles of one set of latencies, in milliseconds. All zero when `count` is 0. */
 export interface LatencySummary {
   count: number;
   p50Ms: number;
+  p90Ms: number;
   p95Ms: number;
   p99Ms: number;
+  p999Ms: number;
   maxMs: number;
+  meanMs: number;
 }
 
+const microsecondsPerMs = 1000;
+
+/**
+ * Latencies at microsecond resolution (3 significant digits) in an HDR histogram: fixed
+ * memory whatever the number of values, from 1 µs to one hour. Shared by the load
+ * generator and the benchmarks.
+ */
 export class LatencyHistogram {
-  private readonly counts = new Uint32Array(bucketCount);
-  private total = 0;
-  private largestMs = 0;
+  private readonly histogram = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: 3 });
 
   get count(): number {
-    return this.total;
+    return this.histogram.totalCount;
   }
 
-  record(ms: number): void {
-    if (!Number.isFinite(ms) || ms < 0) return;
-    const index = ms <= smallestMs ? 0 : Math.min(bucketCount - 1, Math.ceil(Math.log(ms / smallestMs) / Math.log(growth)));
-    this.counts[index]!++;
-    this.total++;
-    if (ms > this.largestMs) this.largestMs = ms;
-  }
-
-  /** The value below which `share` (0..1) of the recorded values lie; 0 when empty. */
-  percentile(share: number): number {
-    if (this.total === 0) return 0;
-    const rank = Math.max(1, Math.ceil(share * this.total));
-    let seen = 0;
-    for (let i = 0; i < bucketCount; i++) {
-      seen += this.counts[i]!;
-      if (seen >= rank) return Math.min(smallestMs * growth ** i, this.largestMs);
-    }
-    return this.largestMs;
+  /** Negative, NaN and infinite values are ignored; values past one hour count as one hour. */
+  record(latencyMs: number): void {
+    if (!Number.isFinite(latencyMs) || latencyMs < 0) return;
+    this.histogram.recordValue(Math.min(3_600_000_000, Math.max(1, Math.round(latencyMs * microsecondsPerMs))));
   }
 
   summary(): LatencySummary {
-    return { count: this.total, p50Ms: this.percentile(0.5), p95Ms: this.percentile(0.95), p99Ms: this.percentile(0.99), maxMs: this.largestMs };
+    const h = this.histogram;
+    if (h.totalCount === 0) return { count: 0, p50Ms: 0, p90Ms: 0, p95Ms: 0, p99Ms: 0, p999Ms: 0, maxMs: 0, meanMs: 0 };
+    const at = (percentile: number) => h.getValueAtPercentile(percentile) / microsecondsPerMs;
+    return {
+      count: h.totalCount,
+      p50Ms: at(50),
+      p90Ms: at(90),
+      p95Ms: at(95),
+      p99Ms: at(99),
+      p999Ms: at(99.9),
+      maxMs: h.maxValue / microsecondsPerMs,
+      meanMs: h.mean / microsecondsPerMs,
+    };
   }
 }

@@ -1,11 +1,10 @@
 /**
  * Reads a CLI's settings from flags and env through one schema, and words every problem
- * in terms of the flag (or env variable) the user typed. Shared by the load generator and
- * the demo launcher.
+ * in terms of the flag (or env variable) the user typed. Every Headroom CLI uses it.
  */
 import { parseArgs } from 'node:util';
 import type { z } from 'zod';
-import { ConfigError } from '@headroom/common';
+import { ConfigError } from './errors';
 
 export interface OptionSpec {
   /** Key in the schema, e.g. baselineWorkers. */
