@@ -49,6 +49,9 @@ interface ClusterQueue {
   /** This balancer is recorded in the ledger as waiting (for any task / for a user-present task). */
   registered: boolean;
   registeredUser: boolean;
+  /** Reservations under way: one that fails records this balancer as waiting, so clearing must wait for them. */
+  reservesInFlight: number;
+  syncDeferred: boolean;
 }
 
 /**
@@ -66,7 +69,7 @@ export class Admission {
 
   constructor(private readonly options: AdmissionOptions) {
     for (const cluster of options.clusters) {
-      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, draining: false, drainAgain: false, registered: false, registeredUser: false };
+      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, draining: false, drainAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
       this.queues.set(cluster, queue);
       this.queueByChannel.set(options.ledger.keys(cluster).slotFreedChannel, queue);
     }
@@ -103,12 +106,20 @@ export class Admission {
     const queue = this.queues.get(cluster);
     if (!queue) throw new HeadroomError(balancerErrorCodes.noRoute, `cluster ${JSON.stringify(cluster)} is not served by this balancer`);
     if (this.closed) throw shuttingDown();
+    if (request.signal.aborted) throw cancelled();
     const startedAt = performance.now();
     const waitingAhead = request.priority === 'user' ? queue.waiters.userPresentCount : queue.waiters.size;
     const wakeupsBefore = queue.wakeups;
     if (waitingAhead === 0) {
       const reservation = await this.tryReserve(queue, request.priority, request.skipWorkerIds);
-      if (reservation?.ok) return { reservation, queueWaitMs: performance.now() - startedAt };
+      if (reservation?.ok) {
+        if (request.signal.aborted) {
+          await this.giveBack(queue, reservation);
+          throw cancelled();
+        }
+        return { reservation, queueWaitMs: performance.now() - startedAt };
+      }
+      if (request.signal.aborted) throw cancelled();
     }
     const reservation = await this.enqueue(queue, request, queue.wakeups !== wakeupsBefore);
     return { reservation, queueWaitMs: performance.now() - startedAt };
@@ -164,7 +175,7 @@ export class Admission {
         Math.max(0, msLeft),
       );
       timer.unref();
-      const onAbort = () => giveUp(new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task'));
+      const onAbort = () => giveUp(cancelled());
       request.signal.addEventListener('abort', onAbort, { once: true });
       const cleanup = () => {
         clearTimeout(timer);
@@ -191,6 +202,7 @@ export class Admission {
   }
 
   private async tryReserve(queue: ClusterQueue, priority: LedgerPriority, skipWorkerIds: readonly string[]): Promise<Reservation | undefined> {
+    queue.reservesInFlight++;
     try {
       const reservation = await this.options.policy.reserve(queue.cluster, { priority, waitIfNone: true, skipWorkerIds });
       if (!reservation.ok) {
@@ -203,6 +215,11 @@ export class Admission {
       if (!isHeadroomError(error, ledgerErrorCodes.unavailable)) throw error;
       this.options.logger.debug({ err: error }, 'reservation failed; will retry');
       return undefined;
+    } finally {
+      if (--queue.reservesInFlight === 0 && queue.syncDeferred) {
+        queue.syncDeferred = false;
+        void this.syncRegistration(queue);
+      }
     }
   }
 
@@ -217,26 +234,34 @@ export class Admission {
       do {
         queue.drainAgain = false;
         for (;;) {
-          const batch = this.nextBatch(queue);
+          const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip);
           if (batch.length === 0) break;
           // One pipelined round trip for the whole batch (ioredis sends them together).
           const results = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.skipWorkerIds)));
-          const granted = results.filter((r): r is Granted => r?.ok === true);
-          // Same priority, no skip lists: the slots are interchangeable, so they go to the
-          // oldest waiters still waiting (FIFO), whichever call got them.
-          for (const waiter of batch) {
-            if (waiter.done) continue;
-            const reservation = granted.shift();
-            if (!reservation) break;
+          // Slots reserved for waiters without a skip list are interchangeable (same priority):
+          // they go to the oldest of those still waiting (FIFO), whichever call got them.
+          const shared: Granted[] = [];
+          let sharedFailed = false;
+          batch.forEach((waiter, i) => {
+            if (waiter.skipWorkerIds.length > 0) return;
+            const result = results[i];
+            if (result?.ok) shared.push(result);
+            else sharedFailed = true;
+          });
+          const unused: Granted[] = [];
+          batch.forEach((waiter, i) => {
+            const own = waiter.skipWorkerIds.length > 0 ? results[i] : undefined;
+            const reservation = waiter.skipWorkerIds.length > 0 ? (own?.ok ? own : undefined) : waiter.done ? undefined : shared.shift();
+            if (!reservation) return;
+            if (waiter.done) return void unused.push(reservation);
             queue.waiters.remove(waiter);
             waiter.resolve(reservation);
-          }
-          for (const unused of granted) {
-            // Its waiter timed out or was cancelled meanwhile: give the slot back.
-            await this.options.ledger.release(queue.cluster, unused.leaseId).catch(() => undefined);
-            this.options.policy.finished(queue.cluster, unused.workerId);
-          }
-          if (results.some((r) => !r?.ok)) break;
+          });
+          // Their waiters timed out or were cancelled meanwhile: give the slots back.
+          for (const reservation of [...unused, ...shared]) await this.giveBack(queue, reservation);
+          // A waiter that must avoid some workers does not hold up the others; stop when a
+          // waiter without such limits found no slot, or when nobody got one.
+          if (sharedFailed || results.every((r) => !r?.ok)) break;
         }
       } while (queue.drainAgain);
     } catch (error) {
@@ -247,17 +272,17 @@ export class Admission {
     await this.syncRegistration(queue);
   }
 
-  /** The oldest waiters of the head's priority, or just the head when it must avoid some workers. */
-  private nextBatch(queue: ClusterQueue): SlotWaiter[] {
-    const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip);
-    if (batch.length === 0) return batch;
-    if (batch[0]!.skipWorkerIds.length > 0) return [batch[0]!];
-    const end = batch.findIndex((waiter) => waiter.skipWorkerIds.length > 0);
-    return end === -1 ? batch : batch.slice(0, end);
+  private async giveBack(queue: ClusterQueue, reservation: Granted): Promise<void> {
+    await this.options.ledger.release(queue.cluster, reservation.leaseId).catch(() => undefined);
+    this.options.policy.finished(queue.cluster, reservation.workerId);
   }
 
   /** Tells the ledger when this balancer no longer waits, so background work elsewhere may go on. */
   private async syncRegistration(queue: ClusterQueue): Promise<void> {
+    if (queue.reservesInFlight > 0) {
+      queue.syncDeferred = true;
+      return;
+    }
     try {
       if (queue.waiters.size === 0 && queue.registered) {
         queue.registered = queue.registeredUser = false;
@@ -285,6 +310,10 @@ export class Admission {
       await this.drain(queue);
     }
   }
+}
+
+function cancelled(): HeadroomError {
+  return new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task');
 }
 
 function shuttingDown(): HeadroomError {

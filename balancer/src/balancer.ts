@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { HeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
+import { ConfigError, HeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, type LedgerOptions } from '@headroom/fleet';
 import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
 import { Admission } from './admission';
@@ -15,7 +15,6 @@ import type { ClusterRouter } from './routing/cluster-router';
 import { validateSubmit, type ValidTask } from './task-validation';
 import { WorkerChannels } from './worker-channels';
 import { WorkerDirectory } from './worker-directory';
-import { SuspectWorkers } from './suspect-workers';
 import { createBalancerMetrics } from './metrics';
 
 export interface BalancerDependencies {
@@ -60,6 +59,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   const logger = deps.logger ?? silentLogger;
   const balancerId = config.balancerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const ledger = new Ledger(deps.redis, deps.ledger);
+  if (config.queueRecheckIntervalMs * 2 > ledger.options.waiterTtlMs) {
+    // Each recheck renews this balancer's "waiting" entries: two must fit in one lifetime.
+    throw new ConfigError(
+      `queueRecheckIntervalMs (${config.queueRecheckIntervalMs}) must be at most half of the ledger's waiterTtlMs (${ledger.options.waiterTtlMs}), or priority across balancers lapses between rechecks`,
+    );
+  }
   const clusters = [config.clusters.baseline, config.clusters.candidate];
   const router = deps.router ?? new StaticSplitRouter(config.clusters, config);
   const directory = new WorkerDirectory(ledger, clusters, config.directoryRefreshIntervalMs, logger);
@@ -75,7 +80,6 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     logger,
   });
   const channels = new WorkerChannels({ maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024, maxChannels: config.maxWorkerChannels });
-  const suspects = new SuspectWorkers(config.heartbeatTimeoutMs);
   directory.onRefresh(() => {
     const live = new Set<string>();
     for (const cluster of clusters) for (const worker of directory.workers(cluster)) live.add(worker.address);
@@ -98,7 +102,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       const { reservation, queueWaitMs: waited } = await admission.acquire(cluster, {
         priority,
         deadlineUnixMs: task.deadlineUnixMs,
-        skipWorkerIds: [...skipWorkerIds, ...suspects.list()],
+        skipWorkerIds: [...skipWorkerIds],
         signal,
       });
       queueWaitMs += waited;
@@ -119,14 +123,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
           // The worker never took the lease over; give it back and try another worker.
           ledger.release(cluster, reservation.leaseId).catch(() => undefined);
           skipWorkerIds.push(reservation.workerId);
-          if (outcome.unreachable) suspects.add(reservation.workerId);
           counters.retries++;
           metrics.retries.inc({ reason: outcome.unreachable ? 'unreachable' : 'refused' });
           logger.debug({ workerId: reservation.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
           continue;
         case 'lost':
           // The lease is left to expire: the worker may still be alive and running the task.
-          suspects.add(reservation.workerId);
           if (task.idempotent && attempt < config.maxDispatchAttempts) {
             skipWorkerIds.push(reservation.workerId);
             counters.retries++;
@@ -138,12 +140,15 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
             `worker ${reservation.workerId} was lost after the task started (${outcome.message}); it may have run in part. Mark idempotent tasks as such to have them retried.`,
             { retryAfterMs: 1000 },
           );
+        case 'cancelled':
+          if (!outcome.started) ledger.release(cluster, reservation.leaseId).catch(() => undefined);
+          throw new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task');
         case 'deadline':
           if (!outcome.started) ledger.release(cluster, reservation.leaseId).catch(() => undefined);
           throw new HeadroomError(balancerErrorCodes.deadlineExceeded, `the deadline passed while worker ${reservation.workerId} ${outcome.started ? 'ran' : 'was given'} the task`);
       }
     }
-    throw new HeadroomError(balancerErrorCodes.workerLost, `no worker took the task in ${config.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 });
+    throw new HeadroomError(balancerErrorCodes.noWorkerTookIt, `no worker took the task in ${config.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 });
   }
 
   function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
@@ -189,18 +194,28 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   const setHealth = addHealthService(server, ['headroom.v1.Balancer']);
   server.addService(BalancerService.service, { Submit: submit } as grpc.UntypedServiceImplementation);
 
-  await directory.start();
-  await admission.start();
-  const sweepTimer = setInterval(() => {
-    for (const cluster of clusters) {
-      ledger.sweep(cluster, config.heartbeatTimeoutMs).catch((error: unknown) => logger.debug({ err: error }, 'sweep failed'));
-    }
-  }, config.sweepIntervalMs);
-  sweepTimer.unref();
-
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
-  );
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let port: number;
+  try {
+    await directory.start();
+    await admission.start();
+    sweepTimer = setInterval(() => {
+      for (const cluster of clusters) {
+        ledger.sweep(cluster, config.heartbeatTimeoutMs).catch((error: unknown) => logger.debug({ err: error }, 'sweep failed'));
+      }
+    }, config.sweepIntervalMs);
+    sweepTimer.unref();
+    port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+    );
+  } catch (error) {
+    // Leave nothing running behind a failed start (e.g. the port is taken).
+    clearInterval(sweepTimer);
+    directory.stop();
+    admission.close();
+    server.forceShutdown();
+    throw error;
+  }
   const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   setHealth('SERVING');
   logger.info({ balancerId, address, policy: policy.name, clusters }, 'balancer ready');

@@ -9,6 +9,8 @@ export const balancerErrorCodes = {
   shed: 'HR_ERR_SHED',
   deadlineExceeded: 'HR_ERR_DEADLINE_EXCEEDED',
   workerLost: 'HR_ERR_WORKER_LOST',
+  /** Every worker tried refused the task or could not be reached; it did not run. */
+  noWorkerTookIt: 'HR_ERR_NO_WORKER_TOOK_IT',
   noRoute: 'HR_ERR_NO_ROUTE',
   shuttingDown: 'HR_ERR_SHUTTING_DOWN',
   cancelled: 'HR_ERR_CANCELLED',
@@ -22,6 +24,7 @@ const statusByCode: Record<string, grpc.status> = {
   [balancerErrorCodes.shed]: grpc.status.RESOURCE_EXHAUSTED,
   [balancerErrorCodes.deadlineExceeded]: grpc.status.DEADLINE_EXCEEDED,
   [balancerErrorCodes.workerLost]: grpc.status.UNAVAILABLE,
+  [balancerErrorCodes.noWorkerTookIt]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.noRoute]: grpc.status.FAILED_PRECONDITION,
   [balancerErrorCodes.shuttingDown]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.cancelled]: grpc.status.CANCELLED,

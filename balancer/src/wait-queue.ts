@@ -94,7 +94,7 @@ export class WaitQueue<T extends Waiter> {
     return this.user.peek() ?? this.background.peek();
   }
 
-  /** The next waiters to serve that can share one batch of reservations: same priority, up to `count`. */
+  /** The next waiters to serve in one batch of reservations: the head's priority, up to `count`. */
   nextBatch(count: number): T[] {
     const head = this.peek();
     if (!head) return [];

@@ -8,7 +8,9 @@ export type DispatchOutcome =
   | { kind: 'not-started'; unreachable: boolean; code: string; message: string }
   /** The task started, then the worker vanished without an answer. */
   | { kind: 'lost'; message: string }
-  | { kind: 'deadline'; started: boolean };
+  | { kind: 'deadline'; started: boolean }
+  /** The client gave up: the call to the worker was cancelled. */
+  | { kind: 'cancelled'; started: boolean };
 
 export interface WorkerChannelsOptions {
   maxSendMessageBytes: number;
@@ -76,16 +78,19 @@ export class WorkerChannels {
       const call = this.client(address).execute(request, { deadline: deadlineUnixMs }, (error, response) => {
         signal.removeEventListener('abort', onAbort);
         if (!error) return resolve({ kind: 'done', response: response! });
+        if (signal.aborted) return resolve({ kind: 'cancelled', started });
         if (error.code === grpc.status.DEADLINE_EXCEEDED) return resolve({ kind: 'deadline', started });
         if (started) return resolve({ kind: 'lost', message: error.details });
         const code = String(error.metadata?.get(metadataKeys.errorCode)[0] ?? '');
-        resolve({ kind: 'not-started', unreachable: code === '', code, message: error.details });
+        // A worker's refusal carries a code; a call that never reached one is UNAVAILABLE without.
+        resolve({ kind: 'not-started', unreachable: code === '' && error.code === grpc.status.UNAVAILABLE, code, message: error.details });
       });
       call.on('metadata', (metadata: grpc.Metadata) => {
         if (metadata.get(metadataKeys.started)[0] === '1') started = true;
       });
       const onAbort = () => call.cancel();
-      signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) call.cancel();
+      else signal.addEventListener('abort', onAbort, { once: true });
     });
   }
 }

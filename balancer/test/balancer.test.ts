@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { eventually } from '@headroom/common/dist/src/testing';
+import type { HandlerMap } from '@headroom/worker';
 import { json, mapLimit, startFleet, submit, task } from './harness';
 
 test('a task runs on a worker and the answer says where and how', async (t) => {
@@ -71,11 +72,11 @@ test('no over-admission: 3 balancers, 10 workers, concurrent load', async (t) =>
 });
 
 test('a full worker refuses and the task goes to another worker', async (t) => {
-  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0, leaseTtlMs: 120_000 });
   // 'a' heartbeats rarely, so the wrong capacity we give it below stays in the ledger.
   const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 1, heartbeatIntervalMs: 60_000 });
   const b = await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 1 });
-  await fleet.addBalancer();
+  await fleet.addBalancer({ heartbeatTimeoutMs: 120_000 });
   const blockers = [submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) })), submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) }))];
   await eventually('both busy', 2000, () => (a.stats().inflight === 1 && b.stats().inflight === 1 ? true : undefined));
   // The ledger now believes 'a' has 2 free slots; 'a' itself has none.
@@ -232,4 +233,46 @@ test('a worker lost mid-task: an idempotent task is retried elsewhere, another g
   assert.match(lost.details, /worker a was lost after the task started/);
   // The balancer closes its channel to the worker that left.
   await eventually('channel to a closed', 5000, () => (fleet.balancers[0]!.stats().workerChannels === 1 ? true : undefined));
+});
+
+test('a client that cancels: the task stops on its worker, is not retried, and its slot comes back', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  let aborted = 0;
+  const waitForAbort: HandlerMap = {
+    '*': (_task, signal) =>
+      new Promise((_resolve, reject) =>
+        signal.addEventListener('abort', () => {
+          aborted++;
+          reject(signal.reason);
+        }),
+      ),
+  };
+  const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 2 }, waitForAbort);
+  const b = await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 1 }, waitForAbort);
+  await fleet.addBalancer();
+  const call = fleet.clients[0]!.submit({ task: task({ idempotent: true }) }, () => undefined);
+  await eventually('the task runs on a', 2000, () => (a.stats().inflight === 1 ? true : undefined));
+  call.cancel();
+  await eventually('the handler saw the abort', 2000, () => (aborted === 1 ? true : undefined));
+  await eventually('the slot is free again', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 3 ? true : undefined));
+  assert.equal(b.stats().completed + b.stats().failed + b.stats().inflight, 0, 'a cancelled task is not retried elsewhere');
+  await eventually('counted as cancelled', 2000, async () =>
+    /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="HR_ERR_CANCELLED"\} 1$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
+  );
+});
+
+test('an answer without a handler gives its slot back at once', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, { 'bank-a': async () => 'ok' });
+  await fleet.addBalancer();
+  const result = await submit(fleet.clients[0]!, task({ integration: 'bank-z' }));
+  assert.ok(result.ok && result.response.error?.code === 'HR_ERR_NO_HANDLER', JSON.stringify(result));
+  const snap = await fleet.ledger.snapshot('baseline');
+  assert.deepEqual([snap.leases, snap.totalFree], [0, 2]);
+});
+
+test('timing settings that cannot work together are refused, naming both', async (t) => {
+  const fleet = await startFleet(t, { leaseTtlMs: 1000 });
+  await assert.rejects(fleet.addWorker({ cluster: 'baseline', heartbeatIntervalMs: 600 }), /heartbeatIntervalMs \(600\) must be at most half of the ledger's leaseTtlMs \(1000\)/);
+  await assert.rejects(fleet.addBalancer({ queueRecheckIntervalMs: 2000 }), /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/);
 });

@@ -51,11 +51,11 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
     },
     async addBalancer(balancerOptions = {}) {
       const subscriber = await connected(redisUrl, true);
+      t.after(() => subscriber.disconnect());
       const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options });
       const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
       fleet.balancers.push(balancer);
       fleet.clients.push(client);
-      t.after(() => subscriber.disconnect());
       return balancer;
     },
   };

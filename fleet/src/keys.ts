@@ -17,6 +17,7 @@ export interface ClusterKeys {
   readonly waiting: string;
   readonly waitingUser: string;
   readonly settings: string;
+  readonly workerLeases: string;
   /** Pub/sub channel on which scripts announce freed slots while balancers wait. */
   readonly slotFreedChannel: string;
 }
@@ -37,6 +38,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     waiting: key('waiting'),
     waitingUser: key('waiting-user'),
     settings: key('settings'),
+    workerLeases: key('worker-leases'),
   };
   return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };
 }

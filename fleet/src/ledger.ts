@@ -169,21 +169,12 @@ export class Ledger {
 
   /** Stops saying this balancer waits for the cluster (for all tasks, or only user-present ones). */
   async stopWaiting(cluster: string, balancerId: string, which: 'all' | 'user'): Promise<void> {
-    const keys = this.keys(cluster);
-    await this.guard('stopWaiting', async () => {
-      if (which === 'all') await this.redis.zrem(keys.waiting, balancerId);
-      await this.redis.zrem(keys.waitingUser, balancerId);
-    });
+    await this.run('waiting', cluster, [balancerId, which === 'all' ? 'stop' : 'stop-user', this.options.waiterTtlMs]);
   }
 
   /** Keeps this balancer's waiting entries alive while it still has tasks queued. */
   async stillWaiting(cluster: string, balancerId: string, userPresent: boolean): Promise<void> {
-    const keys = this.keys(cluster);
-    const expiry = Date.now() + this.options.waiterTtlMs;
-    await this.guard('stillWaiting', async () => {
-      await this.redis.zadd(keys.waiting, expiry, balancerId);
-      if (userPresent) await this.redis.zadd(keys.waitingUser, expiry, balancerId);
-    });
+    await this.run('waiting', cluster, [balancerId, userPresent ? 'keep-user' : 'keep', this.options.waiterTtlMs]);
   }
 
   /** The operator's max parallelism for every worker of the cluster (undefined clears it). */
@@ -214,19 +205,23 @@ export class Ledger {
         .smembers(keys.draining)
         .hgetall(keys.totals)
         .zcard(keys.leases)
-        .zrangebyscore(keys.waiting, Date.now(), '+inf')
-        .zrangebyscore(keys.waitingUser, Date.now(), '+inf')
+        .zrange(keys.waiting, 0, -1, 'WITHSCORES')
+        .zrange(keys.waitingUser, 0, -1, 'WITHSCORES')
         .hget(keys.settings, 'maxParallelism')
+        .time()
         .exec();
       if (!reply) throw new Error('transaction aborted');
       const values = reply.map(([error, value]) => {
         if (error) throw error;
         return value;
       });
-      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, setting] = values as [
+      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, setting, time] = values as [
         Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
-        Record<string, string>, number, string[], string[], string | null,
+        Record<string, string>, number, string[], string[], string | null, [string, string],
       ];
+      // Entries not yet expired, by Redis's clock (the one the scripts use).
+      const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+      const unexpired = (entries: string[]) => entries.filter((_, i) => i % 2 === 0 && Number(entries[i + 1]) > redisNowMs);
       const heartbeatMs = new Map<string, number>();
       for (let i = 0; i < heartbeat.length; i += 2) heartbeatMs.set(heartbeat[i]!, Number(heartbeat[i + 1]));
       const drainingSet = new Set(draining);
@@ -251,8 +246,8 @@ export class Ledger {
         totalCapacity: Number(totals.capacity ?? 0),
         totalFree: Number(totals.free ?? 0),
         leases,
-        waitingBalancers: waiting,
-        waitingUserPresentBalancers: waitingUser,
+        waitingBalancers: unexpired(waiting),
+        waitingUserPresentBalancers: unexpired(waitingUser),
         maxParallelismSetting: setting === null ? undefined : Number(setting),
       };
     });
@@ -261,7 +256,7 @@ export class Ledger {
   private run(script: string, cluster: string, args: (string | number)[]): Promise<unknown> {
     const keys = this.keys(cluster);
     const fn = (this.redis as unknown as Record<string, ScriptFn>)[script]!;
-    return this.guard(script, () => fn.call(this.redis, ...keys.all, Date.now(), keys.slotFreedChannel, ...args));
+    return this.guard(script, () => fn.call(this.redis, ...keys.all, keys.slotFreedChannel, ...args));
   }
 
   private async guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {

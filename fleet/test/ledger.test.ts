@@ -247,3 +247,40 @@ test('every script runs on Redis Cluster: all its keys hash to one slot', async 
   assert.deepEqual(await ledger.sweep('c', 60_000), { workersRemoved: 0, leasesExpired: 0 });
   assert.equal(await ledger.deregister('c', 'w1'), true);
 });
+
+test('a worker swept while it still runs tasks comes back with them counted', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 5);
+  const running = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await ledger.reserve('c', user);
+    assert.ok(r.ok);
+    running.push(r.leaseId);
+  }
+  // Its event loop was blocked: no heartbeat for longer than the timeout.
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  assert.deepEqual(await ledger.sweep('c', 50), { workersRemoved: 1, leasesExpired: 0 });
+  assert.equal((await ledger.snapshot('c')).leases, 0, 'its leases left with it');
+  // It recovers and heartbeats with the 3 tasks it still runs.
+  const reply = await addWorker(ledger, 'c', 'w1', 5, running);
+  assert.equal(reply.inflight, 3);
+  let snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [2, 2, 3]);
+  for (const lease of running) assert.equal(await ledger.release('c', lease), true);
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [5, 5, 0]);
+});
+
+test('a heartbeat recounts in-flight tasks: reserved-but-not-arrived leases count, finished ones do not', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 4);
+  const arrived = await ledger.reserve('c', user);
+  const inTransit = await ledger.reserve('c', user);
+  assert.ok(arrived.ok && inTransit.ok);
+  const reply = await addWorker(ledger, 'c', 'w1', 4, [arrived.leaseId]);
+  assert.equal(reply.inflight, 2);
+  await ledger.release('c', arrived.leaseId);
+  await ledger.release('c', inTransit.leaseId);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, [])).inflight, 0);
+  assert.equal((await ledger.snapshot('c')).totalFree, 4);
+});

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
-import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
+import { ConfigError, HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, type LedgerOptions } from '@headroom/fleet';
 import { WorkerService, addHealthService, metadataKeys, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
 import type { Redis } from 'ioredis';
@@ -96,6 +96,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const config = parseConfig('worker options', workerOptionsSchema, options);
   const logger = deps.logger ?? silentLogger;
   const ledger = new Ledger(deps.redis, deps.ledger);
+  if (config.heartbeatIntervalMs * 2 > ledger.options.leaseTtlMs) {
+    // Each heartbeat renews the leases of running tasks: two must fit in one lease lifetime.
+    throw new ConfigError(
+      `heartbeatIntervalMs (${config.heartbeatIntervalMs}) must be at most half of the ledger's leaseTtlMs (${ledger.options.leaseTtlMs}), or running tasks' leases expire between heartbeats`,
+    );
+  }
   const workerId = config.workerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const cluster = config.cluster;
   const gate = new ParallelismGate(config.maxParallelism);
@@ -141,6 +147,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     }
     const handler = deps.handlers[task.integration] ?? deps.handlers['*'];
     if (!handler) {
+      // The answer is final (no worker of this kind can run it), so the slot is ours to give back.
+      await releaseLease(request.leaseId);
       return callback(null, {
         workerId,
         runMs: 0,
@@ -150,6 +158,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     if (draining) {
       metrics.refusals.inc({ reason: 'draining' });
       return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`);
+    }
+    if (call.cancelled) {
+      return refuse(callback, grpc.status.CANCELLED, workerErrorCodes.cancelled, 'the balancer cancelled the task before it started');
     }
     if (!gate.tryEnter()) {
       metrics.refusals.inc({ reason: 'full' });
@@ -211,13 +222,17 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     );
     // Release before answering, so that when the balancer hears the answer the slot is
     // already free in the ledger: its next task finds it without waiting (one Redis round trip).
+    await releaseLease(request.leaseId);
+    callback(null, response);
+  }
+
+  async function releaseLease(leaseId: string): Promise<void> {
     try {
-      await ledger.release(cluster, request.leaseId);
+      await ledger.release(cluster, leaseId);
     } catch (error) {
       // The lease expires on its own (leaseTtlMs) since no heartbeat renews it any more.
-      logger.warn({ err: error, leaseId: request.leaseId }, 'could not release lease; it will expire');
+      logger.warn({ err: error, leaseId }, 'could not release lease; it will expire');
     }
-    callback(null, response);
   }
 
   server.addService(WorkerService.service, { Execute: execute } as grpc.UntypedServiceImplementation);
@@ -291,7 +306,14 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       });
     }
     await leave();
-    await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+    if (gate.inflight > 0) {
+      // drainTimeoutMs passed: stop what still runs rather than hang.
+      logger.warn({ inflight: gate.inflight, drainTimeoutMs: config.drainTimeoutMs }, 'drain timed out: aborting running tasks');
+      for (const task of running.values()) task.abort.abort(new HeadroomError(workerErrorCodes.workerStopped, 'the worker stopped: drain timed out'));
+      server.forceShutdown();
+    } else {
+      await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
+    }
     logger.info('worker stopped');
     markStopped();
   });

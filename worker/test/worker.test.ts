@@ -110,3 +110,22 @@ test('invalid worker options are refused naming the setting', async () => {
     redis.disconnect();
   }
 });
+
+test('a drain that times out aborts what still runs instead of hanging', async (t) => {
+  let aborted = false;
+  const { worker, client } = await start(t, { drainTimeoutMs: 200 }, {
+    'bank-a': (_task, signal) => {
+      signal.addEventListener('abort', () => (aborted = true));
+      // Ignores its signal: finishes only after 5 s.
+      return new Promise((resolve) => setTimeout(() => resolve('late'), 5000).unref());
+    },
+  });
+  const running = execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 10_000 }, leaseId: 'l1', cluster: 'c' });
+  while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+  const startedAt = Date.now();
+  await worker.close();
+  assert.ok(Date.now() - startedAt < 2000, `close took ${Date.now() - startedAt} ms`);
+  assert.equal(aborted, true);
+  const result = await running;
+  assert.ok(result.error, 'the connection was closed under the running call');
+});

@@ -1,9 +1,9 @@
 -- Shared by every ledger script (the loader pastes it in where "--@include set-worker" stands).
 --
--- KEYS, the same twelve in every script, all sharing one hash tag per cluster:
+-- KEYS, the same thirteen in every script, all sharing one hash tag per cluster:
 --   1 free         ZSET worker -> free slots (capacity - inflight); live, non-draining workers only
 --   2 capacity     HASH worker -> max parallelism
---   3 inflight     HASH worker -> leases it holds
+--   3 inflight     HASH worker -> leases it holds (the count of its members in worker-leases)
 --   4 address      HASH worker -> host:port of its gRPC server
 --   5 heartbeat    ZSET worker -> time of its last heartbeat (ms)
 --   6 draining     SET  workers that take no new tasks
@@ -13,11 +13,39 @@
 --  10 waiting      ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
 --  11 waiting-user ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 --  12 settings     HASH maxParallelism (set by operators; workers apply it)
--- ARGV, the first two in every script:
---   1 now (ms, the caller's clock)   2 the slot-freed pub/sub channel
+--  13 worker-leases ZSET of "<worker>|<lease>", all scores 0: each worker's leases, by lex range
+-- ARGV[1] in every script: the slot-freed pub/sub channel.
 
-local now = tonumber(ARGV[1])
-local slotFreedChannel = ARGV[2]
+-- One clock for every process: Redis's. (Callers' clocks may disagree by seconds, and a
+-- balancer ahead of the others would sweep live workers.)
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local slotFreedChannel = ARGV[1]
+
+-- A worker's leases are the members of KEYS[13] between these bounds (worker ids have no '|').
+local function leaseRange(worker)
+  return '[' .. worker .. '|', '[' .. worker .. '|\255'
+end
+
+local function leaseCount(worker)
+  local from, to = leaseRange(worker)
+  return redis.call('ZLEXCOUNT', KEYS[13], from, to)
+end
+
+local function addLease(worker, lease, expiry)
+  redis.call('HSET', KEYS[8], lease, worker)
+  redis.call('ZADD', KEYS[7], expiry, lease)
+  redis.call('ZADD', KEYS[13], 0, worker .. '|' .. lease)
+end
+
+-- Ends a lease; returns the worker that held it, or nil if there was no such lease.
+local function removeLease(lease)
+  local worker = redis.call('HGET', KEYS[8], lease)
+  redis.call('HDEL', KEYS[8], lease)
+  redis.call('ZREM', KEYS[7], lease)
+  if worker then redis.call('ZREM', KEYS[13], worker .. '|' .. lease) end
+  return worker
+end
 
 -- The one place that changes a worker's slots: it writes capacity and inflight, keeps the
 -- free set and the cluster totals in step, and tells waiting balancers when slots freed.
@@ -31,6 +59,14 @@ local function setWorker(worker, capacity, inflight, active)
   end
   local newCapacity, newFree = 0, 0
   if capacity == nil then
+    -- The worker's leases go with it: a worker that comes back re-declares what it runs.
+    local from, to = leaseRange(worker)
+    for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[13], from, to)) do
+      local lease = string.sub(member, #worker + 2)
+      redis.call('HDEL', KEYS[8], lease)
+      redis.call('ZREM', KEYS[7], lease)
+    end
+    redis.call('ZREMRANGEBYLEX', KEYS[13], from, to)
     redis.call('ZREM', KEYS[1], worker)
     redis.call('HDEL', KEYS[2], worker)
     redis.call('HDEL', KEYS[3], worker)
@@ -58,7 +94,13 @@ end
 local function workerState(worker)
   local capacity = redis.call('HGET', KEYS[2], worker)
   if not capacity then return nil end
-  local inflight = tonumber(redis.call('HGET', KEYS[3], worker) or '0')
   local active = redis.call('SISMEMBER', KEYS[6], worker) == 0
-  return tonumber(capacity), inflight, active
+  return tonumber(capacity), active
+end
+
+-- After a lease of `worker` ended: its in-flight count is its leases, counted afresh.
+local function leaseEnded(worker)
+  if not worker then return end
+  local capacity, active = workerState(worker)
+  if capacity then setWorker(worker, capacity, leaseCount(worker), active) end
 end

@@ -1,16 +1,16 @@
 -- reserve: takes one slot on the live worker with the most free slots (ties spread at random),
 -- or on one named worker, and records a lease for it.
 -- KEYS: see includes/set-worker.lua
--- ARGV: 1 now  2 channel  3 priority ('user'|'background')  4 share of capacity kept for user-present (0..1)
---       5 leaseId  6 leaseTtlMs  7 a random whole number (Lua's own random is not random in scripts)
---       8 balancerId  9 waiterTtlMs  10 wait (1: on failure, register the balancer as waiting)
---       11 target worker ('' = least-loaded)  12.. workers to skip
+-- ARGV: 1 channel  2 priority ('user'|'background')  3 share of capacity kept for user-present (0..1)
+--       4 leaseId  5 leaseTtlMs  6 a random whole number (Lua's own random is not random in scripts)
+--       7 balancerId  8 waiterTtlMs  9 wait (1: on failure, register the balancer as waiting)
+--       10 target worker ('' = least-loaded)  11.. workers to skip
 -- Returns: { 'ok', worker, address, free slots it had } or { 'none', reason }
 --   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full'
 --@include set-worker
-local priority, keptShare, lease = ARGV[3], tonumber(ARGV[4]), ARGV[5]
-local leaseTtlMs, random, balancer = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
-local waiterTtlMs, wait, target = tonumber(ARGV[9]), ARGV[10] == '1', ARGV[11]
+local priority, keptShare, lease = ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local leaseTtlMs, random, balancer = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local waiterTtlMs, wait, target = tonumber(ARGV[8]), ARGV[9] == '1', ARGV[10]
 
 local function none(reason)
   if wait then
@@ -45,14 +45,14 @@ else
   if #top == 0 then return none('no-workers') end
   free = tonumber(top[2])
   if free < 1 then return none('full') end
-  if #ARGV < 12 then
+  if #ARGV < 11 then
     -- Ties spread: pick at random among all workers with the most free slots.
     local tied = redis.call('ZCOUNT', KEYS[1], free, free)
     worker = redis.call('ZRANGEBYSCORE', KEYS[1], free, free, 'LIMIT', random % tied, 1)[1]
   else
     local skip = {}
-    for i = 12, #ARGV do skip[ARGV[i]] = true end
-    local candidates = redis.call('ZREVRANGE', KEYS[1], 0, #ARGV - 11, 'WITHSCORES')
+    for i = 11, #ARGV do skip[ARGV[i]] = true end
+    local candidates = redis.call('ZREVRANGE', KEYS[1], 0, #ARGV - 10, 'WITHSCORES')
     for i = 1, #candidates, 2 do
       if not skip[candidates[i]] and tonumber(candidates[i + 1]) >= 1 then
         worker, free = candidates[i], tonumber(candidates[i + 1])
@@ -63,8 +63,6 @@ else
   end
 end
 
-local capacity, inflight = workerState(worker)
-setWorker(worker, capacity, inflight + 1, true)
-redis.call('HSET', KEYS[8], lease, worker)
-redis.call('ZADD', KEYS[7], now + leaseTtlMs, lease)
+addLease(worker, lease, now + leaseTtlMs)
+setWorker(worker, workerState(worker), leaseCount(worker), true)
 return { 'ok', worker, redis.call('HGET', KEYS[4], worker), free }

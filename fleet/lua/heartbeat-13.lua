@@ -1,0 +1,29 @@
+-- heartbeat: registers the worker (again, after Redis lost its data or a sweep removed it),
+-- renews the leases of the tasks it runs, recounts its in-flight tasks, and returns what
+-- operators ask of it.
+-- KEYS: see includes/set-worker.lua
+-- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)  6 leaseTtlMs
+--       7.. lease ids of the tasks the worker is running
+-- Returns: { maxParallelism setting or '', drain requested (0|1), inflight }
+--@include set-worker
+local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
+local expiry = now + tonumber(ARGV[6])
+for i = 7, #ARGV do
+  local lease = ARGV[i]
+  local owner = redis.call('HGET', KEYS[8], lease)
+  if owner == worker then
+    redis.call('ZADD', KEYS[7], 'XX', expiry, lease)
+  elseif not owner then
+    -- The lease expired, or Redis lost it, or this worker was swept, while the task still runs.
+    addLease(worker, lease, expiry)
+  end
+end
+-- Authoritative: in flight = the tasks it runs plus leases reserved for it and not yet arrived.
+local inflight = leaseCount(worker)
+redis.call('HSET', KEYS[4], worker, address)
+redis.call('ZADD', KEYS[5], now, worker)
+local drainRequested = redis.call('SISMEMBER', KEYS[6], worker)
+if ARGV[5] == '1' then redis.call('SADD', KEYS[6], worker) end
+local draining = ARGV[5] == '1' or drainRequested == 1
+setWorker(worker, capacity, inflight, not draining)
+return { redis.call('HGET', KEYS[12], 'maxParallelism') or '', drainRequested, inflight }
