@@ -18,6 +18,8 @@ export interface AdmissionOptions {
   subscriber: Redis;
   /** Tasks waiting for a slot on this balancer, all clusters together. */
   maxQueuedTasks: number;
+  /** Payload bytes those tasks may hold, all together. */
+  maxQueuedBytes: number;
   /** While tasks wait, try again this often even without news of a freed slot (missed messages, Redis restarts). */
   queueRecheckIntervalMs: number;
   logger: Logger;
@@ -28,6 +30,8 @@ export interface AcquireRequest {
   deadlineUnixMs: number;
   skipWorkerIds: readonly string[];
   signal: AbortSignal;
+  /** Memory the task holds while it waits (its payload). */
+  payloadBytes: number;
 }
 
 export type Granted = Extract<Reservation, { ok: true }>;
@@ -66,6 +70,7 @@ export class Admission {
   private closed = false;
   private shedCount = 0;
   private queueFullCount = 0;
+  private queuedBytes = 0;
 
   constructor(private readonly options: AdmissionOptions) {
     for (const cluster of options.clusters) {
@@ -99,7 +104,7 @@ export class Admission {
     for (const queue of this.queues.values()) {
       byCluster[queue.cluster] = { userPresent: queue.waiters.userPresentCount, background: queue.waiters.backgroundCount };
     }
-    return { queued: this.totalQueued(), byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount };
+    return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount };
   }
 
   async acquire(cluster: string, request: AcquireRequest): Promise<{ reservation: Granted; queueWaitMs: number }> {
@@ -125,12 +130,13 @@ export class Admission {
     return { reservation, queueWaitMs: performance.now() - startedAt };
   }
 
-  /** Rejects every waiting task; further acquires fail. */
-  close(): void {
+  /** Rejects every waiting task and clears this balancer's waiting entries; further acquires fail. */
+  async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.recheckTimer);
     for (const queue of this.queues.values()) {
       for (const waiter of queue.waiters.drainAll()) waiter.reject(shuttingDown());
+      await this.syncRegistration(queue);
     }
   }
 
@@ -142,11 +148,16 @@ export class Admission {
 
   private enqueue(queue: ClusterQueue, request: AcquireRequest, slotFreedMeanwhile: boolean): Promise<Granted> {
     return new Promise<Granted>((resolve, reject) => {
-      if (this.totalQueued() >= this.options.maxQueuedTasks && !this.makeRoomFor(request.priority)) {
+      const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
+      // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
+      while (full() && this.makeRoomFor(request.priority));
+      if (full()) {
         this.queueFullCount++;
-        return reject(
-          new HeadroomError(balancerErrorCodes.queueFull, `${this.options.maxQueuedTasks} tasks already wait on this balancer (maxQueuedTasks)`, { retryAfterMs: 1000 }),
-        );
+        const which =
+          this.totalQueued() >= this.options.maxQueuedTasks
+            ? `${this.options.maxQueuedTasks} tasks already wait on this balancer (maxQueuedTasks)`
+            : `the waiting tasks hold ${this.queuedBytes} payload bytes; ${request.payloadBytes} more would pass maxQueuedBytes (${this.options.maxQueuedBytes})`;
+        return reject(new HeadroomError(balancerErrorCodes.queueFull, which, { retryAfterMs: 1000 }));
       }
       const msLeft = request.deadlineUnixMs - Date.now();
       const waiter: SlotWaiter = {
@@ -180,8 +191,10 @@ export class Admission {
       const cleanup = () => {
         clearTimeout(timer);
         request.signal.removeEventListener('abort', onAbort);
+        this.queuedBytes -= request.payloadBytes;
       };
       queue.waiters.push(waiter);
+      this.queuedBytes += request.payloadBytes;
       // A slot freed (and was announced) while our own reservation was in flight: look again.
       if (slotFreedMeanwhile || !queue.registered) void this.drain(queue);
     });

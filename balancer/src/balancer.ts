@@ -76,6 +76,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     clusters,
     subscriber: deps.subscriber,
     maxQueuedTasks: config.maxQueuedTasks,
+    maxQueuedBytes: config.maxQueuedBytes,
     queueRecheckIntervalMs: config.queueRecheckIntervalMs,
     logger,
   });
@@ -88,7 +89,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
 
   const counters = { submitted: 0, succeeded: 0, retries: 0, failedByCode: {} as Record<string, number> };
   const registry = deps.registry ?? new Registry();
-  const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks }));
+  const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
   let accepting = true;
   let inflightSubmits = 0;
   let allSubmitsDone: (() => void) | undefined;
@@ -104,10 +105,11 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
         deadlineUnixMs: task.deadlineUnixMs,
         skipWorkerIds: [...skipWorkerIds],
         signal,
+        payloadBytes: task.payload.length,
       });
       queueWaitMs += waited;
       metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, waited / 1000);
-      const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster }, task.deadlineUnixMs, signal);
+      const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster, workerId: reservation.workerId }, task.deadlineUnixMs, signal);
       policy.finished(cluster, reservation.workerId);
       const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
       switch (outcome.kind) {
@@ -212,7 +214,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     // Leave nothing running behind a failed start (e.g. the port is taken).
     clearInterval(sweepTimer);
     directory.stop();
-    admission.close();
+    await admission.close().catch(() => undefined);
     server.forceShutdown();
     throw error;
   }
@@ -224,7 +226,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     accepting = false;
     setHealth('NOT_SERVING');
     // Queued tasks have no slot yet: they get a clear "shutting down" now. Running ones finish.
-    admission.close();
+    await admission.close();
     if (inflightSubmits > 0) await new Promise<void>((resolve) => (allSubmitsDone = resolve));
     clearInterval(sweepTimer);
     directory.stop();

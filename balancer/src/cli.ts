@@ -20,6 +20,7 @@ const flags: readonly OptionSpec[] = [
   { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'default candidate' },
   { key: 'keptForUserPresentShare', flag: 'kept-for-user-present-share', env: 'HEADROOM_KEPT_FOR_USER_PRESENT_SHARE', valueName: 'S', description: 'share of capacity only user-present tasks may use, 0..1 (default 0.1)' },
   { key: 'maxQueuedTasks', flag: 'max-queued-tasks', env: 'HEADROOM_MAX_QUEUED_TASKS', valueName: 'N', description: 'tasks that may wait for a slot (default 10000)' },
+  { key: 'maxQueuedBytes', flag: 'max-queued-bytes', env: 'HEADROOM_MAX_QUEUED_BYTES', valueName: 'N', description: 'payload bytes the waiting tasks may hold (default 268435456)' },
   { key: 'maxPayloadBytes', flag: 'max-payload-bytes', env: 'HEADROOM_MAX_PAYLOAD_BYTES', valueName: 'N', description: 'default 1048576' },
   { key: 'defaultTaskTimeoutMs', flag: 'default-task-timeout-ms', env: 'HEADROOM_DEFAULT_TASK_TIMEOUT_MS', valueName: 'MS', description: 'deadline of a task that has none (default 30000)' },
   { key: 'maxTaskTimeoutMs', flag: 'max-task-timeout-ms', env: 'HEADROOM_MAX_TASK_TIMEOUT_MS', valueName: 'MS', description: 'farthest deadline accepted (default 3600000)' },

@@ -26,6 +26,8 @@ export const balancerOptionsSchema = z
     policy: z.enum(policyNames, { error: `expected one of ${policyNames.join(', ')}` }).default('least-loaded'),
     /** Tasks that may wait for a slot on this balancer, all clusters together. @default 10000 */
     maxQueuedTasks: settings.positiveInt(10_000_000).default(10_000),
+    /** Payload bytes the waiting tasks may hold, all together. @default 268435456 (256 MiB) */
+    maxQueuedBytes: settings.positiveInt(64 * 1024 * 1024 * 1024).default(256 * 1024 * 1024),
     /** @default 1048576 (1 MiB) */
     maxPayloadBytes: settings.positiveInt(64 * 1024 * 1024).default(1024 * 1024),
     /** Used when a task has no deadline. @default 30000 */

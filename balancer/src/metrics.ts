@@ -15,7 +15,14 @@ export interface BalancerMetrics {
  */
 export function createBalancerMetrics(
   registry: Registry,
-  readQueue: () => { byCluster: Record<string, { userPresent: number; background: number }>; shed: number; refusedQueueFull: number; maxQueued: number },
+  readQueue: () => {
+    byCluster: Record<string, { userPresent: number; background: number }>;
+    queuedBytes: number;
+    shed: number;
+    refusedQueueFull: number;
+    maxQueued: number;
+    maxQueuedBytes: number;
+  },
 ): BalancerMetrics {
   new Gauge({
     name: 'headroom_balancer_queue_depth',
@@ -35,6 +42,22 @@ export function createBalancerMetrics(
     registers: [registry],
     collect() {
       this.set(readQueue().maxQueued);
+    },
+  });
+  new Gauge({
+    name: 'headroom_balancer_queue_bytes',
+    help: 'Payload bytes held by the tasks waiting on this balancer',
+    registers: [registry],
+    collect() {
+      this.set(readQueue().queuedBytes);
+    },
+  });
+  new Gauge({
+    name: 'headroom_balancer_queue_limit_bytes',
+    help: 'Most payload bytes the waiting tasks may hold (maxQueuedBytes)',
+    registers: [registry],
+    collect() {
+      this.set(readQueue().maxQueuedBytes);
     },
   });
   new Counter({

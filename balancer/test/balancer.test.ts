@@ -276,3 +276,32 @@ test('timing settings that cannot work together are refused, naming both', async
   await assert.rejects(fleet.addWorker({ cluster: 'baseline', heartbeatIntervalMs: 600 }), /heartbeatIntervalMs \(600\) must be at most half of the ledger's leaseTtlMs \(1000\)/);
   await assert.rejects(fleet.addBalancer({ queueRecheckIntervalMs: 2000 }), /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/);
 });
+
+test('the queue is bounded in bytes too; closing the balancer clears its waiting entries', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+  const balancer = await fleet.addBalancer({ maxQueuedBytes: 1000, maxPayloadBytes: 1000 });
+  const client = fleet.clients[0]!;
+  const blocker = submit(client, task({ payload: json({ sleepMs: 400 }) }));
+  await eventually('blocker runs', 2000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const padded = (sleepMs: number) => Buffer.concat([json({ sleepMs }), Buffer.alloc(600 - json({ sleepMs }).length, 32)]);
+  const queuedBackground = submit(client, task({ priority: 'BACKGROUND', payload: padded(1) }));
+  await eventually('queued', 2000, () => (balancer.stats().queue.queuedBytes === 600 ? true : undefined));
+  const refused = await submit(client, task({ priority: 'BACKGROUND', payload: padded(1) }));
+  assert.ok(!refused.ok && refused.code === 'HR_ERR_QUEUE_FULL', JSON.stringify(refused));
+  assert.match(refused.details, /would pass maxQueuedBytes \(1000\)/);
+  // A user-present task makes room by shedding the background one.
+  const user = submit(client, task({ priority: 'USER_PRESENT', payload: padded(1) }));
+  const shed = await queuedBackground;
+  assert.ok(!shed.ok && shed.code === 'HR_ERR_SHED');
+  assert.match(await balancer.registry.metrics(), /^headroom_balancer_queue_bytes 600$/m);
+  await eventually('user-present waits', 2000, async () => ((await fleet.ledger.snapshot('baseline')).waitingUserPresentBalancers.length === 1 ? true : undefined));
+  // Closing answers the waiting task and leaves no waiting entry behind to hold back other balancers.
+  const closing = balancer.close();
+  const answered = await user;
+  assert.ok(!answered.ok && answered.code === 'HR_ERR_SHUTTING_DOWN', JSON.stringify(answered));
+  await closing;
+  const snap = await fleet.ledger.snapshot('baseline');
+  assert.deepEqual([snap.waitingBalancers, snap.waitingUserPresentBalancers], [[], []]);
+  assert.ok((await blocker).ok);
+});

@@ -153,7 +153,7 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
     signal.throwIfAborted();
     const generator = await LoadGenerator.start({
       balancerAddress: fleet.balancerAddress,
-      workers: fleet.workers.map((w) => ({ address: w.address, cluster: w.cluster })),
+      workers: fleet.workers.map((w) => ({ address: w.address, cluster: w.cluster, workerId: w.workerId })),
       payloadBytes: settings.payloadBytes,
       callTimeoutMs: settings.callTimeoutMs,
     });

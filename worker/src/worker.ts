@@ -141,8 +141,14 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   async function execute(call: grpc.ServerUnaryCall<ExecuteRequest__Output, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>) {
     const request = call.request;
     const task = request.task;
-    if (!task || request.leaseId === '' || request.cluster !== cluster) {
-      const why = !task ? 'task is missing' : request.leaseId === '' ? 'leaseId is missing' : `cluster is ${JSON.stringify(request.cluster)}, this worker serves ${JSON.stringify(cluster)}`;
+    if (!task || request.leaseId === '' || request.cluster !== cluster || request.workerId !== workerId) {
+      const why = !task
+        ? 'task is missing'
+        : request.leaseId === ''
+          ? 'leaseId is missing'
+          : request.cluster !== cluster
+            ? `cluster is ${JSON.stringify(request.cluster)}, this worker serves ${JSON.stringify(cluster)}`
+            : `workerId is ${JSON.stringify(request.workerId)}, this worker is ${JSON.stringify(workerId)}`;
       return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, why);
     }
     const handler = deps.handlers[task.integration] ?? deps.handlers['*'];

@@ -11,7 +11,7 @@ async function start(t: import('node:test').TestContext, options: Partial<Worker
   const redis = connectRedis(testRedisUrl);
   await new Promise((resolve) => redis.once('ready', resolve));
   const keyPrefix = uniquePrefix('worker');
-  const worker = await createWorker({ cluster: 'c', ...options }, { redis, handlers, ledger: { keyPrefix } });
+  const worker = await createWorker({ cluster: 'c', workerId: 'w', ...options }, { redis, handlers, ledger: { keyPrefix } });
   const client = new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient;
   t.after(async () => {
     client.close();
@@ -44,9 +44,9 @@ test('the gate refuses a task when all slots are busy, before it starts', async 
   let unblock!: () => void;
   const blocked = new Promise<void>((resolve) => (unblock = resolve));
   const { worker, client } = await start(t, { maxParallelism: 1 }, { 'bank-a': async () => blocked.then(() => 'done') });
-  const first = execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l1', cluster: 'c' });
+  const first = execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l1', cluster: 'c', workerId: 'w' });
   while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
-  const refused = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l2', cluster: 'c' });
+  const refused = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l2', cluster: 'c', workerId: 'w' });
   assert.equal(refused.error?.code, grpc.status.RESOURCE_EXHAUSTED);
   assert.equal(refused.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_WORKER_FULL');
   assert.equal(refused.started, false, 'a refused task is not marked started');
@@ -68,19 +68,22 @@ test('the handler gets an AbortSignal that fires at the deadline', async (t) => 
         });
       }),
   });
-  const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: 'l1', cluster: 'c' });
+  const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: 'l1', cluster: 'c', workerId: 'w' });
   assert.equal(sawAbort, true);
   assert.equal(result.response?.error?.code, 'HR_ERR_DEADLINE_EXCEEDED');
 });
 
 test('requests for another cluster or without a lease are refused; unknown integrations answer a coded error', async (t) => {
   const { client, worker } = await start(t, {}, { 'bank-a': async () => 'ok' });
-  const wrongCluster = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'other' });
+  const wrongCluster = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'other', workerId: 'w' });
   assert.equal(wrongCluster.error?.code, grpc.status.INVALID_ARGUMENT);
   assert.match(wrongCluster.error!.details, /cluster is "other", this worker serves "c"/);
-  const noLease = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: '', cluster: 'c' });
+  const otherWorker = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'c', workerId: 'someone-else' });
+  assert.equal(otherWorker.error?.code, grpc.status.INVALID_ARGUMENT);
+  assert.match(otherWorker.error!.details, /workerId is "someone-else", this worker is "w"/);
+  const noLease = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: '', cluster: 'c', workerId: 'w' });
   assert.equal(noLease.error?.code, grpc.status.INVALID_ARGUMENT);
-  const unknown = await execute(client, { task: { ...baseTask, integration: 'bank-z', deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'c' });
+  const unknown = await execute(client, { task: { ...baseTask, integration: 'bank-z', deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'c', workerId: 'w' });
   assert.equal(unknown.response?.error?.code, 'HR_ERR_NO_HANDLER');
   assert.equal(worker.stats().completed, 0);
 });
@@ -120,7 +123,7 @@ test('a drain that times out aborts what still runs instead of hanging', async (
       return new Promise((resolve) => setTimeout(() => resolve('late'), 5000).unref());
     },
   });
-  const running = execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 10_000 }, leaseId: 'l1', cluster: 'c' });
+  const running = execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 10_000 }, leaseId: 'l1', cluster: 'c', workerId: 'w' });
   while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
   const startedAt = Date.now();
   await worker.close();

@@ -8,7 +8,7 @@ export type TargetName = 'direct' | 'balancer';
 
 export interface Targets {
   balancerAddress: string;
-  workers: readonly { address: string; cluster: string }[];
+  workers: readonly { address: string; cluster: string; workerId: string }[];
   /** Bytes of payload each task carries (the echo handler sends them back). */
   payloadBytes: number;
   /** gRPC deadline of each call, and the task's own deadline. */

@@ -53,14 +53,14 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget {
 
   // Straight to the workers, as the balancer would call them but without a ledger lease:
   // the worker accepts any non-empty lease id, and releasing an unknown lease is a no-op.
-  const workers = targets.workers.map((worker) => ({ cluster: worker.cluster, client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient }));
+  const workers = targets.workers.map((worker) => ({ cluster: worker.cluster, workerId: worker.workerId, client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient }));
   if (workers.length === 0) throw new Error('load generator: no workers to call directly');
   return {
     call: (sequence, route) =>
       new Promise((resolve) => {
         const worker = workers[route % workers.length]!;
         const deadlineUnixMs = Date.now() + callTimeoutMs;
-        const request = { task: echoTask(runId, sequence, payload, deadlineUnixMs), leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster };
+        const request = { task: echoTask(runId, sequence, payload, deadlineUnixMs), leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
         worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
           if (error) return resolve({ ok: false, code: errorCode(error) });
           if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });

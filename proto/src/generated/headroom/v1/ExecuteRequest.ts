@@ -7,10 +7,12 @@ export interface ExecuteRequest {
   'task'?: (_headroom_v1_Task | null);
   'leaseId'?: (string);
   'cluster'?: (string);
+  'workerId'?: (string);
 }
 
 export interface ExecuteRequest__Output {
   'task': (_headroom_v1_Task__Output | null);
   'leaseId': (string);
   'cluster': (string);
+  'workerId': (string);
 }
