@@ -148,6 +148,8 @@ export class Admission {
 
   private enqueue(queue: ClusterQueue, request: AcquireRequest, slotFreedMeanwhile: boolean): Promise<Granted> {
     return new Promise<Granted>((resolve, reject) => {
+      // close() may have run while this task's first reservation was under way.
+      if (this.closed) return reject(shuttingDown());
       const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
       // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
       while (full() && this.makeRoomFor(request.priority));

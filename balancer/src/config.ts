@@ -48,7 +48,8 @@ export const balancerOptionsSchema = z
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
   })
   .strict()
-  .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, { message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs', path: ['defaultTaskTimeoutMs'] });
+  .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, { message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs', path: ['defaultTaskTimeoutMs'] })
+  .refine((c) => c.maxPayloadBytes <= c.maxQueuedBytes, { message: 'maxPayloadBytes must not exceed maxQueuedBytes (a task could never wait)', path: ['maxPayloadBytes'] });
 
 export type BalancerOptions = z.input<typeof balancerOptionsSchema>;
 export type BalancerConfig = z.output<typeof balancerOptionsSchema>;

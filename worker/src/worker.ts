@@ -13,6 +13,9 @@ import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
 import type { HandlerMap, TaskContext } from './handler';
 
+/** Highest max parallelism accepted, from options or from the operator's setting. */
+const maxParallelismLimit = 10_000;
+
 export const workerOptionsSchema = z
   .object({
     /** The cluster the worker serves in, e.g. "baseline" or "candidate". */
@@ -20,7 +23,7 @@ export const workerOptionsSchema = z
     /** Unique among live workers; defaults to <hostname>-<pid>-<random>. */
     workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"').optional(),
     /** Tasks run at once until an operator's setting says otherwise. @default 1 */
-    maxParallelism: settings.positiveInt(10_000).default(1),
+    maxParallelism: settings.positiveInt(maxParallelismLimit).default(1),
     /** Interface the gRPC server binds. @default '127.0.0.1' */
     host: z.string().min(1).default('127.0.0.1'),
     /** 0 picks a free port. @default 0 */
@@ -256,8 +259,14 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       draining,
       runningLeaseIds: [...running.keys()],
     });
-    const wanted = reply.maxParallelismSetting ?? ownMaxParallelism;
-    if (wanted !== gate.maxParallelism && Number.isInteger(wanted) && wanted >= 1) {
+    let wanted = reply.maxParallelismSetting ?? ownMaxParallelism;
+    if (!Number.isInteger(wanted) || wanted < 1 || wanted > maxParallelismLimit) {
+      // The setting is written by hand in Redis for now: ignore one that makes no sense.
+      if (!invalidSettingLogged) logger.warn({ setting: reply.maxParallelismSetting, accepted: `1..${maxParallelismLimit}` }, 'ignoring the cluster max parallelism setting');
+      invalidSettingLogged = true;
+      wanted = ownMaxParallelism;
+    }
+    if (wanted !== gate.maxParallelism) {
       logger.info({ from: gate.maxParallelism, to: wanted }, 'max parallelism changed');
       gate.maxParallelism = wanted;
       await heartbeat();
@@ -268,6 +277,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     }
   }
 
+  let invalidSettingLogged = false;
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let heartbeatsStopped = false;
   const scheduleHeartbeat = () => {
@@ -338,7 +348,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     address,
     registry,
     async setMaxParallelism(maxParallelism: number) {
-      ownMaxParallelism = parseConfig('max parallelism', settings.positiveInt(10_000), maxParallelism);
+      ownMaxParallelism = parseConfig('max parallelism', settings.positiveInt(maxParallelismLimit), maxParallelism);
       await heartbeat();
     },
     stats: () => ({
