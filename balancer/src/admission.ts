@@ -6,7 +6,7 @@ import type { SlotPolicy } from './policies';
 import { WaitQueue, type Waiter } from './wait-queue';
 import { balancerErrorCodes } from './errors';
 
-/** Most reservations a queue drain asks for in one round trip. */
+/** Most reservations one pass over the queue asks for in one round trip. */
 const maxReservationsPerRoundTrip = 16;
 
 export interface AdmissionOptions {
@@ -48,8 +48,8 @@ interface ClusterQueue {
   readonly waiters: WaitQueue<SlotWaiter>;
   /** Counts slot-freed messages, to catch one that arrived while a reservation was in flight. */
   wakeups: number;
-  draining: boolean;
-  drainAgain: boolean;
+  serving: boolean;
+  serveAgain: boolean;
   /** This balancer is recorded in the ledger as waiting (for any task / for a user-present task). */
   registered: boolean;
   registeredUser: boolean;
@@ -74,7 +74,7 @@ export class Admission {
 
   constructor(private readonly options: AdmissionOptions) {
     for (const cluster of options.clusters) {
-      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, draining: false, drainAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
+      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, serving: false, serveAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
       this.queues.set(cluster, queue);
       this.queueByChannel.set(options.ledger.keys(cluster).slotFreedChannel, queue);
     }
@@ -85,7 +85,7 @@ export class Admission {
       const queue = this.queueByChannel.get(channel);
       if (!queue) return;
       queue.wakeups++;
-      if (queue.waiters.size > 0) void this.drain(queue);
+      if (queue.waiters.size > 0) void this.serveQueue(queue);
     });
     await this.options.subscriber.subscribe(...this.queueByChannel.keys());
     const tick = () => {
@@ -135,7 +135,7 @@ export class Admission {
     this.closed = true;
     clearTimeout(this.recheckTimer);
     for (const queue of this.queues.values()) {
-      for (const waiter of queue.waiters.drainAll()) waiter.reject(shuttingDown());
+      for (const waiter of queue.waiters.removeAll()) waiter.reject(shuttingDown());
       await this.syncRegistration(queue);
     }
   }
@@ -198,7 +198,7 @@ export class Admission {
       queue.waiters.push(waiter);
       this.queuedBytes += request.payloadBytes;
       // A slot freed (and was announced) while our own reservation was in flight: look again.
-      if (slotFreedMeanwhile || !queue.registered) void this.drain(queue);
+      if (slotFreedMeanwhile || !queue.registered) void this.serveQueue(queue);
     });
   }
 
@@ -238,16 +238,16 @@ export class Admission {
     }
   }
 
-  /** Serves waiters in order while slots are free. One drain per cluster at a time. */
-  private async drain(queue: ClusterQueue): Promise<void> {
-    if (queue.draining) {
-      queue.drainAgain = true;
+  /** Serves waiters in order while slots are free. One pass per cluster at a time. */
+  private async serveQueue(queue: ClusterQueue): Promise<void> {
+    if (queue.serving) {
+      queue.serveAgain = true;
       return;
     }
-    queue.draining = true;
+    queue.serving = true;
     try {
       do {
-        queue.drainAgain = false;
+        queue.serveAgain = false;
         for (;;) {
           const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip);
           if (batch.length === 0) break;
@@ -278,11 +278,11 @@ export class Admission {
           // waiter without such limits found no slot, or when nobody got one.
           if (sharedFailed || results.every((r) => !r?.ok)) break;
         }
-      } while (queue.drainAgain);
+      } while (queue.serveAgain);
     } catch (error) {
       this.options.logger.error({ err: error, cluster: queue.cluster }, 'serving the queue failed');
     } finally {
-      queue.draining = false;
+      queue.serving = false;
     }
     await this.syncRegistration(queue);
   }
@@ -322,7 +322,7 @@ export class Admission {
       } catch {
         // Redis is away; the next recheck tries again.
       }
-      await this.drain(queue);
+      await this.serveQueue(queue);
     }
   }
 }

@@ -112,7 +112,7 @@ export class WaitQueue<T extends Waiter> {
     return shed;
   }
 
-  drainAll(): T[] {
+  removeAll(): T[] {
     const all = [...this.user.all(), ...this.background.all()];
     for (const waiter of all) this.remove(waiter);
     return all;
