@@ -4,7 +4,7 @@ import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
 import { ledgerErrorCodes, type Ledger, type LedgerPriority, type Reservation } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
 import { WaitQueue, type Waiter } from './wait-queue';
-import { balancerErrorCodes } from './errors';
+import { balancerErrorCodes, reroutedCode } from './errors';
 
 /** Most reservations one pass over the queue asks for in one round trip. */
 const maxReservationsPerRoundTrip = 16;
@@ -27,6 +27,8 @@ export interface AdmissionOptions {
 
 export interface AcquireRequest {
   priority: LedgerPriority;
+  /** The task's integration: a rollback moves waiting tasks by integration. */
+  integration: string;
   deadlineUnixMs: number;
   skipWorkerIds: readonly string[];
   signal: AbortSignal;
@@ -38,6 +40,7 @@ export type Granted = Extract<Reservation, { ok: true }>;
 
 interface SlotWaiter extends Waiter {
   readonly cluster: string;
+  readonly integration: string;
   readonly skipWorkerIds: readonly string[];
   resolve(reservation: Granted): void;
   reject(error: unknown): void;
@@ -119,7 +122,7 @@ export class Admission {
       const reservation = await this.tryReserve(queue, request.priority, request.skipWorkerIds);
       if (reservation?.ok) {
         if (request.signal.aborted) {
-          await this.giveBack(queue, reservation);
+          await this.giveBack(queue.cluster, reservation);
           throw cancelled();
         }
         return { reservation, queueWaitMs: performance.now() - startedAt };
@@ -138,6 +141,20 @@ export class Admission {
       for (const waiter of queue.waiters.removeAll()) waiter.reject(shuttingDown());
       await this.syncRegistration(queue);
     }
+  }
+
+  /**
+   * Takes the tasks waiting for `cluster` whose integration `moves` selects out of the queue:
+   * their acquire() fails with the internal rerouted code, and the caller queues them again for
+   * another cluster. Returns how many moved.
+   */
+  reroute(cluster: string, moves: (integration: string) => boolean): number {
+    const queue = this.queues.get(cluster);
+    if (!queue) return 0;
+    const moved = queue.waiters.removeWhere((waiter) => moves(waiter.integration));
+    for (const waiter of moved) waiter.reject(new HeadroomError(reroutedCode, `taken out of the queue of cluster ${cluster}`));
+    if (moved.length > 0) void this.syncRegistration(queue);
+    return moved.length;
   }
 
   private totalQueued(): number {
@@ -164,6 +181,7 @@ export class Admission {
       const msLeft = request.deadlineUnixMs - Date.now();
       const waiter: SlotWaiter = {
         cluster: queue.cluster,
+        integration: request.integration,
         priority: request.priority,
         enqueuedAtMs: Date.now(),
         skipWorkerIds: request.skipWorkerIds,
@@ -273,7 +291,7 @@ export class Admission {
             waiter.resolve(reservation);
           });
           // Their waiters timed out or were cancelled meanwhile: give the slots back.
-          for (const reservation of [...unused, ...shared]) await this.giveBack(queue, reservation);
+          for (const reservation of [...unused, ...shared]) await this.giveBack(queue.cluster, reservation);
           // A waiter that must avoid some workers does not hold up the others; stop when a
           // waiter without such limits found no slot, or when nobody got one.
           if (sharedFailed || results.every((r) => !r?.ok)) break;
@@ -287,9 +305,10 @@ export class Admission {
     await this.syncRegistration(queue);
   }
 
-  private async giveBack(queue: ClusterQueue, reservation: Granted): Promise<void> {
-    await this.options.ledger.release(queue.cluster, reservation.leaseId).catch(() => undefined);
-    this.options.policy.finished(queue.cluster, reservation.workerId);
+  /** Returns a reservation that will not be used. */
+  async giveBack(cluster: string, reservation: Granted): Promise<void> {
+    await this.options.ledger.release(cluster, reservation.leaseId).catch(() => undefined);
+    this.options.policy.finished(cluster, reservation.workerId);
   }
 
   /** Tells the ledger when this balancer no longer waits, so background work elsewhere may go on. */

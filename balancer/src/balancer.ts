@@ -3,14 +3,17 @@ import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { ConfigError, HeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, type LedgerOptions } from '@headroom/fleet';
+import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
+import { Ledger, OverrideStore, type LedgerOptions } from '@headroom/fleet';
+import type { FlagClient } from '@headroom/flags';
 import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
 import { Admission } from './admission';
 import { balancerOptionsSchema, type BalancerOptions } from './config';
-import { balancerErrorCodes, toServiceError } from './errors';
+import { balancerErrorCodes, reroutedCode, toServiceError } from './errors';
 import { createPolicy, type SlotPolicy } from './policies';
 import { StaticSplitRouter } from './routing/static-split';
+import { FlagRouter } from './routing/flag-router';
+import { OverrideFollower } from './routing/override-follower';
 import type { ClusterRouter } from './routing/cluster-router';
 import { validateSubmit, type ValidTask } from './task-validation';
 import { WorkerChannels } from './worker-channels';
@@ -24,7 +27,9 @@ export interface BalancerDependencies {
   subscriber: Redis;
   ledger?: LedgerOptions;
   logger?: Logger;
-  /** Replaces the static split from the options (the flags issue plugs Unleash in here). */
+  /** Unleash flags: the candidate-cluster flag decides each task's cluster (else the static split from the options). */
+  flags?: FlagClient;
+  /** Replaces the cluster choice altogether (tests, embedding). The rollback override still applies first. */
   router?: ClusterRouter;
   /** Where the balancer's metrics go; a registry of its own by default. */
   registry?: Registry;
@@ -38,6 +43,10 @@ export interface BalancerStats {
   succeeded: number;
   failedByCode: Record<string, number>;
   retries: number;
+  /** Queued tasks moved from the candidate to the baseline cluster by a rollback. */
+  rerouted: number;
+  /** The rollback override version this balancer applied (0: none yet). */
+  overrideVersion: number;
   queue: ReturnType<Admission['stats']>;
   workerChannels: number;
 }
@@ -66,7 +75,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     );
   }
   const clusters = [config.clusters.baseline, config.clusters.candidate];
-  const router = deps.router ?? new StaticSplitRouter(config.clusters, config);
+  const router: ClusterRouter = deps.router ?? (deps.flags ? new FlagRouter(config.clusters, deps.flags) : new StaticSplitRouter(config.clusters, config));
   const directory = new WorkerDirectory(ledger, clusters, config.directoryRefreshIntervalMs, logger);
   const policy: SlotPolicy = createPolicy(config.policy, { ledger, balancerId, directory });
   const admission = new Admission({
@@ -87,7 +96,23 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     channels.keepOnly(live);
   });
 
-  const counters = { submitted: 0, succeeded: 0, retries: 0, failedByCode: {} as Record<string, number> };
+  const counters = { submitted: 0, succeeded: 0, retries: 0, rerouted: 0, failedByCode: {} as Record<string, number> };
+  // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
+  const override = new OverrideFollower({
+    store: new OverrideStore(deps.redis, ledger.options.keyPrefix),
+    subscriber: deps.subscriber,
+    balancerId,
+    heartbeatIntervalMs: config.balancerHeartbeatIntervalMs,
+    logger,
+    onApplied: (state) => {
+      // Tasks still waiting for a candidate slot go to the baseline now; running ones finish.
+      const moved = admission.reroute(config.clusters.candidate, (integration) => state.all || state.integrations.includes(integration));
+      counters.rerouted += moved;
+      metrics.rerouted.inc(moved);
+      metrics.overrideVersion.set(state.version);
+    },
+  });
+  const chooseCluster = (task: ValidTask) => (override.covers(task.integration) ? config.clusters.baseline : router.chooseCluster(task));
   const registry = deps.registry ?? new Registry();
   const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
   let accepting = true;
@@ -95,18 +120,42 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   let allSubmitsDone: (() => void) | undefined;
 
   /** Runs one task to its final answer; throws a HeadroomError for every failure before a handler answered. */
-  async function run(task: ValidTask, cluster: string, signal: AbortSignal): Promise<SubmitResponse> {
+  async function run(task: ValidTask, route: { cluster: string }, signal: AbortSignal): Promise<SubmitResponse> {
     const priority = task.priority === 'USER_PRESENT' ? 'user' : 'background';
     const skipWorkerIds: string[] = [];
     let queueWaitMs = 0;
     for (let attempt = 1; attempt <= config.maxDispatchAttempts; attempt++) {
-      const { reservation, queueWaitMs: waited } = await admission.acquire(cluster, {
-        priority,
-        deadlineUnixMs: task.deadlineUnixMs,
-        skipWorkerIds: [...skipWorkerIds],
-        signal,
-        payloadBytes: task.payload.length,
-      });
+      let cluster = route.cluster;
+      let acquired: Awaited<ReturnType<Admission['acquire']>>;
+      try {
+        acquired = await admission.acquire(cluster, {
+          priority,
+          integration: task.integration,
+          deadlineUnixMs: task.deadlineUnixMs,
+          skipWorkerIds: [...skipWorkerIds],
+          signal,
+          payloadBytes: task.payload.length,
+        });
+      } catch (error) {
+        if (!isHeadroomError(error, reroutedCode)) throw error;
+        // A rollback took the task out of the candidate queue: queue it for the baseline.
+        route.cluster = config.clusters.baseline;
+        skipWorkerIds.length = 0;
+        attempt--;
+        continue;
+      }
+      const { reservation, queueWaitMs: waited } = acquired;
+      if (cluster !== config.clusters.baseline && override.covers(task.integration)) {
+        // The override arrived while the slot was being reserved: nothing is dispatched to
+        // the candidate cluster after this balancer applied (and acknowledged) a rollback.
+        await admission.giveBack(cluster, reservation);
+        counters.rerouted++;
+        metrics.rerouted.inc();
+        route.cluster = cluster = config.clusters.baseline;
+        skipWorkerIds.length = 0;
+        attempt--;
+        continue;
+      }
       queueWaitMs += waited;
       metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, waited / 1000);
       const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster, workerId: reservation.workerId }, task.deadlineUnixMs, signal);
@@ -171,16 +220,18 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       return fail(error);
     }
     if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }));
-    const cluster = router.chooseCluster(task);
-    labels = { cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' };
+    const route = { cluster: chooseCluster(task) };
+    const priority = task.priority === 'USER_PRESENT' ? 'user_present' : 'background';
+    labels = { cluster: route.cluster, priority };
     const abort = new AbortController();
     const onCancelled = () => abort.abort();
     call.on('cancelled', onCancelled);
     inflightSubmits++;
-    run(task, cluster, abort.signal)
+    run(task, route, abort.signal)
       .then(
         (answer) => {
           counters.succeeded++;
+          labels = { cluster: route.cluster, priority };
           metrics.tasks.inc({ ...labels, outcome: 'ok' });
           callback(null, answer);
         },
@@ -201,6 +252,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   try {
     await directory.start();
     await admission.start();
+    await override.start();
     sweepTimer = setInterval(() => {
       for (const cluster of clusters) {
         ledger.sweep(cluster, config.heartbeatTimeoutMs).catch((error: unknown) => logger.debug({ err: error }, 'sweep failed'));
@@ -215,10 +267,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     clearInterval(sweepTimer);
     directory.stop();
     await admission.close().catch(() => undefined);
+    await override.close();
     server.forceShutdown();
     throw error;
   }
   const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  await override.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
   setHealth('SERVING');
   logger.info({ balancerId, address, policy: policy.name, clusters }, 'balancer ready');
 
@@ -230,6 +284,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     if (inflightSubmits > 0) await new Promise<void>((resolve) => (allSubmitsDone = resolve));
     clearInterval(sweepTimer);
     directory.stop();
+    await override.close();
     await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
     channels.closeAll();
     logger.info('balancer stopped');
@@ -245,6 +300,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       policy: policy.name,
       ...counters,
       failedByCode: { ...counters.failedByCode },
+      overrideVersion: override.current.version,
       queue: admission.stats(),
       workerChannels: channels.size,
     }),

@@ -44,6 +44,8 @@ export const balancerOptionsSchema = z
     queueRecheckIntervalMs: settings.positiveInt(60_000).default(500),
     /** @default 2000 */
     directoryRefreshIntervalMs: settings.positiveInt(600_000).default(2000),
+    /** How often the balancer tells the control plane it is alive and catches up on the override. @default 1000 */
+    balancerHeartbeatIntervalMs: settings.positiveInt(60_000).default(1000),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
   })

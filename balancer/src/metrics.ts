@@ -7,6 +7,8 @@ export interface BalancerMetrics {
   tasks: Counter<'cluster' | 'priority' | 'outcome'>;
   queueWait: Histogram<'cluster' | 'priority'>;
   retries: Counter<'reason'>;
+  rerouted: Counter;
+  overrideVersion: Gauge;
 }
 
 /**
@@ -96,6 +98,16 @@ export function createBalancerMetrics(
       name: 'headroom_balancer_dispatch_retries_total',
       help: 'Tasks tried on another worker: refused, unreachable, or lost (idempotent only)',
       labelNames: ['reason'],
+      registers: [registry],
+    }),
+    rerouted: new Counter({
+      name: 'headroom_balancer_rerouted_tasks_total',
+      help: 'Tasks moved from the candidate to the baseline cluster by a rollback before they were dispatched',
+      registers: [registry],
+    }),
+    overrideVersion: new Gauge({
+      name: 'headroom_balancer_override_version',
+      help: 'Version of the rollback override this balancer applied (0: none)',
       registers: [registry],
     }),
   };

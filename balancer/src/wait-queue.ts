@@ -112,6 +112,13 @@ export class WaitQueue<T extends Waiter> {
     return shed;
   }
 
+  /** Removes and returns the live waiters `selects` picks, oldest first within each priority. */
+  removeWhere(selects: (waiter: T) => boolean): T[] {
+    const picked = [...this.user.all(), ...this.background.all()].filter(selects);
+    for (const waiter of picked) this.remove(waiter);
+    return picked;
+  }
+
   removeAll(): T[] {
     const all = [...this.user.all(), ...this.background.all()];
     for (const waiter of all) this.remove(waiter);

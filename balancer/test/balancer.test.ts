@@ -162,21 +162,16 @@ test('raising max parallelism at run time frees slots at once; lowering lets run
   await fleet.addBalancer({ candidatePercent: 100 });
   const running = [submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 500 }) })), submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 500 }) }))];
   await eventually('one runs, one waits', 2000, () => (worker.stats().inflight === 1 && fleet.balancers[0]!.stats().queue.queued === 1 ? true : undefined));
-  // An operator's setting through Redis: the worker picks it up at its next heartbeat.
-  await fleet.ledger.setMaxParallelism('candidate', 3);
+  // The library call (the max-parallelism flag goes through the same path: control-plane tests).
+  await worker.setMaxParallelism(3);
   await eventually('second task starts before the first ends', 1500, () => (worker.stats().inflight === 2 ? true : undefined));
   assert.equal(worker.stats().maxParallelism, 3);
-  await fleet.ledger.setMaxParallelism('candidate', 1);
-  await eventually('lowered', 1500, () => (worker.stats().maxParallelism === 1 ? true : undefined));
+  await worker.setMaxParallelism(1);
+  assert.equal(worker.stats().maxParallelism, 1);
   assert.equal(worker.stats().inflight, 2, 'running tasks are not stopped');
   const results = await Promise.all(running);
   assert.ok(results.every((r) => r.ok));
   await eventually('ledger capacity follows', 2000, async () => ((await fleet.ledger.snapshot('candidate')).totalCapacity === 1 ? true : undefined));
-  // The library call, for embedding: the worker's own value applies when no operator setting exists.
-  await fleet.ledger.setMaxParallelism('candidate', undefined);
-  await worker.setMaxParallelism(5);
-  assert.equal(worker.stats().maxParallelism, 5);
-  assert.equal((await fleet.ledger.snapshot('candidate')).totalCapacity, 5);
 });
 
 test('draining a worker: it takes nothing new, finishes what runs, leaves the ledger', async (t) => {

@@ -3,3 +3,4 @@ export * from './keys';
 export * from './errors';
 export * from './redis';
 export { loadScripts, defineScripts, luaDir } from './script-loader';
+export * from './override';

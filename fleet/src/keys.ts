@@ -16,7 +16,6 @@ export interface ClusterKeys {
   readonly totals: string;
   readonly waiting: string;
   readonly waitingUser: string;
-  readonly settings: string;
   readonly workerLeases: string;
   /** Pub/sub channel on which scripts announce freed slots while balancers wait. */
   readonly slotFreedChannel: string;
@@ -37,7 +36,6 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     totals: key('totals'),
     waiting: key('waiting'),
     waitingUser: key('waiting-user'),
-    settings: key('settings'),
     workerLeases: key('worker-leases'),
   };
   return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };

@@ -33,8 +33,6 @@ export interface HeartbeatInput {
 }
 
 export interface HeartbeatReply {
-  /** The operator's max parallelism for the cluster, when one is set. */
-  maxParallelismSetting: number | undefined;
   /** An operator asked this worker to drain. */
   drainRequested: boolean;
   /** Leases the ledger counts for the worker after this heartbeat. */
@@ -78,7 +76,6 @@ export interface ClusterSnapshot {
   leases: number;
   waitingBalancers: string[];
   waitingUserPresentBalancers: string[];
-  maxParallelismSetting: number | undefined;
 }
 
 const maxSkippedWorkers = 32;
@@ -119,12 +116,8 @@ export class Ledger {
       input.draining ? 1 : 0,
       this.options.leaseTtlMs,
       ...input.runningLeaseIds,
-    ])) as [string, number, number];
-    return {
-      maxParallelismSetting: reply[0] === '' ? undefined : Number(reply[0]),
-      drainRequested: reply[1] === 1,
-      inflight: reply[2],
-    };
+    ])) as [number, number];
+    return { drainRequested: reply[0] === 1, inflight: reply[1] };
   }
 
   async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
@@ -177,15 +170,6 @@ export class Ledger {
     await this.run('waiting', cluster, [balancerId, userPresent ? 'keep-user' : 'keep', this.options.waiterTtlMs]);
   }
 
-  /** The operator's max parallelism for every worker of the cluster (undefined clears it). */
-  async setMaxParallelism(cluster: string, maxParallelism: number | undefined): Promise<void> {
-    const keys = this.keys(cluster);
-    await this.guard('setMaxParallelism', async () => {
-      if (maxParallelism === undefined) await this.redis.hdel(keys.settings, 'maxParallelism');
-      else await this.redis.hset(keys.settings, 'maxParallelism', maxParallelism);
-    });
-  }
-
   /** Worker addresses by id: what balancers need to keep their channels. */
   async addresses(cluster: string): Promise<Map<string, string>> {
     const all = await this.guard('addresses', () => this.redis.hgetall(this.keys(cluster).address));
@@ -207,7 +191,6 @@ export class Ledger {
         .zcard(keys.leases)
         .zrange(keys.waiting, 0, -1, 'WITHSCORES')
         .zrange(keys.waitingUser, 0, -1, 'WITHSCORES')
-        .hget(keys.settings, 'maxParallelism')
         .time()
         .exec();
       if (!reply) throw new Error('transaction aborted');
@@ -215,9 +198,9 @@ export class Ledger {
         if (error) throw error;
         return value;
       });
-      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, setting, time] = values as [
+      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, time] = values as [
         Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
-        Record<string, string>, number, string[], string[], string | null, [string, string],
+        Record<string, string>, number, string[], string[], [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
       const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
@@ -248,7 +231,6 @@ export class Ledger {
         leases,
         waitingBalancers: unexpired(waiting),
         waitingUserPresentBalancers: unexpired(waitingUser),
-        maxParallelismSetting: setting === null ? undefined : Number(setting),
       };
     });
   }

@@ -12,9 +12,7 @@ import { createWorkerMetrics } from './metrics';
 import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
 import type { HandlerMap, TaskContext } from './handler';
-
-/** Highest max parallelism accepted, from options or from the operator's setting. */
-const maxParallelismLimit = 10_000;
+import { maxParallelismLimit, type FlagClient } from '@headroom/flags';
 
 export const workerOptionsSchema = z
   .object({
@@ -22,7 +20,7 @@ export const workerOptionsSchema = z
     cluster: settings.name(),
     /** Unique among live workers; defaults to <hostname>-<pid>-<random>. */
     workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"').optional(),
-    /** Tasks run at once until an operator's setting says otherwise. @default 1 */
+    /** Tasks run at once unless the max-parallelism flag sets it for this cluster. @default 1 */
     maxParallelism: settings.positiveInt(maxParallelismLimit).default(1),
     /** Interface the gRPC server binds. @default '127.0.0.1' */
     host: z.string().min(1).default('127.0.0.1'),
@@ -49,6 +47,8 @@ export interface WorkerDependencies {
   logger?: Logger;
   /** Where the worker's metrics go; a registry of its own by default. */
   registry?: Registry;
+  /** Unleash flags: the max-parallelism flag, when it sets a value for this cluster, wins over the worker's own. */
+  flags?: FlagClient;
 }
 
 export interface WorkerStats {
@@ -75,7 +75,7 @@ export interface Worker {
   readonly address: string;
   /** Its Prometheus metrics. */
   readonly registry: Registry;
-  /** Sets the worker's own max parallelism; an operator's cluster setting in the ledger wins over it. */
+  /** Sets the worker's own max parallelism; the max-parallelism flag wins over it when it sets one. */
   setMaxParallelism(maxParallelism: number): Promise<void>;
   stats(): WorkerStats;
   /** Resolves when the worker has stopped (close, destroy, or an operator's drain). */
@@ -259,25 +259,29 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       draining,
       runningLeaseIds: [...running.keys()],
     });
-    let wanted = reply.maxParallelismSetting ?? ownMaxParallelism;
-    if (!Number.isInteger(wanted) || wanted < 1 || wanted > maxParallelismLimit) {
-      // The setting is written by hand in Redis for now: ignore one that makes no sense.
-      if (!invalidSettingLogged) logger.warn({ setting: reply.maxParallelismSetting, accepted: `1..${maxParallelismLimit}` }, 'ignoring the cluster max parallelism setting');
-      invalidSettingLogged = true;
-      wanted = ownMaxParallelism;
-    }
-    if (wanted !== gate.maxParallelism) {
-      logger.info({ from: gate.maxParallelism, to: wanted }, 'max parallelism changed');
-      gate.maxParallelism = wanted;
-      await heartbeat();
-    }
+    if (applyMaxParallelism()) await heartbeat();
     if (reply.drainRequested && !draining) {
       logger.info('an operator asked this worker to drain');
       void close();
     }
   }
 
-  let invalidSettingLogged = false;
+  /**
+   * Sets the gate from the flag (else the worker's own setting); true if it changed. Raising
+   * frees slots at once; lowering lets running tasks finish and admits no more until below.
+   */
+  function applyMaxParallelism(): boolean {
+    const wanted = deps.flags?.maxParallelism(cluster) ?? ownMaxParallelism;
+    if (wanted === gate.maxParallelism) return false;
+    logger.info({ from: gate.maxParallelism, to: wanted, source: wanted === ownMaxParallelism ? 'own' : 'flag' }, 'max parallelism changed');
+    gate.maxParallelism = wanted;
+    return true;
+  }
+  // A flag change is advertised at once rather than at the next heartbeat.
+  const stopFollowingFlags = deps.flags?.onChange(() => {
+    if (!draining && applyMaxParallelism()) heartbeat().catch((error: unknown) => logger.warn({ err: error }, 'heartbeat failed'));
+  });
+
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let heartbeatsStopped = false;
   const scheduleHeartbeat = () => {
@@ -304,6 +308,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
 
   const leave = async () => {
+    stopFollowingFlags?.();
     heartbeatsStopped = true;
     clearTimeout(heartbeatTimer);
     await ledger.deregister(cluster, workerId).catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));

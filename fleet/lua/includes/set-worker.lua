@@ -1,6 +1,6 @@
 -- Shared by every ledger script (the loader pastes it in where "--@include set-worker" stands).
 --
--- KEYS, the same thirteen in every script, all sharing one hash tag per cluster:
+-- KEYS, the same twelve in every script, all sharing one hash tag per cluster:
 --   1 free         ZSET worker -> free slots (capacity - inflight); live, non-draining workers only
 --   2 capacity     HASH worker -> max parallelism
 --   3 inflight     HASH worker -> leases it holds (the count of its members in worker-leases)
@@ -12,8 +12,7 @@
 --   9 totals       HASH capacity, free: sums over the workers in `free` (free counted as >= 0)
 --  10 waiting      ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
 --  11 waiting-user ZSET balancer -> expiry (ms): balancers with user-present tasks queued
---  12 settings     HASH maxParallelism (set by operators; workers apply it)
---  13 worker-leases ZSET of "<worker>|<lease>", all scores 0: each worker's leases, by lex range
+--  12 worker-leases ZSET of "<worker>|<lease>", all scores 0: each worker's leases, by lex range
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 
 -- One clock for every process: Redis's. (Callers' clocks may disagree by seconds, and a
@@ -22,20 +21,20 @@ local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local slotFreedChannel = ARGV[1]
 
--- A worker's leases are the members of KEYS[13] between these bounds (worker ids have no '|').
+-- A worker's leases are the members of KEYS[12] between these bounds (worker ids have no '|').
 local function leaseRange(worker)
   return '[' .. worker .. '|', '[' .. worker .. '|\255'
 end
 
 local function leaseCount(worker)
   local from, to = leaseRange(worker)
-  return redis.call('ZLEXCOUNT', KEYS[13], from, to)
+  return redis.call('ZLEXCOUNT', KEYS[12], from, to)
 end
 
 local function addLease(worker, lease, expiry)
   redis.call('HSET', KEYS[8], lease, worker)
   redis.call('ZADD', KEYS[7], expiry, lease)
-  redis.call('ZADD', KEYS[13], 0, worker .. '|' .. lease)
+  redis.call('ZADD', KEYS[12], 0, worker .. '|' .. lease)
 end
 
 -- Ends a lease; returns the worker that held it, or nil if there was no such lease.
@@ -43,7 +42,7 @@ local function removeLease(lease)
   local worker = redis.call('HGET', KEYS[8], lease)
   redis.call('HDEL', KEYS[8], lease)
   redis.call('ZREM', KEYS[7], lease)
-  if worker then redis.call('ZREM', KEYS[13], worker .. '|' .. lease) end
+  if worker then redis.call('ZREM', KEYS[12], worker .. '|' .. lease) end
   return worker
 end
 
@@ -61,12 +60,12 @@ local function setWorker(worker, capacity, inflight, active)
   if capacity == nil then
     -- The worker's leases go with it: a worker that comes back re-declares what it runs.
     local from, to = leaseRange(worker)
-    for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[13], from, to)) do
+    for _, member in ipairs(redis.call('ZRANGEBYLEX', KEYS[12], from, to)) do
       local lease = string.sub(member, #worker + 2)
       redis.call('HDEL', KEYS[8], lease)
       redis.call('ZREM', KEYS[7], lease)
     end
-    redis.call('ZREMRANGEBYLEX', KEYS[13], from, to)
+    redis.call('ZREMRANGEBYLEX', KEYS[12], from, to)
     redis.call('ZREM', KEYS[1], worker)
     redis.call('HDEL', KEYS[2], worker)
     redis.call('HDEL', KEYS[3], worker)

@@ -1,10 +1,10 @@
 -- heartbeat: registers the worker (again, after Redis lost its data or a sweep removed it),
--- renews the leases of the tasks it runs, recounts its in-flight tasks, and returns what
--- operators ask of it.
+-- renews the leases of the tasks it runs, recounts its in-flight tasks, and says whether an
+-- operator asked it to drain.
 -- KEYS: see includes/set-worker.lua
 -- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)  6 leaseTtlMs
 --       7.. lease ids of the tasks the worker is running
--- Returns: { maxParallelism setting or '', drain requested (0|1), inflight }
+-- Returns: { drain requested (0|1), inflight }
 --@include set-worker
 local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local expiry = now + tonumber(ARGV[6])
@@ -26,4 +26,4 @@ local drainRequested = redis.call('SISMEMBER', KEYS[6], worker)
 if ARGV[5] == '1' then redis.call('SADD', KEYS[6], worker) end
 local draining = ARGV[5] == '1' or drainRequested == 1
 setWorker(worker, capacity, inflight, not draining)
-return { redis.call('HGET', KEYS[12], 'maxParallelism') or '', drainRequested, inflight }
+return { drainRequested, inflight }

@@ -1,0 +1,104 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from '@headroom/common';
+import { noOverride, overrideCovers, parseOverride, type OverrideState, type OverrideStore } from '@headroom/fleet';
+
+export interface OverrideFollowerOptions {
+  store: OverrideStore;
+  /** The balancer's pub/sub connection (shared with the admission queue). */
+  subscriber: Redis;
+  balancerId: string;
+  /** Heartbeats register the balancer and catch up on a missed override. */
+  heartbeatIntervalMs: number;
+  /** Called synchronously when a newer override is applied, before it is acknowledged. */
+  onApplied(state: OverrideState): void;
+  logger: Logger;
+}
+
+/**
+ * Keeps this balancer's copy of the rollback override: reads it before the balancer routes
+ * anything, applies every newer version as soon as it is published, and acknowledges each
+ * applied version to the control plane. A missed message (Redis restart, reconnect) is caught
+ * up by the next heartbeat. When Redis has lost the override, the last one applied stays.
+ */
+export class OverrideFollower {
+  private state: OverrideState = noOverride;
+  private ackedVersion = 0;
+  private address = '';
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly onMessage = (channel: string, message: string) => {
+    if (channel !== this.options.store.keys.overrideChangedChannel) return;
+    try {
+      this.offer(parseOverride(message));
+    } catch (error) {
+      this.options.logger.warn({ err: error, message }, 'ignoring an override message that is not valid');
+    }
+  };
+
+  constructor(private readonly options: OverrideFollowerOptions) {}
+
+  get current(): OverrideState {
+    return this.state;
+  }
+
+  /** Whether the override sends this integration to the baseline cluster. */
+  covers(integration: string): boolean {
+    return overrideCovers(this.state, integration);
+  }
+
+  /**
+   * Subscribes, then reads the current override (so no change falls between the two). Call
+   * before the balancer routes anything.
+   */
+  async start(): Promise<void> {
+    this.options.subscriber.on('message', this.onMessage);
+    await this.options.subscriber.subscribe(this.options.store.keys.overrideChangedChannel);
+    const stored = await this.options.store.read();
+    if (stored) this.offer(stored);
+  }
+
+  /** Registers the balancer (with the address clients dial) and keeps it registered. */
+  async register(address: string): Promise<void> {
+    this.address = address;
+    await this.heartbeat();
+    const tick = () => {
+      this.timer = setTimeout(() => {
+        void this.heartbeat()
+          .catch((error: unknown) => this.options.logger.debug({ err: error }, 'balancer heartbeat failed'))
+          .finally(() => {
+            if (!this.closed) tick();
+          });
+      }, this.options.heartbeatIntervalMs);
+      this.timer.unref();
+    };
+    tick();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.options.subscriber.off('message', this.onMessage);
+    await this.options.store.leave(this.options.balancerId).catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not leave the balancer register'));
+  }
+
+  private async heartbeat(): Promise<void> {
+    const stored = await this.options.store.balancerHeartbeat(this.options.balancerId, this.address);
+    if (stored) this.offer(stored);
+    // An acknowledgement lost to a Redis blip is sent again.
+    if (this.state.version > this.ackedVersion) await this.acknowledge(this.state.version);
+  }
+
+  private offer(state: OverrideState): void {
+    if (state.version <= this.state.version) return;
+    const previous = this.state;
+    this.state = state;
+    this.options.logger.info({ version: state.version, all: state.all, integrations: state.integrations, previousVersion: previous.version }, 'override applied');
+    this.options.onApplied(state);
+    this.acknowledge(state.version).catch((error: unknown) => this.options.logger.warn({ err: error }, 'could not acknowledge the override; the next heartbeat tries again'));
+  }
+
+  private async acknowledge(version: number): Promise<void> {
+    await this.options.store.acknowledge(this.options.balancerId, version);
+    this.ackedVersion = Math.max(this.ackedVersion, version);
+  }
+}

@@ -1,0 +1,2 @@
+export * from './flag-names';
+export * from './flag-client';

@@ -1,0 +1,193 @@
+import * as path from 'node:path';
+import type { Redis } from 'ioredis';
+import { LedgerUnavailableError } from './errors';
+import { defineScripts, loadScripts, luaDir } from './script-loader';
+
+/**
+ * The instant rollback: a versioned override in Redis that every balancer applies as soon as it
+ * is published, and acknowledges. Unleash keeps the same state durably (the control plane
+ * switches the flag off too); this is the fast path, measured in milliseconds.
+ */
+export interface OverrideState {
+  /** Only grows, even across a Redis data loss (at least Redis's clock in microseconds when written). */
+  version: number;
+  /** Every integration goes to the baseline cluster. */
+  all: boolean;
+  /** These integrations go to the baseline cluster (sorted). */
+  integrations: string[];
+  updatedAtUnixMs: number;
+  actor: string;
+}
+
+/** The empty override: nothing rolled back. Version 0 loses to any written one. */
+export const noOverride: OverrideState = Object.freeze({ version: 0, all: false, integrations: [], updatedAtUnixMs: 0, actor: '' }) as OverrideState;
+
+export type OverrideChange =
+  | { operation: 'rollback-all' | 'resume-all' }
+  | { operation: 'rollback' | 'resume'; integration: string }
+  | { operation: 'set'; all: boolean; integrations: readonly string[] };
+
+export interface OverrideAck {
+  balancerId: string;
+  version: number;
+  ackedAtUnixMs: number;
+}
+
+export interface BalancerRecord {
+  balancerId: string;
+  /** What the balancer said of itself (its gRPC address). */
+  address: string;
+  lastHeartbeatUnixMs: number;
+  /** The override version it last applied, if any. */
+  ack: OverrideAck | undefined;
+}
+
+export interface ControlKeys {
+  readonly override: string;
+  readonly balancers: string;
+  readonly balancerInfo: string;
+  readonly acks: string;
+  readonly overrideChangedChannel: string;
+  readonly overrideAckedChannel: string;
+}
+
+/** The keys share one hash tag, `{<prefix>:control}`, so each script stays in one Redis Cluster slot. */
+export function controlKeys(prefix: string): ControlKeys {
+  const key = (name: string) => `{${prefix}:control}:${name}`;
+  return {
+    override: key('override'),
+    balancers: key('balancers'),
+    balancerInfo: key('balancer-info'),
+    acks: key('override-acks'),
+    overrideChangedChannel: key('override-changed'),
+    overrideAckedChannel: key('override-acked'),
+  };
+}
+
+type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
+
+/** Most balancers one read returns; more than this many balancers is a configuration mistake. */
+export const maxBalancerRecords = 10_000;
+
+/** Reads and changes the override, and keeps the register of balancers and their acknowledgements. */
+export class OverrideStore {
+  readonly keys: ControlKeys;
+
+  constructor(
+    private readonly redis: Redis,
+    keyPrefix: string,
+  ) {
+    this.keys = controlKeys(keyPrefix);
+    defineScripts(redis, loadScripts(path.join(luaDir, 'override')));
+  }
+
+  async read(): Promise<OverrideState | undefined> {
+    const raw = await this.guard('read override', () => this.redis.get(this.keys.override));
+    return raw === null ? undefined : parseOverride(raw);
+  }
+
+  /** Applies a change atomically and publishes the result to every balancer. */
+  async change(change: OverrideChange, actor: string): Promise<OverrideState> {
+    const argument =
+      change.operation === 'rollback' || change.operation === 'resume'
+        ? change.integration
+        : change.operation === 'set'
+          ? JSON.stringify({ all: change.all, integrations: [...change.integrations] })
+          : '';
+    const raw = await this.run('override-change', [this.keys.override, this.keys.overrideChangedChannel, change.operation, argument, actor]);
+    return parseOverride(String(raw));
+  }
+
+  /** A balancer's heartbeat; returns the current override (undefined when Redis has none). */
+  async balancerHeartbeat(balancerId: string, address: string): Promise<OverrideState | undefined> {
+    const raw = await this.run('balancer-heartbeat', [this.keys.balancers, this.keys.balancerInfo, this.keys.override, balancerId, JSON.stringify({ address })]);
+    return raw === null || raw === false ? undefined : parseOverride(String(raw));
+  }
+
+  async acknowledge(balancerId: string, version: number): Promise<OverrideAck> {
+    const raw = await this.run('override-ack', [this.keys.acks, this.keys.overrideAckedChannel, balancerId, version]);
+    return parseAck(String(raw));
+  }
+
+  /** A balancer that stops leaves the register, so nobody waits for its acknowledgement. */
+  async leave(balancerId: string): Promise<void> {
+    await this.guard('leave', () =>
+      this.redis.multi().zrem(this.keys.balancers, balancerId).hdel(this.keys.balancerInfo, balancerId).hdel(this.keys.acks, balancerId).exec(),
+    );
+  }
+
+  /**
+   * The balancers that sent a heartbeat within `liveWithinMs` (by Redis's clock), with what they
+   * acknowledged. Forgets the others.
+   */
+  async liveBalancers(liveWithinMs: number): Promise<BalancerRecord[]> {
+    return this.guard('list balancers', async () => {
+      const time = await this.redis.time();
+      const nowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
+      const cutoff = nowMs - liveWithinMs;
+      const stale = await this.redis.zrangebyscore(this.keys.balancers, '-inf', `(${cutoff}`, 'LIMIT', 0, maxBalancerRecords);
+      if (stale.length > 0) {
+        await this.redis.multi().zrem(this.keys.balancers, ...stale).hdel(this.keys.balancerInfo, ...stale).hdel(this.keys.acks, ...stale).exec();
+      }
+      const live = await this.redis.zrangebyscore(this.keys.balancers, cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, maxBalancerRecords);
+      const ids: string[] = [];
+      const seen = new Map<string, number>();
+      for (let i = 0; i < live.length; i += 2) {
+        ids.push(live[i]!);
+        seen.set(live[i]!, Number(live[i + 1]));
+      }
+      if (ids.length === 0) return [];
+      const [infos, acks] = await Promise.all([this.redis.hmget(this.keys.balancerInfo, ...ids), this.redis.hmget(this.keys.acks, ...ids)]);
+      return ids.map((balancerId, i) => ({
+        balancerId,
+        address: readAddress(infos[i] ?? null),
+        lastHeartbeatUnixMs: seen.get(balancerId)!,
+        ack: acks[i] ? parseAck(acks[i]!) : undefined,
+      }));
+    });
+  }
+
+  private run(script: string, args: (string | number)[]): Promise<unknown> {
+    const fn = (this.redis as unknown as Record<string, ScriptFn>)[script]!;
+    return this.guard(script, () => fn.call(this.redis, ...args));
+  }
+
+  private async guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (error) {
+      throw new LedgerUnavailableError(operation, error);
+    }
+  }
+}
+
+/** Parses an override published or stored by override-change.lua. */
+export function parseOverride(raw: string): OverrideState {
+  const value = JSON.parse(raw) as Partial<OverrideState>;
+  return {
+    version: Number(value.version ?? 0),
+    all: value.all === true,
+    integrations: Array.isArray(value.integrations) ? value.integrations.map(String) : [],
+    updatedAtUnixMs: Number(value.updatedAtUnixMs ?? 0),
+    actor: String(value.actor ?? ''),
+  };
+}
+
+export function parseAck(raw: string): OverrideAck {
+  const value = JSON.parse(raw) as Partial<OverrideAck>;
+  return { balancerId: String(value.balancerId ?? ''), version: Number(value.version ?? 0), ackedAtUnixMs: Number(value.ackedAtUnixMs ?? 0) };
+}
+
+/** Whether the override sends this integration's tasks to the baseline cluster. */
+export function overrideCovers(state: OverrideState, integration: string): boolean {
+  return state.all || state.integrations.includes(integration);
+}
+
+function readAddress(raw: string | null): string {
+  if (!raw) return '';
+  try {
+    return String((JSON.parse(raw) as { address?: unknown }).address ?? '');
+  } catch {
+    return '';
+  }
+}

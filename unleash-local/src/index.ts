@@ -1,0 +1,3 @@
+export * from './unleash-server';
+export * from './embedded-postgres';
+export * from './test-unleash';
