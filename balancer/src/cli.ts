@@ -7,11 +7,13 @@
 import { z } from 'zod';
 import { ConfigError, createLogger, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
+import { Registry } from 'prom-client';
 import { createBalancer } from './balancer';
 import { balancerOptionsSchema } from './config';
 import { policyNames } from './policies';
 
-const flags: readonly OptionSpec[] = [
+const optionSpecs: readonly OptionSpec[] = [
   { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'gRPC server interface (default 127.0.0.1)' },
   { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'gRPC server port (default 0: any free port)' },
   { key: 'candidatePercent', flag: 'candidate-percent', env: 'HEADROOM_CANDIDATE_PERCENT', valueName: 'P', description: 'tasks sent to the candidate cluster, 0..100, sticky per task key (default 0)' },
@@ -30,6 +32,7 @@ const flags: readonly OptionSpec[] = [
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+  ...flagOptionSpecs,
 ];
 
 const cliSchema = z
@@ -41,32 +44,40 @@ const cliSchema = z
     metricsPort: settings.nonNegativeInt(65_535).optional(),
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: settings.keyPrefix(),
+    ...flagOptionsShape,
   })
   .strict();
 
 async function main(): Promise<void> {
-  const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
+  const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: headroom-balancer [options]', flags)}\n`);
+    process.stdout.write(`${usageText('Usage: headroom-balancer [options]', optionSpecs)}\n`);
     return;
   }
   const stopRequested = stopSignal();
   const config = parsed.config;
-  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, ...options } = config;
+  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, ...options } = config;
 
   const logger = createLogger('headroom-balancer');
+  const registry = new Registry();
+  const flagClient = await startFlagClientFromOptions(
+    { unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag },
+    { appName: 'headroom-balancer', instanceId: options.balancerId ?? `balancer-${process.pid}` },
+    { logger, registry },
+  );
   const redis = connectRedis(redisUrl, {}, logger);
   const subscriber = connectRedis(redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
   await waitUntilReady(redis, redisUrl);
   const balancer = await createBalancer(
     { ...options, clusters: { baseline: baselineCluster, candidate: candidateCluster } },
-    { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger },
+    { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) },
   );
   const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(balancer.registry, options.host ?? '127.0.0.1', metricsPort);
   process.stdout.write(`${JSON.stringify({ event: 'ready', balancerId: balancer.balancerId, address: balancer.address, metricsPort: metricsServer?.port })}\n`);
   void stopRequested.then(async (signal) => {
     logger.info({ signal }, 'stopping');
     await balancer.close();
+    flagClient?.close();
     redis.disconnect();
     subscriber.disconnect();
     process.exit(0);

@@ -6,6 +6,7 @@ import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
 import { Ledger, connectRedis, type LedgerOptions } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
+import type { FlagClient } from '@headroom/flags';
 import { createBalancer, type Balancer, type BalancerOptions } from '../src/index';
 
 /**
@@ -23,8 +24,8 @@ export interface Fleet {
   workers: Worker[];
   balancers: Balancer[];
   clients: BalancerClient[];
-  addWorker(options: WorkerOptions, handlers?: HandlerMap): Promise<Worker>;
-  addBalancer(options?: BalancerOptions): Promise<Balancer>;
+  addWorker(options: WorkerOptions, handlers?: HandlerMap, flags?: FlagClient): Promise<Worker>;
+  addBalancer(options?: BalancerOptions, flags?: FlagClient): Promise<Balancer>;
 }
 
 export async function connected(url = testRedisUrl, subscriber = false): Promise<Redis> {
@@ -44,15 +45,15 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
     workers: [],
     balancers: [],
     clients: [],
-    async addWorker(workerOptions, handlers = demoHandlers) {
-      const worker = await createWorker({ heartbeatIntervalMs: 200, ...workerOptions }, { redis, handlers, ledger: options });
+    async addWorker(workerOptions, handlers = demoHandlers, flags) {
+      const worker = await createWorker({ heartbeatIntervalMs: 200, ...workerOptions }, { redis, handlers, ledger: options, ...(flags ? { flags } : {}) });
       fleet.workers.push(worker);
       return worker;
     },
-    async addBalancer(balancerOptions = {}) {
+    async addBalancer(balancerOptions = {}, flags) {
       const subscriber = await connected(redisUrl, true);
       t.after(() => subscriber.disconnect());
-      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options });
+      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options, ...(flags ? { flags } : {}) });
       const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
       fleet.balancers.push(balancer);
       fleet.clients.push(client);

@@ -1,2 +1,3 @@
 export * from './flag-names';
 export * from './flag-client';
+export * from './cli';

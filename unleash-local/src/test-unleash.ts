@@ -6,11 +6,18 @@ import { startUnleashServer, type RunningUnleash, type UnleashServerOptions } fr
 /** The PostgreSQL the tests use (HEADROOM_TEST_PG_URL, default postgres://root@127.0.0.1:5432/test). */
 export const testPostgresUrl = process.env.HEADROOM_TEST_PG_URL ?? 'postgres://root@127.0.0.1:5432/test';
 
+export interface TestUnleash extends RunningUnleash {
+  /** Stops the server, keeping its data and port (to test Headroom while Unleash is away). */
+  pause(): Promise<void>;
+  /** Starts it again on the same port, data and tokens. */
+  resume(): Promise<void>;
+}
+
 /**
  * A real Unleash server on a fresh schema of the test PostgreSQL; stop() drops the schema.
  * Starting one (migrations included) takes a few seconds: share one per test file.
  */
-export async function startTestUnleash(options: { port?: number; logger?: Logger; adminToken?: string; clientToken?: string } = {}): Promise<RunningUnleash> {
+export async function startTestUnleash(options: { port?: number; logger?: Logger; adminToken?: string; clientToken?: string } = {}): Promise<TestUnleash> {
   const url = new URL(testPostgresUrl);
   const database = {
     host: url.hostname,
@@ -29,8 +36,17 @@ export async function startTestUnleash(options: { port?: number; logger?: Logger
     await withClient(testPostgresUrl, (client) => client.query(`DROP SCHEMA IF EXISTS ${database.schema} CASCADE`)).catch(() => undefined);
     throw error;
   }
+  const first = server;
   return {
-    ...server,
+    url: first.url,
+    port: first.port,
+    adminToken: first.adminToken,
+    clientToken: first.clientToken,
+    environment: first.environment,
+    pause: () => server.stop(),
+    resume: async () => {
+      server = await startUnleashServer({ database, ...options, port: first.port, adminToken: first.adminToken, clientToken: first.clientToken });
+    },
     stop: async () => {
       await server.stop();
       await withClient(testPostgresUrl, (client) => client.query(`DROP SCHEMA IF EXISTS ${database.schema} CASCADE`));

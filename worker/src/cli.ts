@@ -8,13 +8,15 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, createLogger, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
+import { Registry } from 'prom-client';
 import { createWorker, workerOptionsSchema } from './worker';
 import type { HandlerMap } from './handler';
 
 const flags: readonly OptionSpec[] = [
   { key: 'cluster', flag: 'cluster', env: 'HEADROOM_CLUSTER', valueName: 'NAME', description: 'cluster to serve in, e.g. baseline or candidate (required)' },
   { key: 'handlers', flag: 'handlers', env: 'HEADROOM_HANDLERS', valueName: 'MODULE', description: 'module exporting `handlers`: { [integration]: async (task, signal) => result } (required)' },
-  { key: 'maxParallelism', flag: 'max-parallelism', env: 'HEADROOM_MAX_PARALLELISM', valueName: 'N', description: 'tasks at once, 1..10000 (default 1)' },
+  { key: 'maxParallelism', flag: 'max-parallelism', env: 'HEADROOM_MAX_PARALLELISM', valueName: 'N', description: 'tasks at once, 1..10000, unless the max-parallelism flag sets it for the cluster (default 1)' },
   { key: 'workerId', flag: 'worker-id', env: 'HEADROOM_WORKER_ID', valueName: 'ID', description: 'default <hostname>-<pid>-<random>' },
   { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'gRPC server interface (default 127.0.0.1)' },
   { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'gRPC server port (default 0: any free port)' },
@@ -24,6 +26,7 @@ const flags: readonly OptionSpec[] = [
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+  ...flagOptionSpecs.filter((spec) => spec.key !== 'candidateFlag'),
 ];
 
 const cliSchema = workerOptionsSchema.extend({
@@ -31,6 +34,7 @@ const cliSchema = workerOptionsSchema.extend({
   metricsPort: settings.nonNegativeInt(65_535).optional(),
   redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
   keyPrefix: settings.keyPrefix(),
+  ...flagOptionsShape,
 });
 
 async function main(): Promise<void> {
@@ -41,15 +45,21 @@ async function main(): Promise<void> {
   }
   const stopRequested = stopSignal();
   const config = parsed.config;
-  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, ...options } = config;
+  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, ...options } = config;
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
   const handlers = loaded.handlers ?? loaded.default?.handlers;
   if (!handlers || typeof handlers !== 'object') throw new ConfigError(`handlers: module ${handlersPath} exports no \`handlers\` object`);
 
   const logger = createLogger('headroom-worker');
+  const registry = new Registry();
+  const flagClient = await startFlagClientFromOptions(
+    { unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag },
+    { appName: 'headroom-worker', instanceId: options.workerId ?? `worker-${process.pid}` },
+    { logger, registry },
+  );
   const redis = connectRedis(redisUrl, {}, logger);
   await waitUntilReady(redis, redisUrl);
-  const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger });
+  const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) });
   const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(worker.registry, options.host ?? '127.0.0.1', metricsPort);
   process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address, metricsPort: metricsServer?.port })}\n`);
   void stopRequested.then((signal) => {
@@ -58,6 +68,7 @@ async function main(): Promise<void> {
   });
   // Stopped by a signal, or drained at an operator's request through the ledger.
   void worker.stopped.then(() => {
+    flagClient?.close();
     redis.disconnect();
     process.exit(0);
   });

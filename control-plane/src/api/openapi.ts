@@ -1,0 +1,209 @@
+import { z } from 'zod';
+import type { RequestSchemas } from './schemas';
+
+type JsonSchema = Record<string, unknown>;
+
+const errorBody: JsonSchema = {
+  type: 'object',
+  required: ['error'],
+  properties: {
+    error: {
+      type: 'object',
+      required: ['code', 'message'],
+      properties: {
+        code: { type: 'string', description: 'Stable HR_ERR_* code' },
+        message: { type: 'string' },
+        fields: { type: 'array', items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } } },
+        retryAfterMs: { type: 'integer' },
+      },
+    },
+  },
+};
+
+const clusterSummary: JsonSchema = {
+  type: 'object',
+  properties: {
+    name: { type: 'string' },
+    role: { type: 'string', enum: ['baseline', 'candidate'] },
+    workers: { type: 'integer' },
+    drainingWorkers: { type: 'integer' },
+    capacity: { type: 'integer' },
+    inFlight: { type: 'integer' },
+    free: { type: 'integer' },
+    leases: { type: 'integer' },
+    waitingBalancers: { type: 'integer' },
+  },
+};
+
+const worker: JsonSchema = {
+  type: 'object',
+  properties: {
+    workerId: { type: 'string' },
+    cluster: { type: 'string' },
+    address: { type: 'string' },
+    maxParallelism: { type: 'integer' },
+    inFlight: { type: 'integer' },
+    free: { type: 'integer' },
+    draining: { type: 'boolean' },
+    lastHeartbeatUnixMs: { type: 'integer' },
+  },
+};
+
+const balancer: JsonSchema = {
+  type: 'object',
+  properties: {
+    balancerId: { type: 'string' },
+    address: { type: 'string' },
+    lastHeartbeatUnixMs: { type: 'integer' },
+    ackedVersion: { type: ['integer', 'null'] },
+    upToDate: { type: 'boolean' },
+  },
+};
+
+const override: JsonSchema = {
+  type: ['object', 'null'],
+  properties: {
+    version: { type: 'integer' },
+    all: { type: 'boolean' },
+    integrations: { type: 'array', items: { type: 'string' } },
+    updatedAtUnixMs: { type: 'integer' },
+    actor: { type: 'string' },
+  },
+};
+
+const rollbackRecord: JsonSchema = {
+  type: 'object',
+  properties: {
+    scope: { type: 'string' },
+    actor: { type: 'string' },
+    atUnixMs: { type: 'integer' },
+    overrideVersion: { type: 'integer' },
+    acknowledged: {
+      type: 'array',
+      items: { type: 'object', properties: { balancerId: { type: 'string' }, address: { type: 'string' }, version: { type: 'integer' }, ackMs: { type: 'number' } } },
+    },
+    missing: { type: 'array', items: { type: 'string' } },
+    propagationMs: { type: ['number', 'null'], description: 'From the request to the last balancer acknowledgement' },
+    durable: { type: 'boolean', description: 'Unleash was updated too' },
+  },
+};
+
+const traffic: JsonSchema = {
+  type: 'object',
+  properties: {
+    flag: {
+      type: 'object',
+      properties: {
+        name: { type: 'string' },
+        enabled: { type: 'boolean', description: "The flag's environment switch; off sends everything to the baseline" },
+        defaultPercent: { type: 'integer' },
+        integrations: { type: 'object', additionalProperties: { type: 'object', properties: { percent: { type: 'integer' }, rolledBack: { type: 'boolean' } } } },
+      },
+    },
+    effectivePercent: { type: 'object', properties: { default: { type: 'integer' }, integrations: { type: 'object', additionalProperties: { type: 'integer' } } } },
+    override,
+    durable: { type: 'boolean' },
+    balancers: { type: 'array', items: balancer },
+    lastRollback: { oneOf: [rollbackRecord, { type: 'null' }] },
+  },
+};
+
+const auditEntry: JsonSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    atUnixMs: { type: 'integer' },
+    actor: { type: 'string' },
+    action: { type: 'string', enum: ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild'] },
+    target: { type: 'string' },
+    before: {},
+    after: {},
+    outcome: { type: 'string', enum: ['ok', 'failed'] },
+    error: { type: 'string' },
+  },
+};
+
+function body(schema: z.ZodType): JsonSchema {
+  return { required: true, content: { 'application/json': { schema: z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' }) } } };
+}
+
+function ok(description: string, schema: JsonSchema): JsonSchema {
+  return { description, content: { 'application/json': { schema } } };
+}
+
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((status) => [String(status), { description: errorDescriptions[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]));
+
+const errorDescriptions: Record<number, string> = {
+  400: 'The request does not match its schema; nothing was changed',
+  401: 'No valid token',
+  403: "A viewer's token tried a change; nothing was changed",
+  404: 'Not found',
+  409: 'The change conflicts with the current state; nothing was changed',
+  413: 'Body too large',
+  415: 'Body is not application/json',
+  502: 'Unleash failed; the message says what was and was not changed',
+  503: 'Redis unavailable, or too many event streams',
+};
+
+/** The API's contract, served at /api/v1/openapi.json. Request bodies come from the same zod schemas that validate them. */
+export function openApiDocument(schemas: RequestSchemas): JsonSchema {
+  const read = errors(401, 503);
+  const write = errors(400, 401, 403, 413, 415, 502, 503);
+  const secured = [{ bearer: [] }];
+  return {
+    openapi: '3.1.0',
+    info: { title: 'Headroom control plane', version: '1.0.0', description: 'Shift traffic between the baseline and candidate clusters, tune max parallelism, roll back instantly.' },
+    servers: [{ url: '/api/v1' }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A viewer token reads; an operator token also changes' } },
+      schemas: { Error: errorBody },
+    },
+    security: secured,
+    paths: {
+      '/clusters': { get: { summary: 'Both clusters: workers, capacity, in flight, free', responses: { 200: ok('Clusters', { type: 'object', properties: { clusters: { type: 'array', items: clusterSummary } } }), ...read } } },
+      '/workers': { get: { summary: 'Every worker of both clusters', responses: { 200: ok('Workers', { type: 'object', properties: { workers: { type: 'array', items: worker } } }), ...read } } },
+      '/workers/{workerId}/drain': {
+        post: {
+          summary: 'Ask a worker to drain: it takes no new task, finishes its running ones, and leaves',
+          parameters: [{ name: 'workerId', in: 'path', required: true, schema: z.toJSONSchema(schemas.workerId) }],
+          responses: { 200: ok('Draining', { type: 'object', properties: { workerId: { type: 'string' }, cluster: { type: 'string' }, draining: { type: 'boolean' } } }), ...write, ...errors(404) },
+        },
+      },
+      '/traffic': {
+        get: { summary: 'The traffic split (from Unleash), the override, and each balancer’s acknowledged version', responses: { 200: ok('Traffic', traffic), ...read, ...errors(502) } },
+        put: { summary: 'Set candidate percentages (default and/or per integration); all or nothing', requestBody: body(schemas.trafficChange), responses: { 200: ok('Traffic after the change', traffic), ...write } },
+      },
+      '/parallelism': {
+        get: { summary: 'Max parallelism per cluster from Unleash (null: the workers’ own setting)', responses: { 200: ok('Parallelism', { type: 'object', properties: { clusters: { type: 'object', additionalProperties: { type: ['integer', 'null'] } } } }), ...read, ...errors(502) } },
+        put: { summary: 'Set max parallelism per cluster; all or nothing', requestBody: body(schemas.parallelismChange), responses: { 200: ok('Parallelism after the change', { type: 'object' }), ...write } },
+      },
+      '/rollback': {
+        post: {
+          summary: 'Send all integrations (or one) to the baseline now: Redis override acknowledged by every balancer, then the Unleash flag off',
+          requestBody: { ...body(schemas.scope), required: false },
+          responses: { 200: ok('Rolled back, with acknowledgements and propagation time', rollbackRecord), ...write },
+        },
+      },
+      '/resume': {
+        post: { summary: 'Undo a rollback (all, or one integration)', requestBody: { ...body(schemas.scope), required: false }, responses: { 200: ok('Resumed', { type: 'object' }), ...write, ...errors(409) } },
+      },
+      '/balancers': { get: { summary: 'Live balancers and the override version each applied', responses: { 200: ok('Balancers', { type: 'object', properties: { balancers: { type: 'array', items: balancer } } }), ...read } } },
+      '/audit': {
+        get: {
+          summary: 'Every change: who, when, what, before and after (newest first)',
+          parameters: [
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
+            { name: 'before', in: 'query', schema: { type: 'string' }, description: 'An entry id: page back from it' },
+          ],
+          responses: { 200: ok('Entries', { type: 'object', properties: { entries: { type: 'array', items: auditEntry } } }), ...read, ...errors(400) },
+        },
+      },
+      '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
+      '/healthz': { get: { summary: 'The process is up', security: [], responses: { 200: ok('OK', { type: 'object' }) } } },
+      '/readyz': { get: { summary: 'Redis and Unleash answer, and the flags exist', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },
+      '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { 200: { description: 'text/plain; version=0.0.4' } } } },
+      '/openapi.json': { get: { summary: 'This document', security: [], responses: { 200: { description: 'OpenAPI 3.1' } } } },
+    },
+  };
+}

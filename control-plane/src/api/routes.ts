@@ -1,0 +1,101 @@
+import express, { type NextFunction, type Request, type Response } from 'express';
+import { HeadroomError } from '@headroom/common';
+import type { TokenAuth, Caller } from '../auth';
+import type { ControlService } from '../control-service';
+import { apiErrorCodes } from '../errors';
+import type { EventHub } from '../event-hub';
+import type { FleetView } from '../fleet-view';
+import type { AuditLog } from '../audit';
+import { parseRequest, type RequestSchemas } from './schemas';
+
+export interface RouteDeps {
+  service: ControlService;
+  fleet: FleetView;
+  audit: AuditLog;
+  events: EventHub;
+  auth: TokenAuth;
+  schemas: RequestSchemas;
+  maxBodyBytes: number;
+  /** Sends the first figures to a new event stream. */
+  welcome(response: Response): Promise<void>;
+}
+
+/** The authenticated part of /api/v1. */
+export function apiRoutes(deps: RouteDeps): express.Router {
+  const router = express.Router();
+  router.use(deps.auth.middleware());
+  router.use(requireJsonBody);
+  router.use(express.json({ limit: deps.maxBodyBytes, strict: true, type: 'application/json' }));
+  const actor = (response: Response) => (response.locals.caller as Caller).name;
+  const bodyOf = (request: Request) => (request.body === undefined ? {} : request.body);
+
+  router.get('/clusters', async (_request, response) => {
+    response.json({ clusters: await deps.fleet.clusterSummaries() });
+  });
+
+  router.get('/workers', async (_request, response) => {
+    response.json({ workers: await deps.fleet.workers() });
+  });
+
+  router.post('/workers/:workerId/drain', async (request, response) => {
+    const workerId = parseRequest(deps.schemas.workerId, request.params.workerId, 'path.workerId');
+    parseRequest(deps.schemas.scope.pick({ reason: true }), bodyOf(request), 'body');
+    const drained = await deps.fleet.drain(workerId);
+    if (!drained) throw new HeadroomError(apiErrorCodes.notFound, `no worker ${workerId} in either cluster; nothing was changed`);
+    await deps.service.drainRecorded(actor(response), workerId, drained.cluster);
+    response.json({ workerId, cluster: drained.cluster, draining: true });
+  });
+
+  router.get('/traffic', async (_request, response) => {
+    response.json(await deps.service.traffic());
+  });
+
+  router.put('/traffic', async (request, response) => {
+    const change = parseRequest(deps.schemas.trafficChange, bodyOf(request), 'body');
+    response.json(await deps.service.setTraffic(change, actor(response)));
+  });
+
+  router.get('/parallelism', async (_request, response) => {
+    response.json({ clusters: await deps.service.parallelism() });
+  });
+
+  router.put('/parallelism', async (request, response) => {
+    const change = parseRequest(deps.schemas.parallelismChange, bodyOf(request), 'body');
+    response.json({ clusters: await deps.service.setParallelism(change.clusters, actor(response)) });
+  });
+
+  router.post('/rollback', async (request, response) => {
+    const scope = parseRequest(deps.schemas.scope, bodyOf(request), 'body');
+    response.json(await deps.service.rollback(scope, actor(response)));
+  });
+
+  router.post('/resume', async (request, response) => {
+    const scope = parseRequest(deps.schemas.scope, bodyOf(request), 'body');
+    response.json(await deps.service.resume(scope, actor(response)));
+  });
+
+  router.get('/balancers', async (_request, response) => {
+    response.json({ balancers: await deps.service.balancers() });
+  });
+
+  router.get('/audit', async (request, response) => {
+    const query = parseRequest(deps.schemas.auditQuery, request.query, 'query');
+    response.json({ entries: await deps.audit.list(query.limit, query.before) });
+  });
+
+  router.get('/events', async (_request, response) => {
+    deps.events.open(response);
+    await deps.welcome(response);
+  });
+
+  return router;
+}
+
+/** A body is only accepted as application/json; a change with another content type changes nothing. */
+function requireJsonBody(request: Request, _response: Response, next: NextFunction): void {
+  const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
+  if (hasBody && !request.is('application/json')) {
+    return next(new HeadroomError(apiErrorCodes.unsupportedMediaType, `the body must be application/json (got ${request.headers['content-type'] ?? 'no content type'}); nothing was changed`));
+  }
+  next();
+}

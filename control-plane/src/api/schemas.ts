@@ -1,0 +1,98 @@
+import { z } from 'zod';
+import { maxParallelismLimit } from '@headroom/flags';
+import { InvalidRequestError, type FieldProblem } from '../errors';
+
+const percent = z
+  .number({ error: 'expected a whole number from 0 to 100' })
+  .int('expected a whole number from 0 to 100')
+  .min(0, 'expected a whole number from 0 to 100')
+  .max(100, 'expected a whole number from 0 to 100');
+
+const maxParallelism = z
+  .number({ error: `expected a whole number from 1 to ${maxParallelismLimit}, or null for the workers' own setting` })
+  .int(`expected a whole number from 1 to ${maxParallelismLimit}`)
+  .min(1, `expected a whole number from 1 to ${maxParallelismLimit}`)
+  .max(maxParallelismLimit, `expected a whole number from 1 to ${maxParallelismLimit}`)
+  .nullable();
+
+function knownKeys(what: string, accepted: readonly string[]) {
+  return (value: Record<string, unknown> | undefined, ctx: z.RefinementCtx) => {
+    for (const key of Object.keys(value ?? {})) {
+      if (!accepted.includes(key)) ctx.addIssue({ code: 'custom', path: [key], message: `unknown ${what}; accepted: ${accepted.join(', ') || '(none configured)'}` });
+    }
+  };
+}
+
+/** The request schemas; they depend on the configured integrations and clusters. */
+export function requestSchemas(integrations: readonly string[], clusters: readonly string[]) {
+  const integration = z.string({ error: 'expected an integration name' }).refine((name) => integrations.includes(name), {
+    message: `unknown integration; accepted: ${integrations.join(', ') || '(none configured)'}`,
+  });
+  return {
+    trafficChange: z
+      .object({
+        defaultPercent: percent.optional().describe('Percent of task keys of integrations without a strategy of their own that go to the candidate cluster'),
+        integrations: z.record(z.string(), percent).superRefine(knownKeys('integration', integrations)).optional().describe('Percent per integration'),
+      })
+      .strict()
+      .refine((c) => c.defaultPercent !== undefined || c.integrations !== undefined, { message: 'expected defaultPercent and/or integrations', path: ['defaultPercent'] }),
+    parallelismChange: z
+      .object({
+        clusters: z.record(z.string(), maxParallelism).superRefine(knownKeys('cluster', clusters)).describe("Max parallelism per cluster; null returns the cluster's workers to their own setting"),
+      })
+      .strict(),
+    scope: z
+      .object({
+        integration: integration.optional().describe('One integration; absent means all'),
+        reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log'),
+      })
+      .strict(),
+    auditQuery: z
+      .object({
+        limit: z.coerce.number({ error: 'expected a whole number from 1 to 1000' }).int().min(1, 'expected a whole number from 1 to 1000').max(1000, 'expected a whole number from 1 to 1000').default(100),
+        before: z.string().regex(/^\d{1,20}-\d{1,20}$/, 'expected an audit entry id such as 1700000000000-0').optional(),
+      })
+      .strict(),
+    workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"'),
+  };
+}
+
+export type RequestSchemas = ReturnType<typeof requestSchemas>;
+
+/** Parses `value` or throws InvalidRequestError naming every bad field under `where` ("body", "query"). */
+export function parseRequest<S extends z.ZodType>(schema: S, value: unknown, where: string): z.output<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  const problems: FieldProblem[] = [];
+  for (const issue of result.error.issues) {
+    const at = [where, ...issue.path.map(String)].join('.');
+    if (issue.code === 'unrecognized_keys') {
+      const accepted = acceptedKeys(schema, issue.path);
+      for (const key of issue.keys) problems.push({ field: `${at}.${key}`, message: `unknown field${accepted ? `; accepted: ${accepted.join(', ')}` : ''}` });
+    } else if (issue.code === 'invalid_type' && issue.input === undefined && issue.path.length > 0) {
+      problems.push({ field: at, message: `required: ${issue.message}` });
+    } else {
+      problems.push({ field: at, message: issue.message });
+    }
+  }
+  throw new InvalidRequestError(problems);
+}
+
+/** The field names an object schema accepts at `path`, when it can be told. */
+function acceptedKeys(schema: z.ZodType, path: readonly PropertyKey[]): string[] | undefined {
+  let current: unknown = schema;
+  for (const key of path) {
+    current = unwrap(current);
+    const shape = (current as { shape?: Record<string, unknown> }).shape;
+    if (!shape) return undefined;
+    current = shape[String(key)];
+  }
+  const shape = (unwrap(current) as { shape?: Record<string, unknown> } | undefined)?.shape;
+  return shape ? Object.keys(shape) : undefined;
+}
+
+function unwrap(schema: unknown): unknown {
+  let current = schema as { unwrap?: () => unknown } | undefined;
+  while (current && typeof current.unwrap === 'function') current = current.unwrap() as typeof current;
+  return current;
+}

@@ -1,0 +1,192 @@
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import helmet from 'helmet';
+import type { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
+import { Ledger, OverrideStore, ledgerErrorCodes } from '@headroom/fleet';
+import { openApiDocument } from './api/openapi';
+import { apiRoutes } from './api/routes';
+import { requestSchemas } from './api/schemas';
+import { AuditLog } from './audit';
+import { TokenAuth } from './auth';
+import { controlPlaneOptionsSchema, type ControlPlaneOptions } from './config';
+import { ControlService } from './control-service';
+import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } from './errors';
+import { EventHub } from './event-hub';
+import { FleetView } from './fleet-view';
+import { createControlMetrics } from './metrics';
+import { OverrideControl } from './override-control';
+import { UnleashAdmin } from './unleash/admin-client';
+import { ParallelismFlag } from './unleash/parallelism-flag';
+import { TrafficFlag } from './unleash/traffic-flag';
+
+export interface ControlPlaneDependencies {
+  /** Not closed by the control plane. */
+  redis: Redis;
+  /** A second connection for pub/sub only (not closed by the control plane). */
+  subscriber: Redis;
+  /** The ledger's key prefix. @default 'hr' */
+  keyPrefix?: string;
+  logger?: Logger;
+  registry?: Registry;
+}
+
+export interface ControlPlane {
+  /** http://host:port */
+  readonly url: string;
+  readonly port: number;
+  readonly registry: Registry;
+  readonly service: ControlService;
+  close(): Promise<void>;
+}
+
+/** Starts the control plane: flags exist in Unleash (or are being created) and the API listens when this resolves. */
+export async function createControlPlane(options: ControlPlaneOptions, deps: ControlPlaneDependencies): Promise<ControlPlane> {
+  const config = parseConfig('control plane options', controlPlaneOptionsSchema, options);
+  const logger = deps.logger ?? silentLogger;
+  const keyPrefix = deps.keyPrefix ?? 'hr';
+  const registry = deps.registry ?? new Registry();
+  const metrics = createControlMetrics(registry);
+  const clusters = [config.clusters.baseline, config.clusters.candidate];
+  const admin = new UnleashAdmin({ ...config.unleash });
+  const traffic = new TrafficFlag(admin, config.unleash.candidateFlag, config.integrations);
+  const parallelism = new ParallelismFlag(admin, config.unleash.parallelismFlag, clusters);
+  const override = new OverrideControl(new OverrideStore(deps.redis, keyPrefix), deps.subscriber, config);
+  const audit = new AuditLog(deps.redis, keyPrefix, config.auditMaxEntries);
+  const service = new ControlService({ redis: deps.redis, keyPrefix, traffic, parallelism, override, audit, metrics, logger });
+  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), config.clusters);
+  const events = new EventHub(config.maxEventStreams, metrics);
+  const schemas = requestSchemas(config.integrations, clusters);
+  const auth = new TokenAuth(config.tokens);
+
+  // The flags must exist before anything reads them; if Unleash is not up yet, keep trying.
+  let flagsReady = false;
+  let ensureTimer: NodeJS.Timeout | undefined;
+  const ensureFlags = async () => {
+    try {
+      const removed = [...(await traffic.ensure()), ...(await parallelism.ensure())];
+      if (removed.length > 0) logger.warn({ removed }, 'removed flag strategies the control plane does not manage');
+      flagsReady = true;
+      logger.info({ flags: [traffic.flagName, parallelism.flagName], integrations: config.integrations }, 'Unleash flags ready');
+    } catch (error) {
+      logger.warn({ err: error }, 'could not set up the flags in Unleash yet; retrying');
+      ensureTimer = setTimeout(() => void ensureFlags(), 2000);
+      ensureTimer.unref();
+    }
+  };
+  await ensureFlags();
+
+  // Live events: audit entries and acknowledgements from any control plane, figures on a timer.
+  const onMessage = (channel: string, message: string) => {
+    if (channel === audit.channel) events.broadcast('change', JSON.parse(message));
+    else if (channel === override.store.keys.overrideAckedChannel) events.broadcast('ack', JSON.parse(message));
+  };
+  deps.subscriber.on('message', onMessage);
+  await deps.subscriber.subscribe(audit.channel);
+  await override.start();
+  const figures = async () => ({
+    atUnixMs: Date.now(),
+    clusters: await fleet.clusterSummaries(),
+    balancers: await service.balancers(),
+    override: await override.store.read(),
+  });
+  const figuresTimer = setInterval(() => {
+    if (events.size === 0) return;
+    figures().then(
+      (data) => events.broadcast('figures', data),
+      (error: unknown) => logger.debug({ err: error }, 'could not gather figures'),
+    );
+  }, config.figuresIntervalMs);
+  figuresTimer.unref();
+  const overrideTimer = setInterval(() => {
+    if (!flagsReady) return;
+    service.rebuildOverrideIfLost().catch((error: unknown) => logger.debug({ err: error }, 'override check failed'));
+  }, config.overrideCheckIntervalMs);
+  overrideTimer.unref();
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('query parser', 'simple');
+  app.use(helmet());
+  app.use((request, response, next) => {
+    response.on('finish', () => metrics.requests.inc({ method: request.method, status: String(response.statusCode) }));
+    next();
+  });
+  const document = openApiDocument(schemas);
+  app.get('/api/v1/openapi.json', (_request, response) => void response.json(document));
+  app.get('/api/v1/healthz', (_request, response) => void response.json({ ok: true }));
+  app.get('/api/v1/readyz', async (_request, response) => {
+    const [redisOk, unleashOk] = await Promise.all([
+      deps.redis.ping().then(() => true, () => false),
+      admin.healthy(),
+    ]);
+    const ready = redisOk && unleashOk && flagsReady;
+    response.status(ready ? 200 : 503).json({ ready, redis: redisOk, unleash: unleashOk, flags: flagsReady });
+  });
+  app.get('/api/v1/metrics', async (_request, response) => {
+    response.setHeader('content-type', registry.contentType);
+    response.send(await registry.metrics());
+  });
+  app.use(
+    '/api/v1',
+    apiRoutes({
+      service,
+      fleet,
+      audit,
+      events,
+      auth,
+      schemas,
+      maxBodyBytes: config.maxBodyBytes,
+      welcome: async (response) => events.send(response, 'figures', await figures()),
+    }),
+  );
+  app.use('/api', (_request, _response, next) => next(new HeadroomError(apiErrorCodes.notFound, 'no such API resource; see /api/v1/openapi.json')));
+  app.use((error: unknown, _request: Request, response: Response, _next: NextFunction) => {
+    const coded = toApiError(error);
+    if (coded.code === apiErrorCodes.internal) logger.error({ err: error }, 'request failed');
+    if (response.headersSent) return void response.end();
+    const body: Record<string, unknown> = { code: coded.code, message: coded.message };
+    if (coded instanceof InvalidRequestError) body.fields = coded.problems;
+    if (coded instanceof UnleashFailedError && (coded.details.undone?.length || coded.details.applied?.length)) body.unleash = coded.details;
+    if (coded.retryAfterMs !== undefined) {
+      body.retryAfterMs = coded.retryAfterMs;
+      response.setHeader('retry-after', String(Math.ceil(coded.retryAfterMs / 1000)));
+    }
+    response.status(httpStatusOf(coded.code)).json({ error: body });
+  });
+
+  const server: Server = await new Promise((resolve, reject) => {
+    const listening = app.listen(config.port, config.host, (error?: Error) => (error ? reject(error) : resolve(listening)));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  logger.info({ url }, 'control plane ready');
+
+  const close = once(async () => {
+    clearTimeout(ensureTimer);
+    clearInterval(figuresTimer);
+    clearInterval(overrideTimer);
+    events.closeAll();
+    override.stop();
+    deps.subscriber.off('message', onMessage);
+    await new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+  });
+  return { url, port, registry, service, close };
+}
+
+/** Body-parser errors, ledger and unknown errors, as coded API errors. */
+function toApiError(error: unknown): HeadroomError {
+  if (isHeadroomError(error, ledgerErrorCodes.unavailable)) return new HeadroomError(apiErrorCodes.ledgerUnavailable, `${error.message}; nothing was changed`, { retryAfterMs: 1000 });
+  if (error instanceof HeadroomError) return error;
+  const parserError = error as { type?: string; limit?: number; status?: number };
+  if (parserError.type === 'entity.too.large') return new HeadroomError(apiErrorCodes.bodyTooLarge, `the body is larger than ${parserError.limit} bytes (maxBodyBytes); nothing was changed`);
+  if (parserError.type === 'entity.parse.failed') return new InvalidRequestError([{ field: 'body', message: 'not valid JSON' }]);
+  if (parserError.type === 'encoding.unsupported' || parserError.type === 'charset.unsupported') return new HeadroomError(apiErrorCodes.unsupportedMediaType, 'the body must be UTF-8 JSON; nothing was changed');
+  if (typeof parserError.status === 'number' && parserError.status >= 400 && parserError.status < 500) return new InvalidRequestError([{ field: 'body', message: String((error as Error).message) }]);
+  return new HeadroomError(apiErrorCodes.internal, 'internal error', { cause: error });
+}

@@ -1,0 +1,69 @@
+import { z } from 'zod';
+import { settings } from '@headroom/common';
+import { defaultFlagNames, flagNameSetting } from '@headroom/flags';
+
+export const roles = ['viewer', 'operator'] as const;
+export type Role = (typeof roles)[number];
+
+export const apiTokenSchema = z
+  .object({
+    /** Recorded in the audit log as the actor. */
+    name: z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ".", "_", "@", "-"'),
+    role: z.enum(roles, { error: `expected one of ${roles.join(', ')}` }),
+    token: z.string().min(16, 'expected at least 16 characters').max(512, 'expected at most 512 characters'),
+  })
+  .strict();
+export type ApiToken = z.output<typeof apiTokenSchema>;
+
+export const controlPlaneOptionsSchema = z
+  .object({
+    /** @default '127.0.0.1' */
+    host: z.string().min(1).default('127.0.0.1'),
+    /** 0 picks a free port. @default 0 */
+    port: settings.nonNegativeInt(65_535).default(0),
+    /** @default { baseline: 'baseline', candidate: 'candidate' } */
+    clusters: z
+      .object({ baseline: settings.name().default('baseline'), candidate: settings.name().default('candidate') })
+      .strict()
+      .refine((c) => c.baseline !== c.candidate, 'baseline and candidate must be different clusters')
+      .default({ baseline: 'baseline', candidate: 'candidate' }),
+    /** Integrations with a traffic share of their own; the rest follow the default. */
+    integrations: z.array(settings.name()).max(1000, 'expected at most 1000 integrations').default([]),
+    unleash: z
+      .object({
+        url: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL such as http://127.0.0.1:4242' }),
+        /** An admin token (or a personal access / service account token that may change flags). */
+        adminToken: z.string().min(1, 'expected the admin token'),
+        /** @default 'development' */
+        environment: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/).default('development'),
+        /** @default 'default' */
+        project: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/).default('default'),
+        candidateFlag: flagNameSetting().default(defaultFlagNames.candidateCluster),
+        parallelismFlag: flagNameSetting().default(defaultFlagNames.maxParallelism),
+        /** Per Admin API request. @default 5000 */
+        timeoutMs: settings.positiveInt(120_000).default(5000),
+      })
+      .strict(),
+    /** Who may call the API. Viewers read; operators also change. */
+    tokens: z.array(apiTokenSchema).min(1, 'expected at least one API token').max(1000),
+    /** Longest a rollback waits for every live balancer's acknowledgement. @default 2000 */
+    ackTimeoutMs: settings.positiveInt(60_000).default(2000),
+    /** A balancer silent this long is not waited for. @default 3000 */
+    balancerLiveWithinMs: settings.positiveInt(600_000).default(3000),
+    /** Audit entries kept (oldest dropped). @default 10000 */
+    auditMaxEntries: settings.positiveInt(10_000_000).default(10_000),
+    /** @default 100 */
+    maxEventStreams: settings.positiveInt(10_000).default(100),
+    /** How often live figures go to event streams. @default 2000 */
+    figuresIntervalMs: settings.positiveInt(600_000).default(2000),
+    /** How often the override is checked (and rebuilt from Unleash after Redis lost it). @default 2000 */
+    overrideCheckIntervalMs: settings.positiveInt(600_000).default(2000),
+    /** Largest request body. @default 65536 */
+    maxBodyBytes: settings.positiveInt(16 * 1024 * 1024).default(64 * 1024),
+  })
+  .strict()
+  .refine((c) => new Set(c.tokens.map((t) => t.token)).size === c.tokens.length, { message: 'two API tokens have the same secret', path: ['tokens'] })
+  .refine((c) => new Set(c.tokens.map((t) => t.name)).size === c.tokens.length, { message: 'two API tokens have the same name', path: ['tokens'] });
+
+export type ControlPlaneOptions = z.input<typeof controlPlaneOptionsSchema>;
+export type ControlPlaneConfig = z.output<typeof controlPlaneOptionsSchema>;

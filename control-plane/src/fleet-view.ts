@@ -1,0 +1,86 @@
+import type { ClusterSnapshot, Ledger } from '@headroom/fleet';
+
+export type ClusterRole = 'baseline' | 'candidate';
+
+export interface ClusterSummary {
+  name: string;
+  role: ClusterRole;
+  workers: number;
+  drainingWorkers: number;
+  capacity: number;
+  inFlight: number;
+  free: number;
+  /** Leases held (tasks reserved or running). */
+  leases: number;
+  /** Balancers with tasks waiting for a slot in this cluster. */
+  waitingBalancers: number;
+}
+
+export interface WorkerSummary {
+  workerId: string;
+  cluster: string;
+  address: string;
+  maxParallelism: number;
+  inFlight: number;
+  free: number;
+  draining: boolean;
+  lastHeartbeatUnixMs: number;
+}
+
+/** What the ledger says of the two clusters, shaped for the API. */
+export class FleetView {
+  constructor(
+    private readonly ledger: Ledger,
+    readonly clusters: { baseline: string; candidate: string },
+  ) {}
+
+  async snapshots(): Promise<{ role: ClusterRole; snapshot: ClusterSnapshot }[]> {
+    const [baseline, candidate] = await Promise.all([this.ledger.snapshot(this.clusters.baseline), this.ledger.snapshot(this.clusters.candidate)]);
+    return [
+      { role: 'baseline', snapshot: baseline },
+      { role: 'candidate', snapshot: candidate },
+    ];
+  }
+
+  async clusterSummaries(): Promise<ClusterSummary[]> {
+    return (await this.snapshots()).map(({ role, snapshot }) => summarise(role, snapshot));
+  }
+
+  async workers(): Promise<WorkerSummary[]> {
+    return (await this.snapshots()).flatMap(({ snapshot }) =>
+      snapshot.workers.map((w) => ({
+        workerId: w.workerId,
+        cluster: snapshot.cluster,
+        address: w.address,
+        maxParallelism: w.capacity,
+        inFlight: w.inflight,
+        free: Math.max(0, w.freeSlots),
+        draining: w.draining,
+        lastHeartbeatUnixMs: w.lastHeartbeatMs,
+      })),
+    );
+  }
+
+  /** Asks a worker to drain; false when no cluster knows it. */
+  async drain(workerId: string): Promise<{ cluster: string } | undefined> {
+    for (const cluster of [this.clusters.baseline, this.clusters.candidate]) {
+      if (await this.ledger.drain(cluster, workerId)) return { cluster };
+    }
+    return undefined;
+  }
+}
+
+function summarise(role: ClusterRole, snapshot: ClusterSnapshot): ClusterSummary {
+  const live = snapshot.workers.filter((w) => !w.draining);
+  return {
+    name: snapshot.cluster,
+    role,
+    workers: snapshot.workers.length,
+    drainingWorkers: snapshot.workers.length - live.length,
+    capacity: live.reduce((sum, w) => sum + w.capacity, 0),
+    inFlight: snapshot.workers.reduce((sum, w) => sum + w.inflight, 0),
+    free: live.reduce((sum, w) => sum + Math.max(0, w.freeSlots), 0),
+    leases: snapshot.leases,
+    waitingBalancers: snapshot.waitingBalancers.length,
+  };
+}

@@ -1,0 +1,33 @@
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+
+export interface ControlMetrics {
+  flagChanges: Counter<'flag' | 'outcome'>;
+  rollbacks: Counter<'scope' | 'outcome'>;
+  observeRollback(propagationMs: number | null): void;
+  eventStreams: Gauge;
+  requests: Counter<'method' | 'status'>;
+}
+
+/** The control plane's metrics, on `registry` (never the global one). */
+export function createControlMetrics(registry: Registry): ControlMetrics {
+  const propagation = new Histogram({
+    name: 'headroom_control_rollback_propagation_seconds',
+    help: 'From a rollback request to the last balancer acknowledgement',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers: [registry],
+  });
+  return {
+    flagChanges: new Counter({ name: 'headroom_control_flag_changes_total', help: 'Changes written to Unleash, by flag and outcome', labelNames: ['flag', 'outcome'], registers: [registry] }),
+    rollbacks: new Counter({
+      name: 'headroom_control_rollbacks_total',
+      help: 'Rollbacks by scope (all, integration) and outcome (ok; not-durable: in effect through Redis but Unleash failed)',
+      labelNames: ['scope', 'outcome'],
+      registers: [registry],
+    }),
+    observeRollback(propagationMs) {
+      if (propagationMs !== null) propagation.observe(propagationMs / 1000);
+    },
+    eventStreams: new Gauge({ name: 'headroom_control_event_streams', help: 'Open /api/v1/events streams', registers: [registry] }),
+    requests: new Counter({ name: 'headroom_control_http_requests_total', help: 'API requests by method and status', labelNames: ['method', 'status'], registers: [registry] }),
+  };
+}

@@ -1,0 +1,84 @@
+import type { TestContext } from 'node:test';
+import { randomBytes } from 'node:crypto';
+import { Registry } from 'prom-client';
+import { startFlagClient, type FlagClient } from '@headroom/flags';
+import type { RunningUnleash } from '@headroom/unleash-local';
+import { connected, startFleet, type Fleet } from '@headroom/balancer/dist/test/harness';
+import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '../src/index';
+
+export const operatorToken = 'operator-token-0123456789abcdef';
+export const viewerToken = 'viewer-token-0123456789abcdef';
+
+export interface Stack {
+  fleet: Fleet;
+  controlPlane: ControlPlane;
+  flagNames: { candidateCluster: string; maxParallelism: string };
+  /** A flag client of its own (refreshing every 100 ms) with a registry to read its metrics. */
+  newFlagClient(): Promise<{ flags: FlagClient; registry: Registry }>;
+  /** Calls the API as the operator (or with the given token; null sends none). */
+  api(method: string, path: string, body?: unknown, token?: string | null, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+}
+
+/**
+ * A fleet (in this process, on the shared Redis under a prefix of its own), the control plane,
+ * and flags of their own in the given Unleash (flag names are unique per stack, so tests sharing
+ * one Unleash server never see each other's flags).
+ */
+export async function startStack(t: TestContext, unleash: RunningUnleash, options: Partial<ControlPlaneOptions> = {}): Promise<Stack> {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  const unique = randomBytes(4).toString('hex');
+  const flagNames = { candidateCluster: `test-${unique}.candidate-cluster`, maxParallelism: `test-${unique}.max-parallelism` };
+  const subscriber = await connected(undefined, true);
+  const controlPlane = await createControlPlane(
+    {
+      integrations: ['bank-a', 'bank-b'],
+      unleash: { url: unleash.url, adminToken: unleash.adminToken, candidateFlag: flagNames.candidateCluster, parallelismFlag: flagNames.maxParallelism },
+      tokens: [
+        { name: 'olga', role: 'operator', token: operatorToken },
+        { name: 'victor', role: 'viewer', token: viewerToken },
+      ],
+      balancerLiveWithinMs: 2000,
+      ...options,
+    },
+    { redis: fleet.redis, subscriber, keyPrefix: fleet.ledgerOptions.keyPrefix! },
+  );
+  t.after(async () => {
+    await controlPlane.close();
+    subscriber.disconnect();
+  });
+  const clients: FlagClient[] = [];
+  t.after(() => clients.forEach((client) => client.close()));
+  return {
+    fleet,
+    controlPlane,
+    flagNames,
+    async newFlagClient() {
+      const registry = new Registry();
+      const flags = await startFlagClient(
+        { url: unleash.url, clientToken: unleash.clientToken, appName: 'headroom-test', instanceId: `test-${clients.length}`, refreshIntervalMs: 100, flagNames },
+        { registry },
+      );
+      clients.push(flags);
+      return { flags, registry };
+    },
+    async api(method, path, body, token = operatorToken, headers = {}) {
+      const response = await fetch(`${controlPlane.url}/api/v1${path}`, {
+        method,
+        headers: {
+          ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
+        ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
+      });
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        // Not JSON (metrics): the text itself.
+      }
+      return { status: response.status, body: parsed };
+    },
+  };
+}
