@@ -16,6 +16,8 @@ export interface OptionSpec {
   /** e.g. N, for the usage text. */
   valueName: string;
   description: string;
+  /** A secret (token): never echoed in error messages. */
+  secret?: boolean;
 }
 
 export type ParsedOptions<T> = { help: true } | { help: false; config: T };
@@ -67,6 +69,7 @@ export function readOptions<S extends z.ZodType>(
     const name = source.get(key) ?? (spec ? `--${spec.flag}` : key || 'options');
     const given = input[key];
     if (given === undefined) return `${name}: required${spec ? ` (${spec.valueName})` : ''}`;
+    if (spec?.secret) return `${name}: ${issue.message}`;
     return `${name}: got ${JSON.stringify(given)}, ${issue.message}`;
   });
   throw new ConfigError(problems.join('\n'));

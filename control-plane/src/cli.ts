@@ -1,0 +1,139 @@
+#!/usr/bin/env node
+/**
+ * headroom-control-plane: the REST API (/api/v1) over Unleash and the ledger.
+ *   UNLEASH_ADMIN_TOKEN=... HEADROOM_OPERATOR_TOKENS=ops=<secret> \
+ *   node control-plane/dist/src/cli.js --port 8080 --unleash-url http://127.0.0.1:4242 --integrations bank-a,bank-b
+ * Every flag can also be set by env (listed by --help); flags win.
+ */
+import * as fs from 'node:fs';
+import { z } from 'zod';
+import { Registry } from 'prom-client';
+import { ConfigError, createLogger, readOptions, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
+import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { createControlPlane } from './app';
+import { apiTokenSchema, type ApiToken } from './config';
+
+const optionSpecs: readonly OptionSpec[] = [
+  { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'HTTP interface (default 127.0.0.1)' },
+  { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'HTTP port (default 8080; 0: any free port)' },
+  { key: 'integrations', flag: 'integrations', env: 'HEADROOM_INTEGRATIONS', valueName: 'A,B,...', description: 'integrations with a traffic share of their own (default none: only the default share)' },
+  { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'default baseline' },
+  { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'default candidate' },
+  { key: 'unleashUrl', flag: 'unleash-url', env: 'UNLEASH_URL', valueName: 'URL', description: 'Unleash server, e.g. http://127.0.0.1:4242 (required)' },
+  { key: 'unleashAdminToken', flag: 'unleash-admin-token', env: 'UNLEASH_ADMIN_TOKEN', valueName: 'TOKEN', description: 'admin (or service account) token of that server (required)', secret: true },
+  { key: 'unleashEnvironment', flag: 'unleash-environment', env: 'UNLEASH_ENVIRONMENT', valueName: 'NAME', description: 'the environment the clients read (default development)' },
+  { key: 'unleashProject', flag: 'unleash-project', env: 'UNLEASH_PROJECT', valueName: 'NAME', description: 'default default' },
+  { key: 'candidateFlag', flag: 'candidate-flag', env: 'HEADROOM_CANDIDATE_FLAG', valueName: 'NAME', description: 'default headroom.candidate-cluster' },
+  { key: 'parallelismFlag', flag: 'parallelism-flag', env: 'HEADROOM_PARALLELISM_FLAG', valueName: 'NAME', description: 'default headroom.max-parallelism' },
+  { key: 'operatorTokens', flag: 'operator-tokens', env: 'HEADROOM_OPERATOR_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may change things', secret: true },
+  { key: 'viewerTokens', flag: 'viewer-tokens', env: 'HEADROOM_VIEWER_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may only read', secret: true },
+  { key: 'tokensFile', flag: 'tokens-file', env: 'HEADROOM_TOKENS_FILE', valueName: 'PATH', description: 'JSON [{"name","role":"viewer"|"operator","token"}], added to the above' },
+  { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements (default 2000)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
+  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+];
+
+/** "name=token,name=token" */
+const tokenList = (role: ApiToken['role']) =>
+  z.string().transform((value, ctx) => {
+    const tokens: ApiToken[] = [];
+    for (const pair of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+      const at = pair.indexOf('=');
+      const parsed = apiTokenSchema.safeParse({ name: pair.slice(0, at), role, token: at < 0 ? '' : pair.slice(at + 1) });
+      if (at < 1 || !parsed.success) {
+        ctx.addIssue({ code: 'custom', message: `expected NAME=TOKEN pairs separated by commas, names of A-Z a-z 0-9 . _ @ -, tokens of at least 16 characters (problem near "${pair.slice(0, Math.max(at, 0))}")` });
+        return z.NEVER;
+      }
+      tokens.push(parsed.data);
+    }
+    return tokens;
+  });
+
+const cliSchema = z
+  .object({
+    host: z.string().min(1).default('127.0.0.1'),
+    port: settings.nonNegativeInt(65_535).default(8080),
+    integrations: z
+      .string()
+      .transform((value) => value.split(',').map((s) => s.trim()).filter(Boolean))
+      .pipe(z.array(settings.name()))
+      .default([]),
+    baselineCluster: settings.name().default('baseline'),
+    candidateCluster: settings.name().default('candidate'),
+    unleashUrl: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL such as http://127.0.0.1:4242' }),
+    unleashAdminToken: z.string().min(1),
+    unleashEnvironment: z.string().default('development'),
+    unleashProject: z.string().default('default'),
+    candidateFlag: z.string().optional(),
+    parallelismFlag: z.string().optional(),
+    operatorTokens: tokenList('operator').optional(),
+    viewerTokens: tokenList('viewer').optional(),
+    tokensFile: z.string().optional(),
+    ackTimeoutMs: settings.positiveInt(60_000).default(2000),
+    redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
+    keyPrefix: settings.keyPrefix(),
+  })
+  .strict();
+
+function readTokensFile(path: string): ApiToken[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new ConfigError(`--tokens-file ${path}: ${error instanceof Error ? error.message : String(error)}`);
+  }
+  const parsed = z.array(apiTokenSchema).safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(`--tokens-file ${path}: ${parsed.error.issues.map((i) => `[${i.path.join('.')}] ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}
+
+async function main(): Promise<void> {
+  const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
+  if (parsed.help) {
+    process.stdout.write(`${usageText('Usage: headroom-control-plane --unleash-url URL --unleash-admin-token TOKEN --operator-tokens NAME=TOKEN [options]', optionSpecs)}\n`);
+    return;
+  }
+  const stopRequested = stopSignal();
+  const c = parsed.config;
+  const tokens = [...(c.operatorTokens ?? []), ...(c.viewerTokens ?? []), ...(c.tokensFile ? readTokensFile(c.tokensFile) : [])];
+  if (tokens.length === 0) throw new ConfigError('--operator-tokens (env HEADROOM_OPERATOR_TOKENS): at least one API token is required (or --viewer-tokens, --tokens-file)');
+
+  const logger = createLogger('headroom-control-plane');
+  const redis = connectRedis(c.redisUrl, {}, logger);
+  const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
+  await waitUntilReady(redis, c.redisUrl);
+  const controlPlane = await createControlPlane(
+    {
+      host: c.host,
+      port: c.port,
+      clusters: { baseline: c.baselineCluster, candidate: c.candidateCluster },
+      integrations: c.integrations,
+      unleash: {
+        url: c.unleashUrl,
+        adminToken: c.unleashAdminToken,
+        environment: c.unleashEnvironment,
+        project: c.unleashProject,
+        ...(c.candidateFlag ? { candidateFlag: c.candidateFlag } : {}),
+        ...(c.parallelismFlag ? { parallelismFlag: c.parallelismFlag } : {}),
+      },
+      tokens,
+      ackTimeoutMs: c.ackTimeoutMs,
+    },
+    { redis, subscriber, keyPrefix: c.keyPrefix, logger, registry: new Registry() },
+  );
+  process.stdout.write(`${JSON.stringify({ event: 'ready', url: controlPlane.url })}\n`);
+  void stopRequested.then(async (signal) => {
+    logger.info({ signal }, 'stopping');
+    await controlPlane.close();
+    redis.disconnect();
+    subscriber.disconnect();
+    process.exit(0);
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`headroom-control-plane: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(error instanceof ConfigError ? 2 : 1);
+});

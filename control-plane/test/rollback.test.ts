@@ -1,0 +1,186 @@
+import { after, before, test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { eventually } from '@headroom/common/dist/src/testing';
+import type { HandlerMap } from '@headroom/worker';
+import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
+import { demoHandlersPath, json, submit, task, type Fleet } from '@headroom/balancer/dist/test/harness';
+import { startStack, type Stack } from './stack';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const demo = (require(demoHandlersPath) as { handlers: HandlerMap }).handlers;
+
+let unleash: TestUnleash;
+before(async () => {
+  unleash = await startTestUnleash();
+});
+after(() => unleash.stop());
+
+/** Demo handlers that note when each task started, on which cluster (the workers' own record). */
+function recording(starts: { cluster: string; atMs: number; taskId: string }[]): HandlerMap {
+  return { '*': (t, signal) => (starts.push({ cluster: t.cluster, atMs: Date.now(), taskId: t.id }), demo['*']!(t, signal)) };
+}
+
+async function clusterOf(fleet: Fleet, balancer: number, integration: string, key = 'k') {
+  const result = await submit(fleet.clients[balancer]!, task({ integration, key }));
+  assert.ok(result.ok, JSON.stringify(result));
+  return result.response.placement!.cluster;
+}
+
+/** Three balancers with flags, a one-slot candidate worker and a roomy baseline worker. */
+async function rolloutStack(t: import('node:test').TestContext, starts: { cluster: string; atMs: number; taskId: string }[]): Promise<Stack> {
+  const stack = await startStack(t, unleash);
+  await stack.fleet.addWorker({ cluster: 'candidate', workerId: 'cand-1', maxParallelism: 1 }, recording(starts));
+  await stack.fleet.addWorker({ cluster: 'baseline', workerId: 'base-1', maxParallelism: 20 }, recording(starts));
+  for (let i = 0; i < 3; i++) await stack.fleet.addBalancer({ balancerId: `b${i}` }, (await stack.newFlagClient()).flags);
+  return stack;
+}
+
+test('POST /rollback: every balancer acknowledges, queued candidate tasks go to the baseline, running ones finish, nothing more reaches the candidate', async (t) => {
+  const starts: { cluster: string; atMs: number; taskId: string }[] = [];
+  const stack = await rolloutStack(t, starts);
+  const { fleet } = stack;
+  assert.equal((await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 100 } })).status, 200);
+  await eventually('every balancer sends bank-a to the candidate', 8000, async () => {
+    for (let b = 0; b < 3; b++) if ((await clusterOf(fleet, b, 'bank-a')) !== 'candidate') return undefined;
+    return true;
+  });
+
+  // One long task holds the candidate's only slot; six more wait for it, spread over the balancers.
+  const long = submit(fleet.clients[0]!, task({ integration: 'bank-a', payload: json({ sleepMs: 1500 }) }));
+  await eventually('the long task runs', 3000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const queued = Array.from({ length: 6 }, (_, i) => submit(fleet.clients[i % 3]!, task({ integration: 'bank-a', payload: json({ sleepMs: 10 }) })));
+  await eventually('six tasks queued for the candidate', 3000, () => (fleet.balancers.reduce((sum, b) => sum + b.stats().queue.queued, 0) === 6 ? true : undefined));
+
+  const response = await stack.api('POST', '/rollback', { reason: 'latency ratio 1.8 on bank-a' });
+  const answeredAtMs = Date.now();
+  assert.equal(response.status, 200, JSON.stringify(response.body));
+  const record = response.body;
+  assert.deepEqual(record.acknowledged.map((a: { balancerId: string }) => a.balancerId).sort(), ['b0', 'b1', 'b2']);
+  assert.deepEqual(record.missing, []);
+  assert.equal(record.durable, true);
+  assert.ok(record.propagationMs >= 0 && record.propagationMs < 1000, `propagation ${record.propagationMs} ms`);
+  for (const balancer of fleet.balancers) assert.equal(balancer.stats().overrideVersion, record.overrideVersion);
+
+  const moved = await Promise.all(queued);
+  for (const result of moved) {
+    assert.ok(result.ok, JSON.stringify(result));
+    assert.equal(result.response.placement!.cluster, 'baseline');
+  }
+  assert.equal(fleet.balancers.reduce((sum, b) => sum + b.stats().rerouted, 0), 6);
+  const longResult = await long;
+  assert.ok(longResult.ok && longResult.response.placement!.cluster === 'candidate', 'the running task finished where it was');
+  for (let b = 0; b < 3; b++) assert.equal(await clusterOf(fleet, b, 'bank-a', `fresh-${b}`), 'baseline');
+  const candidateStarts = starts.filter((s) => s.cluster === 'candidate');
+  assert.equal(candidateStarts.length, 1 + 3, 'the long task and the three probes before the rollback');
+  assert.ok(candidateStarts.every((s) => s.atMs < answeredAtMs));
+
+  // Durable too: the flag's environment is off in Unleash; GET /traffic shows it all.
+  const traffic = (await stack.api('GET', '/traffic')).body;
+  assert.equal(traffic.flag.enabled, false);
+  assert.equal(traffic.override.all, true);
+  assert.equal(traffic.durable, true);
+  assert.deepEqual(traffic.effectivePercent, { default: 0, integrations: { 'bank-a': 0, 'bank-b': 0 } });
+  assert.ok(traffic.balancers.every((b: { upToDate: boolean }) => b.upToDate));
+  assert.equal(traffic.lastRollback.overrideVersion, record.overrideVersion);
+  const audit = (await stack.api('GET', '/audit?limit=1')).body.entries[0];
+  assert.deepEqual([audit.action, audit.target, audit.actor, audit.outcome], ['rollback', 'all', 'olga', 'ok']);
+
+  const resumed = await stack.api('POST', '/resume', {});
+  assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
+  assert.equal(resumed.body.override.all, false);
+  assert.equal(resumed.body.acknowledged.length, 3);
+  assert.equal((await stack.api('GET', '/traffic')).body.flag.enabled, true);
+  await eventually('bank-a on the candidate again', 8000, async () => ((await clusterOf(fleet, 1, 'bank-a')) === 'candidate' ? true : undefined));
+});
+
+test('rolling back one integration leaves the others; it is durable as that strategy switched off', async (t) => {
+  const stack = await rolloutStack(t, []);
+  const { fleet } = stack;
+  await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 100, 'bank-b': 100 } });
+  await eventually('both on the candidate', 8000, async () => ((await clusterOf(fleet, 0, 'bank-a')) === 'candidate' && (await clusterOf(fleet, 0, 'bank-b')) === 'candidate' ? true : undefined));
+
+  const response = await stack.api('POST', '/rollback', { integration: 'bank-a' });
+  assert.equal(response.status, 200, JSON.stringify(response.body));
+  assert.equal(response.body.scope, 'bank-a');
+  assert.equal(await clusterOf(fleet, 0, 'bank-a'), 'baseline', 'at once, through the override');
+  assert.equal(await clusterOf(fleet, 2, 'bank-b'), 'candidate');
+  const traffic = (await stack.api('GET', '/traffic')).body;
+  assert.deepEqual(traffic.flag.integrations['bank-a'], { percent: 100, rolledBack: true });
+  assert.deepEqual(traffic.effectivePercent.integrations, { 'bank-a': 0, 'bank-b': 100 });
+  assert.deepEqual(traffic.override.integrations, ['bank-a']);
+
+  // With every integration rolled back, one alone cannot be resumed; all can, and bank-a stays back.
+  await stack.api('POST', '/rollback', {});
+  const refused = await stack.api('POST', '/resume', { integration: 'bank-b' });
+  assert.equal(refused.status, 409);
+  assert.match(refused.body.error.message, /resume all/);
+  assert.equal((await stack.api('POST', '/resume', {})).status, 200);
+  assert.equal(await clusterOf(fleet, 1, 'bank-a'), 'baseline');
+  await eventually('bank-b back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-b')) === 'candidate' ? true : undefined));
+  assert.equal((await stack.api('POST', '/resume', { integration: 'bank-a' })).status, 200);
+  await eventually('bank-a back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-a')) === 'candidate' ? true : undefined));
+  assert.deepEqual((await stack.api('GET', '/traffic')).body.flag.integrations['bank-a'], { percent: 100, rolledBack: false });
+});
+
+test('a balancer started after a rollback applies it before its first task; a lost override is rebuilt from Unleash', async (t) => {
+  const stack = await startStack(t, unleash, { overrideCheckIntervalMs: 200 });
+  const { fleet } = stack;
+  await fleet.addWorker({ cluster: 'candidate', maxParallelism: 5 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 5 });
+  const rolledBack = (await stack.api('POST', '/rollback', { integration: 'bank-b' })).body;
+  assert.deepEqual(rolledBack.acknowledged, [], 'no balancer was running');
+  assert.equal(rolledBack.propagationMs, null);
+
+  // No flags at all here: a static 100% split, which the override must beat from the first task.
+  const late = await fleet.addBalancer({ candidatePercent: 100 });
+  assert.equal(late.stats().overrideVersion, rolledBack.overrideVersion);
+  assert.equal(await clusterOf(fleet, 0, 'bank-b'), 'baseline');
+  assert.equal(await clusterOf(fleet, 0, 'bank-a'), 'candidate');
+
+  // Redis loses the override (a FLUSHALL, a failover): the control plane writes it again from Unleash.
+  await fleet.redis.del(`{${fleet.ledgerOptions.keyPrefix}:control}:override`);
+  await eventually('override rebuilt', 5000, async () => ((await stack.api('GET', '/traffic')).body.override?.integrations?.[0] === 'bank-b' ? true : undefined));
+  const traffic = (await stack.api('GET', '/traffic')).body;
+  assert.ok(traffic.override.version > rolledBack.overrideVersion);
+  assert.equal(traffic.override.actor, 'control-plane');
+  await eventually('the balancer applied the rebuilt version', 3000, () => (late.stats().overrideVersion === traffic.override.version ? true : undefined));
+  assert.equal(await clusterOf(fleet, 0, 'bank-b'), 'baseline');
+  const audit = (await stack.api('GET', '/audit?limit=1')).body.entries[0];
+  assert.deepEqual([audit.action, audit.actor], ['override.rebuild', 'control-plane']);
+});
+
+test('the event stream sends live figures, each change and each acknowledgement', async (t) => {
+  const stack = await rolloutStack(t, []);
+  const controller = new AbortController();
+  t.after(() => controller.abort());
+  const response = await fetch(`${stack.controlPlane.url}/api/v1/events`, { headers: { authorization: 'Bearer operator-token-0123456789abcdef' }, signal: controller.signal });
+  assert.equal(response.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+  const events: { event: string; data: any }[] = [];
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffered = '';
+    try {
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        buffered += decoder.decode(chunk, { stream: true });
+        let end: number;
+        while ((end = buffered.indexOf('\n\n')) >= 0) {
+          const block = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          const event = /^event: (.+)$/m.exec(block)?.[1];
+          const data = /^data: (.+)$/m.exec(block)?.[1];
+          if (event && data) events.push({ event, data: JSON.parse(data) });
+        }
+      }
+    } catch {
+      // Aborted at the end of the test.
+    }
+  })();
+  await eventually('first figures', 3000, () => events.find((e) => e.event === 'figures'));
+  const figures = events.find((e) => e.event === 'figures')!.data;
+  assert.deepEqual(figures.clusters.map((c: { name: string; capacity: number }) => [c.name, c.capacity]), [['baseline', 20], ['candidate', 1]]);
+  assert.equal(figures.balancers.length, 3);
+  await stack.api('POST', '/rollback', { integration: 'bank-a' });
+  await eventually('three acks and the change', 3000, () => (events.filter((e) => e.event === 'ack').length === 3 && events.some((e) => e.event === 'change') ? true : undefined));
+  const change = events.find((e) => e.event === 'change')!.data;
+  assert.deepEqual([change.action, change.target, change.actor], ['rollback', 'bank-a', 'olga']);
+});
