@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { InMemStorageProvider, Unleash, UnleashEvents } from 'unleash-client';
@@ -23,7 +24,7 @@ export interface FlagClient {
   readonly names: FlagNames;
   /** Flags were fetched at least once: decisions come from Unleash, not from defaults. */
   readonly synchronized: boolean;
-  /** The last fetch failed: the flags in use are the last ones fetched. */
+  /** The last fetch failed, or none succeeded yet: the flags in use (if any) are the last ones fetched. */
   readonly unreachable: boolean;
   /** Whether a task of this integration and key runs on the candidate cluster. */
   routesToCandidate(integration: string, taskKey: string): boolean;
@@ -56,22 +57,24 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
     skipInstanceCountWarning: true,
   });
   let synchronized = false;
-  let unreachable = false;
+  // Until a fetch succeeds. (A failed first fetch takes a few seconds: the HTTP client retries.)
+  let unreachable = true;
+  let failedSinceFetch = false;
   let lastFetchAtMs: number | undefined;
   let fetchFailures = 0;
   const listeners = new Set<() => void>();
   const fetched = () => {
     lastFetchAtMs = performance.now();
-    if (unreachable) logger.info({ url: options.url }, 'Unleash reachable again');
-    unreachable = false;
+    if (failedSinceFetch) logger.info({ url: options.url }, 'Unleash reachable again');
+    unreachable = failedSinceFetch = false;
   };
   unleash.on(UnleashEvents.Error, (error: unknown) => {
     fetchFailures++;
     failures.inc();
-    if (!unreachable) {
+    if (!failedSinceFetch) {
       logger.warn({ err: error, url: options.url, synchronized }, synchronized ? 'Unleash unreachable: keeping the last flags fetched' : 'Unleash unreachable and no flags fetched yet: every task goes to the baseline cluster, workers keep their own max parallelism');
     }
-    unreachable = true;
+    unreachable = failedSinceFetch = true;
   });
   unleash.on(UnleashEvents.Warn, (message: unknown) => logger.warn({ message }, 'Unleash client warning'));
   unleash.on(UnleashEvents.Unchanged, fetched);
@@ -136,6 +139,10 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
     close() {
       listeners.clear();
       unleash.destroy();
+      // unleash-client 6: a fetch still in flight when destroy() runs can fail afterwards and emit
+      // 'error' on its repository, whose listeners destroy() removed; an EventEmitter with no
+      // 'error' listener throws, which ends the process as an unhandled rejection. Keep one.
+      (unleash as unknown as { repository?: EventEmitter }).repository?.on(UnleashEvents.Error, () => undefined);
     },
   };
 }
