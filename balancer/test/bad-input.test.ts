@@ -4,7 +4,7 @@ import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { ConfigError } from '@headroom/common';
-import { startFleet, submit, task } from './harness';
+import { demoHandlersPath, startFleet, submit, task } from './harness';
 import { createBalancer } from '../src/index';
 
 const repoRoot = path.join(__dirname, '..', '..', '..');
@@ -108,6 +108,24 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(workerCli, ['--cluster', 'baseline', '--handlers', 'x.js', '--redis-url', 'http://nope']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--redis-url: got "http:\/\/nope", expected a URL such as redis:\/\/127\.0\.0\.1:6379/);
+
+  // Flags from Unleash: a URL that is not http(s), or no client token with it.
+  result = run(balancerCli, ['--unleash-url', 'ftp://flags']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--unleash-url: got "ftp:\/\/flags", expected an http\(s\) URL/);
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', demoHandlersPath, '--unleash-url', 'http://127.0.0.1:1']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--unleash-client-token \(env UNLEASH_CLIENT_TOKEN\): required with --unleash-url/);
+
+  const controlPlaneCli = path.join(repoRoot, 'control-plane', 'dist', 'src', 'cli.js');
+  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--operator-tokens \(env HEADROOM_OPERATOR_TOKENS\): at least one API token is required/);
+  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--integrations', 'Bank A'], { HEADROOM_OPERATOR_TOKENS: 'ops=short' });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--integrations: got "Bank A", expected 1-64 characters of a-z/);
+  assert.match(result.stderr, /HEADROOM_OPERATOR_TOKENS \(env\): expected NAME=TOKEN pairs/);
+  assert.doesNotMatch(result.stderr, /short/, 'a token is never echoed');
 
   result = run(balancerCli, ['--frobnicate', '1']);
   assert.equal(result.status, 2, result.stderr);

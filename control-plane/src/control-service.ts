@@ -42,12 +42,16 @@ export interface RollbackRecord {
 
 export type RollbackScope = { integration?: string | undefined };
 
+/** Changes that may wait their turn; more get HR_ERR_BUSY. */
+export const maxPendingChanges = 32;
+
 /**
  * What the REST API does, one change at a time: Unleash holds the flags (no copy here), Redis
  * holds the instant override, and every change lands in the audit log, failed ones included.
  */
 export class ControlService {
   private queue: Promise<unknown> = Promise.resolve();
+  private pendingChanges = 0;
   private readonly lastRollbackKey: string;
 
   constructor(
@@ -236,7 +240,11 @@ export class ControlService {
 
   /** One change at a time: each reads Unleash, then writes it. */
   private serialised<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(fn, fn);
+    if (this.pendingChanges >= maxPendingChanges) {
+      return Promise.reject(new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} changes already wait their turn; nothing was changed, try again`, { retryAfterMs: 1000 }));
+    }
+    this.pendingChanges++;
+    const run = this.queue.then(fn, fn).finally(() => this.pendingChanges--);
     this.queue = run.catch(() => undefined);
     return run;
   }

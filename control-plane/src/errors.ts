@@ -14,6 +14,8 @@ export const apiErrorCodes = {
   /** Redis could not be reached. */
   ledgerUnavailable: 'HR_ERR_LEDGER_UNAVAILABLE',
   tooManyStreams: 'HR_ERR_TOO_MANY_STREAMS',
+  /** Too many changes wait their turn (they run one at a time). */
+  busy: 'HR_ERR_BUSY',
   internal: 'HR_ERR_INTERNAL',
 } as const;
 
@@ -29,6 +31,7 @@ const httpStatusByCode: Record<string, number> = {
   [apiErrorCodes.unleashFailed]: 502,
   [apiErrorCodes.ledgerUnavailable]: 503,
   [apiErrorCodes.tooManyStreams]: 503,
+  [apiErrorCodes.busy]: 503,
 };
 
 export function httpStatusOf(code: string): number {
