@@ -101,6 +101,7 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
   });
   const failures = new Counter({ name: 'headroom_flags_fetch_failures_total', help: 'Failed fetches of flags from Unleash', registers });
 
+  let lastInvalidPayload: string | undefined;
   const startTimeoutMs = options.startTimeoutMs ?? 5000;
   await new Promise<void>((resolve) => {
     const timer = setTimeout(() => {
@@ -129,7 +130,11 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
       const variant = unleash.getVariant(names.maxParallelism, { properties: { [contextFieldNames.cluster]: cluster } });
       if (!variant.enabled || !variant.payload) return undefined;
       const payload = parseParallelismPayload(variant.payload.value);
-      if (!payload) logger.warn({ flag: names.maxParallelism, cluster, payload: variant.payload.value }, 'ignoring a max-parallelism variant that is not {"maxParallelism": 1..10000}');
+      if (!payload && variant.payload.value !== lastInvalidPayload) {
+        // Workers ask at every heartbeat: say it once per bad value.
+        lastInvalidPayload = variant.payload.value;
+        logger.warn({ flag: names.maxParallelism, cluster, payload: variant.payload.value }, 'ignoring a max-parallelism variant that is not {"maxParallelism": 1..10000}');
+      }
       return payload?.maxParallelism;
     },
     onChange(listener) {
