@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, type LedgerOptions } from '@headroom/fleet';
+import { Ledger, OverrideStore, overrideCovers, type LedgerOptions } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
 import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
 import { Admission } from './admission';
@@ -97,6 +97,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   });
 
   const counters = { submitted: 0, succeeded: 0, retries: 0, rerouted: 0, failedByCode: {} as Record<string, number> };
+  const registry = deps.registry ?? new Registry();
+  const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
   // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
   const override = new OverrideFollower({
     store: new OverrideStore(deps.redis, ledger.options.keyPrefix),
@@ -106,15 +108,13 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     logger,
     onApplied: (state) => {
       // Tasks still waiting for a candidate slot go to the baseline now; running ones finish.
-      const moved = admission.reroute(config.clusters.candidate, (integration) => state.all || state.integrations.includes(integration));
+      const moved = admission.reroute(config.clusters.candidate, (integration) => overrideCovers(state, integration));
       counters.rerouted += moved;
       metrics.rerouted.inc(moved);
       metrics.overrideVersion.set(state.version);
     },
   });
   const chooseCluster = (task: ValidTask) => (override.covers(task.integration) ? config.clusters.baseline : router.chooseCluster(task));
-  const registry = deps.registry ?? new Registry();
-  const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
   let accepting = true;
   let inflightSubmits = 0;
   let allSubmitsDone: (() => void) | undefined;
