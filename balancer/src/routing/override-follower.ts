@@ -26,6 +26,13 @@ export class OverrideFollower {
   private address = '';
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
+  // After a reconnect, messages published meanwhile are lost: read the override at once.
+  private readonly onReconnected = () => {
+    this.options.store
+      .read()
+      .then((stored) => stored && this.offer(stored))
+      .catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not read the override after reconnecting'));
+  };
   private readonly onMessage = (channel: string, message: string) => {
     if (channel !== this.options.store.keys.overrideChangedChannel) return;
     try {
@@ -52,6 +59,7 @@ export class OverrideFollower {
    */
   async start(): Promise<void> {
     this.options.subscriber.on('message', this.onMessage);
+    this.options.subscriber.on('ready', this.onReconnected);
     await this.options.subscriber.subscribe(this.options.store.keys.overrideChangedChannel);
     const stored = await this.options.store.read();
     if (stored) this.offer(stored);
@@ -78,6 +86,7 @@ export class OverrideFollower {
     this.closed = true;
     clearTimeout(this.timer);
     this.options.subscriber.off('message', this.onMessage);
+    this.options.subscriber.off('ready', this.onReconnected);
     await this.options.store.leave(this.options.balancerId).catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not leave the balancer register'));
   }
 
