@@ -14,6 +14,7 @@ import { createPolicy, type SlotPolicy } from './policies';
 import { StaticSplitRouter } from './routing/static-split';
 import { FlagRouter } from './routing/flag-router';
 import { OverrideFollower } from './routing/override-follower';
+import { UnstartedDispatches } from './routing/unstarted-dispatches';
 import type { ClusterRouter } from './routing/cluster-router';
 import { validateSubmit, type ValidTask } from './task-validation';
 import { WorkerChannels } from './worker-channels';
@@ -99,6 +100,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   const counters = { submitted: 0, succeeded: 0, retries: 0, rerouted: 0, failedByCode: {} as Record<string, number> };
   const registry = deps.registry ?? new Registry();
   const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
+  const unstartedOnCandidate = new UnstartedDispatches();
   // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
   const override = new OverrideFollower({
     store: new OverrideStore(deps.redis, ledger.options.keyPrefix),
@@ -112,6 +114,10 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       counters.rerouted += moved;
       metrics.rerouted.inc(moved);
       metrics.overrideVersion.set(state.version);
+      // Acknowledged once the covered tasks already on their way to a candidate worker have started there.
+      return unstartedOnCandidate.settled((integration) => overrideCovers(state, integration), config.rollbackSettleTimeoutMs).then((settled) => {
+        if (!settled) logger.warn({ version: state.version, rollbackSettleTimeoutMs: config.rollbackSettleTimeoutMs }, 'acknowledging the override before every dispatch to the candidate was answered');
+      });
     },
   });
   const chooseCluster = (task: ValidTask) => (override.covers(task.integration) ? config.clusters.baseline : router.chooseCluster(task));
@@ -158,7 +164,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       }
       queueWaitMs += waited;
       metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, waited / 1000);
-      const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster, workerId: reservation.workerId }, task.deadlineUnixMs, signal);
+      const settled = cluster === config.clusters.candidate ? unstartedOnCandidate.begin(task.integration) : undefined;
+      const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster, workerId: reservation.workerId }, task.deadlineUnixMs, signal, settled);
       policy.finished(cluster, reservation.workerId);
       const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
       switch (outcome.kind) {

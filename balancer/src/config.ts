@@ -46,6 +46,8 @@ export const balancerOptionsSchema = z
     directoryRefreshIntervalMs: settings.positiveInt(600_000).default(2000),
     /** How often the balancer tells the control plane it is alive and catches up on the override. @default 1000 */
     balancerHeartbeatIntervalMs: settings.positiveInt(60_000).default(1000),
+    /** Longest a rollback's acknowledgement waits for tasks already sent to candidate workers to start there. @default 1000 */
+    rollbackSettleTimeoutMs: settings.positiveInt(60_000).default(1000),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
   })

@@ -72,10 +72,12 @@ export class WorkerChannels {
     this.clients.clear();
   }
 
-  execute(address: string, request: ExecuteRequest, deadlineUnixMs: number, signal: AbortSignal): Promise<DispatchOutcome> {
+  /** `onStartedOrEnded` runs once: when the worker says the task started, or when the call ends. */
+  execute(address: string, request: ExecuteRequest, deadlineUnixMs: number, signal: AbortSignal, onStartedOrEnded?: () => void): Promise<DispatchOutcome> {
     return new Promise((resolve) => {
       let started = false;
       const call = this.client(address).execute(request, { deadline: deadlineUnixMs }, (error, response) => {
+        onStartedOrEnded?.();
         signal.removeEventListener('abort', onAbort);
         if (!error) return resolve({ kind: 'done', response: response! });
         if (signal.aborted) return resolve({ kind: 'cancelled', started });
@@ -86,7 +88,10 @@ export class WorkerChannels {
         resolve({ kind: 'not-started', unreachable: code === '' && error.code === grpc.status.UNAVAILABLE, code, message: error.details });
       });
       call.on('metadata', (metadata: grpc.Metadata) => {
-        if (metadata.get(metadataKeys.started)[0] === '1') started = true;
+        if (metadata.get(metadataKeys.started)[0] === '1') {
+          started = true;
+          onStartedOrEnded?.();
+        }
       });
       const onAbort = () => call.cancel();
       if (signal.aborted) call.cancel();

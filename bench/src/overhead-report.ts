@@ -1,3 +1,4 @@
+import { goalsTable } from './report/goals';
 import { formatMachine } from './report/machine';
 import { formatSpread } from './report/stats';
 import { markdownTable } from './report/table';
@@ -41,10 +42,6 @@ export function overheadTables(result: OverheadResult): string {
       String(level.failedCalls),
     ]),
   );
-  const goals = markdownTable(
-    ['goal', 'target', 'measured', 'met'],
-    result.goals.map((goal) => [goal.name, goal.target, goal.measured.toFixed(goal.target.includes('ms') ? 2 : 0), goal.met ? 'yes' : 'NO']),
-  );
   const repetitions = result.settings.latency.repetitions;
   return [
     ceiling,
@@ -53,7 +50,7 @@ export function overheadTables(result: OverheadResult): string {
     '',
     latency,
     '',
-    goals,
+    goalsTable(result.goals),
   ].join('\n');
 }
 

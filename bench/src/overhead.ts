@@ -7,12 +7,14 @@
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { describeRedis, benchKeyPrefix, logDirFor, startProcessFleet, type ProcessFleet } from './fleet/headroom-fleet';
+import { benchKeyPrefix, logDirFor, startProcessFleet, type ProcessFleet } from './fleet/headroom-fleet';
+import { Cleanups } from './fleet/cleanups';
 import { sampleCpu } from './fleet/cpu-usage';
 import { LoadGenerator } from './load/generator';
 import type { PhaseResult, PhaseSpec, TargetName } from './load/protocol';
+import type { Goal } from './report/goals';
 import type { LatencySummary } from './report/histogram';
-import { describeMachine, type MachineDescription } from './report/machine';
+import { startRun, type RunHeader } from './report/run-header';
 import { spread, type Spread } from './report/stats';
 
 export interface OverheadSettings {
@@ -92,22 +94,7 @@ export interface LatencyLevel {
   failedCalls: number;
 }
 
-export interface Goal {
-  name: string;
-  target: string;
-  measured: number;
-  met: boolean;
-}
-
-export interface OverheadResult {
-  benchmark: 'overhead';
-  mode: 'full' | 'smoke';
-  startedAt: string;
-  finishedAt: string;
-  command: string;
-  machine: MachineDescription;
-  redisVersion: string;
-  settings: OverheadSettings;
+export interface OverheadResult extends RunHeader<'overhead', OverheadSettings> {
   ceiling: { runs: CeilingRun[]; balancerTasksPerSecond: number; directTasksPerSecond: number };
   latency: LatencyLevel[];
   goals: Goal[];
@@ -128,12 +115,10 @@ const failures = (m: Measurement) => Object.values(m.errorsByCode).reduce((sum, 
 
 export async function runOverhead(options: OverheadOptions): Promise<OverheadResult> {
   const settings = options.smoke ? smokeSettings : fullSettings;
-  const startedAt = new Date().toISOString();
-  const machine = describeMachine();
-  const redis = await describeRedis(options.redisUrl);
+  const run = await startRun('overhead', options, settings);
   const keyPrefix = benchKeyPrefix('overhead');
   const logDir = logDirFor(path.join(os.tmpdir(), 'headroom-bench'), keyPrefix);
-  const cleanups: (() => Promise<void>)[] = [];
+  const cleanups = new Cleanups();
   const { progress, signal } = options;
 
   try {
@@ -142,24 +127,22 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
       keyPrefix,
       {
         redisUrl: options.redisUrl,
-        workerCount: settings.workerCount,
-        maxParallelismPerWorker: settings.maxParallelismPerWorker,
-        cluster: 'baseline',
+        workers: [{ cluster: 'baseline', count: settings.workerCount, maxParallelismPerWorker: settings.maxParallelismPerWorker }],
         logDir,
         balancerNodeFlags: options.balancerCpuProfileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.balancerCpuProfileDir}`] : [],
       },
-      (cleanup) => cleanups.push(cleanup),
+      cleanups.register,
     );
     signal.throwIfAborted();
     const generator = await LoadGenerator.start({
-      balancerAddress: fleet.balancerAddress,
+      balancerAddresses: fleet.balancers.map((b) => b.address),
       workers: fleet.workers.map((w) => ({ address: w.address, cluster: w.cluster, workerId: w.workerId })),
-      payloadBytes: settings.payloadBytes,
+      task: { integration: 'echo', payload: 'a'.repeat(settings.payloadBytes) },
       callTimeoutMs: settings.callTimeoutMs,
     });
-    cleanups.push(() => generator.close());
+    cleanups.register(() => generator.close());
     const pids = new Map([...fleet.pids, ['generator', generator.pid]]);
-    if (redis.pid !== undefined) pids.set('redis', redis.pid);
+    if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
 
     const measure = async (spec: PhaseSpec): Promise<Measurement> => {
       const cpu = sampleCpu(pids);
@@ -245,21 +228,12 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
       );
     }
     return {
-      benchmark: 'overhead',
-      mode: options.smoke ? 'smoke' : 'full',
-      startedAt,
-      finishedAt: new Date().toISOString(),
-      command: options.command,
-      machine,
-      redisVersion: redis.version,
-      settings,
+      ...run.header(),
       ceiling: { runs: ceilingRuns, balancerTasksPerSecond: balancerCeiling, directTasksPerSecond: best('direct') },
       latency,
       goals: goalResults,
     };
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      await cleanup().catch((error: unknown) => process.stderr.write(`bench: clean-up failed: ${error instanceof Error ? error.message : String(error)}\n`));
-    }
+    await cleanups.runAll();
   }
 }

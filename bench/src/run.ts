@@ -5,7 +5,8 @@
  *   npm run bench                      every benchmark
  *   npm run bench -- overhead          one
  *   npm run bench -- overhead --smoke  seconds, tiny load (what the test runs)
- * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process), REDIS_URL.
+ * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
+ * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local).
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -13,6 +14,8 @@ import { parseArgs } from 'node:util';
 import { runOverhead } from './overhead';
 import { overheadMarkdown, overheadTables } from './overhead-report';
 import { resultsDir, updateResultsSection, writeJson } from './report/results-file';
+import { runRollback } from './rollback';
+import { rollbackMarkdown, rollbackTables } from './rollback-report';
 
 interface RunOptions {
   smoke: boolean;
@@ -22,27 +25,40 @@ interface RunOptions {
   signal: AbortSignal;
 }
 
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const progress = (line: string) => process.stdout.write(`  ${line}\n`);
+
 const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
-  async overhead(options) {
-    const result = await runOverhead({
-      smoke: options.smoke,
-      command: options.command,
-      redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
-      signal: options.signal,
-      ...(options.cpuProfileDir ? { balancerCpuProfileDir: path.resolve(options.cpuProfileDir) } : {}),
-      progress: (line) => process.stdout.write(`  ${line}\n`),
-    });
-    // Only a full run to the default place is the record; a smoke run must not overwrite it.
-    const recordPath = path.join(resultsDir, 'overhead.json');
-    const outPath = options.outPath ? path.resolve(options.outPath) : options.smoke ? path.join(os.tmpdir(), 'headroom-bench', 'overhead.smoke.json') : recordPath;
-    writeJson(outPath, result);
-    process.stdout.write(`\n${overheadTables(result)}\n\nJSON: ${outPath}\n`);
-    if (!options.smoke && outPath === recordPath) {
-      updateResultsSection('overhead', overheadMarkdown(result));
-      process.stdout.write('bench/RESULTS.md refreshed\n');
-    }
-  },
+  overhead: (options) =>
+    report(
+      'overhead',
+      options,
+      runOverhead({
+        smoke: options.smoke,
+        command: options.command,
+        redisUrl,
+        signal: options.signal,
+        ...(options.cpuProfileDir ? { balancerCpuProfileDir: path.resolve(options.cpuProfileDir) } : {}),
+        progress,
+      }),
+      { tables: overheadTables, markdown: overheadMarkdown },
+    ),
+  rollback: (options) => report('rollback', options, runRollback({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress }), { tables: rollbackTables, markdown: rollbackMarkdown }),
 };
+
+/** Writes the JSON, prints the tables, and refreshes the benchmark's section of bench/RESULTS.md. */
+async function report<R>(name: string, options: RunOptions, running: Promise<R>, format: { tables(result: R): string; markdown(result: R): string }): Promise<void> {
+  const result = await running;
+  // Only a full run to the default place is the record; a smoke run must not overwrite it.
+  const recordPath = path.join(resultsDir, `${name}.json`);
+  const outPath = options.outPath ? path.resolve(options.outPath) : options.smoke ? path.join(os.tmpdir(), 'headroom-bench', `${name}.smoke.json`) : recordPath;
+  writeJson(outPath, result);
+  process.stdout.write(`\n${format.tables(result)}\n\nJSON: ${outPath}\n`);
+  if (!options.smoke && outPath === recordPath) {
+    updateResultsSection(name, format.markdown(result));
+    process.stdout.write('bench/RESULTS.md refreshed\n');
+  }
+}
 
 const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR]`;
 

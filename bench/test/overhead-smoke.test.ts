@@ -5,30 +5,11 @@
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as os from 'node:os';
-import * as path from 'node:path';
 import type { LatencySummary } from '../src/report/histogram';
 import type { OverheadResult } from '../src/overhead';
+import { runSmoke } from './smoke-run';
 
-const runScript = path.join(__dirname, '..', 'src', 'run.js');
 const timeoutMs = 45_000;
-
-function runSmoke(outPath: string): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [runScript, 'overhead', '--smoke', '--out', outPath], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    // SIGTERM lets the benchmark stop its fleet and delete its keys.
-    const timer = setTimeout(() => child.kill('SIGTERM'), timeoutMs);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, output });
-    });
-  });
-}
 
 function assertLatency(what: string, latency: LatencySummary): void {
   assert.ok(latency.count > 0, `${what}: no latencies recorded`);
@@ -39,13 +20,7 @@ function assertLatency(what: string, latency: LatencySummary): void {
 }
 
 test('the overhead benchmark runs end to end in smoke mode and writes sane JSON', { timeout: timeoutMs + 15_000 }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hr-bench-smoke-'));
-  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const outPath = path.join(dir, 'overhead.json');
-
-  const { code, output } = await runSmoke(outPath);
-  assert.equal(code, 0, `the benchmark exited with ${code}:\n${output}`);
-  const result = JSON.parse(fs.readFileSync(outPath, 'utf8')) as OverheadResult;
+  const result = await runSmoke<OverheadResult>(t, 'overhead', timeoutMs);
 
   assert.equal(result.benchmark, 'overhead');
   assert.equal(result.mode, 'smoke');

@@ -56,8 +56,9 @@ export async function startUnleashServer(options: UnleashServerOptions): Promise
   const instance = await unleash.start({
     db: { ...options.database, password: options.database.password ?? '', ssl: false, pool: { min: 0, max: 6 } },
     // serverMetrics off: Unleash would register them on prom-client's global registry, which
-    // allows one Unleash per process (tests start several).
-    server: { host: options.host ?? '127.0.0.1', port: options.port ?? 0, serverMetrics: false },
+    // allows one Unleash per process (tests start several). gracefulShutdownEnable off: Unleash
+    // would take over SIGINT/SIGTERM and exit the host process; the host stops it instead.
+    server: { host: options.host ?? '127.0.0.1', port: options.port ?? 0, serverMetrics: false, gracefulShutdownEnable: false },
     versionCheck: { enable: false },
     getLogger: () => ({ debug: () => undefined, info: forward('debug'), warn: forward('warn'), error: forward('error'), fatal: forward('error') }),
     authentication: {

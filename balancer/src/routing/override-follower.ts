@@ -9,8 +9,11 @@ export interface OverrideFollowerOptions {
   balancerId: string;
   /** Heartbeats register the balancer and catch up on a missed override. */
   heartbeatIntervalMs: number;
-  /** Called synchronously when a newer override is applied, before it is acknowledged. */
-  onApplied(state: OverrideState): void;
+  /**
+   * Called synchronously when a newer override is applied; the version is acknowledged when
+   * what it returns resolves (the balancer waits for tasks already on their way to start).
+   */
+  onApplied(state: OverrideState): Promise<void> | void;
   logger: Logger;
 }
 
@@ -23,6 +26,8 @@ export interface OverrideFollowerOptions {
 export class OverrideFollower {
   private state: OverrideState = noOverride;
   private ackedVersion = 0;
+  /** The newest version whose onApplied finished: the one that may be acknowledged. */
+  private settledVersion = 0;
   private address = '';
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -94,7 +99,7 @@ export class OverrideFollower {
     const stored = await this.options.store.balancerHeartbeat(this.options.balancerId, this.address);
     if (stored) this.offer(stored);
     // An acknowledgement lost to a Redis blip is sent again.
-    if (this.state.version > this.ackedVersion) await this.acknowledge(this.state.version);
+    if (this.settledVersion > this.ackedVersion) await this.acknowledge(this.settledVersion);
   }
 
   private offer(state: OverrideState): void {
@@ -102,8 +107,12 @@ export class OverrideFollower {
     const previous = this.state;
     this.state = state;
     this.options.logger.info({ version: state.version, all: state.all, integrations: state.integrations, previousVersion: previous.version }, 'override applied');
-    this.options.onApplied(state);
-    this.acknowledge(state.version).catch((error: unknown) => this.options.logger.warn({ err: error }, 'could not acknowledge the override; the next heartbeat tries again'));
+    void Promise.resolve(this.options.onApplied(state))
+      .then(() => {
+        this.settledVersion = Math.max(this.settledVersion, state.version);
+        return this.acknowledge(this.settledVersion);
+      })
+      .catch((error: unknown) => this.options.logger.warn({ err: error }, 'could not acknowledge the override; the next heartbeat tries again'));
   }
 
   private async acknowledge(version: number): Promise<void> {

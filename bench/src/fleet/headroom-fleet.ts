@@ -10,49 +10,66 @@ export interface WorkerEndpoint {
   address: string;
 }
 
+export interface BalancerEndpoint {
+  name: string;
+  balancerId: string;
+  address: string;
+}
+
+export interface WorkerGroup {
+  cluster: string;
+  count: number;
+  maxParallelismPerWorker: number;
+}
+
 export interface FleetOptions {
   redisUrl: string;
-  workerCount: number;
-  maxParallelismPerWorker: number;
-  cluster: string;
+  workers: readonly WorkerGroup[];
+  /** @default 1 */
+  balancerCount?: number;
+  /** The workers' handlers module. @default the demo handlers (sim/src/handlers/demo.ts) */
+  handlersPath?: string;
+  /** Extra environment of the workers, e.g. for their handlers. */
+  workerEnv?: NodeJS.ProcessEnv;
   logDir: string;
   /** Extra balancer CLI flags. */
   balancerArgs?: readonly string[];
-  /** Node flags for the balancer process, e.g. --cpu-prof. */
+  /** Node flags for the balancer processes, e.g. --cpu-prof. */
   balancerNodeFlags?: readonly string[];
 }
 
-/** One balancer and some workers, each its own process, on the shared Redis under a key prefix of their own. */
+/** Balancers and workers, each its own process, on the shared Redis under a key prefix of their own. */
 export interface ProcessFleet {
   readonly keyPrefix: string;
-  readonly balancerAddress: string;
+  readonly balancers: readonly BalancerEndpoint[];
   readonly workers: readonly WorkerEndpoint[];
   /** Name → pid, for CPU accounting. */
   readonly pids: ReadonlyMap<string, number>;
-  /** Stops the balancer, then the workers (they drain), then deletes the prefix's Redis keys. Idempotent. */
+  /** Stops the balancers, then the workers (they drain), then deletes the prefix's Redis keys. Idempotent. */
   close(): Promise<void>;
 }
 
 const readyTimeoutMs = 20_000;
 const workerCli = require.resolve('@headroom/worker/dist/src/cli.js');
 const balancerCli = require.resolve('@headroom/balancer/dist/src/cli.js');
-const echoHandlers = require.resolve('@headroom/sim/dist/src/handlers/demo.js');
+const demoHandlers = require.resolve('@headroom/sim/dist/src/handlers/demo.js');
 
 export function benchKeyPrefix(benchmark: string): string {
   return `bench:${benchmark}:${randomBytes(6).toString('hex')}`;
 }
 
 /**
- * Starts the fleet. `register` receives each process's clean-up as soon as it exists, so a
- * failure or Ctrl-C half-way through still stops what was started.
+ * Starts the fleet: the workers first, then the balancers. `register` receives each process's
+ * clean-up as soon as it exists, so a failure or Ctrl-C half-way through still stops what was started.
+ * Processes are named worker-1.. and balancer (balancer-1.. when there are several).
  */
 export async function startProcessFleet(keyPrefix: string, options: FleetOptions, register: (cleanup: () => Promise<void>) => void): Promise<ProcessFleet> {
-  const started: ManagedProcess[] = [];
-  let balancer: ManagedProcess | undefined;
+  const workerProcesses: ManagedProcess[] = [];
+  const balancerProcesses: ManagedProcess[] = [];
   let keysDeleted: Promise<void> | undefined;
   const close = async () => {
-    await balancer?.stop();
-    await Promise.all(started.filter((p) => p !== balancer).map((p) => p.stop()));
+    await Promise.all(balancerProcesses.map((p) => p.stop()));
+    await Promise.all(workerProcesses.map((p) => p.stop()));
     await (keysDeleted ??= deleteKeys(options.redisUrl, keyPrefix));
   };
   register(close);
@@ -60,39 +77,47 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
   const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
   const common = ['--key-prefix', keyPrefix, '--redis-url', options.redisUrl];
   const pids = new Map<string, number>();
+  const handlersPath = options.handlersPath ?? demoHandlers;
+  const workerSpecs = options.workers.flatMap((group) => Array.from({ length: group.count }, () => group));
   const workers = await Promise.all(
-    Array.from({ length: options.workerCount }, async (_unused, index): Promise<WorkerEndpoint> => {
+    workerSpecs.map(async (group, index): Promise<WorkerEndpoint> => {
       const name = `worker-${index + 1}`;
       const { process: child, ready } = await spawnUntilReady({
         name,
         script: workerCli,
-        args: ['--cluster', options.cluster, '--handlers', echoHandlers, '--max-parallelism', String(options.maxParallelismPerWorker), ...common],
+        args: ['--cluster', group.cluster, '--handlers', handlersPath, '--max-parallelism', String(group.maxParallelismPerWorker), ...common],
+        env: { ...env, ...options.workerEnv },
+        logDir: options.logDir,
+        readyTimeoutMs,
+      });
+      workerProcesses.push(child);
+      pids.set(name, child.pid);
+      return { name, workerId: String(ready.workerId), cluster: group.cluster, address: ready.address };
+    }),
+  );
+  const balancerCount = options.balancerCount ?? 1;
+  const balancers = await Promise.all(
+    Array.from({ length: balancerCount }, async (_unused, index): Promise<BalancerEndpoint> => {
+      const name = balancerCount === 1 ? 'balancer' : `balancer-${index + 1}`;
+      const { process: child, ready } = await spawnUntilReady({
+        name,
+        nodeFlags: options.balancerNodeFlags,
+        script: balancerCli,
+        args: ['--port', '0', '--balancer-id', name, ...(options.balancerArgs ?? []), ...common],
         env,
         logDir: options.logDir,
         readyTimeoutMs,
       });
-      started.push(child);
+      balancerProcesses.push(child);
       pids.set(name, child.pid);
-      return { name, workerId: String(ready.workerId), cluster: options.cluster, address: ready.address };
+      return { name, balancerId: name, address: ready.address };
     }),
   );
-  const { process: balancerProcess, ready } = await spawnUntilReady({
-    name: 'balancer',
-    nodeFlags: options.balancerNodeFlags,
-    script: balancerCli,
-    args: ['--port', '0', '--baseline-cluster', options.cluster, ...(options.balancerArgs ?? []), ...common],
-    env,
-    logDir: options.logDir,
-    readyTimeoutMs,
-  });
-  balancer = balancerProcess;
-  started.push(balancerProcess);
-  pids.set('balancer', balancerProcess.pid);
-  return { keyPrefix, balancerAddress: ready.address, workers, pids, close };
+  return { keyPrefix, balancers, workers, pids, close };
 }
 
-/** Deletes every key of the prefix: all ledger keys carry the hash tag `{<prefix>:<cluster>}`. */
-async function deleteKeys(redisUrl: string, keyPrefix: string): Promise<void> {
+/** Deletes every key of the prefix: all keys carry the hash tag `{<prefix>:<cluster>}` or `{<prefix>:control}`. */
+export async function deleteKeys(redisUrl: string, keyPrefix: string): Promise<void> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
   redis.on('error', () => undefined);
   try {

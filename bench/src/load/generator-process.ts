@@ -16,28 +16,39 @@ function send(message: FromGenerator): void {
 async function main(): Promise<void> {
   if (!process.send) throw new Error('load generator: start it with child_process.fork (it needs the IPC channel)');
   const targets = asTargets(process.argv[2]);
-  const callTargets: Record<TargetName, CallTarget> = { direct: createTarget('direct', targets), balancer: createTarget('balancer', targets) };
-  await Promise.all(Object.values(callTargets).map((target) => target.waitForReady(readyTimeoutMs)));
+  const callTargets = new Map<TargetName, CallTarget>();
+  for (const name of ['direct', 'balancer'] as const) {
+    const target = createTarget(name, targets);
+    if (target) callTargets.set(name, target);
+  }
+  await Promise.all([...callTargets.values()].map((target) => target.waitForReady(readyTimeoutMs)));
 
-  const run = (spec: PhaseSpec): Promise<PhaseResult> => {
-    const { call } = callTargets[spec.target];
-    return spec.kind === 'closed' ? closedLoop(call, spec) : openLoop(call, spec);
+  const run = async (spec: PhaseSpec, stop: AbortSignal): Promise<PhaseResult> => {
+    const target = callTargets.get(spec.target);
+    if (!target) throw new Error(`no ${spec.target} target: the generator was started without ${spec.target === 'direct' ? 'workers' : 'balancers'}`);
+    return spec.kind === 'closed' ? closedLoop(target.call, spec) : openLoop(target.call, spec, stop);
   };
   // Phases run strictly one after another, even if the parent sent the next one early.
   let queue: Promise<void> = Promise.resolve();
+  const stoppers = new Map<number, AbortController>();
   process.on('message', (raw: unknown) => {
     const message = asToGenerator(raw);
     if (!message) return;
+    if (message.type === 'stop') return stoppers.get(message.id)?.abort();
+    const stopper = new AbortController();
+    stoppers.set(message.id, stopper);
     queue = queue.then(() =>
-      run(message.spec).then(
-        (result) => send({ type: 'result', id: message.id, result }),
-        (error: unknown) => send({ type: 'failed', id: message.id, message: error instanceof Error ? error.message : String(error) }),
-      ),
+      run(message.spec, stopper.signal)
+        .then(
+          (result) => send({ type: 'result', id: message.id, result }),
+          (error: unknown) => send({ type: 'failed', id: message.id, message: error instanceof Error ? error.message : String(error) }),
+        )
+        .finally(() => stoppers.delete(message.id)),
     );
   });
   // The benchmark went away (finished, crashed, or Ctrl-C): nothing left to do.
   process.on('disconnect', () => {
-    for (const target of Object.values(callTargets)) target.close();
+    for (const target of callTargets.values()) target.close();
     process.exit(0);
   });
   send({ type: 'ready' });

@@ -1,6 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
-import { asFromGenerator, type PhaseResult, type PhaseSpec, type Targets } from './protocol';
+import { asFromGenerator, type PhaseResult, type PhaseSpec, type Targets, type ToGenerator } from './protocol';
 
 const generatorScript = path.join(__dirname, 'generator-process.js');
 const startTimeoutMs = 20_000;
@@ -60,17 +60,24 @@ export class LoadGenerator {
     return generator;
   }
 
-  /** Runs one phase; rejects when `signal` aborts (the generator is then stopped). */
-  run(spec: PhaseSpec, signal: AbortSignal): Promise<PhaseResult> {
+  /**
+   * Runs one phase; rejects when `signal` aborts (the generator is then stopped). When `stop`
+   * aborts, an open-loop phase sends no more calls and resolves once the outstanding ones are answered.
+   */
+  run(spec: PhaseSpec, signal: AbortSignal, stop?: AbortSignal): Promise<PhaseResult> {
     if (this.exited) return Promise.reject(new Error('the load generator is not running'));
     const id = this.nextId++;
     const limitMs = spec.warmupMs + spec.durationMs + phaseSlackMs;
     return new Promise<PhaseResult>((resolve, reject) => {
       const timer = setTimeout(() => fail(new Error(`phase ${JSON.stringify(spec)} took longer than ${limitMs} ms`)), limitMs);
       const onAbort = () => fail(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+      const onStop = () => {
+        if (this.child.connected) this.child.send({ type: 'stop', id } satisfies ToGenerator);
+      };
       const done = () => {
         clearTimeout(timer);
         signal.removeEventListener('abort', onAbort);
+        stop?.removeEventListener('abort', onStop);
         this.pending.delete(id);
       };
       const fail = (error: Error) => {
@@ -90,7 +97,9 @@ export class LoadGenerator {
           reject(error);
         },
       });
-      this.child.send({ type: 'run', id, spec });
+      this.child.send({ type: 'run', id, spec } satisfies ToGenerator);
+      if (stop?.aborted) onStop();
+      else stop?.addEventListener('abort', onStop, { once: true });
     });
   }
 

@@ -53,14 +53,15 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
 /**
  * Sends call i at start + i / rate, whatever happened to earlier calls. Latency runs from
  * when the call was due, so the generator's own lateness and any stall count against the
- * target instead of silently lowering the load.
+ * target instead of silently lowering the load. `stop` ends it early: no more calls are sent,
+ * and it resolves once the outstanding ones are answered.
  */
-export function openLoop(call: Call, spec: OpenLoopSpec): Promise<PhaseResult> {
+export function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSignal): Promise<PhaseResult> {
   if (!(spec.tasksPerSecond > 0)) throw new RangeError(`tasksPerSecond ${spec.tasksPerSecond}: expected > 0`);
   if (!(spec.maxOutstanding >= 1 && spec.maxOutstanding <= maxConcurrency)) throw new RangeError(`maxOutstanding ${spec.maxOutstanding}: expected 1..${maxConcurrency}`);
   const intervalMs = 1000 / spec.tasksPerSecond;
   const warmupCalls = Math.round(spec.warmupMs / intervalMs);
-  const totalCalls = warmupCalls + Math.max(1, Math.round(spec.durationMs / intervalMs));
+  let totalCalls = warmupCalls + Math.max(1, Math.round(spec.durationMs / intervalMs));
   const latency = new LatencyHistogram();
   const sendLag = new LatencyHistogram();
   const errorsByCode: Record<string, number> = {};
@@ -113,15 +114,23 @@ export function openLoop(call: Call, spec: OpenLoopSpec): Promise<PhaseResult> {
         finishIfDone();
       });
     };
+    let timer: NodeJS.Timeout | undefined;
+    const stopEarly = () => {
+      clearTimeout(timer);
+      totalCalls = next;
+      finishIfDone();
+    };
+    if (stop?.aborted) return stopEarly();
+    stop?.addEventListener('abort', stopEarly, { once: true });
     const tick = () => {
       const now = performance.now();
       while (next < totalCalls && startedAt + next * intervalMs <= now) {
         const sequence = next++;
         send(sequence, startedAt + sequence * intervalMs);
       }
-      if (next < totalCalls) setTimeout(tick, Math.max(0, startedAt + next * intervalMs - performance.now()));
+      if (next < totalCalls) timer = setTimeout(tick, Math.max(0, startedAt + next * intervalMs - performance.now()));
       else finishIfDone();
     };
-    setTimeout(tick, 1);
+    timer = setTimeout(tick, 1);
   });
 }

@@ -7,12 +7,21 @@ import type { LatencySummary } from '../report/histogram';
 export type TargetName = 'direct' | 'balancer';
 
 export interface Targets {
-  balancerAddress: string;
+  /** Balancer calls go to these in turn (the call's route picks one). */
+  balancerAddresses: readonly string[];
+  /** Direct calls go to these; empty when only the balancers are called. */
   workers: readonly { address: string; cluster: string; workerId: string }[];
-  /** Bytes of payload each task carries (the echo handler sends them back). */
-  payloadBytes: number;
+  task: TaskTemplate;
   /** gRPC deadline of each call, and the task's own deadline. */
   callTimeoutMs: number;
+}
+
+/** What every task carries; id and key change per call. */
+export interface TaskTemplate {
+  /** `echo` returns the payload and does no work; any other integration runs the demo handler (sim/src/handlers/demo.ts). */
+  integration: string;
+  /** For the demo handler, JSON such as {"sleepMs": 30}. */
+  payload: string;
 }
 
 /** A fixed number of calls outstanding at all times: measures throughput. */
@@ -61,7 +70,8 @@ export interface PhaseResult {
   elapsedMs: number;
 }
 
-export type ToGenerator = { type: 'run'; id: number; spec: PhaseSpec };
+/** `stop` ends an open-loop phase early: no further calls are sent, and the answer comes once the outstanding ones are answered. */
+export type ToGenerator = { type: 'run'; id: number; spec: PhaseSpec } | { type: 'stop'; id: number };
 export type FromGenerator = { type: 'ready' } | { type: 'result'; id: number; result: PhaseResult } | { type: 'failed'; id: number; message: string };
 
 function isRecord(value: unknown): value is Record<string, unknown> {
@@ -78,6 +88,7 @@ export function asFromGenerator(value: unknown): FromGenerator | undefined {
 }
 
 export function asToGenerator(value: unknown): ToGenerator | undefined {
+  if (isRecord(value) && value.type === 'stop' && typeof value.id === 'number') return { type: 'stop', id: value.id };
   if (!isRecord(value) || value.type !== 'run' || typeof value.id !== 'number' || !isRecord(value.spec)) return undefined;
   const spec = value.spec;
   if ((spec.kind !== 'closed' && spec.kind !== 'open') || (spec.target !== 'direct' && spec.target !== 'balancer')) return undefined;
@@ -86,7 +97,16 @@ export function asToGenerator(value: unknown): ToGenerator | undefined {
 
 export function asTargets(value: string | undefined): Targets {
   const parsed: unknown = JSON.parse(value ?? 'null');
-  if (!isRecord(parsed) || typeof parsed.balancerAddress !== 'string' || !Array.isArray(parsed.workers) || typeof parsed.payloadBytes !== 'number' || typeof parsed.callTimeoutMs !== 'number') {
+  const task = isRecord(parsed) ? parsed.task : undefined;
+  if (
+    !isRecord(parsed) ||
+    !Array.isArray(parsed.balancerAddresses) ||
+    !Array.isArray(parsed.workers) ||
+    !isRecord(task) ||
+    typeof task.integration !== 'string' ||
+    typeof task.payload !== 'string' ||
+    typeof parsed.callTimeoutMs !== 'number'
+  ) {
     throw new Error(`load generator: expected the targets as JSON in argv[2], got ${String(value).slice(0, 200)}`);
   }
   return parsed as unknown as Targets;

@@ -3,6 +3,8 @@ import { BalancerService, WorkerService, metadataKeys, type BalancerClient, type
 import type { TargetName, Targets } from './protocol';
 
 export type CallOutcome = { ok: true } | { ok: false; code: string };
+/** A Balancer.Submit answered: the cluster that ran the task, or why it failed. */
+export type SubmitOutcome = { ok: true; cluster: string } | { ok: false; code: string };
 
 /** One call; `route` spreads direct calls over the workers (the same route always reaches the same worker). */
 export type Call = (sequence: number, route: number) => Promise<CallOutcome>;
@@ -18,49 +20,67 @@ function errorCode(error: grpc.ServiceError): string {
   return code === undefined ? `GRPC_${grpc.status[error.code] ?? error.code}` : String(code);
 }
 
-function waitForReady(client: grpc.Client, timeoutMs: number): Promise<void> {
+export function waitForReady(client: grpc.Client, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => client.waitForReady(Date.now() + timeoutMs, (error) => (error ? reject(error) : resolve())));
 }
 
-/** Tasks for the `echo` integration: the handler returns the payload and does no work. */
-function echoTask(runId: string, sequence: number, payload: Buffer, deadlineUnixMs: number): Task {
-  return { id: `${runId}-${sequence}`, key: `key-${sequence % 1024}`, integration: 'echo', priority: 'USER_PRESENT', payload, deadlineUnixMs, idempotent: false };
+/** A task without its deadline, which is set when it is sent. */
+export type UndatedTask = Omit<Task, 'deadlineUnixMs'>;
+
+export function benchTask(id: string, key: string, integration: string, payload: Buffer): UndatedTask {
+  return { id, key, integration, priority: 'USER_PRESENT', payload, idempotent: false };
+}
+
+export function connectBalancer(address: string): BalancerClient {
+  return new BalancerService(address, grpc.credentials.createInsecure());
+}
+
+/** One Balancer.Submit with `timeoutMs` as both the gRPC deadline and the task's own; never rejects. */
+export function submitTask(client: BalancerClient, task: UndatedTask, timeoutMs: number): Promise<SubmitOutcome> {
+  const deadlineUnixMs = Date.now() + timeoutMs;
+  return new Promise((resolve) => {
+    client.submit({ task: { ...task, deadlineUnixMs } }, { deadline: deadlineUnixMs }, (error, response) => {
+      if (error) return resolve({ ok: false, code: errorCode(error) });
+      if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });
+      resolve({ ok: true, cluster: response?.placement?.cluster ?? '' });
+    });
+  });
 }
 
 let runCounter = 0;
 
-export function createTarget(name: TargetName, targets: Targets): CallTarget {
-  const payload = Buffer.alloc(targets.payloadBytes, 0x61);
+/** The target `name` of `targets`; undefined when it has nothing to call. */
+export function createTarget(name: TargetName, targets: Targets): CallTarget | undefined {
+  const { integration } = targets.task;
+  const payload = Buffer.from(targets.task.payload);
   const runId = `${process.pid}-${++runCounter}`;
   const { callTimeoutMs } = targets;
 
   if (name === 'balancer') {
-    const client: BalancerClient = new BalancerService(targets.balancerAddress, grpc.credentials.createInsecure());
+    const clients = targets.balancerAddresses.map(connectBalancer);
+    if (clients.length === 0) return undefined;
     return {
-      call: (sequence) =>
-        new Promise((resolve) => {
-          const deadlineUnixMs = Date.now() + callTimeoutMs;
-          client.submit({ task: echoTask(runId, sequence, payload, deadlineUnixMs) }, { deadline: deadlineUnixMs }, (error, response) => {
-            if (error) return resolve({ ok: false, code: errorCode(error) });
-            if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });
-            resolve({ ok: true });
-          });
-        }),
-      waitForReady: (timeoutMs) => waitForReady(client, timeoutMs),
-      close: () => client.close(),
+      call: (sequence, route) => submitTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload), callTimeoutMs),
+      waitForReady: async (timeoutMs) => {
+        await Promise.all(clients.map((client) => waitForReady(client, timeoutMs)));
+      },
+      close: () => {
+        for (const client of clients) client.close();
+      },
     };
   }
 
   // Straight to the workers, as the balancer would call them but without a ledger lease:
   // the worker accepts any non-empty lease id, and releasing an unknown lease is a no-op.
   const workers = targets.workers.map((worker) => ({ cluster: worker.cluster, workerId: worker.workerId, client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient }));
-  if (workers.length === 0) throw new Error('load generator: no workers to call directly');
+  if (workers.length === 0) return undefined;
   return {
     call: (sequence, route) =>
       new Promise((resolve) => {
         const worker = workers[route % workers.length]!;
         const deadlineUnixMs = Date.now() + callTimeoutMs;
-        const request = { task: echoTask(runId, sequence, payload, deadlineUnixMs), leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
+        const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload), deadlineUnixMs };
+        const request = { task, leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
         worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
           if (error) return resolve({ ok: false, code: errorCode(error) });
           if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });

@@ -18,3 +18,18 @@ export function formatSpread(value: Spread, digits = 2): string {
   const f = (n: number) => n.toFixed(digits);
   return value.min === value.max ? f(value.median) : `${f(value.median)} (${f(value.min)}..${f(value.max)})`;
 }
+
+/** Exact figures of a few measurements (a benchmark's repetitions), in milliseconds. */
+export interface Figures {
+  count: number;
+  medianMs: number;
+  /** Nearest rank: of 100 values or fewer, the largest. */
+  p99Ms: number;
+  maxMs: number;
+}
+
+export function figures(values: readonly number[]): Figures {
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil(0.99 * sorted.length));
+  return { count: sorted.length, medianMs: spread(sorted).median, p99Ms: sorted[rank - 1] ?? Number.NaN, maxMs: sorted[sorted.length - 1] ?? Number.NaN };
+}
