@@ -144,8 +144,8 @@ export class ControlService {
   rollback(scope: RollbackScope, actor: string): Promise<RollbackRecord> {
     return this.serialised(async () => {
       const target = scope.integration ?? 'all';
-      const before = await this.deps.override.store.read();
       const propagated = await this.deps.override.change(scope.integration ? { operation: 'rollback', integration: scope.integration } : { operation: 'rollback-all' }, actor);
+      const before = propagated.previous;
       this.deps.metrics.observeRollback(propagated.propagationMs);
       const record: RollbackRecord = {
         scope: target,

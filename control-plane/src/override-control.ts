@@ -13,6 +13,8 @@ export interface Acknowledgement {
 
 export interface PropagatedChange {
   override: OverrideState;
+  /** The override it replaced (undefined when Redis had none). */
+  previous: OverrideState | undefined;
   /** Balancers alive when the change was written. */
   expected: string[];
   acknowledged: Acknowledgement[];
@@ -25,7 +27,8 @@ export interface PropagatedChange {
 interface Collector {
   version: number | undefined;
   readonly startedAt: number;
-  readonly expected: Set<string>;
+  /** Known once the balancers alive at the change were listed (after it was written). */
+  expected: Set<string> | undefined;
   readonly seen: Map<string, { ack: OverrideAck; at: number }>;
   done(): void;
 }
@@ -72,24 +75,31 @@ export class OverrideControl {
     return this.store.liveBalancers(this.options.balancerLiveWithinMs);
   }
 
+  /**
+   * The write comes first, so nothing else delays it; the balancers to wait for are listed
+   * right after (one that registers later read the override when it started, or gets the
+   * message: it is subscribed before it reads).
+   */
   async change(change: OverrideChange, actor: string): Promise<PropagatedChange> {
     const startedAt = performance.now();
     const startedAtUnixMs = Date.now();
-    const balancers = await this.liveBalancers();
     let finish!: () => void;
     const finished = new Promise<void>((resolve) => (finish = resolve));
-    const collector: Collector = { version: undefined, startedAt, expected: new Set(balancers.map((b) => b.balancerId)), seen: new Map(), done: finish };
+    const collector: Collector = { version: undefined, startedAt, expected: undefined, seen: new Map(), done: finish };
     this.collectors.add(collector);
     let timer: NodeJS.Timeout | undefined;
     try {
-      const override = await this.store.change(change, actor);
+      const { state: override, previous } = await this.store.changeFrom(change, actor);
       collector.version = override.version;
-      maybeDone(collector);
       timer = setTimeout(finish, this.options.ackTimeoutMs);
       timer.unref();
+      const balancers = await this.liveBalancers();
+      collector.expected = new Set(balancers.map((b) => b.balancerId));
+      maybeDone(collector);
       await finished;
+      const expected = collector.expected;
       // Acks that went by while we were not listening (or arrived just after the timeout).
-      const missing = [...collector.expected].filter((id) => !acked(collector, id));
+      const missing = [...expected].filter((id) => !acked(collector, id));
       if (missing.length > 0) {
         for (const record of await this.liveBalancers()) {
           if (record.ack && record.ack.version >= override.version && !acked(collector, record.balancerId)) {
@@ -98,7 +108,7 @@ export class OverrideControl {
         }
       }
       const addresses = new Map(balancers.map((b) => [b.balancerId, b.address]));
-      const acknowledged: Acknowledgement[] = [...collector.expected]
+      const acknowledged: Acknowledgement[] = [...expected]
         .filter((id) => acked(collector, id))
         .map((id) => {
           const { ack, at } = collector.seen.get(id)!;
@@ -107,9 +117,10 @@ export class OverrideControl {
         .sort((a, b) => a.ackMs - b.ackMs);
       return {
         override,
-        expected: [...collector.expected],
+        previous,
+        expected: [...expected],
         acknowledged,
-        missing: [...collector.expected].filter((id) => !acked(collector, id)),
+        missing: [...expected].filter((id) => !acked(collector, id)),
         propagationMs: acknowledged.length === 0 ? null : acknowledged[acknowledged.length - 1]!.ackMs,
       };
     } finally {
@@ -125,7 +136,7 @@ function acked(collector: Collector, balancerId: string): boolean {
 }
 
 function maybeDone(collector: Collector): void {
-  if (collector.version === undefined) return;
+  if (collector.version === undefined || collector.expected === undefined) return;
   for (const id of collector.expected) if (!acked(collector, id)) return;
   collector.done();
 }

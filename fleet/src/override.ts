@@ -88,14 +88,19 @@ export class OverrideStore {
 
   /** Applies a change atomically and publishes the result to every balancer. */
   async change(change: OverrideChange, actor: string): Promise<OverrideState> {
+    return (await this.changeFrom(change, actor)).state;
+  }
+
+  /** The same, also returning the override it replaced (undefined when there was none). */
+  async changeFrom(change: OverrideChange, actor: string): Promise<{ state: OverrideState; previous: OverrideState | undefined }> {
     const argument =
       change.operation === 'rollback' || change.operation === 'resume'
         ? change.integration
         : change.operation === 'set'
           ? JSON.stringify({ all: change.all, integrations: [...change.integrations] })
           : '';
-    const raw = await this.run('override-change', [this.keys.override, this.keys.overrideChangedChannel, change.operation, argument, actor]);
-    return parseOverride(String(raw));
+    const [raw, previous] = (await this.run('override-change', [this.keys.override, this.keys.overrideChangedChannel, change.operation, argument, actor])) as [string, string];
+    return { state: parseOverride(raw), previous: previous === '' ? undefined : parseOverride(previous) };
   }
 
   /** A balancer's heartbeat; returns the current override (undefined when Redis has none). */

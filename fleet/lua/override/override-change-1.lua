@@ -4,7 +4,7 @@
 -- KEYS: 1 override (STRING, JSON {version, all, integrations, updatedAtUnixMs, actor})
 -- ARGV: 1 changed channel  2 operation: rollback-all | resume-all | rollback | resume | set
 --       3 integration (rollback, resume) or JSON {all, integrations} (set)  4 actor
--- Returns: the new override, as JSON.
+-- Returns: { the new override, the previous one or '' }, as JSON.
 local time = redis.call('TIME')
 local nowUs = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local current = redis.call('GET', KEYS[1])
@@ -49,4 +49,4 @@ local encoded = '{"version":' .. string.format('%.0f', version) .. ',"all":' .. 
   ',"actor":' .. cjson.encode(ARGV[4]) .. '}'
 redis.call('SET', KEYS[1], encoded)
 redis.call('PUBLISH', ARGV[1], encoded)
-return encoded
+return { encoded, current or '' }
