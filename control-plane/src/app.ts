@@ -68,6 +68,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     try {
       const removed = [...(await traffic.ensure()), ...(await parallelism.ensure())];
       if (removed.length > 0) logger.warn({ removed }, 'removed flag strategies the control plane does not manage');
+      await service.rebuildOverrideIfLost('start');
       flagsReady = true;
       logger.info({ flags: [traffic.flagName, parallelism.flagName], integrations: config.integrations }, 'Unleash flags ready');
     } catch (error) {
@@ -102,7 +103,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   figuresTimer.unref();
   const overrideTimer = setInterval(() => {
     if (!flagsReady) return;
-    service.rebuildOverrideIfLost().catch((error: unknown) => logger.debug({ err: error }, 'override check failed'));
+    service.rebuildOverrideIfLost('check').catch((error: unknown) => logger.debug({ err: error }, 'override check failed'));
   }, config.overrideCheckIntervalMs);
   overrideTimer.unref();
 

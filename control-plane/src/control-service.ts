@@ -207,10 +207,11 @@ export class ControlService {
   }
 
   /**
-   * After Redis lost its data, writes the override again from what Unleash durably says, so
-   * balancers that start later see it too. Returns true when it rebuilt.
+   * Writes the override from what Unleash durably says when Redis has none: at start (a new
+   * key prefix has none yet), and after Redis lost its data, so balancers that start later see
+   * it too. Returns true when it wrote one.
    */
-  async rebuildOverrideIfLost(): Promise<boolean> {
+  async rebuildOverrideIfLost(when: 'start' | 'check'): Promise<boolean> {
     const current = await this.deps.override.store.read();
     if (current) return false;
     return this.serialised(async () => {
@@ -218,8 +219,12 @@ export class ControlService {
       const flag = await this.deps.traffic.read();
       const integrations = Object.entries(flag.integrations).filter(([, t]) => t.rolledBack).map(([name]) => name);
       const rebuilt = await this.deps.override.store.change({ operation: 'set', all: !flag.enabled, integrations }, 'control-plane');
-      await this.record('override.rebuild', 'control-plane', 'all', null, rebuilt);
-      this.deps.logger.warn({ override: rebuilt }, 'the override was missing in Redis: rebuilt from Unleash');
+      if (when === 'start') {
+        this.deps.logger.info({ override: rebuilt }, 'no override in Redis yet: wrote the one Unleash implies');
+      } else {
+        await this.record('override.rebuild', 'control-plane', 'all', null, rebuilt);
+        this.deps.logger.warn({ override: rebuilt }, 'the override was missing in Redis: rebuilt from Unleash');
+      }
       return true;
     });
   }

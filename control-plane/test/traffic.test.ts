@@ -117,7 +117,7 @@ test('tokens: none gets 401, a viewer reads but cannot change (403), and nothing
   }
   const traffic = await stack.api('GET', '/traffic');
   assert.equal(traffic.body.flag.defaultPercent, 0);
-  assert.equal(traffic.body.override, null);
+  assert.deepEqual([traffic.body.override.all, traffic.body.override.integrations], [false, []], 'the override written at start, nothing rolled back');
   assert.deepEqual((await stack.api('GET', '/audit')).body.entries, []);
 });
 
@@ -193,4 +193,18 @@ test('draining a worker through the API: it stops taking tasks and leaves; an un
   assert.equal(missing.status, 404);
   const audit = (await stack.api('GET', '/audit')).body.entries;
   assert.deepEqual(audit.map((e: { action: string; target: string }) => [e.action, e.target]), [['worker.drain', 'w-drain']]);
+});
+
+test('with no integrations of their own configured, the default share alone decides', async (t) => {
+  const stack = await startStack(t, unleash, { integrations: [] });
+  await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 });
+  await stack.fleet.addWorker({ cluster: 'candidate', maxParallelism: 4 });
+  await stack.fleet.addBalancer({}, (await stack.newFlagClient()).flags);
+  const put = await stack.api('PUT', '/traffic', { defaultPercent: 100 });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  assert.deepEqual(put.body.flag.integrations, {});
+  await eventually('everything on the candidate', 8000, async () => ((await clusterOf(stack.fleet.clients[0]!, 'k', 'bank-a')) === 'candidate' ? true : undefined));
+  const unknown = await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 5 } });
+  assert.equal(unknown.status, 400);
+  assert.match(unknown.body.error.fields[0].message, /unknown integration; accepted: \(none configured\)/);
 });

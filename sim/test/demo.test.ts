@@ -1,9 +1,13 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { freePort, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { Ledger, clusterKeys, connectRedis } from '@headroom/fleet';
+import { Ledger, connectRedis } from '@headroom/fleet';
+import { startTestUnleash } from '@headroom/unleash-local';
+import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/demo/control-plane-api';
+import { deleteKeysUnder } from '../src/demo/redis';
 
 const demoCli = path.join(__dirname, '..', 'src', 'demo', 'cli.js');
 
@@ -13,13 +17,20 @@ interface Run {
   stderr: string;
 }
 
-/** Runs the demo launcher to its end; kills it (and so, through exit-with-parent, its children) on timeout. */
-function runDemo(args: string[], env: NodeJS.ProcessEnv = process.env, timeoutMs = 30_000): Promise<Run> {
+/**
+ * Runs the demo launcher to its end; kills it (and so, through exit-with-parent, its children)
+ * on timeout. `onStdout` sees the output so far each time more arrives, while the demo runs.
+ */
+function runDemo(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onStdout?: (stdout: string) => void } = {}): Promise<Run> {
+  const timeoutMs = options.timeoutMs ?? 30_000;
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [demoCli, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [demoCli, ...args], { env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      options.onStdout?.(stdout);
+    });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -41,6 +52,16 @@ function isRunning(pid: number): boolean {
   }
 }
 
+/** Every "pid N" the demo printed. */
+const printedPids = (stdout: string) => [...stdout.matchAll(/pid (\d+)/g)].map((match) => Number(match[1]));
+
+/** Command lines of running processes that contain `text` (PostgreSQL's carry its data directory). */
+function processesMentioning(text: string): string[] {
+  return execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' })
+    .split('\n')
+    .filter((line) => line.includes(text));
+}
+
 /** "done N" of each status line, by cluster. */
 function completedByCluster(stdout: string): Record<string, number[]> {
   const done: Record<string, number[]> = {};
@@ -50,57 +71,130 @@ function completedByCluster(stdout: string): Record<string, number[]> {
   return done;
 }
 
-test('npm start runs the whole system, shows its status, and stops cleanly by itself', { timeout: 35_000 }, async (t) => {
+/** "done N" of the load generator's totals at the end, by cluster. */
+function totalCompleted(stdout: string): Record<string, number> {
+  const totals = stdout.slice(stdout.indexOf('load in total'));
+  return Object.fromEntries([...totals.matchAll(/^ {2}(baseline|candidate)\s+done (\d+)/gm)].map((match) => [match[1]!, Number(match[2])]));
+}
+
+/** What the test learns from the control plane's API while the demo runs. */
+interface ApiCheck {
+  operatorReads: Awaited<ReturnType<typeof readTraffic>>;
+  viewerReads: Awaited<ReturnType<typeof readTraffic>>;
+  viewerChangeRefused: unknown;
+  noTokenRefused: unknown;
+}
+
+async function checkApi(apiUrl: string, operatorToken: string, viewerToken: string): Promise<ApiCheck> {
+  const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: unknown) => error);
+  return {
+    operatorReads: await readTraffic(apiUrl, operatorToken, 5000),
+    viewerReads: await readTraffic(apiUrl, viewerToken, 5000),
+    viewerChangeRefused: await refusal(callControlPlane(apiUrl, viewerToken, { method: 'PUT', path: '/traffic', body: { defaultPercent: 90 }, timeoutMs: 5000 })),
+    noTokenRefused: await refusal(readTraffic(apiUrl, 'not-a-token-of-this-run', 5000)),
+  };
+}
+
+test('npm start runs the whole system with its own Unleash and the control plane, and stops cleanly by itself', { timeout: 90_000 }, async (t) => {
   const keyPrefix = uniquePrefix('demo');
-  const port = await freePort();
+  const [port, controlPlanePort] = [await freePort(), await freePort()];
   const redis = connectRedis(testRedisUrl);
   t.after(async () => {
-    await redis.del(...['baseline', 'candidate'].flatMap((cluster) => clusterKeys(keyPrefix, cluster).all));
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
-  const run = await runDemo([
-    '--duration-s', '6',
-    '--balancer-port', String(port),
-    '--key-prefix', keyPrefix,
-    '--redis-url', testRedisUrl,
-    '--baseline-workers', '2',
-    '--candidate-workers', '1',
-    '--candidate-parallelism', '4',
-    '--status-interval-s', '2',
-  ]);
+  let apiCheck: Promise<ApiCheck> | undefined;
+  const run = await runDemo(
+    [
+      '--duration-s', '6',
+      '--balancer-port', String(port),
+      '--control-plane-port', String(controlPlanePort),
+      '--candidate-percent', '30',
+      '--key-prefix', keyPrefix,
+      '--redis-url', testRedisUrl,
+      '--baseline-workers', '2',
+      '--candidate-workers', '1',
+      '--candidate-parallelism', '4',
+      '--status-interval-s', '2',
+    ],
+    {
+      timeoutMs: 80_000,
+      onStdout: (stdout) => {
+        const printed = /^Control plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) /m.exec(stdout);
+        if (printed && !apiCheck) apiCheck = checkApi(printed[1]!, printed[2]!, printed[3]!);
+      },
+    },
+  );
   const output = `${run.stdout}\n${run.stderr}`;
   assert.equal(run.code, 0, output);
   assert.match(run.stdout, new RegExp(`Ledger key prefix: ${keyPrefix}`));
   assert.match(run.stdout, /starting Redis\.\.\. ok/);
+  const dataDir = /starting Unleash \(embedded PostgreSQL, data in (\S+);.*\.\.\. ok \(http:\/\/127\.0\.0\.1:\d+, pid \d+; PostgreSQL pid \d+\)/.exec(run.stdout)?.[1];
+  assert.ok(dataDir, output);
+  assert.match(run.stdout, new RegExp(`starting control plane\\.\\.\\. ready at http://127\\.0\\.0\\.1:${controlPlanePort}/api/v1`));
+  assert.match(run.stdout, /setting the candidate share to 30% .*\.\.\. ok \(flag headroom\.candidate-cluster: bank-a 30%, bank-b 30%, bank-c 30%, others 30%\)\n/);
   assert.match(run.stdout, /baseline worker 2\/2 ready/);
   assert.match(run.stdout, /candidate worker 1\/1 ready/);
-  assert.match(run.stdout, new RegExp(`Balancer: 127\\.0\\.0\\.1:${port}`));
+  assert.match(run.stdout, new RegExp(`Balancer: +127\\.0\\.0\\.1:${port}`));
+
+  // The control plane answered while the demo ran, with the split the demo set through it.
+  assert.ok(apiCheck, `the demo printed no control plane address and tokens:\n${output}`);
+  const api = await apiCheck;
+  for (const view of [api.operatorReads, api.viewerReads]) {
+    assert.equal(view.flag.name, 'headroom.candidate-cluster');
+    assert.equal(view.flag.enabled, true);
+    assert.equal(view.flag.defaultPercent, 30);
+    assert.deepEqual(view.effectivePercent, { default: 30, integrations: { 'bank-a': 30, 'bank-b': 30, 'bank-c': 30 } });
+  }
+  assert.ok(api.viewerChangeRefused instanceof ControlPlaneApiError && api.viewerChangeRefused.code === 'HR_ERR_FORBIDDEN', String(api.viewerChangeRefused));
+  assert.ok(api.noTokenRefused instanceof ControlPlaneApiError && api.noTokenRefused.code === 'HR_ERR_UNAUTHENTICATED', String(api.noTokenRefused));
+
+  // The balancer routes by the flag: both clusters got work.
   const done = completedByCluster(run.stdout);
   for (const cluster of ['baseline', 'candidate']) {
     assert.ok((done[cluster] ?? []).some((n) => n > 0), `${cluster} completed no tasks:\n${output}`);
   }
-  assert.match(run.stdout, /stopping \(--duration-s 6 elapsed\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok/);
+  assert.match(
+    run.stdout,
+    /stopping \(--duration-s 6 elapsed\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
+  );
   assert.match(run.stdout, new RegExp(`ledger: no workers left under ${keyPrefix}`));
 
-  const pids = [...run.stdout.matchAll(/pid (\d+)/g)].map((match) => Number(match[1]));
-  assert.equal(pids.length, 5, 'balancer, 3 workers and the load generator');
+  // Nothing outlives the demo: Unleash, PostgreSQL, control plane, balancer, 3 workers, load generator.
+  const pids = printedPids(run.stdout);
+  assert.equal(pids.length, 8, run.stdout);
   assert.deepEqual(pids.filter(isRunning), [], 'no process outlives the demo');
+  assert.deepEqual(processesMentioning(dataDir), [], 'no PostgreSQL process is left');
+  assert.equal(fs.existsSync(dataDir), false, 'the PostgreSQL data directory is deleted');
 
   if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
   const ledger = new Ledger(redis, { keyPrefix });
   for (const cluster of ['baseline', 'candidate']) assert.deepEqual((await ledger.snapshot(cluster)).workers, []);
 });
 
-test('when nothing answers at the Redis URL, a private redis-server is started and stopped', { timeout: 35_000 }, async () => {
+test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a private redis-server is started and stopped', { timeout: 60_000 }, async (t) => {
+  const unleash = await startTestUnleash();
+  t.after(() => unleash.stop());
   const nothingThere = `redis://127.0.0.1:${await freePort()}`;
-  const run = await runDemo(['--duration-s', '1', '--balancer-port', '0', '--baseline-workers', '2', '--candidate-workers', '1', '--redis-url', nothingThere]);
-  assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
-  const started = /starting a private .*redis-server\.\.\. ok \(redis:\/\/127\.0\.0\.1:\d+, pid (\d+)\)/.exec(run.stdout);
-  assert.ok(started, run.stdout);
-  assert.match(run.stdout, / {2}private Redis\.\.\. ok/);
-  const pids = [...run.stdout.matchAll(/pid (\d+)/g)].map((match) => Number(match[1]));
-  assert.equal(pids.length, 6, 'Redis, balancer, 3 workers and the load generator');
+  const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken };
+  const run = await runDemo(
+    ['--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--candidate-percent', '100', '--baseline-workers', '2', '--candidate-workers', '1', '--redis-url', nothingThere],
+    { env, timeoutMs: 50_000 },
+  );
+  const output = `${run.stdout}\n${run.stderr}`;
+  assert.equal(run.code, 0, output);
+  assert.ok(/starting a private .*redis-server\.\.\. ok \(redis:\/\/127\.0\.0\.1:\d+, pid (\d+)\)/.test(run.stdout), output);
+  assert.match(run.stdout, new RegExp(`checking Unleash at ${unleash.url}\\.\\.\\. ok`));
+  assert.doesNotMatch(run.stdout, /embedded PostgreSQL/);
+  // Every task key goes to the candidate cluster: the flag, not a static split, decides.
+  const totals = totalCompleted(run.stdout);
+  assert.ok((totals.candidate ?? 0) > 0, output);
+  assert.equal(totals.baseline ?? 0, 0, output);
+  assert.match(run.stdout, / {2}private Redis\.\.\. ok\nstopped\n/);
+  const pids = printedPids(run.stdout);
+  assert.equal(pids.length, 7, 'Redis, control plane, balancer, 3 workers and the load generator');
   assert.deepEqual(pids.filter(isRunning), []);
+  assert.equal((await fetch(`${unleash.url}/health`)).status, 200, 'the given Unleash still runs');
 });
 
 test('an invalid option exits 2 with a message naming it and what it accepts', async () => {
@@ -109,20 +203,44 @@ test('an invalid option exits 2 with a message naming it and what it accepts', a
   assert.match(flag.stderr, /--baseline-workers: got "0", expected a number >= 1/);
   assert.equal(flag.stdout, '');
 
-  const env = await runDemo([], { ...process.env, HEADROOM_DEMO_CANDIDATE_PERCENT: '150' });
+  const env = await runDemo([], { env: { ...process.env, HEADROOM_DEMO_CANDIDATE_PERCENT: '150' } });
   assert.equal(env.code, 2);
   assert.match(env.stderr, /HEADROOM_DEMO_CANDIDATE_PERCENT \(env\): got "150", expected a percentage from 0 to 100/);
+
+  const fraction = await runDemo(['--candidate-percent', '12.5']);
+  assert.equal(fraction.code, 2);
+  assert.match(fraction.stderr, /--candidate-percent: got "12\.5", expected a whole percentage from 0 to 100/);
 
   const unknown = await runDemo(['--workers', '3']);
   assert.equal(unknown.code, 2);
   assert.match(unknown.stderr, /Unknown option '--workers'/);
+
+  const noTokens = await runDemo(['--unleash-url', 'http://127.0.0.1:4242']);
+  assert.equal(noTokens.code, 2);
+  assert.match(noTokens.stderr, /--unleash-admin-token: required/);
+  assert.match(noTokens.stderr, /--unleash-client-token: required/);
+
+  const tokenAlone = await runDemo(['--unleash-client-token', 'secret-client-token']);
+  assert.equal(tokenAlone.code, 2);
+  assert.match(tokenAlone.stderr, /--unleash-client-token: only used with --unleash-url/);
+  assert.doesNotMatch(tokenAlone.stderr, /secret-client-token/, 'a token is never echoed');
 });
 
 test('without Redis and without redis-server it says how to get Redis and exits 1', async () => {
   const nothingThere = `redis://127.0.0.1:${await freePort()}`;
-  const run = await runDemo([], { ...process.env, PATH: '/nonexistent', REDIS_URL: nothingThere });
+  const run = await runDemo([], { env: { ...process.env, PATH: '/nonexistent', REDIS_URL: nothingThere } });
   assert.equal(run.code, 1, run.stdout + run.stderr);
   assert.match(run.stderr, new RegExp(`nothing answers at ${nothingThere}, and redis-server is not on the PATH`));
   assert.match(run.stderr, /apt-get install redis-server/);
   assert.match(run.stderr, /REDIS_URL=/);
+});
+
+test('a given Unleash that does not answer stops the demo with a message naming UNLEASH_URL, exit 1', async () => {
+  const nowhere = `http://127.0.0.1:${await freePort()}`;
+  const run = await runDemo(['--balancer-port', '0', '--control-plane-port', '0', '--redis-url', testRedisUrl], {
+    env: { ...process.env, UNLEASH_URL: nowhere, UNLEASH_ADMIN_TOKEN: 'admin-token', UNLEASH_CLIENT_TOKEN: 'client-token' },
+  });
+  assert.equal(run.code, 1, run.stdout + run.stderr);
+  assert.match(run.stderr, new RegExp(`Unleash at ${nowhere} \\(--unleash-url, UNLEASH_URL\\): GET /health failed`));
+  assert.match(run.stderr, /leave UNLEASH_URL unset and the demo runs an Unleash of its own/);
 });

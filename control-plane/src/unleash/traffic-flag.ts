@@ -59,7 +59,9 @@ export class TrafficFlag {
     let env = await this.environment();
     let defaultStrategy = env.strategies.find(isDefaultStrategy);
     if (!defaultStrategy) {
-      defaultStrategy = await this.admin.addStrategy(this.flagName, this.strategy(defaultTitle, 0, { contextName: contextFieldNames.integration, operator: 'NOT_IN', values: [...this.integrations] }));
+      // Unleash refuses NOT_IN []: with no integrations of their own, the default has no constraint.
+      const notInOurs = this.integrations.length > 0 ? [{ contextName: contextFieldNames.integration, operator: 'NOT_IN' as const, values: [...this.integrations] }] : [];
+      defaultStrategy = await this.admin.addStrategy(this.flagName, this.strategy(defaultTitle, 0, ...notInOurs));
       env = await this.environment();
     }
     const defaultPercent = rolloutOf(defaultStrategy);
@@ -87,7 +89,7 @@ export class TrafficFlag {
   async read(): Promise<TrafficFlagState> {
     const env = await this.environment();
     const defaultStrategy = env.strategies.find(isDefaultStrategy);
-    if (!defaultStrategy) throw new UnleashFailedError(`flag ${this.flagName} has no default strategy (integration NOT_IN [...]); restart the control plane to recreate it`);
+    if (!defaultStrategy) throw new UnleashFailedError(`flag ${this.flagName} has no default strategy ("${defaultTitle}"); restart the control plane to recreate it`);
     const integrations: Record<string, IntegrationTraffic> = {};
     for (const integration of this.integrations) {
       const strategy = env.strategies.find((s) => integrationOf(s) === integration);
@@ -133,12 +135,12 @@ export class TrafficFlag {
     return { describe: `${what}: ${from}% -> ${to}%`, apply: write(to), undo: write(from) };
   }
 
-  private strategy(title: string, percent: number, constraint: FeatureStrategy['constraints'][number]): FeatureStrategy {
+  private strategy(title: string, percent: number, ...constraints: FeatureStrategy['constraints']): FeatureStrategy {
     return {
       name: 'flexibleRollout',
       title,
       disabled: false,
-      constraints: [constraint],
+      constraints,
       parameters: { rollout: String(percent), stickiness: contextFieldNames.taskKey, groupId: this.flagName },
       variants: [],
     };
@@ -167,7 +169,9 @@ function integrationOf(strategy: FeatureStrategy): string | undefined {
   return only && only.contextName === contextFieldNames.integration && only.operator === 'IN' && only.values.length === 1 ? only.values[0] : undefined;
 }
 
+/** Ours: integration NOT_IN [...], or (with no integrations configured) no constraint and our title. */
 function isDefaultStrategy(strategy: FeatureStrategy): boolean {
+  if (strategy.constraints.length === 0) return strategy.title === defaultTitle;
   return strategy.constraints.some((c) => c.contextName === contextFieldNames.integration && c.operator === 'NOT_IN');
 }
 

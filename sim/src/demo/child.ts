@@ -1,7 +1,9 @@
 /**
- * One process the demo launcher runs (balancer, worker, load generator): started in a
- * process group of its own (Ctrl-C reaches the launcher only, which stops children in
- * order) with exit-with-parent preloaded (none outlives the launcher). Stdout lines that
+ * One process the demo launcher runs (Unleash, control plane, balancer, worker, load
+ * generator): started in a process group of its own (Ctrl-C reaches the launcher only, which
+ * stops children in order) with exit-with-parent preloaded (none outlives the launcher); a
+ * SIGKILL goes to the whole group, so it also reaches what the child started (the embedded
+ * PostgreSQL). Stdout lines that
  * are JSON events go to listeners; pino log lines of level warn and above, and anything
  * on stderr, are forwarded.
  */
@@ -92,7 +94,7 @@ export class ManagedChild {
         this.child.kill(signal);
         const timer = setTimeout(() => {
           forced = true;
-          this.child.kill('SIGKILL');
+          this.killGroup();
         }, graceMs);
         const exit = await this.exited;
         clearTimeout(timer);
@@ -104,7 +106,16 @@ export class ManagedChild {
   }
 
   killNow(): void {
-    if (this.running) this.child.kill('SIGKILL');
+    if (this.running) this.killGroup();
+  }
+
+  /** SIGKILL to the child's process group (its id is the child's pid: it was started detached). */
+  private killGroup(): void {
+    try {
+      process.kill(-this.pid, 'SIGKILL');
+    } catch {
+      this.child.kill('SIGKILL');
+    }
   }
 
   private onStdout(line: string): void {

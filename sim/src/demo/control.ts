@@ -1,0 +1,158 @@
+/**
+ * The demo's feature-flag control: Unleash (the given one, or a real one of its own on an
+ * embedded PostgreSQL, run as a child) and the control plane on it (a child), with API tokens
+ * made up for the run. The initial candidate share goes through the control plane's API, as
+ * an operator's change would.
+ */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { defaultIntegrations } from '../loadgen';
+import type { ManagedChild } from './child';
+import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, setTrafficPercent, type DemoApiTokens } from './control-plane-api';
+import type { DemoConfig } from './options';
+import { portIsFree } from './redis';
+import { StartError, messageOf, say, write } from './terminal';
+
+/** Starts a child of the launcher; `secrets` go by env. */
+export type SpawnChild = (label: string, script: string, args: string[], secrets?: Record<string, string>) => ManagedChild;
+
+/** Where the flags live and the tokens to reach them. */
+export interface UnleashAccess {
+  url: string;
+  adminToken: string;
+  clientToken: string;
+  /** Ours (embedded, stopped at exit) or the given one. */
+  embedded: boolean;
+}
+
+const scripts = {
+  controlPlane: require.resolve('@headroom/control-plane/dist/src/cli.js'),
+  embeddedUnleash: path.join(__dirname, 'embedded-unleash.js'),
+};
+/** The control plane's port unless --control-plane-port says otherwise (any free one when taken). */
+const defaultControlPlanePort = 8080;
+const timeouts = {
+  unleashAnswerMs: 5000,
+  /** PostgreSQL's initdb and Unleash's migrations: a few seconds, more on a slow disk. */
+  unleashReadyMs: 90_000,
+  controlPlaneReadyMs: 30_000,
+  apiCallMs: 15_000,
+};
+
+/** Resolves with why Unleash at `url` is not usable (its /health does not answer 200), or undefined. */
+async function unleashProblem(url: string, timeoutMs: number): Promise<string | undefined> {
+  try {
+    const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    return response.ok ? undefined : `GET /health answered HTTP ${response.status}`;
+  } catch (error) {
+    const cause = error instanceof Error && error.cause !== undefined ? `: ${messageOf(error.cause)}` : '';
+    return `GET /health failed (${messageOf(error)}${cause})`;
+  }
+}
+
+export class DemoControl {
+  /** The control plane accepts these (and only these) for this run. */
+  readonly apiTokens: DemoApiTokens = makeApiTokens();
+  /** Our Unleash (and its PostgreSQL), when no --unleash-url is given. */
+  unleashChild: ManagedChild | undefined;
+  controlPlane: ManagedChild | undefined;
+  /** Data directory of that PostgreSQL: fresh for each run, deleted at exit. */
+  private postgresDataDir: string | undefined;
+
+  constructor(
+    private readonly config: DemoConfig,
+    private readonly spawn: SpawnChild,
+  ) {}
+
+  /** The given Unleash if it answers, else a real one of our own on an embedded PostgreSQL. */
+  async startUnleash(): Promise<UnleashAccess> {
+    const { unleashUrl, unleashAdminToken, unleashClientToken } = this.config;
+    if (unleashUrl !== undefined && unleashAdminToken !== undefined && unleashClientToken !== undefined) {
+      const url = unleashUrl.replace(/\/+$/, '');
+      write(`checking Unleash at ${url}... `);
+      const problem = await unleashProblem(url, timeouts.unleashAnswerMs);
+      if (problem) throw new StartError(`Unleash at ${url} (--unleash-url, UNLEASH_URL): ${problem}. Fix it, or leave UNLEASH_URL unset and the demo runs an Unleash of its own.`);
+      say('ok');
+      return { url, adminToken: unleashAdminToken, clientToken: unleashClientToken, embedded: false };
+    }
+    // A fresh data directory per run: Unleash makes its initial API tokens only in an empty
+    // database, a flag left rolled back by an earlier run would skew this one, and two demos
+    // at once do not share a PostgreSQL.
+    this.postgresDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-demo-postgres-'));
+    write(`starting Unleash (embedded PostgreSQL, data in ${this.postgresDataDir}; initdb and migrations take a few seconds)... `);
+    const child = this.spawn('unleash', scripts.embeddedUnleash, ['--data-dir', this.postgresDataDir], {
+      // Unleash would otherwise exit on SIGTERM before PostgreSQL is stopped.
+      GRACEFUL_SHUTDOWN_ENABLE: 'false',
+      // Unleash's own migrations call a deprecated pg API: nothing the user can act on.
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --no-deprecation`.trim(),
+    });
+    this.unleashChild = child;
+    const ready = await child.waitForEvent('ready', timeouts.unleashReadyMs);
+    const url = String(ready.url);
+    say(`ok (${url}, pid ${child.pid}; PostgreSQL pid ${String(ready.postgresPid)})`);
+    return { url, adminToken: String(ready.adminToken), clientToken: String(ready.clientToken), embedded: true };
+  }
+
+  /** Starts the control plane on --control-plane-port (else 8080, else any free port); resolves with its API's URL. */
+  async startControlPlane(unleash: UnleashAccess, ledger: { redisUrl: string; keyPrefix: string }): Promise<string> {
+    const port = this.config.controlPlanePort ?? ((await portIsFree(defaultControlPlanePort)) ? defaultControlPlanePort : 0);
+    write('starting control plane... ');
+    const child = this.spawn(
+      'control-plane',
+      scripts.controlPlane,
+      // The load generator's integrations, each with a share of its own (and a rollback of its own).
+      ['--port', String(port), '--integrations', defaultIntegrations.join(','), '--unleash-url', unleash.url, '--key-prefix', ledger.keyPrefix, '--redis-url', ledger.redisUrl],
+      controlPlaneSecretsEnv(this.apiTokens, unleash.adminToken),
+    );
+    this.controlPlane = child;
+    const apiUrl = `${String((await child.waitForEvent('ready', timeouts.controlPlaneReadyMs)).url)}/api/v1`;
+    say(`ready at ${apiUrl} (pid ${child.pid})`);
+    return apiUrl;
+  }
+
+  /**
+   * PUT /traffic with the operator token: the flag in Unleash, not the balancer, holds the
+   * split. Each integration has a share of its own: all get the same.
+   */
+  async setInitialSplit(apiUrl: string): Promise<void> {
+    const percent = this.config.candidatePercent;
+    write(`setting the candidate share to ${percent}% (PUT ${apiUrl}/traffic)... `);
+    let view;
+    try {
+      view = await setTrafficPercent(apiUrl, this.apiTokens.operator, percent, defaultIntegrations, timeouts.apiCallMs);
+    } catch (error) {
+      throw new StartError(`the control plane did not set the candidate share: ${messageOf(error)}`);
+    }
+    const shares = Object.entries(view.flag.integrations).map(([name, share]) => `${name} ${share.percent}%`);
+    say(`ok (flag ${view.flag.name}: ${[...shares, `others ${view.flag.defaultPercent}%`].join(', ')})`);
+    const effective = [view.effectivePercent.default, ...Object.values(view.effectivePercent.integrations)];
+    if (effective.some((share) => share !== percent)) {
+      say(
+        `  note: the candidate cluster gets less than ${percent}%: it is rolled back ` +
+          `(${view.flag.enabled ? 'by an override in Redis, or per integration' : `flag ${view.flag.name} is switched off in Unleash`}); POST ${apiUrl}/resume undoes that.`,
+      );
+    }
+  }
+
+  /** The addresses and tokens a user needs, printed once everything runs. */
+  printAccess(apiUrl: string, unleash: UnleashAccess): void {
+    const { operator, viewer } = this.apiTokens;
+    say(`Control plane: ${apiUrl}   (REST; ${apiUrl}/openapi.json describes it)`);
+    say(`  operator token: ${operator}   (${apiTokenNames.operator}: reads, and changes traffic, parallelism, rollback)`);
+    say(`  viewer token:   ${viewer}   (${apiTokenNames.viewer}: reads only)`);
+    say(`  e.g. curl -H "Authorization: Bearer ${operator}" ${apiUrl}/traffic`);
+    say(`Unleash:       ${unleash.url}   ${unleash.embedded ? "(this run's own; web UI login admin / unleash4all, Unleash's default on a new database)" : '(given by --unleash-url)'}`);
+  }
+
+  /** Our Unleash deletes its data when it stops; this covers its being killed. */
+  removePostgresData(): void {
+    if (this.postgresDataDir) fs.rmSync(this.postgresDataDir, { recursive: true, force: true });
+  }
+
+  killNow(): void {
+    this.controlPlane?.killNow();
+    this.unleashChild?.killNow();
+    this.removePostgresData();
+  }
+}
