@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, overrideCovers, type LedgerOptions } from '@headroom/fleet';
+import { Ledger, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
 import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
 import { Admission } from './admission';
@@ -257,6 +257,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   let sweepTimer: NodeJS.Timeout | undefined;
   let port: number;
   try {
+    // ioredis sends a SUBSCRIBE at once even while connecting, and its ready check then fails.
+    await waitUntilReady(deps.subscriber, 'the pub/sub connection');
     await directory.start();
     await admission.start();
     await override.start();

@@ -5,7 +5,7 @@ import helmet from 'helmet';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, ledgerErrorCodes } from '@headroom/fleet';
+import { Ledger, OverrideStore, ledgerErrorCodes, waitUntilReady } from '@headroom/fleet';
 import { openApiDocument } from './api/openapi';
 import { apiRoutes } from './api/routes';
 import { requestSchemas } from './api/schemas';
@@ -85,6 +85,8 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     else if (channel === override.store.keys.overrideAckedChannel) events.broadcast('ack', JSON.parse(message));
   };
   deps.subscriber.on('message', onMessage);
+  // ioredis sends a SUBSCRIBE at once even while connecting, and its ready check then fails.
+  await waitUntilReady(deps.subscriber, 'the pub/sub connection');
   await deps.subscriber.subscribe(audit.channel);
   await override.start();
   const figures = async () => ({

@@ -49,7 +49,8 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
   const redis = connectRedis(options.redisUrl);
   const subscriber = connectRedis(options.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false });
   connections.push(redis, subscriber);
-  await waitUntilReady(redis, options.redisUrl);
+  // The pub/sub connection too: a SUBSCRIBE sent while it still connects makes its ready check fail.
+  await Promise.all([waitUntilReady(redis, options.redisUrl), waitUntilReady(subscriber, options.redisUrl)]);
   const token = randomBytes(24).toString('hex');
   controlPlane = await createControlPlane(
     {
