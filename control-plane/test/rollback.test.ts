@@ -98,7 +98,10 @@ test('rolling back one integration leaves the others; it is durable as that stra
   const stack = await rolloutStack(t, []);
   const { fleet } = stack;
   await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 100, 'bank-b': 100 } });
-  await eventually('both on the candidate', 8000, async () => ((await clusterOf(fleet, 0, 'bank-a')) === 'candidate' && (await clusterOf(fleet, 0, 'bank-b')) === 'candidate' ? true : undefined));
+  await eventually('both on the candidate, on every balancer', 8000, async () => {
+    for (let b = 0; b < 3; b++) if ((await clusterOf(fleet, b, 'bank-a')) !== 'candidate' || (await clusterOf(fleet, b, 'bank-b')) !== 'candidate') return undefined;
+    return true;
+  });
 
   const response = await stack.api('POST', '/rollback', { integration: 'bank-a' });
   assert.equal(response.status, 200, JSON.stringify(response.body));
