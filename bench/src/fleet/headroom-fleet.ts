@@ -79,7 +79,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
   const pids = new Map<string, number>();
   const handlersPath = options.handlersPath ?? demoHandlers;
   const workerSpecs = options.workers.flatMap((group) => Array.from({ length: group.count }, () => group));
-  const workers = await Promise.all(
+  const workers = await allStarted(
     workerSpecs.map(async (group, index): Promise<WorkerEndpoint> => {
       const name = `worker-${index + 1}`;
       const { process: child, ready } = await spawnUntilReady({
@@ -96,7 +96,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
     }),
   );
   const balancerCount = options.balancerCount ?? 1;
-  const balancers = await Promise.all(
+  const balancers = await allStarted(
     Array.from({ length: balancerCount }, async (_unused, index): Promise<BalancerEndpoint> => {
       const name = balancerCount === 1 ? 'balancer' : `balancer-${index + 1}`;
       const { process: child, ready } = await spawnUntilReady({
@@ -114,6 +114,18 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
     }),
   );
   return { keyPrefix, balancers, workers, pids, close };
+}
+
+/**
+ * Like Promise.all, but waits until every start has settled before throwing the first failure,
+ * so each process that did start is registered for clean-up by then (a balancer that failed
+ * to start once left its siblings running).
+ */
+async function allStarted<T>(starts: readonly Promise<T>[]): Promise<T[]> {
+  const results = await Promise.allSettled(starts);
+  const failed = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((result) => (result as PromiseFulfilledResult<T>).value);
 }
 
 /** Deletes every key of the prefix: all keys carry the hash tag `{<prefix>:<cluster>}` or `{<prefix>:control}`. */
