@@ -1,4 +1,5 @@
 import * as os from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
@@ -114,6 +115,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       counters.rerouted += moved;
       metrics.rerouted.inc(moved);
       metrics.overrideVersion.set(state.version);
+      metrics.overrideActive.set(state.all || state.integrations.length > 0 ? 1 : 0);
       // Acknowledged once the covered tasks already on their way to a candidate worker have started there.
       return unstartedOnCandidate.settled((integration) => overrideCovers(state, integration), config.rollbackSettleTimeoutMs).then((settled) => {
         if (!settled) logger.warn({ version: state.version, rollbackSettleTimeoutMs: config.rollbackSettleTimeoutMs }, 'acknowledging the override before every dispatch to the candidate was answered');
@@ -211,6 +213,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
 
   function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
     counters.submitted++;
+    const receivedAt = performance.now();
     let labels = { cluster: 'none', priority: 'none' };
     const fail = (error: unknown) => {
       const serviceError = toServiceError(error);
@@ -240,6 +243,10 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
           counters.succeeded++;
           labels = { cluster: route.cluster, priority };
           metrics.tasks.inc({ ...labels, outcome: 'ok' });
+          // Time in the balancer itself: all of it but the wait for a slot and the handler's run.
+          const { queueWaitMs, runMs } = answer.placement ?? {};
+          const overheadMs = performance.now() - receivedAt - Number(queueWaitMs ?? 0) - Number(runMs ?? 0);
+          metrics.dispatchOverhead.observe({ cluster: route.cluster }, Math.max(0, overheadMs) / 1000);
           callback(null, answer);
         },
         fail,

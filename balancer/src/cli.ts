@@ -5,7 +5,7 @@
  * Every flag can also be set by env (listed by --help); flags win.
  */
 import { z } from 'zod';
-import { ConfigError, createLogger, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
+import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
 import { Registry } from 'prom-client';
@@ -60,6 +60,7 @@ async function main(): Promise<void> {
 
   const logger = createLogger('headroom-balancer');
   const registry = new Registry();
+  registerProcessMetrics(registry);
   const flagClient = await startFlagClientFromOptions(
     { unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag },
     { appName: 'headroom-balancer', instanceId: options.balancerId ?? `balancer-${process.pid}` },

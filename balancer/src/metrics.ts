@@ -9,6 +9,8 @@ export interface BalancerMetrics {
   retries: Counter<'reason'>;
   rerouted: Counter;
   overrideVersion: Gauge;
+  overrideActive: Gauge;
+  dispatchOverhead: Histogram<'cluster'>;
 }
 
 /**
@@ -108,6 +110,18 @@ export function createBalancerMetrics(
     overrideVersion: new Gauge({
       name: 'headroom_balancer_override_version',
       help: 'Version of the rollback override this balancer applied (0: none)',
+      registers: [registry],
+    }),
+    overrideActive: new Gauge({
+      name: 'headroom_balancer_override_active',
+      help: '1 while the rollback override this balancer applied sends some integration (or all) to the baseline',
+      registers: [registry],
+    }),
+    dispatchOverhead: new Histogram({
+      name: 'headroom_balancer_dispatch_overhead_seconds',
+      help: "Time a successful task spent in the balancer itself: the whole Submit minus the wait for a slot and the handler's run (validation, routing, reservation, the gRPC hops)",
+      labelNames: ['cluster'],
+      buckets: secondsBuckets,
       registers: [registry],
     }),
   };

@@ -5,12 +5,16 @@
  *   npm run bench                      every benchmark
  *   npm run bench -- overhead          one
  *   npm run bench -- overhead --smoke  seconds, tiny load (what the test runs)
+ * Benchmarks: overhead (the balancer's cost), rollback (how fast a rollback reaches every balancer),
+ * gc-semispace (a parallel worker's GC time at two V8 semi-space sizes).
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local).
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { runGcSemiSpace } from './gc-semispace';
+import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
 import { runOverhead } from './overhead';
 import { overheadMarkdown, overheadTables } from './overhead-report';
 import { resultsDir, updateResultsSection, writeJson } from './report/results-file';
@@ -44,6 +48,8 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
       { tables: overheadTables, markdown: overheadMarkdown },
     ),
   rollback: (options) => report('rollback', options, runRollback({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress }), { tables: rollbackTables, markdown: rollbackMarkdown }),
+  'gc-semispace': (options) =>
+    report('gc-semispace', options, runGcSemiSpace({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress }), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
 };
 
 /** Writes the JSON, prints the tables, and refreshes the benchmark's section of bench/RESULTS.md. */

@@ -6,3 +6,4 @@ export * from './cli';
 export * from './cli-options';
 export * from './metrics-server';
 export * from './net';
+export * from './process-metrics';

@@ -16,6 +16,8 @@ import { ControlService } from './control-service';
 import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } from './errors';
 import { EventHub } from './event-hub';
 import { FleetView } from './fleet-view';
+import { ProfileService } from './profiles/profile-service';
+import { latencyView } from './latency-view';
 import { createControlMetrics } from './metrics';
 import { OverrideControl } from './override-control';
 import { UnleashAdmin } from './unleash/admin-client';
@@ -57,6 +59,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   const audit = new AuditLog(deps.redis, keyPrefix, config.auditMaxEntries);
   const service = new ControlService({ redis: deps.redis, keyPrefix, traffic, parallelism, override, audit, metrics, logger });
   const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), config.clusters);
+  const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept } });
   const events = new EventHub(config.maxEventStreams, metrics);
   const schemas = requestSchemas(config.integrations, clusters);
   const auth = new TokenAuth(config.tokens);
@@ -142,7 +145,9 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       auth,
       schemas,
       maxBodyBytes: config.maxBodyBytes,
+      profiles,
       welcome: async (response) => events.send(response, 'figures', await figures()),
+      latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
     }),
   );
   app.use('/api', (_request, _response, next) => next(new HeadroomError(apiErrorCodes.notFound, 'no such API resource; see /api/v1/openapi.json')));
@@ -172,6 +177,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearInterval(figuresTimer);
     clearInterval(overrideTimer);
     events.closeAll();
+    await profiles.close();
     override.stop();
     deps.subscriber.off('message', onMessage);
     await new Promise<void>((resolve) => {

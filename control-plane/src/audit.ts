@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { LedgerUnavailableError } from '@headroom/fleet';
 
-export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild';
+export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild' | 'profile.start';
 
 export interface AuditEntry {
   /** Redis stream id: orders entries, usable as a cursor. */

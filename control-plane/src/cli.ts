@@ -8,7 +8,7 @@
 import * as fs from 'node:fs';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
-import { ConfigError, createLogger, readOptions, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
+import { ConfigError, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { createControlPlane } from './app';
 import { apiTokenSchema, type ApiToken } from './config';
@@ -105,6 +105,8 @@ async function main(): Promise<void> {
   const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
   // The pub/sub connection too: a SUBSCRIBE sent while it still connects makes its ready check fail.
   await Promise.all([waitUntilReady(redis, c.redisUrl), waitUntilReady(subscriber, c.redisUrl)]);
+  const registry = new Registry();
+  registerProcessMetrics(registry);
   const controlPlane = await createControlPlane(
     {
       host: c.host,
@@ -122,7 +124,7 @@ async function main(): Promise<void> {
       tokens,
       ackTimeoutMs: c.ackTimeoutMs,
     },
-    { redis, subscriber, keyPrefix: c.keyPrefix, logger, registry: new Registry() },
+    { redis, subscriber, keyPrefix: c.keyPrefix, logger, registry },
   );
   process.stdout.write(`${JSON.stringify({ event: 'ready', url: controlPlane.url })}\n`);
   void stopRequested.then(async (signal) => {

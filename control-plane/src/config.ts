@@ -60,6 +60,10 @@ export const controlPlaneOptionsSchema = z
     overrideCheckIntervalMs: settings.positiveInt(600_000).default(2000),
     /** Largest request body. @default 65536 */
     maxBodyBytes: settings.positiveInt(16 * 1024 * 1024).default(64 * 1024),
+    /** How long a CPU profile is kept. @default 3600000 (1 h) */
+    profileTtlMs: settings.positiveInt(7 * 24 * 3600_000).default(3_600_000),
+    /** CPU profiles kept (oldest dropped); each is at most 16 MiB of JSON, stored gzipped. @default 20 */
+    maxProfilesKept: settings.positiveInt(1000).default(20),
   })
   .strict()
   .refine((c) => new Set(c.tokens.map((t) => t.token)).size === c.tokens.length, { message: 'two API tokens have the same secret', path: ['tokens'] })

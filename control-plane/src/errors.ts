@@ -16,6 +16,10 @@ export const apiErrorCodes = {
   tooManyStreams: 'HR_ERR_TOO_MANY_STREAMS',
   /** Too many changes wait their turn (they run one at a time). */
   busy: 'HR_ERR_BUSY',
+  /** Another worker is being profiled (one at a time across the fleet). */
+  profileLocked: 'HR_ERR_PROFILE_LOCKED',
+  /** The worker could not be asked for a profile, or its answer was not a usable one. */
+  profileFailed: 'HR_ERR_PROFILE_FAILED',
   internal: 'HR_ERR_INTERNAL',
 } as const;
 
@@ -26,9 +30,11 @@ const httpStatusByCode: Record<string, number> = {
   [apiErrorCodes.forbidden]: 403,
   [apiErrorCodes.notFound]: 404,
   [apiErrorCodes.conflict]: 409,
+  [apiErrorCodes.profileLocked]: 409,
   [apiErrorCodes.bodyTooLarge]: 413,
   [apiErrorCodes.unsupportedMediaType]: 415,
   [apiErrorCodes.unleashFailed]: 502,
+  [apiErrorCodes.profileFailed]: 502,
   [apiErrorCodes.ledgerUnavailable]: 503,
   [apiErrorCodes.tooManyStreams]: 503,
   [apiErrorCodes.busy]: 503,

@@ -4,3 +4,4 @@ export * from './errors';
 export * from './redis';
 export { loadScripts, defineScripts, luaDir } from './script-loader';
 export * from './override';
+export * from './latency';

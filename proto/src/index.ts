@@ -11,6 +11,8 @@ export type { SubmitRequest, SubmitRequest__Output } from './generated/headroom/
 export type { SubmitResponse, SubmitResponse__Output } from './generated/headroom/v1/SubmitResponse';
 export type { ExecuteRequest, ExecuteRequest__Output } from './generated/headroom/v1/ExecuteRequest';
 export type { ExecuteResponse, ExecuteResponse__Output } from './generated/headroom/v1/ExecuteResponse';
+export type { ProfileRequest, ProfileRequest__Output } from './generated/headroom/v1/ProfileRequest';
+export type { ProfileResponse, ProfileResponse__Output } from './generated/headroom/v1/ProfileResponse';
 export type { BalancerClient, BalancerHandlers } from './generated/headroom/v1/Balancer';
 export type { WorkerClient, WorkerHandlers } from './generated/headroom/v1/Worker';
 
@@ -38,6 +40,14 @@ export const metadataKeys = {
   errorCode: 'headroom-error-code',
   retryAfterMs: 'retry-after-ms',
   started: 'headroom-started',
+} as const;
+
+/** Bounds of Worker.Profile, shared by the worker (which enforces them) and its callers. */
+export const profileLimits = {
+  minDurationMs: 100,
+  maxDurationMs: 60_000,
+  /** Largest profile a worker answers with; callers must accept messages this large. */
+  maxCpuprofileBytes: 16 * 1024 * 1024,
 } as const;
 
 export { addHealthService, type HealthStatus } from './health';

@@ -6,6 +6,8 @@ import { startUnleashServer, type RunningUnleash, type UnleashServerOptions } fr
 /** The PostgreSQL the tests use (HEADROOM_TEST_PG_URL, default postgres://root@127.0.0.1:5432/test). */
 export const testPostgresUrl = process.env.HEADROOM_TEST_PG_URL ?? 'postgres://root@127.0.0.1:5432/test';
 
+const settleBeforeStopMs = 1000;
+
 export interface TestUnleash extends RunningUnleash {
   /** Stops the server, keeping its data and port (to test Headroom while Unleash is away). */
   pause(): Promise<void>;
@@ -48,6 +50,9 @@ export async function startTestUnleash(options: { port?: number; logger?: Logger
       server = await startUnleashServer({ database, ...options, port: first.port, adminToken: first.adminToken, clientToken: first.clientToken });
     },
     stop: async () => {
+      // Unleash handles a change's events in the background for about a second; stopped under
+      // them, one of its queries rejects with nobody to catch it, and the test file fails.
+      await new Promise((resolve) => setTimeout(resolve, settleBeforeStopMs));
       await server.stop();
       await withClient(testPostgresUrl, (client) => client.query(`DROP SCHEMA IF EXISTS ${database.schema} CASCADE`));
     },

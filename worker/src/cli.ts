@@ -6,11 +6,12 @@
  */
 import * as path from 'node:path';
 import { z } from 'zod';
-import { ConfigError, createLogger, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
+import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
 import { Registry } from 'prom-client';
 import { createWorker, workerOptionsSchema } from './worker';
+import { heapSettingsShape, restartWithHeapFlags } from './heap-settings';
 import type { HandlerMap } from './handler';
 
 const flags: readonly OptionSpec[] = [
@@ -24,6 +25,9 @@ const flags: readonly OptionSpec[] = [
   { key: 'heartbeatIntervalMs', flag: 'heartbeat-interval-ms', env: 'HEADROOM_HEARTBEAT_INTERVAL_MS', valueName: 'MS', description: 'default 1000' },
   { key: 'drainTimeoutMs', flag: 'drain-timeout-ms', env: 'HEADROOM_DRAIN_TIMEOUT_MS', valueName: 'MS', description: 'longest a drain waits for running tasks (default 300000)' },
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
+  { key: 'maxUpstreamConnections', flag: 'max-upstream-connections', env: 'HEADROOM_MAX_UPSTREAM_CONNECTIONS', valueName: 'N', description: "connections the handlers' shared HTTP agent opens per upstream origin (default 64)" },
+  { key: 'maxOldSpaceSizeMb', flag: 'max-old-space-size-mb', env: 'HEADROOM_MAX_OLD_SPACE_SIZE_MB', valueName: 'MIB', description: "V8's old-generation heap limit (node --max-old-space-size; default Node's)" },
+  { key: 'maxSemiSpaceSizeMb', flag: 'max-semi-space-size-mb', env: 'HEADROOM_MAX_SEMI_SPACE_SIZE_MB', valueName: 'MIB', description: "V8's young-generation semi-space size: larger means fewer scavenges (node --max-semi-space-size; default Node's)" },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
   ...flagOptionSpecs.filter((spec) => spec.key !== 'candidateFlag'),
@@ -35,6 +39,7 @@ const cliSchema = workerOptionsSchema.extend({
   redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
   keyPrefix: settings.keyPrefix(),
   ...flagOptionsShape,
+  ...heapSettingsShape,
 });
 
 async function main(): Promise<void> {
@@ -43,15 +48,18 @@ async function main(): Promise<void> {
     process.stdout.write(`${usageText('Usage: headroom-worker --cluster NAME --handlers MODULE [options]', flags)}\n`);
     return;
   }
-  const stopRequested = stopSignal();
   const config = parsed.config;
-  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, ...options } = config;
+  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, maxOldSpaceSizeMb, maxSemiSpaceSizeMb, ...options } = config;
+  // Heap sizes apply only at start: this process runs again with them, and waits for that one.
+  await restartWithHeapFlags({ maxOldSpaceSizeMb, maxSemiSpaceSizeMb });
+  const stopRequested = stopSignal();
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
   const handlers = loaded.handlers ?? loaded.default?.handlers;
   if (!handlers || typeof handlers !== 'object') throw new ConfigError(`handlers: module ${handlersPath} exports no \`handlers\` object`);
 
   const logger = createLogger('headroom-worker');
   const registry = new Registry();
+  registerProcessMetrics(registry);
   const flagClient = await startFlagClientFromOptions(
     { unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag },
     { appName: 'headroom-worker', instanceId: options.workerId ?? `worker-${process.pid}` },

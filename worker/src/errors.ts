@@ -18,6 +18,12 @@ export const workerErrorCodes = {
   cancelled: 'HR_ERR_CANCELLED',
   /** The worker was destroyed while the handler ran. */
   workerStopped: 'HR_ERR_WORKER_STOPPED',
+  /** A CPU profile of this process is already being taken (one at a time). */
+  profileRunning: 'HR_ERR_PROFILE_RUNNING',
+  /** The profile came out larger than profileLimits.maxCpuprofileBytes. */
+  profileTooLarge: 'HR_ERR_PROFILE_TOO_LARGE',
+  /** The inspector failed to take the profile. */
+  profileFailed: 'HR_ERR_PROFILE_FAILED',
 } as const;
 
 /** Throw this from a handler to answer with a code of your own (e.g. HR_ERR_UPSTREAM_TIMEOUT). */

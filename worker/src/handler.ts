@@ -1,3 +1,4 @@
+import type { Dispatcher } from 'undici';
 import type { Priority } from '@headroom/proto';
 
 /** What a handler gets of a task. */
@@ -11,6 +12,11 @@ export interface TaskContext {
   readonly idempotent: boolean;
   readonly cluster: string;
   readonly workerId: string;
+  /**
+   * The worker's shared HTTP agent: pass it as `dispatcher` to undici's `request` or `fetch`.
+   * Its connections per upstream are capped (--max-upstream-connections) and shown in metrics.
+   */
+  readonly httpAgent: Dispatcher;
 }
 
 /**

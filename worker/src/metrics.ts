@@ -6,6 +6,7 @@ const runSecondsBuckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 export interface WorkerMetrics {
   taskDuration: Histogram<'cluster' | 'integration' | 'max_parallelism' | 'outcome'>;
   refusals: Counter<'reason'>;
+  handlerErrors: Counter<'integration' | 'code'>;
 }
 
 /** The worker's metrics, registered on `registry` (never the global one). */
@@ -46,6 +47,12 @@ export function createWorkerMetrics(registry: Registry, read: () => { inflight: 
       name: 'headroom_worker_refusals_total',
       help: 'Tasks refused before they started: all slots busy ("full") or draining',
       labelNames: ['reason'],
+      registers: [registry],
+    }),
+    handlerErrors: new Counter({
+      name: 'headroom_worker_handler_errors_total',
+      help: 'Tasks whose handler failed, by integration and HR_ERR_* code',
+      labelNames: ['integration', 'code'],
       registers: [registry],
     }),
   };

@@ -4,13 +4,15 @@ import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
 import { ConfigError, HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, type LedgerOptions } from '@headroom/fleet';
+import { LatencyRecorder, Ledger, type LedgerOptions } from '@headroom/fleet';
 import { WorkerService, addHealthService, metadataKeys, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { createWorkerMetrics } from './metrics';
+import { createUpstreamAgent } from './upstream-agent';
 import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
+import { WorkerProfiler } from './profiler';
 import type { HandlerMap, TaskContext } from './handler';
 import { maxParallelismLimit, type FlagClient } from '@headroom/flags';
 
@@ -34,6 +36,10 @@ export const workerOptionsSchema = z
     drainTimeoutMs: settings.positiveInt(24 * 3600_000).default(300_000),
     /** Largest request the gRPC server accepts. @default 4 MiB + 64 KiB */
     maxReceiveMessageBytes: settings.positiveInt(256 * 1024 * 1024).default(4 * 1024 * 1024 + 64 * 1024),
+    /** Connections the shared HTTP agent opens per upstream origin (TaskContext.httpAgent). @default 64 */
+    maxUpstreamConnections: settings.positiveInt(100_000).default(64),
+    /** How often task latencies are added to the rolling summaries in Redis. @default 5000 */
+    latencyReportIntervalMs: settings.positiveInt(600_000).default(5000),
   })
   .strict();
 
@@ -110,6 +116,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const gate = new ParallelismGate(config.maxParallelism);
   const registry = deps.registry ?? new Registry();
   const metrics = createWorkerMetrics(registry, () => gate);
+  const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
+  // Run times of successful tasks per integration, merged in Redis for the latency ratio.
+  const latency = new LatencyRecorder(deps.redis, { keyPrefix: ledger.options.keyPrefix, cluster });
   // Integration names become metric labels: keep their number bounded.
   const labelledIntegrations = new Set<string>();
   const integrationLabel = (integration: string) => {
@@ -199,6 +208,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       idempotent: task.idempotent,
       cluster,
       workerId,
+      httpAgent,
     };
     const startedAt = performance.now();
     const maxParallelismAtStart = gate.maxParallelism;
@@ -225,10 +235,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       gate.leave();
       if (draining && gate.inflight === 0) drained?.();
     }
-    metrics.taskDuration.observe(
-      { cluster, integration: integrationLabel(task.integration), max_parallelism: String(maxParallelismAtStart), outcome: response.error ? 'error' : 'ok' },
-      Number(response.runMs) / 1000,
-    );
+    const integration = integrationLabel(task.integration);
+    metrics.taskDuration.observe({ cluster, integration, max_parallelism: String(maxParallelismAtStart), outcome: response.error ? 'error' : 'ok' }, Number(response.runMs) / 1000);
+    if (response.error) metrics.handlerErrors.inc({ integration, code: response.error.code });
+    else latency.record(integration, Number(response.runMs));
     // Release before answering, so that when the balancer hears the answer the slot is
     // already free in the ledger: its next task finds it without waiting (one Redis round trip).
     await releaseLease(request.leaseId);
@@ -244,7 +254,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     }
   }
 
-  server.addService(WorkerService.service, { Execute: execute } as grpc.UntypedServiceImplementation);
+  const profiler = new WorkerProfiler(workerId, logger);
+  server.addService(WorkerService.service, { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
   const boundPort = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
   );
@@ -305,17 +316,25 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
   setHealth('SERVING');
   scheduleHeartbeat();
+  const latencyTimer = setInterval(() => {
+    latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'latency report failed; kept for the next one'));
+  }, config.latencyReportIntervalMs);
+  latencyTimer.unref();
   logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
 
   const leave = async () => {
     stopFollowingFlags?.();
     heartbeatsStopped = true;
     clearTimeout(heartbeatTimer);
+    clearInterval(latencyTimer);
+    await latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'last latency report failed'));
+    await httpAgent.close().catch(() => undefined);
     await ledger.deregister(cluster, workerId).catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));
   };
 
   const close = once(async () => {
     draining = true;
+    profiler.stop();
     setHealth('NOT_SERVING');
     // Leave the free set at once so no balancer picks this worker any more.
     await heartbeat().catch(() => undefined);
@@ -341,6 +360,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   const destroy = once(async () => {
     draining = true;
+    profiler.stop();
     for (const task of running.values()) task.abort.abort(new HeadroomError(workerErrorCodes.workerStopped, 'the worker is stopping'));
     server.forceShutdown();
     await leave();

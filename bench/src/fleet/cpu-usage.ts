@@ -46,3 +46,31 @@ export function sampleCpu(processes: ReadonlyMap<string, number>): () => Record<
     return percentOfCore;
   };
 }
+
+/** Busy and total CPU time of the whole machine so far, in clock ticks, from /proc/stat; undefined where it is missing. */
+function machineCpuTicks(): { busy: number; total: number } | undefined {
+  let stat: string;
+  try {
+    stat = fs.readFileSync('/proc/stat', 'utf8');
+  } catch {
+    return undefined;
+  }
+  // "cpu  user nice system idle iowait irq softirq steal ...": idle and iowait are the idle time (man 5 proc).
+  const ticks = (/^cpu\s+(.*)$/m.exec(stat)?.[1] ?? '').trim().split(/\s+/).slice(0, 8).map(Number);
+  if (ticks.length < 8 || !ticks.every(Number.isFinite)) return undefined;
+  const total = ticks.reduce((sum, n) => sum + n, 0);
+  return { busy: total - ticks[3]! - ticks[4]!, total };
+}
+
+/**
+ * Share of all the machine's cores that was busy between start() and the returned stop(), in
+ * percent of one core (200 = two cores busy): with sampleCpu, shows what other work took.
+ */
+export function sampleMachineCpu(cores: number): () => number | undefined {
+  const before = machineCpuTicks();
+  return () => {
+    const after = machineCpuTicks();
+    if (!before || !after || after.total <= before.total) return undefined;
+    return Math.round(((after.busy - before.busy) / (after.total - before.total)) * cores * 100);
+  };
+}

@@ -8,6 +8,8 @@ export interface WorkerEndpoint {
   workerId: string;
   cluster: string;
   address: string;
+  /** Where the worker serves /metrics, when it was started with --metrics-port. */
+  metricsUrl?: string;
 }
 
 export interface BalancerEndpoint {
@@ -31,6 +33,8 @@ export interface FleetOptions {
   handlersPath?: string;
   /** Extra environment of the workers, e.g. for their handlers. */
   workerEnv?: NodeJS.ProcessEnv;
+  /** Extra worker CLI flags, e.g. --metrics-port 0 or --max-semi-space-size-mb 64. */
+  workerArgs?: readonly string[];
   logDir: string;
   /** Extra balancer CLI flags. */
   balancerArgs?: readonly string[];
@@ -85,14 +89,15 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
       const { process: child, ready } = await spawnUntilReady({
         name,
         script: workerCli,
-        args: ['--cluster', group.cluster, '--handlers', handlersPath, '--max-parallelism', String(group.maxParallelismPerWorker), ...common],
+        args: ['--cluster', group.cluster, '--handlers', handlersPath, '--max-parallelism', String(group.maxParallelismPerWorker), ...(options.workerArgs ?? []), ...common],
         env: { ...env, ...options.workerEnv },
         logDir: options.logDir,
         readyTimeoutMs,
       });
       workerProcesses.push(child);
       pids.set(name, child.pid);
-      return { name, workerId: String(ready.workerId), cluster: group.cluster, address: ready.address };
+      const metricsUrl = typeof ready.metricsPort === 'number' ? `http://127.0.0.1:${ready.metricsPort}/metrics` : undefined;
+      return { name, workerId: String(ready.workerId), cluster: group.cluster, address: ready.address, ...(metricsUrl ? { metricsUrl } : {}) };
     }),
   );
   const balancerCount = options.balancerCount ?? 1;

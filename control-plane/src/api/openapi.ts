@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import type { RequestSchemas } from './schemas';
+import { profilePaths } from './profile-openapi';
+import { profileRequestSchemas } from './profile-schemas';
 
 type JsonSchema = Record<string, unknown>;
 
@@ -108,13 +110,38 @@ const traffic: JsonSchema = {
   },
 };
 
+const latencySummary: JsonSchema = {
+  type: ['object', 'null'],
+  properties: { count: { type: 'integer' }, p50Ms: { type: 'number' }, p95Ms: { type: 'number' }, p99Ms: { type: 'number' } },
+};
+
+const latency: JsonSchema = {
+  type: 'object',
+  properties: {
+    windowSeconds: { type: 'number' },
+    clusters: { type: 'object', properties: { baseline: latencySummary, candidate: latencySummary } },
+    integrations: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          integration: { type: 'string' },
+          baseline: latencySummary,
+          candidate: latencySummary,
+          ratio: { type: ['object', 'null'], properties: { p50: { type: 'number' }, p95: { type: 'number' }, p99: { type: 'number' } } },
+        },
+      },
+    },
+  },
+};
+
 const auditEntry: JsonSchema = {
   type: 'object',
   properties: {
     id: { type: 'string' },
     atUnixMs: { type: 'integer' },
     actor: { type: 'string' },
-    action: { type: 'string', enum: ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild'] },
+    action: { type: 'string', enum: ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild', 'profile.start'] },
     target: { type: 'string' },
     before: {},
     after: {},
@@ -188,6 +215,13 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
       '/resume': {
         post: { summary: 'Undo a rollback (all, or one integration)', requestBody: { ...body(schemas.scope), required: false }, responses: { 200: ok('Resumed', { type: 'object' }), ...write, ...errors(409) } },
       },
+      '/latency': {
+        get: {
+          summary: 'Task latency (p50/p95/p99, count) per integration on each cluster over a window, and the ratio candidate/baseline; from the workers’ rolling histograms in Redis',
+          parameters: [{ name: 'window', in: 'query', schema: { type: 'string', pattern: '^\\d{1,5}[smh]$', default: '5m' }, description: '10s to 1h' }],
+          responses: { 200: ok('Latency', latency), ...read, ...errors(400) },
+        },
+      },
       '/balancers': { get: { summary: 'Live balancers and the override version each applied', responses: { 200: ok('Balancers', { type: 'object', properties: { balancers: { type: 'array', items: balancer } } }), ...read } } },
       '/audit': {
         get: {
@@ -199,6 +233,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
           responses: { 200: ok('Entries', { type: 'object', properties: { entries: { type: 'array', items: auditEntry } } }), ...read, ...errors(400) },
         },
       },
+      ...profilePaths({ ok, errors, body, read, write }, profileRequestSchemas(schemas.workerId)),
       '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
       '/healthz': { get: { summary: 'The process is up', security: [], responses: { 200: ok('OK', { type: 'object' }) } } },
       '/readyz': { get: { summary: 'Redis and Unleash answer, and the flags exist', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },

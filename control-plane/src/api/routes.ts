@@ -6,7 +6,10 @@ import { apiErrorCodes } from '../errors';
 import type { EventHub } from '../event-hub';
 import type { FleetView } from '../fleet-view';
 import type { AuditLog } from '../audit';
+import type { LatencyView } from '../latency-view';
 import { parseRequest, type RequestSchemas } from './schemas';
+import { profileRoutes } from './profile-routes';
+import type { ProfileService } from '../profiles/profile-service';
 
 export interface RouteDeps {
   service: ControlService;
@@ -16,8 +19,11 @@ export interface RouteDeps {
   auth: TokenAuth;
   schemas: RequestSchemas;
   maxBodyBytes: number;
+  profiles: ProfileService;
   /** Sends the first figures to a new event stream. */
   welcome(response: Response): Promise<void>;
+  /** Latency per integration per cluster over the last `windowMs`, and the ratio. */
+  latency(windowMs: number): Promise<LatencyView>;
 }
 
 /** The authenticated part of /api/v1. */
@@ -78,6 +84,11 @@ export function apiRoutes(deps: RouteDeps): express.Router {
     response.json({ balancers: await deps.service.balancers() });
   });
 
+  router.get('/latency', async (request, response) => {
+    const query = parseRequest(deps.schemas.latencyQuery, request.query, 'query');
+    response.json(await deps.latency(query.window));
+  });
+
   router.get('/audit', async (request, response) => {
     const query = parseRequest(deps.schemas.auditQuery, request.query, 'query');
     response.json({ entries: await deps.audit.list(query.limit, query.before) });
@@ -87,6 +98,8 @@ export function apiRoutes(deps: RouteDeps): express.Router {
     deps.events.open(response);
     await deps.welcome(response);
   });
+
+  router.use(profileRoutes(deps.profiles, deps.schemas));
 
   return router;
 }

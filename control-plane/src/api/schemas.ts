@@ -47,6 +47,17 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
         reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log'),
       })
       .strict(),
+    latencyQuery: z
+      .object({
+        window: z
+          .string()
+          .regex(/^\d{1,5}[smh]$/, 'expected a duration such as 30s, 5m or 1h')
+          .transform((text) => Number(text.slice(0, -1)) * { s: 1000, m: 60_000, h: 3_600_000 }[text.slice(-1) as 's' | 'm' | 'h'])
+          .refine((ms) => ms >= 10_000 && ms <= 3_600_000, 'expected a window from 10s to 1h (the summaries kept)')
+          .default(300_000)
+          .describe('How far back: 10s to 1h (default 5m)'),
+      })
+      .strict(),
     auditQuery: z
       .object({
         limit: z.coerce.number({ error: 'expected a whole number from 1 to 1000' }).int().min(1, 'expected a whole number from 1 to 1000').max(1000, 'expected a whole number from 1 to 1000').default(100),

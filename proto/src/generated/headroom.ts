@@ -6,6 +6,8 @@ import type { BalancerClient as _headroom_v1_BalancerClient, BalancerDefinition 
 import type { ExecuteRequest as _headroom_v1_ExecuteRequest, ExecuteRequest__Output as _headroom_v1_ExecuteRequest__Output } from './headroom/v1/ExecuteRequest';
 import type { ExecuteResponse as _headroom_v1_ExecuteResponse, ExecuteResponse__Output as _headroom_v1_ExecuteResponse__Output } from './headroom/v1/ExecuteResponse';
 import type { Placement as _headroom_v1_Placement, Placement__Output as _headroom_v1_Placement__Output } from './headroom/v1/Placement';
+import type { ProfileRequest as _headroom_v1_ProfileRequest, ProfileRequest__Output as _headroom_v1_ProfileRequest__Output } from './headroom/v1/ProfileRequest';
+import type { ProfileResponse as _headroom_v1_ProfileResponse, ProfileResponse__Output as _headroom_v1_ProfileResponse__Output } from './headroom/v1/ProfileResponse';
 import type { SubmitRequest as _headroom_v1_SubmitRequest, SubmitRequest__Output as _headroom_v1_SubmitRequest__Output } from './headroom/v1/SubmitRequest';
 import type { SubmitResponse as _headroom_v1_SubmitResponse, SubmitResponse__Output as _headroom_v1_SubmitResponse__Output } from './headroom/v1/SubmitResponse';
 import type { Task as _headroom_v1_Task, Task__Output as _headroom_v1_Task__Output } from './headroom/v1/Task';
@@ -24,6 +26,8 @@ export interface ProtoGrpcType {
       ExecuteResponse: MessageTypeDefinition<_headroom_v1_ExecuteResponse, _headroom_v1_ExecuteResponse__Output>
       Placement: MessageTypeDefinition<_headroom_v1_Placement, _headroom_v1_Placement__Output>
       Priority: EnumTypeDefinition
+      ProfileRequest: MessageTypeDefinition<_headroom_v1_ProfileRequest, _headroom_v1_ProfileRequest__Output>
+      ProfileResponse: MessageTypeDefinition<_headroom_v1_ProfileResponse, _headroom_v1_ProfileResponse__Output>
       SubmitRequest: MessageTypeDefinition<_headroom_v1_SubmitRequest, _headroom_v1_SubmitRequest__Output>
       SubmitResponse: MessageTypeDefinition<_headroom_v1_SubmitResponse, _headroom_v1_SubmitResponse__Output>
       Task: MessageTypeDefinition<_headroom_v1_Task, _headroom_v1_Task__Output>

@@ -5,6 +5,8 @@ import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
 import type { ExecuteRequest as _headroom_v1_ExecuteRequest, ExecuteRequest__Output as _headroom_v1_ExecuteRequest__Output } from '../../headroom/v1/ExecuteRequest';
 import type { ExecuteResponse as _headroom_v1_ExecuteResponse, ExecuteResponse__Output as _headroom_v1_ExecuteResponse__Output } from '../../headroom/v1/ExecuteResponse';
+import type { ProfileRequest as _headroom_v1_ProfileRequest, ProfileRequest__Output as _headroom_v1_ProfileRequest__Output } from '../../headroom/v1/ProfileRequest';
+import type { ProfileResponse as _headroom_v1_ProfileResponse, ProfileResponse__Output as _headroom_v1_ProfileResponse__Output } from '../../headroom/v1/ProfileResponse';
 
 export interface WorkerClient extends grpc.Client {
   Execute(argument: _headroom_v1_ExecuteRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_headroom_v1_ExecuteResponse__Output>): grpc.ClientUnaryCall;
@@ -16,13 +18,25 @@ export interface WorkerClient extends grpc.Client {
   execute(argument: _headroom_v1_ExecuteRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_headroom_v1_ExecuteResponse__Output>): grpc.ClientUnaryCall;
   execute(argument: _headroom_v1_ExecuteRequest, callback: grpc.requestCallback<_headroom_v1_ExecuteResponse__Output>): grpc.ClientUnaryCall;
   
+  Profile(argument: _headroom_v1_ProfileRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  Profile(argument: _headroom_v1_ProfileRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  Profile(argument: _headroom_v1_ProfileRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  Profile(argument: _headroom_v1_ProfileRequest, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  profile(argument: _headroom_v1_ProfileRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  profile(argument: _headroom_v1_ProfileRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  profile(argument: _headroom_v1_ProfileRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  profile(argument: _headroom_v1_ProfileRequest, callback: grpc.requestCallback<_headroom_v1_ProfileResponse__Output>): grpc.ClientUnaryCall;
+  
 }
 
 export interface WorkerHandlers extends grpc.UntypedServiceImplementation {
   Execute: grpc.handleUnaryCall<_headroom_v1_ExecuteRequest__Output, _headroom_v1_ExecuteResponse>;
   
+  Profile: grpc.handleUnaryCall<_headroom_v1_ProfileRequest__Output, _headroom_v1_ProfileResponse>;
+  
 }
 
 export interface WorkerDefinition extends grpc.ServiceDefinition {
   Execute: MethodDefinition<_headroom_v1_ExecuteRequest, _headroom_v1_ExecuteResponse, _headroom_v1_ExecuteRequest__Output, _headroom_v1_ExecuteResponse__Output>
+  Profile: MethodDefinition<_headroom_v1_ProfileRequest, _headroom_v1_ProfileResponse, _headroom_v1_ProfileRequest__Output, _headroom_v1_ProfileResponse__Output>
 }

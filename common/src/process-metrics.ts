@@ -1,0 +1,62 @@
+import { PerformanceObserver, constants, performance, type EventLoopUtilization } from 'node:perf_hooks';
+import * as v8 from 'node:v8';
+import { Gauge, Histogram, collectDefaultMetrics, type Registry } from 'prom-client';
+
+/** GC pauses: 0.1 ms .. 1 s (a scavenge takes about a millisecond, a full mark-sweep more). */
+const gcDurationBuckets = [0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
+
+const gcKinds = new Map<number, string>([
+  [constants.NODE_PERFORMANCE_GC_MINOR, 'minor'],
+  [constants.NODE_PERFORMANCE_GC_MAJOR, 'major'],
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL, 'incremental'],
+  [constants.NODE_PERFORMANCE_GC_WEAKCB, 'weakcb'],
+]);
+
+/**
+ * What every Headroom process reports about its Node runtime, on `registry`:
+ * prom-client's default metrics (heap used/total per space, RSS, CPU, active handles,
+ * event-loop delay percentiles `nodejs_eventloop_lag_p50_seconds`.., and GC pauses by kind
+ * `nodejs_gc_duration_seconds{kind}`: minor = scavenge, major = mark-sweep-compact,
+ * incremental = incremental marking, weakcb = weak callbacks), plus
+ * `headroom_eventloop_utilization_ratio` (share of time the event loop was busy since the
+ * previous scrape) and `headroom_heap_limit_bytes` (V8's heap size limit, to compare use with).
+ */
+export function registerProcessMetrics(registry: Registry): void {
+  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
+  // prom-client 15 records only the first GC of each batch perf_hooks delivers, and misses
+  // most of them when collections come close together (a busy parallel worker): ours counts
+  // every one, under the same name and labels.
+  registry.removeSingleMetric('nodejs_gc_duration_seconds');
+  const gcDuration = new Histogram({
+    name: 'nodejs_gc_duration_seconds',
+    help: 'Garbage collection pauses by kind: minor (scavenge), major (mark-sweep-compact), incremental (marking), weakcb (weak callbacks)',
+    labelNames: ['kind'],
+    buckets: gcDurationBuckets,
+    registers: [registry],
+  });
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const kind = gcKinds.get((entry as { detail?: { kind?: number } }).detail?.kind ?? -1) ?? 'other';
+      gcDuration.observe({ kind }, entry.duration / 1000);
+    }
+  }).observe({ entryTypes: ['gc'] });
+  let previous: EventLoopUtilization = performance.eventLoopUtilization();
+  new Gauge({
+    name: 'headroom_eventloop_utilization_ratio',
+    help: 'Share of time the event loop was busy since the previous scrape (0..1)',
+    registers: [registry],
+    collect() {
+      const now = performance.eventLoopUtilization();
+      this.set(performance.eventLoopUtilization(now, previous).utilization);
+      previous = now;
+    },
+  });
+  new Gauge({
+    name: 'headroom_heap_limit_bytes',
+    help: "V8's heap size limit (set with --max-old-space-size)",
+    registers: [registry],
+    collect() {
+      this.set(v8.getHeapStatistics().heap_size_limit);
+    },
+  });
+}

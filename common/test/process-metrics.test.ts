@@ -1,0 +1,35 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { PerformanceObserver } from 'node:perf_hooks';
+import { Registry } from 'prom-client';
+import { registerProcessMetrics } from '../src/index';
+
+test('process metrics: every GC pause is counted, event-loop utilisation and heap limit are there', async () => {
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  const count = async () => {
+    const metric = (await registry.getMetricsAsJSON()).find((m) => m.name === 'nodejs_gc_duration_seconds');
+    const values = (metric?.values ?? []) as { metricName?: string; value: number }[];
+    return values.filter((v) => v.metricName === 'nodejs_gc_duration_seconds_count').reduce((sum, v) => sum + v.value, 0);
+  };
+  // Short-lived garbage in bursts: many scavenges close together, as in a busy parallel worker.
+  const before = await count();
+  let seen = 0;
+  const observer = new PerformanceObserver((list) => (seen += list.getEntries().length));
+  observer.observe({ entryTypes: ['gc'] });
+  for (let round = 0; round < 20; round++) {
+    let keep: unknown[] = [];
+    for (let i = 0; i < 200_000; i++) keep.push({ i, text: `item ${i}` });
+    keep = [];
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  observer.disconnect();
+  const counted = (await count()) - before;
+  assert.ok(seen > 5, `the workload made ${seen} collections`);
+  assert.ok(counted >= seen, `counted ${counted} of ${seen} GC pauses`);
+  const text = await registry.metrics();
+  assert.match(text, /^headroom_eventloop_utilization_ratio [\d.e-]+$/m);
+  assert.match(text, /^headroom_heap_limit_bytes \d{7,}$/m);
+  assert.match(text, /^nodejs_heap_size_used_bytes \d+$/m);
+});

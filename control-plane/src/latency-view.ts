@@ -1,0 +1,64 @@
+import type { Redis } from 'ioredis';
+import { LatencyHistogram, readLatency } from '@headroom/fleet';
+
+export interface LatencySummary {
+  /** Successful tasks in the window. */
+  count: number;
+  p50Ms: number;
+  p95Ms: number;
+  p99Ms: number;
+}
+
+export interface IntegrationLatency {
+  integration: string;
+  baseline: LatencySummary | null;
+  candidate: LatencySummary | null;
+  /** candidate / baseline per percentile; null until both clusters ran the integration. */
+  ratio: { p50: number; p95: number; p99: number } | null;
+}
+
+export interface LatencyView {
+  windowSeconds: number;
+  clusters: { baseline: LatencySummary | null; candidate: LatencySummary | null };
+  integrations: IntegrationLatency[];
+}
+
+/**
+ * Task latency per integration on each cluster over the last `windowMs`, and the ratio
+ * candidate/baseline: the figure that says whether more parallelism slows tasks down. Read
+ * from the workers' rolling histograms in Redis, so no Prometheus is needed.
+ */
+export async function latencyView(redis: Redis, keyPrefix: string, clusters: { baseline: string; candidate: string }, windowMs: number): Promise<LatencyView> {
+  const histograms = await readLatency(redis, keyPrefix, windowMs);
+  const baseline = histograms.get(clusters.baseline) ?? new Map<string, LatencyHistogram>();
+  const candidate = histograms.get(clusters.candidate) ?? new Map<string, LatencyHistogram>();
+  const names = [...new Set([...baseline.keys(), ...candidate.keys()])].sort();
+  return {
+    windowSeconds: windowMs / 1000,
+    clusters: { baseline: summarise(mergeAll(baseline.values())), candidate: summarise(mergeAll(candidate.values())) },
+    integrations: names.map((integration) => {
+      const b = summarise(baseline.get(integration));
+      const c = summarise(candidate.get(integration));
+      return { integration, baseline: b, candidate: c, ratio: b && c ? { p50: ratio(c.p50Ms, b.p50Ms), p95: ratio(c.p95Ms, b.p95Ms), p99: ratio(c.p99Ms, b.p99Ms) } : null };
+    }),
+  };
+}
+
+function mergeAll(histograms: Iterable<LatencyHistogram>): LatencyHistogram {
+  const merged = new LatencyHistogram();
+  for (const histogram of histograms) merged.merge(histogram);
+  return merged;
+}
+
+function summarise(histogram: LatencyHistogram | undefined): LatencySummary | null {
+  if (!histogram || histogram.total === 0) return null;
+  return { count: histogram.total, p50Ms: round(histogram.quantileMs(0.5)!), p95Ms: round(histogram.quantileMs(0.95)!), p99Ms: round(histogram.quantileMs(0.99)!) };
+}
+
+function ratio(candidate: number, baseline: number): number {
+  return Math.round((candidate / baseline) * 1000) / 1000;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 100) / 100;
+}

@@ -1,0 +1,89 @@
+import { after, before, test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { eventually } from '@headroom/common/dist/src/testing';
+import { LatencyRecorder } from '@headroom/fleet';
+import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
+import { json, mapLimit, submit, task } from '@headroom/balancer/dist/test/harness';
+import { startStack } from './stack';
+
+let unleash: TestUnleash;
+before(async () => {
+  unleash = await startTestUnleash();
+});
+after(() => unleash.stop());
+
+const within = (actual: number, expected: number, share = 0.05) => assert.ok(Math.abs(actual - expected) <= expected * share, `${actual} is not within ${share * 100}% of ${expected}`);
+
+test('GET /latency: percentiles per integration per cluster and the ratio, from known latencies', async (t) => {
+  const stack = await startStack(t, unleash);
+  const keyPrefix = stack.fleet.ledgerOptions.keyPrefix!;
+  const baseline = new LatencyRecorder(stack.fleet.redis, { keyPrefix, cluster: 'baseline' });
+  const candidate = new LatencyRecorder(stack.fleet.redis, { keyPrefix, cluster: 'candidate' });
+  // bank-a: 1..100 ms on the baseline, 1.5x that on the candidate. bank-b: candidate only.
+  for (let ms = 1; ms <= 100; ms++) {
+    baseline.record('bank-a', ms);
+    candidate.record('bank-a', 1.5 * ms);
+    candidate.record('bank-b', 20);
+  }
+  await Promise.all([baseline.flush(), candidate.flush()]);
+
+  const response = await stack.api('GET', '/latency?window=1m');
+  assert.equal(response.status, 200, JSON.stringify(response.body));
+  const view = response.body;
+  assert.equal(view.windowSeconds, 60);
+  const bankA = view.integrations.find((i: { integration: string }) => i.integration === 'bank-a');
+  assert.equal(bankA.baseline.count, 100);
+  within(bankA.baseline.p50Ms, 50);
+  within(bankA.baseline.p95Ms, 95);
+  within(bankA.baseline.p99Ms, 99);
+  within(bankA.candidate.p50Ms, 75);
+  within(bankA.ratio.p50, 1.5, 0.1);
+  within(bankA.ratio.p95, 1.5, 0.1);
+  const bankB = view.integrations.find((i: { integration: string }) => i.integration === 'bank-b');
+  assert.deepEqual([bankB.baseline, bankB.ratio], [null, null], 'no ratio without both clusters');
+  assert.equal(view.clusters.candidate.count, 200);
+
+  for (const [query, message] of [
+    ['?window=2d', /expected a duration such as 30s, 5m or 1h/],
+    ['?window=5s', /from 10s to 1h/],
+    ['?window=2h', /from 10s to 1h/],
+    ['?span=5m', /unknown field/],
+  ] as const) {
+    const bad = await stack.api('GET', `/latency${query}`);
+    assert.equal(bad.status, 400, query);
+    assert.match(bad.body.error.message, message);
+  }
+  assert.equal((await stack.api('GET', '/latency', undefined, null)).status, 401);
+});
+
+test('end to end: real workers report what they ran, and the ratio shows the slower cluster', async (t) => {
+  const stack = await startStack(t, unleash);
+  const { fleet } = stack;
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 10, latencyReportIntervalMs: 200 });
+  await fleet.addWorker({ cluster: 'candidate', maxParallelism: 10, latencyReportIntervalMs: 200 });
+  await fleet.addBalancer({}, (await stack.newFlagClient()).flags);
+  await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 50 } });
+  await eventually('both clusters get bank-a', 8000, async () => {
+    const clusters = new Set(
+      await mapLimit(Array.from({ length: 20 }, (_, i) => i), 10, async (i) => {
+        const result = await submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `probe-${i}` }));
+        return result.ok ? result.response.placement!.cluster : 'failed';
+      }),
+    );
+    return clusters.has('baseline') && clusters.has('candidate') ? true : undefined;
+  });
+  // 80 tasks on fixed keys: the candidate's handler sleeps 60 ms, the baseline's 30 ms.
+  const results = await mapLimit(Array.from({ length: 80 }, (_, i) => i), 10, async (i) => {
+    const probe = await submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `k-${i}`, payload: json({}) }));
+    const cluster = probe.ok ? probe.response.placement!.cluster : 'baseline';
+    return submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `k-${i}`, payload: json({ sleepMs: cluster === 'candidate' ? 60 : 30 }) }));
+  });
+  assert.ok(results.every((r) => r.ok));
+  const view = await eventually('reported', 5000, async () => {
+    const body = (await stack.api('GET', '/latency?window=1m')).body;
+    const bankA = body.integrations.find((i: { integration: string }) => i.integration === 'bank-a');
+    return bankA?.ratio && bankA.baseline.count + bankA.candidate.count >= 180 ? bankA : undefined;
+  });
+  assert.ok(view.candidate.p95Ms >= 55, `candidate p95 ${view.candidate.p95Ms}`);
+  assert.ok(view.ratio.p95 > 1.3, `ratio ${JSON.stringify(view.ratio)}`);
+});

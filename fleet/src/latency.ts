@@ -1,0 +1,186 @@
+import type { Redis } from 'ioredis';
+import { LedgerUnavailableError } from './errors';
+
+/**
+ * Rolling task-latency summaries in Redis, mergeable across workers and time: per time slot, a
+ * histogram of counts in log-scale buckets per (cluster, integration). Workers add to them;
+ * the control plane merges the slots of a window and reads percentiles from the sum. (Averages
+ * cannot be merged into percentiles; bucket counts can.)
+ *
+ * Bucket i > 0 holds latencies in (2^((i-1)/8), 2^(i/8)] ms, about 9% wide; bucket 0 holds
+ * up to 1 ms. A percentile is reported as its bucket's geometric middle: within 4.5%.
+ */
+export const latencyDefaults = {
+  /** @default 10000 */
+  slotMs: 10_000,
+  /** Slots kept; the longest window that can be read. @default 3600000 (1 h) */
+  retentionMs: 3_600_000,
+};
+
+const bucketsPerDoubling = 8;
+/** 2^(239/8) ms is about 10 days: nothing runs longer. */
+const maxBucket = 239;
+
+export function latencyBucketOf(ms: number): number {
+  if (!(ms > 1)) return 0;
+  return Math.min(maxBucket, Math.ceil(Math.log2(ms) * bucketsPerDoubling));
+}
+
+/** The value a bucket stands for: the geometric middle of its bounds. */
+export function latencyBucketValueMs(bucket: number): number {
+  return bucket === 0 ? 1 : 2 ** ((bucket - 0.5) / bucketsPerDoubling);
+}
+
+export function latencyKeys(prefix: string) {
+  const tag = `{${prefix}:latency}`;
+  return { slot: (slotStartMs: number) => `${tag}:${slotStartMs}` };
+}
+
+/** Counts per bucket. */
+export class LatencyHistogram {
+  readonly counts = new Map<number, number>();
+  total = 0;
+
+  add(bucket: number, count = 1): void {
+    this.counts.set(bucket, (this.counts.get(bucket) ?? 0) + count);
+    this.total += count;
+  }
+
+  merge(other: LatencyHistogram): void {
+    for (const [bucket, count] of other.counts) this.add(bucket, count);
+  }
+
+  /** The latency (ms) at quantile q (0..1); undefined when empty. */
+  quantileMs(q: number): number | undefined {
+    if (this.total === 0) return undefined;
+    const rank = Math.max(1, Math.ceil(q * this.total));
+    let seen = 0;
+    for (const bucket of [...this.counts.keys()].sort((a, b) => a - b)) {
+      seen += this.counts.get(bucket)!;
+      if (seen >= rank) return latencyBucketValueMs(bucket);
+    }
+    return undefined;
+  }
+}
+
+export interface LatencyRecorderOptions {
+  keyPrefix: string;
+  cluster: string;
+  slotMs?: number;
+  retentionMs?: number;
+  /** Slots kept in memory while Redis cannot be reached; older ones are dropped (counted). @default 60 */
+  maxPendingSlots?: number;
+}
+
+/**
+ * A worker's side: counts latencies in memory and adds them to Redis on flush(). Bounded by
+ * slots pending x integrations (the caller bounds those) x buckets.
+ */
+export class LatencyRecorder {
+  private readonly pending = new Map<number, Map<string, LatencyHistogram>>();
+  private readonly slotMs: number;
+  private readonly retentionMs: number;
+  private readonly maxPendingSlots: number;
+  private readonly keys: ReturnType<typeof latencyKeys>;
+  /** Samples dropped because Redis was away for longer than maxPendingSlots slots. */
+  dropped = 0;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly options: LatencyRecorderOptions,
+  ) {
+    this.slotMs = options.slotMs ?? latencyDefaults.slotMs;
+    this.retentionMs = options.retentionMs ?? latencyDefaults.retentionMs;
+    this.maxPendingSlots = options.maxPendingSlots ?? 60;
+    this.keys = latencyKeys(options.keyPrefix);
+  }
+
+  record(integration: string, ms: number, atUnixMs = Date.now()): void {
+    const slot = atUnixMs - (atUnixMs % this.slotMs);
+    let bySlot = this.pending.get(slot);
+    if (!bySlot) {
+      bySlot = new Map();
+      this.pending.set(slot, bySlot);
+      while (this.pending.size > this.maxPendingSlots) {
+        const oldest = Math.min(...this.pending.keys());
+        for (const histogram of this.pending.get(oldest)!.values()) this.dropped += histogram.total;
+        this.pending.delete(oldest);
+      }
+    }
+    let histogram = bySlot.get(integration);
+    if (!histogram) bySlot.set(integration, (histogram = new LatencyHistogram()));
+    histogram.add(latencyBucketOf(ms));
+  }
+
+  /** Adds what was counted to Redis; on failure keeps it for the next flush. */
+  async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending];
+    this.pending.clear();
+    const pipeline = this.redis.multi();
+    for (const [slot, byIntegration] of batch) {
+      const key = this.keys.slot(slot);
+      for (const [integration, histogram] of byIntegration) {
+        for (const [bucket, count] of histogram.counts) pipeline.hincrby(key, `${this.options.cluster}\t${integration}\t${bucket}`, count);
+      }
+      pipeline.pexpire(key, this.retentionMs + this.slotMs);
+    }
+    try {
+      const results = await pipeline.exec();
+      if (!results) throw new Error('transaction aborted');
+      for (const [error] of results) if (error) throw error;
+    } catch (error) {
+      // MULTI/EXEC: none of it was applied. Put it back (merged with what came meanwhile).
+      for (const [slot, byIntegration] of batch) {
+        for (const [integration, histogram] of byIntegration) {
+          let bySlot = this.pending.get(slot);
+          if (!bySlot) this.pending.set(slot, (bySlot = new Map()));
+          const existing = bySlot.get(integration);
+          if (existing) existing.merge(histogram);
+          else bySlot.set(integration, histogram);
+        }
+      }
+      throw new LedgerUnavailableError('latency flush', error);
+    }
+  }
+}
+
+/** Histograms by cluster, then integration, merged over the slots of the last `windowMs`. */
+export async function readLatency(
+  redis: Redis,
+  keyPrefix: string,
+  windowMs: number,
+  options: { slotMs?: number; nowUnixMs?: number } = {},
+): Promise<Map<string, Map<string, LatencyHistogram>>> {
+  const slotMs = options.slotMs ?? latencyDefaults.slotMs;
+  const now = options.nowUnixMs ?? Date.now();
+  const keys = latencyKeys(keyPrefix);
+  const firstSlot = now - windowMs - ((now - windowMs) % slotMs);
+  const slotKeys: string[] = [];
+  for (let slot = firstSlot; slot <= now; slot += slotMs) slotKeys.push(keys.slot(slot));
+  let slots: Record<string, string>[];
+  try {
+    const pipeline = redis.pipeline();
+    for (const key of slotKeys) pipeline.hgetall(key);
+    const results = (await pipeline.exec()) ?? [];
+    slots = results.map(([error, value]) => {
+      if (error) throw error;
+      return value as Record<string, string>;
+    });
+  } catch (error) {
+    throw new LedgerUnavailableError('latency read', error);
+  }
+  const result = new Map<string, Map<string, LatencyHistogram>>();
+  for (const fields of slots) {
+    for (const [field, count] of Object.entries(fields)) {
+      const [cluster, integration, bucket] = field.split('\t');
+      if (cluster === undefined || integration === undefined || bucket === undefined) continue;
+      let byIntegration = result.get(cluster);
+      if (!byIntegration) result.set(cluster, (byIntegration = new Map()));
+      let histogram = byIntegration.get(integration);
+      if (!histogram) byIntegration.set(integration, (histogram = new LatencyHistogram()));
+      histogram.add(Number(bucket), Number(count));
+    }
+  }
+  return result;
+}

@@ -1,0 +1,80 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, readLatency } from '../src/index';
+
+async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {
+  const redis = connectRedis(url, { enableOfflineQueue: true });
+  await new Promise((resolve) => redis.once('ready', resolve));
+  t.after(async () => {
+    await beforeDisconnect?.(redis);
+    redis.disconnect();
+  });
+  return redis;
+}
+
+const within = (actual: number | undefined, expected: number, share = 0.05) =>
+  assert.ok(actual !== undefined && Math.abs(actual - expected) <= expected * share, `${actual} is not within ${share * 100}% of ${expected}`);
+
+test('a bucket stands for its latencies within 4.5%', () => {
+  for (const ms of [1.5, 7, 42, 100, 999, 12_345, 600_000]) within(latencyBucketValueMs(latencyBucketOf(ms)), ms, 0.045);
+  assert.equal(latencyBucketOf(0.2), 0);
+  const histogram = new LatencyHistogram();
+  for (let ms = 1; ms <= 1000; ms++) histogram.add(latencyBucketOf(ms));
+  within(histogram.quantileMs(0.5), 500);
+  within(histogram.quantileMs(0.95), 950);
+  within(histogram.quantileMs(0.99), 990);
+  assert.equal(new LatencyHistogram().quantileMs(0.5), undefined);
+});
+
+test('several workers report to Redis; a window merges them and leaves older slots out', async (t) => {
+  const keyPrefix = uniquePrefix('latency');
+  const redis = await connect(t, testRedisUrl, async (connection) => {
+    const keys = await connection.keys(`{${keyPrefix}:*`);
+    if (keys.length > 0) await connection.del(...keys);
+  });
+  const now = Date.now();
+  const workerA = new LatencyRecorder(redis, { keyPrefix, cluster: 'baseline' });
+  const workerB = new LatencyRecorder(redis, { keyPrefix, cluster: 'baseline' });
+  const candidate = new LatencyRecorder(redis, { keyPrefix, cluster: 'candidate' });
+  // 1..200 ms split over two workers and two slots; the candidate twice as slow on bank-a.
+  for (let ms = 1; ms <= 200; ms++) {
+    (ms % 2 ? workerA : workerB).record('bank-a', ms, now - (ms % 3) * 10_000);
+    candidate.record('bank-a', 2 * ms, now);
+  }
+  candidate.record('bank-b', 50, now);
+  // Ten minutes ago: outside a 5-minute window.
+  for (let i = 0; i < 1000; i++) workerA.record('bank-a', 5000, now - 600_000);
+  await Promise.all([workerA.flush(), workerB.flush(), candidate.flush()]);
+
+  const recent = await readLatency(redis, keyPrefix, 300_000, { nowUnixMs: now });
+  const baselineA = recent.get('baseline')!.get('bank-a')!;
+  assert.equal(baselineA.total, 200);
+  within(baselineA.quantileMs(0.5), 100);
+  within(baselineA.quantileMs(0.99), 198);
+  within(recent.get('candidate')!.get('bank-a')!.quantileMs(0.5), 200);
+  assert.equal(recent.get('candidate')!.get('bank-b')!.total, 1);
+  assert.equal(recent.get('baseline')!.get('bank-b'), undefined);
+
+  const hour = await readLatency(redis, keyPrefix, 3_600_000, { nowUnixMs: now });
+  assert.equal(hour.get('baseline')!.get('bank-a')!.total, 1200);
+  const ttl = await redis.pttl(`{${keyPrefix}:latency}:${now - (now % 10_000)}`);
+  assert.ok(ttl > 3_500_000 && ttl <= 3_610_000, `slots expire after the retention: ${ttl}`);
+});
+
+test('what a worker counted while Redis was away reaches Redis when it is back', async (t) => {
+  const server = await startPrivateRedis();
+  t.after(() => server.stop(true));
+  const redis = await connect(t, server.url);
+  const recorder = new LatencyRecorder(redis, { keyPrefix: 'lat', cluster: 'candidate' });
+  for (let i = 0; i < 10; i++) recorder.record('bank-a', 40);
+  await server.stop(true);
+  await assert.rejects(recorder.flush(), { code: 'HR_ERR_LEDGER_UNAVAILABLE' });
+  for (let i = 0; i < 5; i++) recorder.record('bank-a', 40);
+  await server.start();
+  await new Promise((resolve) => (redis.status === 'ready' ? resolve(undefined) : redis.once('ready', resolve)));
+  await recorder.flush();
+  const read = await readLatency(redis, 'lat', 60_000);
+  assert.equal(read.get('candidate')!.get('bank-a')!.total, 15);
+  assert.equal(recorder.dropped, 0);
+});
