@@ -95,7 +95,7 @@ async function checkApi(apiUrl: string, operatorToken: string, viewerToken: stri
   };
 }
 
-test('npm start runs the whole system with its own Unleash and the control plane, and stops cleanly by itself', { timeout: 90_000 }, async (t) => {
+test('npm start runs the whole system with its own Unleash, the control plane and the bank simulator, and stops cleanly by itself', { timeout: 90_000 }, async (t) => {
   const keyPrefix = uniquePrefix('demo');
   const [port, controlPlanePort] = [await freePort(), await freePort()];
   const redis = connectRedis(testRedisUrl);
@@ -132,7 +132,10 @@ test('npm start runs the whole system with its own Unleash and the control plane
   const dataDir = /starting Unleash \(embedded PostgreSQL, data in (\S+);.*\.\.\. ok \(http:\/\/127\.0\.0\.1:\d+, pid \d+; PostgreSQL pid \d+\)/.exec(run.stdout)?.[1];
   assert.ok(dataDir, output);
   assert.match(run.stdout, new RegExp(`starting control plane\\.\\.\\. ready at http://127\\.0\\.0\\.1:${controlPlanePort}/api/v1`));
-  assert.match(run.stdout, /setting the candidate share to 30% .*\.\.\. ok \(flag headroom\.candidate-cluster: bank-a 30%, bank-b 30%, bank-c 30%, others 30%\)\n/);
+  assert.match(run.stdout, /setting the candidate share to 30% .*\.\.\. ok \(flag headroom\.candidate-cluster: bank-a 30%, bank-b 30%, bank-c 30%, bank-d 30%, others 30%\)\n/);
+  const bankSimulator = /starting bank simulator \(time scale [\d.]+\)\.\.\. ok \((http:\/\/127\.0\.0\.1:\d+), banks bank-a, bank-b, bank-c, bank-d, pid (\d+)\)\n/.exec(run.stdout);
+  assert.ok(bankSimulator, output);
+  assert.match(run.stdout, new RegExp(`^Bank sim: +${bankSimulator[1]} .*\n.*curl -X POST .*"kind":"slow".* ${bankSimulator[1]}/incidents$`, 'm'));
   assert.match(run.stdout, /baseline worker 2\/2 ready/);
   assert.match(run.stdout, /candidate worker 1\/1 ready/);
   assert.match(run.stdout, new RegExp(`Balancer: +127\\.0\\.0\\.1:${port}`));
@@ -144,25 +147,27 @@ test('npm start runs the whole system with its own Unleash and the control plane
     assert.equal(view.flag.name, 'headroom.candidate-cluster');
     assert.equal(view.flag.enabled, true);
     assert.equal(view.flag.defaultPercent, 30);
-    assert.deepEqual(view.effectivePercent, { default: 30, integrations: { 'bank-a': 30, 'bank-b': 30, 'bank-c': 30 } });
+    assert.deepEqual(view.effectivePercent, { default: 30, integrations: { 'bank-a': 30, 'bank-b': 30, 'bank-c': 30, 'bank-d': 30 } });
   }
   assert.ok(api.viewerChangeRefused instanceof ControlPlaneApiError && api.viewerChangeRefused.code === 'HR_ERR_FORBIDDEN', String(api.viewerChangeRefused));
   assert.ok(api.noTokenRefused instanceof ControlPlaneApiError && api.noTokenRefused.code === 'HR_ERR_UNAUTHENTICATED', String(api.noTokenRefused));
 
-  // The balancer routes by the flag: both clusters got work.
+  // The balancer routes by the flag: both clusters got work, done by the bank handlers.
   const done = completedByCluster(run.stdout);
   for (const cluster of ['baseline', 'candidate']) {
     assert.ok((done[cluster] ?? []).some((n) => n > 0), `${cluster} completed no tasks:\n${output}`);
   }
+  assert.doesNotMatch(run.stdout, /HR_ERR_INVALID_PAYLOAD|HR_ERR_UPSTREAM_REJECTED/, 'the bank handlers take the load generator\'s tasks');
   assert.match(
     run.stdout,
-    /stopping \(--duration-s 6 elapsed\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
+    /stopping \(--duration-s 6 elapsed\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
   );
   assert.match(run.stdout, new RegExp(`ledger: no workers left under ${keyPrefix}`));
 
-  // Nothing outlives the demo: Unleash, PostgreSQL, control plane, balancer, 3 workers, load generator.
+  // Nothing outlives the demo: Unleash, PostgreSQL, control plane, balancer, bank simulator, 3 workers, load generator.
   const pids = printedPids(run.stdout);
-  assert.equal(pids.length, 8, run.stdout);
+  assert.equal(pids.length, 9, run.stdout);
+  assert.ok(pids.includes(Number(bankSimulator[2])));
   assert.deepEqual(pids.filter(isRunning), [], 'no process outlives the demo');
   assert.deepEqual(processesMentioning(dataDir), [], 'no PostgreSQL process is left');
   assert.equal(fs.existsSync(dataDir), false, 'the PostgreSQL data directory is deleted');
@@ -172,13 +177,13 @@ test('npm start runs the whole system with its own Unleash and the control plane
   for (const cluster of ['baseline', 'candidate']) assert.deepEqual((await ledger.snapshot(cluster)).workers, []);
 });
 
-test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a private redis-server is started and stopped', { timeout: 60_000 }, async (t) => {
+test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a private redis-server is started and stopped; --workload sleep needs no bank simulator', { timeout: 60_000 }, async (t) => {
   const unleash = await startTestUnleash();
   t.after(() => unleash.stop());
   const nothingThere = `redis://127.0.0.1:${await freePort()}`;
   const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken };
   const run = await runDemo(
-    ['--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--candidate-percent', '100', '--baseline-workers', '2', '--candidate-workers', '1', '--redis-url', nothingThere],
+    ['--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--candidate-percent', '100', '--baseline-workers', '2', '--candidate-workers', '1', '--redis-url', nothingThere, '--workload', 'sleep'],
     { env, timeoutMs: 50_000 },
   );
   const output = `${run.stdout}\n${run.stderr}`;
@@ -186,6 +191,7 @@ test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a pr
   assert.ok(/starting a private .*redis-server\.\.\. ok \(redis:\/\/127\.0\.0\.1:\d+, pid (\d+)\)/.test(run.stdout), output);
   assert.match(run.stdout, new RegExp(`checking Unleash at ${unleash.url}\\.\\.\\. ok`));
   assert.doesNotMatch(run.stdout, /embedded PostgreSQL/);
+  assert.doesNotMatch(run.stdout, /bank simulator|Bank sim/);
   // Every task key goes to the candidate cluster: the flag, not a static split, decides.
   const totals = totalCompleted(run.stdout);
   assert.ok((totals.candidate ?? 0) > 0, output);
@@ -210,6 +216,10 @@ test('an invalid option exits 2 with a message naming it and what it accepts', a
   const fraction = await runDemo(['--candidate-percent', '12.5']);
   assert.equal(fraction.code, 2);
   assert.match(fraction.stderr, /--candidate-percent: got "12\.5", expected a whole percentage from 0 to 100/);
+
+  const workload = await runDemo(['--workload', 'cpu']);
+  assert.equal(workload.code, 2);
+  assert.match(workload.stderr, /--workload: got "cpu", expected one of bank, sleep/);
 
   const unknown = await runDemo(['--workers', '3']);
   assert.equal(unknown.code, 2);

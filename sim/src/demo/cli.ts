@@ -2,12 +2,13 @@
 /**
  * headroom-demo, behind `npm start`: the whole system on one machine. Redis (the given one,
  * or a private redis-server), Unleash (the given one, or a real Unleash on an embedded
- * PostgreSQL), the control plane, a balancer, a baseline cluster of single-slot workers, a
- * candidate cluster of parallel workers and a load generator, each its own process. The
+ * PostgreSQL), the control plane, a balancer, a bank simulator, a baseline cluster of
+ * single-slot workers, a candidate cluster of parallel workers (their handlers call the
+ * banks) and a load generator, each its own process. The
  * initial candidate share is written through the control plane's API, as an operator would.
  * Prints a status line per cluster every few seconds; Ctrl-C stops everything in order:
- * load generator, balancer, workers (they drain and leave the ledger), control plane,
- * private Redis, Unleash and its PostgreSQL.
+ * load generator, balancer, workers (they drain and leave the ledger), bank simulator,
+ * control plane, private Redis, Unleash and its PostgreSQL.
  *   npm start -- --rate 50 --candidate-percent 20 --duration-s 60
  */
 import { randomBytes } from 'node:crypto';
@@ -16,13 +17,14 @@ import type { Redis } from 'ioredis';
 import { ConfigError } from '@headroom/common';
 import { Ledger, connectRedis, ledgerDefaults, type ClusterSnapshot } from '@headroom/fleet';
 import { readOptions } from '@headroom/common';
-import { defaultIntegrations, type LoadReport } from '../loadgen';
+import type { LoadReport } from '../loadgen';
 import { ManagedChild, describeExit, type ChildEvent, type ChildExit } from './child';
-import { DemoControl } from './control';
+import { DemoControl, type SpawnChild } from './control';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';
 import { deleteKeysUnder, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedisServer, type PrivateRedisServer } from './redis';
 import { formatLoadTotals, formatStatus } from './status';
 import { StartError, messageOf, say, warn, write } from './terminal';
+import { DemoWorkload } from './workload';
 
 const clusterNames = ['baseline', 'candidate'] as const;
 /** Share of each cluster's slots the balancer keeps for user-present tasks. */
@@ -31,7 +33,6 @@ const scripts = {
   worker: require.resolve('@headroom/worker/dist/src/cli.js'),
   balancer: require.resolve('@headroom/balancer/dist/src/cli.js'),
   loadgen: path.join(__dirname, '..', 'loadgen', 'cli.js'),
-  handlers: path.join(__dirname, '..', 'handlers', 'demo.js'),
 };
 const timeouts = {
   redisAnswerMs: 1500,
@@ -46,6 +47,7 @@ const timeouts = {
   workerDrainMs: 10_000,
   /** ...and are killed if still running this long after SIGTERM. */
   workerStopMs: 15_000,
+  bankSimulatorStopMs: 5000,
   controlPlaneStopMs: 10_000,
   redisStopMs: 5000,
   /** Unleash, then PostgreSQL (a fast shutdown). */
@@ -95,6 +97,8 @@ class Demo {
   private ledger: Ledger | undefined;
   /** Unleash and the control plane. */
   private readonly control: DemoControl;
+  /** What workers run, and the bank simulator they call. */
+  private readonly workload: DemoWorkload;
   private balancer: ManagedChild | undefined;
   private readonly workers: ManagedChild[] = [];
   private loadgen: ManagedChild | undefined;
@@ -109,7 +113,9 @@ class Demo {
     this.prefixIsOurs = config.keyPrefix === undefined;
     this.keyPrefix = config.keyPrefix ?? `demo:${randomBytes(4).toString('hex')}`;
     this.stopped = new Promise((resolve) => (this.markStopped = resolve));
-    this.control = new DemoControl(config, (label, script, args, secrets) => this.spawn(label, script, args, secrets));
+    const spawn: SpawnChild = (label, script, args, secrets) => this.spawn(label, script, args, secrets);
+    this.workload = new DemoWorkload(config, spawn);
+    this.control = new DemoControl(config, this.workload.integrationNames, spawn);
   }
 
   async run(): Promise<number> {
@@ -177,6 +183,8 @@ class Demo {
     const balancerAddress = String((await balancer.waitForEvent('ready', timeouts.balancerReadyMs)).address);
     say(`ok (${balancerAddress}, pid ${balancer.pid})`);
     if (this.stopping) return;
+    await this.workload.startUpstream();
+    if (this.stopping) return;
 
     say(
       `starting ${config.baselineWorkers} baseline workers (max parallelism ${config.baselineParallelism}) ` +
@@ -205,14 +213,14 @@ class Demo {
           scripts.worker,
           [
             '--cluster', cluster,
-            '--handlers', scripts.handlers,
+            '--handlers', this.workload.handlersScript,
             '--max-parallelism', String(parallelism),
             '--drain-timeout-ms', String(timeouts.workerDrainMs),
             ...flagArgs,
             '--key-prefix', this.keyPrefix,
             '--redis-url', redisUrl,
           ],
-          flagEnv,
+          { ...flagEnv, ...this.workload.workerEnv },
         );
         this.workers.push(worker);
         starting.push(
@@ -231,7 +239,7 @@ class Demo {
       '--balancer', balancerAddress,
       '--rate', String(config.ratePerS),
       '--user-present-share', String(config.userPresentShare),
-      '--integrations', defaultIntegrations.join(','),
+      '--integrations', this.workload.loadgenIntegrations,
       '--report-interval-s', String(config.statusIntervalS),
       '--format', 'json',
     ]);
@@ -243,6 +251,7 @@ class Demo {
     say('');
     say(`Balancer:      ${balancerAddress}   (gRPC headroom.v1.Balancer/Submit, plain text; see proto/headroom/v1/headroom.proto)`);
     this.control.printAccess(apiUrl, unleash);
+    this.workload.printAccess();
     say(
       `Status every ${config.statusIntervalS} s` +
         (config.durationS > 0 ? `; stopping by itself after ${config.durationS} s.` : '. Ctrl-C stops everything.'),
@@ -320,7 +329,7 @@ class Demo {
     return this.shutdownPromise;
   }
 
-  /** Load generator, balancer, workers (they drain), control plane, private Redis, then Unleash and its PostgreSQL. */
+  /** Load generator, balancer, workers (they drain), bank simulator, control plane, private Redis, then Unleash and its PostgreSQL. */
   private async stopAll(reason: string): Promise<void> {
     this.stopping = true;
     clearTimeout(this.durationTimer);
@@ -357,6 +366,7 @@ class Demo {
       if (problems.length > 0) this.exitCode = 1;
       say(problems.length === 0 ? 'ok' : problems.join(', '));
     }
+    await stopped('bank simulator', this.workload.bankSimulator, timeouts.bankSimulatorStopMs);
     await stopped('control plane', this.control.controlPlane, timeouts.controlPlaneStopMs);
 
     await this.checkLedger();
@@ -398,6 +408,7 @@ class Demo {
     this.loadgen?.killNow();
     this.balancer?.killNow();
     for (const worker of this.workers) worker.killNow();
+    this.workload.bankSimulator?.killNow();
     this.privateRedis?.killNow();
     this.control.killNow();
   }

@@ -7,7 +7,6 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { defaultIntegrations } from '../loadgen';
 import type { ManagedChild } from './child';
 import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, setTrafficPercent, type DemoApiTokens } from './control-plane-api';
 import type { DemoConfig } from './options';
@@ -62,6 +61,8 @@ export class DemoControl {
 
   constructor(
     private readonly config: DemoConfig,
+    /** The load generator's integrations, each with a share of its own (and a rollback of its own). */
+    private readonly integrations: readonly string[],
     private readonly spawn: SpawnChild,
   ) {}
 
@@ -101,8 +102,7 @@ export class DemoControl {
     const child = this.spawn(
       'control-plane',
       scripts.controlPlane,
-      // The load generator's integrations, each with a share of its own (and a rollback of its own).
-      ['--port', String(port), '--integrations', defaultIntegrations.join(','), '--unleash-url', unleash.url, '--key-prefix', ledger.keyPrefix, '--redis-url', ledger.redisUrl],
+      ['--port', String(port), '--integrations', this.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', ledger.keyPrefix, '--redis-url', ledger.redisUrl],
       controlPlaneSecretsEnv(this.apiTokens, unleash.adminToken),
     );
     this.controlPlane = child;
@@ -120,7 +120,7 @@ export class DemoControl {
     write(`setting the candidate share to ${percent}% (PUT ${apiUrl}/traffic)... `);
     let view;
     try {
-      view = await setTrafficPercent(apiUrl, this.apiTokens.operator, percent, defaultIntegrations, timeouts.apiCallMs);
+      view = await setTrafficPercent(apiUrl, this.apiTokens.operator, percent, this.integrations, timeouts.apiCallMs);
     } catch (error) {
       throw new StartError(`the control plane did not set the candidate share: ${messageOf(error)}`);
     }

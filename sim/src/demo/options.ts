@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { settings } from '@headroom/common';
 import { usageText, type OptionSpec } from '@headroom/common';
+import { bankSimulatorOptionsSchema } from '../bank/bank-server';
 
 const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');
 // Whole numbers: Unleash's gradual rollout takes whole percentages.
@@ -11,6 +12,9 @@ const percent = z.coerce
   .max(100, 'expected a percentage from 0 to 100');
 const seconds = (min: number, max: number, hint: string) =>
   z.coerce.number({ error: `expected seconds, ${hint}` }).min(min, `expected seconds >= ${min}, ${hint}`).max(max, `expected seconds <= ${max}`);
+
+/** What workers run (see workload.ts). */
+export const workloadNames = ['bank', 'sleep'] as const;
 
 /** What `npm start` runs; one schema validates, fills defaults and gives the types. */
 export const demoOptionsSchema = z
@@ -27,6 +31,13 @@ export const demoOptionsSchema = z
     candidatePercent: percent.default(50),
     /** Tasks the load generator sends per second. @default 20 */
     ratePerS: z.coerce.number({ error: 'expected tasks per second' }).positive('expected a rate above 0').max(10_000, 'expected at most 10000 tasks/s').default(20),
+    /** What workers run: the bank handlers against a bank simulator of the demo's own, or the sleep-only demo handlers. @default 'bank' */
+    workload: z.enum(workloadNames, { error: `expected one of ${workloadNames.join(', ')}` }).default('bank'),
+    /**
+     * Multiplies the simulated banks' latencies. A task averages about 1.3 s at 1 (bank-d's heavy
+     * tail); at 0.1 the default load keeps the single-slot baseline cluster about half busy. @default 0.1
+     */
+    bankTimeScale: bankSimulatorOptionsSchema.shape.timeScale.unwrap().default(0.1),
     /** @default 0.1 */
     userPresentShare: settings.share().default(0.1),
     /** 0 picks a free port. @default 7700 */
@@ -77,6 +88,8 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('candidateParallelism', 'candidate-parallelism', 'N', 'tasks each candidate worker runs at once, 1..1000 (default 10)'),
   option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster at start, a whole number 0..100, set through the control plane (default 50)'),
   option('ratePerS', 'rate', 'N', 'tasks per second from the load generator (default 20)'),
+  option('workload', 'workload', 'NAME', 'bank: bank handlers calling a bank simulator the demo starts; sleep: handlers that only wait (default bank)'),
+  option('bankTimeScale', 'bank-time-scale', 'X', "multiplies the simulated banks' latencies, e.g. 1 for their real speed at a lower --rate (default 0.1)"),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1 (default 0.1)'),
   option('balancerPort', 'balancer-port', 'PORT', 'port of the balancer on 127.0.0.1, 0 for any free one (default 7700)'),
   option('controlPlanePort', 'control-plane-port', 'PORT', "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)"),
@@ -94,12 +107,17 @@ export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: nod
 Runs on this machine: Redis (if none answers), Unleash (without --unleash-url: a real Unleash
 server on an embedded PostgreSQL in a temporary directory, deleted at exit), the control plane
 (REST API; the operator and viewer tokens it accepts are made up at start and printed), a
-balancer and workers that read their flags from Unleash, a baseline cluster of single-slot
-workers, a candidate cluster of parallel workers and a load generator (integrations bank-a,
-bank-b, bank-c, each with a share of its own). The initial candidate share is written through
-the control plane; change it while the demo runs with, e.g.
+balancer and workers that read their flags from Unleash, a bank simulator (four banks: bank-a
+fast and steady .. bank-d slow with a heavy tail, 0.2-5% errors), a baseline cluster of
+single-slot workers, a candidate cluster of parallel workers whose handlers call the banks,
+and a load generator (integrations bank-a:3, bank-b:2, bank-c:1, bank-d:1 by weight, each
+with a share of its own; with --workload sleep: bank-a, bank-b, bank-c, no simulator). The
+initial candidate share is written through the control plane; change it while the demo
+runs with, e.g.
   curl -X PUT -H "Authorization: Bearer <operator token>" -H "Content-Type: application/json" \\
        -d '{"integrations": {"bank-a": 80, "bank-b": 80, "bank-c": 20}}' http://127.0.0.1:8080/api/v1/traffic
   curl -X POST -H "Authorization: Bearer <operator token>" -H "Content-Type: application/json" \\
        -d '{"integration": "bank-a"}' http://127.0.0.1:8080/api/v1/rollback
+and make a bank misbehave (the simulator's address is printed at start) with, e.g.
+  curl -X POST -H 'content-type: application/json' -d '{"bank":"bank-b","kind":"slow","factor":4}' http://127.0.0.1:<port>/incidents
 Ctrl-C stops them all. Flags win over env. Invalid options exit with status 2.`;

@@ -1,7 +1,8 @@
 /**
- * What the load generator counts, over one report window or since it started.
+ * What the load generator counts, over one report window, one phase or since it started.
  * Every map is bounded: clusters and error codes beyond the limits are counted as "other".
  */
+import { balancerErrorCodes } from '@headroom/balancer';
 import { LatencyHistogram, type LatencySummary } from './histogram';
 
 export type TaskPriority = 'USER_PRESENT' | 'BACKGROUND';
@@ -20,6 +21,20 @@ export interface ClusterFigures {
   errorsByCode: Record<string, number>;
 }
 
+/** The tasks of one priority, whichever cluster ran them. */
+export interface PriorityFigures {
+  sent: number;
+  sentPerS: number;
+  completed: number;
+  completedPerS: number;
+  /** Of those completed, tasks whose handler failed. */
+  failed: number;
+  rejected: number;
+  rejectedByCode: Record<string, number>;
+  /** Of the completed tasks, from sending to the answer. */
+  latencyMs: LatencySummary;
+}
+
 export interface LoadFigures {
   seconds: number;
   /** Calls sent to the balancer. */
@@ -35,7 +50,17 @@ export interface LoadFigures {
   rejected: number;
   /** By headroom-error-code, or GRPC_<STATUS> when the error carries none. */
   rejectedByCode: Record<string, number>;
+  /** Of the rejected: background tasks that gave their place in the queue to a user-present one (HR_ERR_SHED). */
+  shed: number;
+  /** Of the rejected: tasks refused because the balancer's queue was full (HR_ERR_QUEUE_FULL). */
+  queueFull: number;
+  priorities: Record<TaskPriority, PriorityFigures>;
   clusters: Record<string, ClusterFigures>;
+}
+
+function countBounded(map: Map<string, number>, key: string, limit: number): void {
+  const name = map.has(key) || map.size < limit - 1 ? key : otherKey;
+  map.set(name, (map.get(name) ?? 0) + 1);
 }
 
 class ClusterCounter {
@@ -54,24 +79,39 @@ class ClusterCounter {
   }
 }
 
-function countBounded(map: Map<string, number>, key: string, limit: number): void {
-  const name = map.has(key) || map.size < limit - 1 ? key : otherKey;
-  map.set(name, (map.get(name) ?? 0) + 1);
+class PriorityCounter {
+  sent = 0;
+  completed = 0;
+  failed = 0;
+  rejected = 0;
+  readonly rejectedByCode = new Map<string, number>();
+  readonly latency = new LatencyHistogram();
+
+  figures(seconds: number): PriorityFigures {
+    return {
+      sent: this.sent,
+      sentPerS: this.sent / seconds,
+      completed: this.completed,
+      completedPerS: this.completed / seconds,
+      failed: this.failed,
+      rejected: this.rejected,
+      rejectedByCode: Object.fromEntries(this.rejectedByCode),
+      latencyMs: this.latency.summary(),
+    };
+  }
 }
 
 export class FiguresCounter {
-  private sent = 0;
-  private completed = 0;
   private droppedOutstandingLimit = 0;
   private droppedBehindSchedule = 0;
-  private rejected = 0;
+  private shed = 0;
+  private queueFull = 0;
   private readonly rejectedByCode = new Map<string, number>();
+  private readonly priorities: Record<TaskPriority, PriorityCounter> = { USER_PRESENT: new PriorityCounter(), BACKGROUND: new PriorityCounter() };
   private readonly clusters = new Map<string, ClusterCounter>();
 
-  constructor(readonly startedAtMs: number) {}
-
-  countSent(): void {
-    this.sent++;
+  countSent(priority: TaskPriority): void {
+    this.priorities[priority].sent++;
   }
 
   countDropped(reason: 'outstanding-limit' | 'behind-schedule', tasks = 1): void {
@@ -80,33 +120,46 @@ export class FiguresCounter {
   }
 
   countCompleted(cluster: string, priority: TaskPriority, latencyMs: number, errorCode: string | undefined): void {
-    this.completed++;
     const counter = this.cluster(cluster);
+    const byPriority = this.priorities[priority];
     counter.completed++;
+    byPriority.completed++;
     counter.latency[priority].record(latencyMs);
+    byPriority.latency.record(latencyMs);
     if (errorCode !== undefined) {
       counter.failed++;
+      byPriority.failed++;
       countBounded(counter.errors, errorCode, maxErrorCodes);
     }
   }
 
-  countRejected(code: string): void {
-    this.rejected++;
+  countRejected(priority: TaskPriority, code: string): void {
+    this.priorities[priority].rejected++;
     countBounded(this.rejectedByCode, code, maxErrorCodes);
+    countBounded(this.priorities[priority].rejectedByCode, code, maxErrorCodes);
+    if (code === balancerErrorCodes.shed) this.shed++;
+    if (code === balancerErrorCodes.queueFull) this.queueFull++;
   }
 
-  figures(nowMs: number): LoadFigures {
-    const seconds = Math.max(0.001, (nowMs - this.startedAtMs) / 1000);
+  /** The figures, with rates over `seconds`. */
+  figures(seconds: number): LoadFigures {
+    const perS = Math.max(0.001, seconds);
+    const priorities = { USER_PRESENT: this.priorities.USER_PRESENT.figures(perS), BACKGROUND: this.priorities.BACKGROUND.figures(perS) };
+    const sent = priorities.USER_PRESENT.sent + priorities.BACKGROUND.sent;
+    const completed = priorities.USER_PRESENT.completed + priorities.BACKGROUND.completed;
     return {
       seconds,
-      sent: this.sent,
-      sentPerS: this.sent / seconds,
-      completed: this.completed,
-      completedPerS: this.completed / seconds,
+      sent,
+      sentPerS: sent / perS,
+      completed,
+      completedPerS: completed / perS,
       droppedOutstandingLimit: this.droppedOutstandingLimit,
       droppedBehindSchedule: this.droppedBehindSchedule,
-      rejected: this.rejected,
+      rejected: priorities.USER_PRESENT.rejected + priorities.BACKGROUND.rejected,
       rejectedByCode: Object.fromEntries(this.rejectedByCode),
+      shed: this.shed,
+      queueFull: this.queueFull,
+      priorities,
       clusters: Object.fromEntries([...this.clusters].map(([name, counter]) => [name, counter.figures()])),
     };
   }

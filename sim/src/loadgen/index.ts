@@ -1,6 +1,15 @@
-export { startLoadGenerator, type LoadGenerator, type LoadGeneratorDependencies, type LoadReport } from './load-generator';
-export { loadGeneratorOptionsSchema, defaultIntegrations, type LoadGeneratorOptions, type LoadGeneratorConfig } from './options';
-export { Workload, integrationProfiles, logNormal, type IntegrationProfile, type WorkloadOptions } from './workload';
+export { startLoadGenerator, type LoadGenerator, type LoadGeneratorDependencies, type LoadReport, type PhaseFigures } from './load-generator';
+export {
+  loadGeneratorOptionsSchema,
+  loadGeneratorOptionFields,
+  defaultIntegrations,
+  spikeProblems,
+  type LoadGeneratorOptions,
+  type LoadGeneratorConfig,
+  type WeightedIntegration,
+} from './options';
+export { Workload, integrationProfiles, logNormal, skewedRank, type IntegrationProfile, type WorkloadOptions } from './workload';
+export { SendSchedule, loadPhases, type LoadPhase, type ScheduleOptions } from './schedule';
 export { LatencyHistogram, type LatencySummary } from './histogram';
-export type { LoadFigures, ClusterFigures, TaskPriority } from './figures';
-export { formatLoadReport, formatLoadRates, formatClusterLoad, formatLatency, formatCounts } from './format';
+export type { LoadFigures, ClusterFigures, PriorityFigures, TaskPriority } from './figures';
+export { formatLoadReport, formatLoadRates, formatClusterLoad, formatPriorityLoad, formatLatency, formatCounts } from './format';

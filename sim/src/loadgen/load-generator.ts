@@ -2,21 +2,33 @@
  * Open-loop load: tasks are sent on a fixed schedule whatever the answers do, as real
  * clients would, so a slow system shows up as latency and errors, not as a lower rate.
  * Calls awaiting answers are bounded; a task due beyond the bound is dropped and counted.
+ * Each task counts in the phase (steady or spike) it was sent in.
  */
 import * as grpc from '@grpc/grpc-js';
 import { once, parseConfig } from '@headroom/common';
 import { BalancerService, metadataKeys, type BalancerClient, type Task } from '@headroom/proto';
 import { FiguresCounter, type LoadFigures, type TaskPriority } from './figures';
 import { loadGeneratorOptionsSchema, type LoadGeneratorConfig, type LoadGeneratorOptions } from './options';
+import { SendSchedule, priorities, type LoadPhase } from './schedule';
 import { Workload } from './workload';
+
+export interface PhaseFigures extends LoadFigures {
+  /** Tasks per second due in this phase, both priorities. */
+  targetRatePerS: number;
+}
 
 export interface LoadReport {
   /** Since the previous report (or the start). */
   window: LoadFigures;
   /** Since the start. */
   total: LoadFigures;
+  /** The steady rate; a spike raises the background share of it (see `phases`). */
   targetRatePerS: number;
   outstandingCalls: number;
+  /** The phase tasks are being sent in now. */
+  phase: LoadPhase;
+  /** Since the start, by the phase each task was sent in: `spike` stays empty (0 s) without spikes. */
+  phases: Record<LoadPhase, PhaseFigures>;
 }
 
 export interface LoadGenerator {
@@ -42,37 +54,41 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
   const config = parseConfig('load generator options', loadGeneratorOptionsSchema, options);
   const client = dependencies.client ?? new BalancerService(config.balancerAddress, grpc.credentials.createInsecure());
   const workload = new Workload(config, dependencies.random);
+  const schedule = new SendSchedule(config);
   const calls = new Set<grpc.ClientUnaryCall>();
   const startedAtMs = performance.now();
-  const total = new FiguresCounter(startedAtMs);
-  let window = new FiguresCounter(startedAtMs);
-  let scheduled = 0;
+  const total = new FiguresCounter();
+  const phases: Record<LoadPhase, FiguresCounter> = { steady: new FiguresCounter(), spike: new FiguresCounter() };
+  let window = new FiguresCounter();
+  let windowStartedAtMs = startedAtMs;
+  const scheduled: Record<TaskPriority, number> = { USER_PRESENT: 0, BACKGROUND: 0 };
   let onIdle: (() => void) | undefined;
   // Rates are over the time tasks were being sent, not the drain after it.
   let stoppedSendingAtMs: number | undefined;
   // More than a second of tasks due at once means the process stalled: send one second's worth.
-  const maxBurst = Math.max(1, Math.ceil(config.ratePerS));
+  const maxBurst = (priority: TaskPriority) => Math.max(1, Math.ceil(schedule.peakRatePerS(priority)));
 
-  const count = (fn: (counter: FiguresCounter) => void) => {
+  const count = (phase: LoadPhase, fn: (counter: FiguresCounter) => void) => {
     fn(total);
     fn(window);
+    fn(phases[phase]);
   };
 
-  const send = (task: Task) => {
+  const send = (task: Task, phase: LoadPhase) => {
     const priority = task.priority as TaskPriority;
     const sentAtMs = performance.now();
-    count((c) => c.countSent());
+    count(phase, (c) => c.countSent(priority));
     const call = client.submit({ task }, { deadline: Date.now() + config.taskTimeoutMs + callDeadlineMarginMs }, (error, response) => {
       calls.delete(call);
       if (error) {
         const coded = error.metadata?.get(metadataKeys.errorCode)[0];
         const code = coded === undefined ? `GRPC_${grpc.status[error.code] ?? error.code}` : String(coded);
-        count((c) => c.countRejected(code));
+        count(phase, (c) => c.countRejected(priority, code));
       } else {
         const latencyMs = performance.now() - sentAtMs;
         const cluster = response?.placement?.cluster || 'unknown';
         const errorCode = response?.error ? response.error.code || 'UNKNOWN' : undefined;
-        count((c) => c.countCompleted(cluster, priority, latencyMs, errorCode));
+        count(phase, (c) => c.countCompleted(cluster, priority, latencyMs, errorCode));
       }
       if (calls.size === 0) onIdle?.();
     });
@@ -80,15 +96,20 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
   };
 
   const tick = () => {
-    const due = Math.floor(((performance.now() - startedAtMs) / 1000) * config.ratePerS) - scheduled;
-    if (due <= 0) return;
-    scheduled += due;
+    const elapsedMs = performance.now() - startedAtMs;
+    const phase = schedule.phaseAt(elapsedMs);
     const now = Date.now();
-    const sending = Math.min(due, maxBurst);
-    if (due > sending) count((c) => c.countDropped('behind-schedule', due - sending));
-    for (let i = 0; i < sending; i++) {
-      if (calls.size >= config.maxOutstandingCalls) count((c) => c.countDropped('outstanding-limit'));
-      else send(workload.next(now));
+    // User-present first: when the outstanding limit bites, background tasks are the ones dropped.
+    for (const priority of priorities) {
+      const due = schedule.dueBy(priority, elapsedMs) - scheduled[priority];
+      if (due <= 0) continue;
+      scheduled[priority] += due;
+      const sending = Math.min(due, maxBurst(priority));
+      if (due > sending) count(phase, (c) => c.countDropped('behind-schedule', due - sending));
+      for (let i = 0; i < sending; i++) {
+        if (calls.size >= config.maxOutstandingCalls) count(phase, (c) => c.countDropped('outstanding-limit'));
+        else send(workload.next(now, priority), phase);
+      }
     }
   };
   const timer = setInterval(tick, tickMs);
@@ -96,8 +117,21 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
 
   const report = (): LoadReport => {
     const now = stoppedSendingAtMs ?? performance.now();
-    const result = { window: window.figures(now), total: total.figures(now), targetRatePerS: config.ratePerS, outstandingCalls: calls.size };
-    window = new FiguresCounter(now);
+    const elapsedMs = now - startedAtMs;
+    const phaseSeconds = schedule.phaseSeconds(elapsedMs);
+    const result: LoadReport = {
+      window: window.figures((now - windowStartedAtMs) / 1000),
+      total: total.figures(elapsedMs / 1000),
+      targetRatePerS: config.ratePerS,
+      outstandingCalls: calls.size,
+      phase: schedule.phaseAt(elapsedMs),
+      phases: {
+        steady: { ...phases.steady.figures(phaseSeconds.steady), targetRatePerS: schedule.targetRatePerS('steady') },
+        spike: { ...phases.spike.figures(phaseSeconds.spike), targetRatePerS: schedule.targetRatePerS('spike') },
+      },
+    };
+    window = new FiguresCounter();
+    windowStartedAtMs = now;
     return result;
   };
 
