@@ -264,8 +264,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   let sweepTimer: NodeJS.Timeout | undefined;
   let port: number;
   try {
-    // ioredis sends a SUBSCRIBE at once even while connecting, and its ready check then fails.
-    await waitUntilReady(deps.subscriber, 'the pub/sub connection');
+    await waitUntilReady(deps.subscriber);
     await directory.start();
     await admission.start();
     await override.start();

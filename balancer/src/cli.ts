@@ -68,8 +68,7 @@ async function main(): Promise<void> {
   );
   const redis = connectRedis(redisUrl, {}, logger);
   const subscriber = connectRedis(redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
-  // The pub/sub connection too: a SUBSCRIBE sent while it still connects makes its ready check fail.
-  await Promise.all([waitUntilReady(redis, redisUrl), waitUntilReady(subscriber, redisUrl)]);
+  await waitUntilReady(redis, redisUrl);
   const balancer = await createBalancer(
     { ...options, clusters: { baseline: baselineCluster, candidate: candidateCluster } },
     { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) },

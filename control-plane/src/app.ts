@@ -88,8 +88,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     else if (channel === override.store.keys.overrideAckedChannel) events.broadcast('ack', JSON.parse(message));
   };
   deps.subscriber.on('message', onMessage);
-  // ioredis sends a SUBSCRIBE at once even while connecting, and its ready check then fails.
-  await waitUntilReady(deps.subscriber, 'the pub/sub connection');
+  await waitUntilReady(deps.subscriber);
   await deps.subscriber.subscribe(audit.channel);
   await override.start();
   const figures = async () => ({

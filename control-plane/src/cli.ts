@@ -103,8 +103,7 @@ async function main(): Promise<void> {
   const logger = createLogger('headroom-control-plane');
   const redis = connectRedis(c.redisUrl, {}, logger);
   const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
-  // The pub/sub connection too: a SUBSCRIBE sent while it still connects makes its ready check fail.
-  await Promise.all([waitUntilReady(redis, c.redisUrl), waitUntilReady(subscriber, c.redisUrl)]);
+  await waitUntilReady(redis, c.redisUrl);
   const registry = new Registry();
   registerProcessMetrics(registry);
   const controlPlane = await createControlPlane(

@@ -22,8 +22,12 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
   return redis;
 }
 
-/** Resolves once `redis` is connected; a ConfigError naming the setting after `timeoutMs`. */
-export function waitUntilReady(redis: Redis, url: string, timeoutMs = 10_000): Promise<void> {
+/**
+ * Resolves once `redis` is connected; a ConfigError naming the setting after `timeoutMs`. Wait
+ * for a pub/sub connection too before subscribing: ioredis sends a SUBSCRIBE at once even
+ * while connecting, and its ready check then fails.
+ */
+export function waitUntilReady(redis: Redis, url = `redis://${redis.options.host ?? '127.0.0.1'}:${redis.options.port ?? 6379}`, timeoutMs = 10_000): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new ConfigError(`redisUrl: nothing answered at ${url} within ${timeoutMs} ms`)), timeoutMs);
