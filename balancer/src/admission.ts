@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import { ledgerErrorCodes, type Ledger, type LedgerPriority, type Reservation } from '@headroom/fleet';
+import { ledgerErrorCodes, type Ledger, type LedgerPriority, type QueueDepth, type Reservation } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
 import { WaitQueue, type Waiter } from './wait-queue';
 import { balancerErrorCodes, reroutedCode } from './errors';
@@ -108,6 +108,17 @@ export class Admission {
       byCluster[queue.cluster] = { userPresent: queue.waiters.userPresentCount, background: queue.waiters.backgroundCount };
     }
     return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount };
+  }
+
+  /** Tasks waiting for a slot, all clusters together, by priority. */
+  queuedByPriority(): QueueDepth {
+    let userPresent = 0;
+    let background = 0;
+    for (const queue of this.queues.values()) {
+      userPresent += queue.waiters.userPresentCount;
+      background += queue.waiters.backgroundCount;
+    }
+    return { userPresent, background };
   }
 
   async acquire(cluster: string, request: AcquireRequest): Promise<{ reservation: Granted; queueWaitMs: number }> {

@@ -7,3 +7,4 @@ export * from './cli-options';
 export * from './metrics-server';
 export * from './net';
 export * from './process-metrics';
+export * from './runtime-sampler';

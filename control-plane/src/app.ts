@@ -5,7 +5,7 @@ import helmet from 'helmet';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, ledgerErrorCodes, waitUntilReady } from '@headroom/fleet';
+import { Ledger, OverrideStore, WorkerReports, ledgerErrorCodes, waitUntilReady } from '@headroom/fleet';
 import { openApiDocument } from './api/openapi';
 import { apiRoutes } from './api/routes';
 import { requestSchemas } from './api/schemas';
@@ -17,7 +17,8 @@ import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } 
 import { EventHub } from './event-hub';
 import { FleetView } from './fleet-view';
 import { ProfileService } from './profiles/profile-service';
-import { latencyView } from './latency-view';
+import { latencySeries, latencyView } from './latency-view';
+import { adminUi } from './admin-ui';
 import { createControlMetrics } from './metrics';
 import { OverrideControl } from './override-control';
 import { UnleashAdmin } from './unleash/admin-client';
@@ -47,6 +48,8 @@ export interface ControlPlane {
 /** Starts the control plane: flags exist in Unleash (or are being created) and the API listens when this resolves. */
 export async function createControlPlane(options: ControlPlaneOptions, deps: ControlPlaneDependencies): Promise<ControlPlane> {
   const config = parseConfig('control plane options', controlPlaneOptionsSchema, options);
+  // Checked first: a wrong directory stops the start before anything runs.
+  const ui = config.uiDirectory ? adminUi(config.uiDirectory) : undefined;
   const logger = deps.logger ?? silentLogger;
   const keyPrefix = deps.keyPrefix ?? 'hr';
   const registry = deps.registry ?? new Registry();
@@ -58,7 +61,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   const override = new OverrideControl(new OverrideStore(deps.redis, keyPrefix), deps.subscriber, config);
   const audit = new AuditLog(deps.redis, keyPrefix, config.auditMaxEntries);
   const service = new ControlService({ redis: deps.redis, keyPrefix, traffic, parallelism, override, audit, metrics, logger });
-  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), config.clusters);
+  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters);
   const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept } });
   const events = new EventHub(config.maxEventStreams, metrics);
   const schemas = requestSchemas(config.integrations, clusters);
@@ -147,9 +150,11 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       profiles,
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
+      latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
     }),
   );
   app.use('/api', (_request, _response, next) => next(new HeadroomError(apiErrorCodes.notFound, 'no such API resource; see /api/v1/openapi.json')));
+  if (ui) app.use(ui);
   app.use((error: unknown, _request: Request, response: Response, _next: NextFunction) => {
     const coded = toApiError(error);
     if (coded.code === apiErrorCodes.internal) logger.error({ err: error }, 'request failed');

@@ -6,6 +6,7 @@
  * Every flag can also be set by env (listed by --help); flags win.
  */
 import * as fs from 'node:fs';
+import * as path from 'node:path';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
 import { ConfigError, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
@@ -29,6 +30,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'viewerTokens', flag: 'viewer-tokens', env: 'HEADROOM_VIEWER_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may only read', secret: true },
   { key: 'tokensFile', flag: 'tokens-file', env: 'HEADROOM_TOKENS_FILE', valueName: 'PATH', description: 'JSON [{"name","role":"viewer"|"operator","token"}], added to the above' },
   { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements (default 2000)' },
+  { key: 'uiDir', flag: 'ui-dir', env: 'HEADROOM_UI_DIR', valueName: 'PATH|none', description: 'the built admin UI served at / (default ui/dist/app of this install, when built; none: no UI)' },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
 ];
@@ -70,6 +72,7 @@ const cliSchema = z
     viewerTokens: tokenList('viewer').optional(),
     tokensFile: z.string().optional(),
     ackTimeoutMs: settings.positiveInt(60_000).default(2000),
+    uiDir: z.string().min(1).optional(),
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: settings.keyPrefix(),
   })
@@ -89,6 +92,13 @@ function readTokensFile(path: string): ApiToken[] {
   return parsed.data;
 }
 
+/** ui/dist/app next to this package in the install (repository or image). */
+const defaultUiDirectory = path.resolve(__dirname, '..', '..', '..', 'ui', 'dist', 'app');
+
+function builtUi(): string | undefined {
+  return fs.existsSync(path.join(defaultUiDirectory, 'index.html')) ? defaultUiDirectory : undefined;
+}
+
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
   if (parsed.help) {
@@ -101,6 +111,8 @@ async function main(): Promise<void> {
   if (tokens.length === 0) throw new ConfigError('--operator-tokens (env HEADROOM_OPERATOR_TOKENS): at least one API token is required (or --viewer-tokens, --tokens-file)');
 
   const logger = createLogger('headroom-control-plane');
+  const uiDirectory = c.uiDir === 'none' ? undefined : (c.uiDir ?? builtUi());
+  if (c.uiDir === undefined && uiDirectory === undefined) logger.warn({ looked: defaultUiDirectory }, 'no built admin UI found (npm run build makes it); serving the API only');
   const redis = connectRedis(c.redisUrl, {}, logger);
   const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
   await waitUntilReady(redis, c.redisUrl);
@@ -122,10 +134,11 @@ async function main(): Promise<void> {
       },
       tokens,
       ackTimeoutMs: c.ackTimeoutMs,
+      ...(uiDirectory ? { uiDirectory } : {}),
     },
     { redis, subscriber, keyPrefix: c.keyPrefix, logger, registry },
   );
-  process.stdout.write(`${JSON.stringify({ event: 'ready', url: controlPlane.url })}\n`);
+  process.stdout.write(`${JSON.stringify({ event: 'ready', url: controlPlane.url, ui: uiDirectory !== undefined })}\n`);
   void stopRequested.then(async (signal) => {
     logger.info({ signal }, 'stopping');
     await controlPlane.close();

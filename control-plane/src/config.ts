@@ -56,6 +56,10 @@ export const controlPlaneOptionsSchema = z
     maxEventStreams: settings.positiveInt(10_000).default(100),
     /** How often live figures go to event streams. @default 2000 */
     figuresIntervalMs: settings.positiveInt(600_000).default(2000),
+    /** A latency slot is charted once this long past its end: workers add their counts every 5 s by default. @default 6000 */
+    latencySettleMs: settings.positiveInt(600_000).default(6000),
+    /** The built admin UI (ui/dist/app), served at /; none is served when absent. */
+    uiDirectory: z.string().min(1).optional(),
     /** How often the override is checked (and rebuilt from Unleash after Redis lost it). @default 2000 */
     overrideCheckIntervalMs: settings.positiveInt(600_000).default(2000),
     /** Largest request body. @default 65536 */

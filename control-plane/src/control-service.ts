@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import type { BalancerRecord, OverrideState } from '@headroom/fleet';
+import type { BalancerRecord, OverrideState, QueueDepth } from '@headroom/fleet';
 import type { AuditAction, AuditLog } from './audit';
 import { apiErrorCodes, UnleashFailedError } from './errors';
 import type { ControlMetrics } from './metrics';
@@ -12,6 +12,8 @@ export interface BalancerView {
   balancerId: string;
   address: string;
   lastHeartbeatUnixMs: number;
+  /** Tasks waiting there for a slot, by priority, as of its last heartbeat. */
+  queued: QueueDepth | null;
   /** Override version it applied; null when it has applied none. */
   ackedVersion: number | null;
   /** It applied the current override. */
@@ -261,6 +263,7 @@ function toView(record: BalancerRecord, override: OverrideState | undefined): Ba
     balancerId: record.balancerId,
     address: record.address,
     lastHeartbeatUnixMs: record.lastHeartbeatUnixMs,
+    queued: record.queued,
     ackedVersion,
     upToDate: override === undefined || (ackedVersion !== null && ackedVersion >= override.version),
   };

@@ -1,4 +1,4 @@
-import type { ClusterSnapshot, Ledger } from '@headroom/fleet';
+import type { ClusterSnapshot, Ledger, WorkerReport, WorkerReports } from '@headroom/fleet';
 
 export type ClusterRole = 'baseline' | 'candidate';
 
@@ -14,6 +14,10 @@ export interface ClusterSummary {
   leases: number;
   /** Balancers with tasks waiting for a slot in this cluster. */
   waitingBalancers: number;
+  /** Tasks finished per second, from the workers' latest reports (a few seconds). */
+  tasksPerSecond: number;
+  /** Of those, tasks that failed per second. */
+  errorsPerSecond: number;
 }
 
 export interface WorkerSummary {
@@ -25,12 +29,15 @@ export interface WorkerSummary {
   free: number;
   draining: boolean;
   lastHeartbeatUnixMs: number;
+  /** Its latest report: heap, GC, event loop, latency; null until it sent one. */
+  stats: WorkerReport | null;
 }
 
 /** What the ledger says of the two clusters, shaped for the API. */
 export class FleetView {
   constructor(
     private readonly ledger: Ledger,
+    private readonly reports: WorkerReports,
     readonly clusters: { baseline: string; candidate: string },
   ) {}
 
@@ -43,11 +50,15 @@ export class FleetView {
   }
 
   async clusterSummaries(): Promise<ClusterSummary[]> {
-    return (await this.snapshots()).map(({ role, snapshot }) => summarise(role, snapshot));
+    const snapshots = await this.snapshots();
+    const reports = await this.reportsOf(snapshots);
+    return snapshots.map(({ role, snapshot }) => summarise(role, snapshot, reports));
   }
 
   async workers(): Promise<WorkerSummary[]> {
-    return (await this.snapshots()).flatMap(({ snapshot }) =>
+    const snapshots = await this.snapshots();
+    const reports = await this.reportsOf(snapshots);
+    return snapshots.flatMap(({ snapshot }) =>
       snapshot.workers.map((w) => ({
         workerId: w.workerId,
         cluster: snapshot.cluster,
@@ -57,8 +68,13 @@ export class FleetView {
         free: Math.max(0, w.freeSlots),
         draining: w.draining,
         lastHeartbeatUnixMs: w.lastHeartbeatMs,
+        stats: reports.get(w.workerId) ?? null,
       })),
     );
+  }
+
+  private reportsOf(snapshots: { snapshot: ClusterSnapshot }[]): Promise<Map<string, WorkerReport>> {
+    return this.reports.read(snapshots.flatMap(({ snapshot }) => snapshot.workers.map((w) => w.workerId)));
   }
 
   /** Asks a worker to drain; false when no cluster knows it. */
@@ -70,8 +86,10 @@ export class FleetView {
   }
 }
 
-function summarise(role: ClusterRole, snapshot: ClusterSnapshot): ClusterSummary {
+function summarise(role: ClusterRole, snapshot: ClusterSnapshot, reports: Map<string, WorkerReport>): ClusterSummary {
   const live = snapshot.workers.filter((w) => !w.draining);
+  const reported = snapshot.workers.flatMap((w) => reports.get(w.workerId) ?? []);
+  const rate = (of: (report: WorkerReport) => number) => Math.round(reported.reduce((sum, report) => sum + of(report), 0) * 10) / 10;
   return {
     name: snapshot.cluster,
     role,
@@ -82,5 +100,7 @@ function summarise(role: ClusterRole, snapshot: ClusterSnapshot): ClusterSummary
     free: live.reduce((sum, w) => sum + Math.max(0, w.freeSlots), 0),
     leases: snapshot.leases,
     waitingBalancers: snapshot.waitingBalancers.length,
+    tasksPerSecond: rate((report) => report.tasksPerSecond),
+    errorsPerSecond: rate((report) => report.errorsPerSecond),
   };
 }

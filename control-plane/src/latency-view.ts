@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { LatencyHistogram, readLatency } from '@headroom/fleet';
+import { LatencyHistogram, latencyDefaults, readLatency, readLatencySlots } from '@headroom/fleet';
 
 export interface LatencySummary {
   /** Successful tasks in the window. */
@@ -40,6 +40,66 @@ export async function latencyView(redis: Redis, keyPrefix: string, clusters: { b
       const b = summarise(baseline.get(integration));
       const c = summarise(candidate.get(integration));
       return { integration, baseline: b, candidate: c, ratio: b && c ? { p50: ratio(c.p50Ms, b.p50Ms), p95: ratio(c.p95Ms, b.p95Ms), p99: ratio(c.p99Ms, b.p99Ms) } : null };
+    }),
+  };
+}
+
+/** One cluster in one time slot. */
+export interface SlotFigures {
+  tasksPerSecond: number;
+  errorsPerSecond: number;
+  p50Ms: number | null;
+  p95Ms: number | null;
+}
+
+export interface LatencySeries {
+  slotSeconds: number;
+  /** Complete slots, oldest first. */
+  slots: {
+    startUnixMs: number;
+    baseline: SlotFigures;
+    candidate: SlotFigures;
+    /** candidate / baseline per integration; null where one cluster ran none of it in the slot. */
+    integrations: Record<string, { p50: number | null; p95: number | null }>;
+  }[];
+}
+
+/**
+ * The figures of `latencyView` per time slot, for charts. A slot is complete once workers have
+ * added their counts: `settleMs` after it ended (they report every 5 s by default).
+ */
+export async function latencySeries(
+  redis: Redis,
+  keyPrefix: string,
+  clusters: { baseline: string; candidate: string },
+  windowMs: number,
+  options: { settleMs: number; nowUnixMs?: number },
+): Promise<LatencySeries> {
+  const slotMs = latencyDefaults.slotMs;
+  const now = options.nowUnixMs ?? Date.now();
+  const slots = (await readLatencySlots(redis, keyPrefix, windowMs, { nowUnixMs: now })).filter((slot) => slot.startUnixMs + slotMs + options.settleMs <= now);
+  const figures = (byIntegration: Map<string, LatencyHistogram> | undefined): SlotFigures => {
+    const merged = mergeAll(byIntegration?.values() ?? []);
+    const seconds = slotMs / 1000;
+    return {
+      tasksPerSecond: round((merged.total + merged.failed) / seconds),
+      errorsPerSecond: round(merged.failed / seconds),
+      p50Ms: summarise(merged)?.p50Ms ?? null,
+      p95Ms: summarise(merged)?.p95Ms ?? null,
+    };
+  };
+  return {
+    slotSeconds: slotMs / 1000,
+    slots: slots.map((slot) => {
+      const baseline = slot.clusters.get(clusters.baseline);
+      const candidate = slot.clusters.get(clusters.candidate);
+      const integrations: Record<string, { p50: number | null; p95: number | null }> = {};
+      for (const integration of new Set([...(baseline?.keys() ?? []), ...(candidate?.keys() ?? [])])) {
+        const b = summarise(baseline?.get(integration));
+        const c = summarise(candidate?.get(integration));
+        integrations[integration] = b && c ? { p50: ratio(c.p50Ms, b.p50Ms), p95: ratio(c.p95Ms, b.p95Ms) } : { p50: null, p95: null };
+      }
+      return { startUnixMs: slot.startUnixMs, baseline: figures(baseline), candidate: figures(candidate), integrations };
     }),
   };
 }

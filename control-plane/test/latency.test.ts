@@ -56,6 +56,49 @@ test('GET /latency: percentiles per integration per cluster and the ratio, from 
   assert.equal((await stack.api('GET', '/latency', undefined, null)).status, 401);
 });
 
+test('GET /latency/series: complete slots oldest first, with tasks and errors per second and the ratio per integration', async (t) => {
+  const stack = await startStack(t, unleash, { latencySettleMs: 1000 });
+  const keyPrefix = stack.fleet.ledgerOptions.keyPrefix!;
+  const baseline = new LatencyRecorder(stack.fleet.redis, { keyPrefix, cluster: 'baseline' });
+  const candidate = new LatencyRecorder(stack.fleet.redis, { keyPrefix, cluster: 'candidate' });
+  const slotMs = 10_000;
+  const now = Date.now();
+  const current = now - (now % slotMs);
+  // Two slots ago: 100 tasks on each cluster, the candidate's 2x slower, 10 failures on the
+  // baseline. One slot ago: the baseline only. The current slot is not complete: left out.
+  const older = current - 2 * slotMs;
+  for (let i = 0; i < 100; i++) {
+    baseline.record('bank-a', 40, older + i);
+    candidate.record('bank-a', 80, older + i);
+  }
+  for (let i = 0; i < 10; i++) baseline.recordFailure('bank-a', older + i);
+  for (let i = 0; i < 50; i++) baseline.record('bank-b', 10, current - slotMs + i);
+  baseline.record('bank-a', 10, current);
+  await Promise.all([baseline.flush(), candidate.flush()]);
+
+  const response = await stack.api('GET', '/latency/series?window=1m');
+  assert.equal(response.status, 200, JSON.stringify(response.body));
+  const series = response.body;
+  assert.equal(series.slotSeconds, 10);
+  const starts = series.slots.map((slot: { startUnixMs: number }) => slot.startUnixMs);
+  assert.deepEqual(starts, [...starts].sort((a, b) => a - b), 'oldest first');
+  const last = starts.at(-1);
+  assert.ok(last === current - slotMs || (last === current - 2 * slotMs && Date.now() - current < 1000), `the newest complete slot, not the current one: ${last} vs ${current}`);
+  const first = series.slots.find((slot: { startUnixMs: number }) => slot.startUnixMs === older);
+  assert.deepEqual([first.baseline.tasksPerSecond, first.baseline.errorsPerSecond, first.candidate.tasksPerSecond], [11, 1, 10]);
+  within(first.baseline.p50Ms, 40);
+  within(first.candidate.p95Ms, 80);
+  within(first.integrations['bank-a'].p50, 2, 0.1);
+  const second = series.slots.find((slot: { startUnixMs: number }) => slot.startUnixMs === current - slotMs);
+  if (second) {
+    assert.deepEqual(second.integrations['bank-b'], { p50: null, p95: null }, 'no ratio without both clusters');
+    assert.deepEqual([second.candidate.tasksPerSecond, second.candidate.p50Ms], [0, null]);
+  }
+  const bad = await stack.api('GET', '/latency/series?window=3h');
+  assert.equal(bad.status, 400);
+  assert.match(bad.body.error.message, /from 10s to 1h/);
+});
+
 test('end to end: real workers report what they ran, and the ratio shows the slower cluster', async (t) => {
   const stack = await startStack(t, unleash);
   const { fleet } = stack;

@@ -5,3 +5,4 @@ export * from './redis';
 export { loadScripts, defineScripts, luaDir } from './script-loader';
 export * from './override';
 export * from './latency';
+export * from './worker-reports';

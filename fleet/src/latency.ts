@@ -36,10 +36,15 @@ export function latencyKeys(prefix: string) {
   return { slot: (slotStartMs: number) => `${tag}:${slotStartMs}` };
 }
 
-/** Counts per bucket. */
+/** The field that counts failed tasks, in place of a bucket number. */
+const failedField = 'failed';
+
+/** Counts of successful tasks per bucket, and of failed tasks (counted, not timed). */
 export class LatencyHistogram {
   readonly counts = new Map<number, number>();
+  /** Successful tasks. */
   total = 0;
+  failed = 0;
 
   add(bucket: number, count = 1): void {
     this.counts.set(bucket, (this.counts.get(bucket) ?? 0) + count);
@@ -48,6 +53,7 @@ export class LatencyHistogram {
 
   merge(other: LatencyHistogram): void {
     for (const [bucket, count] of other.counts) this.add(bucket, count);
+    this.failed += other.failed;
   }
 
   /** The latency (ms) at quantile q (0..1); undefined when empty. */
@@ -95,7 +101,17 @@ export class LatencyRecorder {
     this.keys = latencyKeys(options.keyPrefix);
   }
 
+  /** A successful task and its run time. */
   record(integration: string, ms: number, atUnixMs = Date.now()): void {
+    this.histogramAt(integration, atUnixMs).add(latencyBucketOf(ms));
+  }
+
+  /** A failed task: counted for the error rate, not in the latency. */
+  recordFailure(integration: string, atUnixMs = Date.now()): void {
+    this.histogramAt(integration, atUnixMs).failed++;
+  }
+
+  private histogramAt(integration: string, atUnixMs: number): LatencyHistogram {
     const slot = atUnixMs - (atUnixMs % this.slotMs);
     let bySlot = this.pending.get(slot);
     if (!bySlot) {
@@ -103,13 +119,13 @@ export class LatencyRecorder {
       this.pending.set(slot, bySlot);
       while (this.pending.size > this.maxPendingSlots) {
         const oldest = Math.min(...this.pending.keys());
-        for (const histogram of this.pending.get(oldest)!.values()) this.dropped += histogram.total;
+        for (const histogram of this.pending.get(oldest)!.values()) this.dropped += histogram.total + histogram.failed;
         this.pending.delete(oldest);
       }
     }
     let histogram = bySlot.get(integration);
     if (!histogram) bySlot.set(integration, (histogram = new LatencyHistogram()));
-    histogram.add(latencyBucketOf(ms));
+    return histogram;
   }
 
   /** Adds what was counted to Redis; on failure keeps it for the next flush. */
@@ -122,6 +138,7 @@ export class LatencyRecorder {
       const key = this.keys.slot(slot);
       for (const [integration, histogram] of byIntegration) {
         for (const [bucket, count] of histogram.counts) pipeline.hincrby(key, `${this.options.cluster}\t${integration}\t${bucket}`, count);
+        if (histogram.failed > 0) pipeline.hincrby(key, `${this.options.cluster}\t${integration}\t${failedField}`, histogram.failed);
       }
       pipeline.pexpire(key, this.retentionMs + this.slotMs);
     }
@@ -145,42 +162,70 @@ export class LatencyRecorder {
   }
 }
 
+/** Histograms by cluster, then integration, as recorded in one time slot. */
+export type LatencyByCluster = Map<string, Map<string, LatencyHistogram>>;
+
+export interface LatencySlot {
+  startUnixMs: number;
+  clusters: LatencyByCluster;
+}
+
 /** Histograms by cluster, then integration, merged over the slots of the last `windowMs`. */
-export async function readLatency(
+export async function readLatency(redis: Redis, keyPrefix: string, windowMs: number, options: { slotMs?: number; nowUnixMs?: number } = {}): Promise<LatencyByCluster> {
+  const merged: LatencyByCluster = new Map();
+  for (const slot of await readLatencySlots(redis, keyPrefix, windowMs, options)) {
+    for (const [cluster, byIntegration] of slot.clusters) {
+      for (const [integration, histogram] of byIntegration) histogramIn(merged, cluster, integration).merge(histogram);
+    }
+  }
+  return merged;
+}
+
+/**
+ * Each slot that overlaps the last `windowMs`, oldest first (the newest is still filling). A
+ * window is at most the retention, so this reads at most retentionMs / slotMs + 1 keys.
+ */
+export async function readLatencySlots(
   redis: Redis,
   keyPrefix: string,
   windowMs: number,
   options: { slotMs?: number; nowUnixMs?: number } = {},
-): Promise<Map<string, Map<string, LatencyHistogram>>> {
+): Promise<LatencySlot[]> {
   const slotMs = options.slotMs ?? latencyDefaults.slotMs;
   const now = options.nowUnixMs ?? Date.now();
   const keys = latencyKeys(keyPrefix);
   const firstSlot = now - windowMs - ((now - windowMs) % slotMs);
-  const slotKeys: string[] = [];
-  for (let slot = firstSlot; slot <= now; slot += slotMs) slotKeys.push(keys.slot(slot));
-  let slots: Record<string, string>[];
+  const starts: number[] = [];
+  for (let slot = firstSlot; slot <= now; slot += slotMs) starts.push(slot);
+  let fieldsBySlot: Record<string, string>[];
   try {
     const pipeline = redis.pipeline();
-    for (const key of slotKeys) pipeline.hgetall(key);
+    for (const start of starts) pipeline.hgetall(keys.slot(start));
     const results = (await pipeline.exec()) ?? [];
-    slots = results.map(([error, value]) => {
+    fieldsBySlot = results.map(([error, value]) => {
       if (error) throw error;
       return value as Record<string, string>;
     });
   } catch (error) {
     throw new LedgerUnavailableError('latency read', error);
   }
-  const result = new Map<string, Map<string, LatencyHistogram>>();
-  for (const fields of slots) {
-    for (const [field, count] of Object.entries(fields)) {
+  return starts.map((startUnixMs, i) => {
+    const clusters: LatencyByCluster = new Map();
+    for (const [field, count] of Object.entries(fieldsBySlot[i] ?? {})) {
       const [cluster, integration, bucket] = field.split('\t');
       if (cluster === undefined || integration === undefined || bucket === undefined) continue;
-      let byIntegration = result.get(cluster);
-      if (!byIntegration) result.set(cluster, (byIntegration = new Map()));
-      let histogram = byIntegration.get(integration);
-      if (!histogram) byIntegration.set(integration, (histogram = new LatencyHistogram()));
-      histogram.add(Number(bucket), Number(count));
+      const histogram = histogramIn(clusters, cluster, integration);
+      if (bucket === failedField) histogram.failed += Number(count);
+      else histogram.add(Number(bucket), Number(count));
     }
-  }
-  return result;
+    return { startUnixMs, clusters };
+  });
+}
+
+function histogramIn(byCluster: LatencyByCluster, cluster: string, integration: string): LatencyHistogram {
+  let byIntegration = byCluster.get(cluster);
+  if (!byIntegration) byCluster.set(cluster, (byIntegration = new Map()));
+  let histogram = byIntegration.get(integration);
+  if (!histogram) byIntegration.set(integration, (histogram = new LatencyHistogram()));
+  return histogram;
 }

@@ -33,10 +33,22 @@ export interface OverrideAck {
   ackedAtUnixMs: number;
 }
 
-export interface BalancerRecord {
-  balancerId: string;
-  /** What the balancer said of itself (its gRPC address). */
+/** Tasks waiting at a balancer for a slot, by priority. */
+export interface QueueDepth {
+  userPresent: number;
+  background: number;
+}
+
+/** What a balancer says of itself with each heartbeat. */
+export interface BalancerInfo {
+  /** Its gRPC address. */
   address: string;
+  /** Its queues, all clusters together; null when it did not say. */
+  queued: QueueDepth | null;
+}
+
+export interface BalancerRecord extends BalancerInfo {
+  balancerId: string;
   lastHeartbeatUnixMs: number;
   /** The override version it last applied, if any. */
   ack: OverrideAck | undefined;
@@ -104,8 +116,8 @@ export class OverrideStore {
   }
 
   /** A balancer's heartbeat; returns the current override (undefined when Redis has none). */
-  async balancerHeartbeat(balancerId: string, address: string): Promise<OverrideState | undefined> {
-    const raw = await this.run('balancer-heartbeat', [this.keys.balancers, this.keys.balancerInfo, this.keys.override, balancerId, JSON.stringify({ address })]);
+  async balancerHeartbeat(balancerId: string, info: BalancerInfo): Promise<OverrideState | undefined> {
+    const raw = await this.run('balancer-heartbeat', [this.keys.balancers, this.keys.balancerInfo, this.keys.override, balancerId, JSON.stringify(info)]);
     return raw === null || raw === false ? undefined : parseOverride(String(raw));
   }
 
@@ -145,7 +157,7 @@ export class OverrideStore {
       const [infos, acks] = await Promise.all([this.redis.hmget(this.keys.balancerInfo, ...ids), this.redis.hmget(this.keys.acks, ...ids)]);
       return ids.map((balancerId, i) => ({
         balancerId,
-        address: readAddress(infos[i] ?? null),
+        ...readInfo(infos[i] ?? null),
         lastHeartbeatUnixMs: seen.get(balancerId)!,
         ack: acks[i] ? parseAck(acks[i]!) : undefined,
       }));
@@ -188,11 +200,16 @@ export function overrideCovers(state: OverrideState, integration: string): boole
   return state.all || state.integrations.includes(integration);
 }
 
-function readAddress(raw: string | null): string {
-  if (!raw) return '';
+function readInfo(raw: string | null): BalancerInfo {
+  let parsed: { address?: unknown; queued?: { userPresent?: unknown; background?: unknown } | null } = {};
   try {
-    return String((JSON.parse(raw) as { address?: unknown }).address ?? '');
+    parsed = raw ? JSON.parse(raw) : {};
   } catch {
-    return '';
+    // Written by a balancer of another version: say nothing rather than fail the whole list.
   }
+  const queued = parsed.queued;
+  return {
+    address: String(parsed.address ?? ''),
+    queued: queued && Number.isFinite(queued.userPresent) && Number.isFinite(queued.background) ? { userPresent: Number(queued.userPresent), background: Number(queued.background) } : null,
+  };
 }

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, readLatency } from '../src/index';
+import { LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, readLatency, readLatencySlots } from '../src/index';
 
 async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {
   const redis = connectRedis(url, { enableOfflineQueue: true });
@@ -60,6 +60,31 @@ test('several workers report to Redis; a window merges them and leaves older slo
   assert.equal(hour.get('baseline')!.get('bank-a')!.total, 1200);
   const ttl = await redis.pttl(`{${keyPrefix}:latency}:${now - (now % 10_000)}`);
   assert.ok(ttl > 3_500_000 && ttl <= 3_610_000, `slots expire after the retention: ${ttl}`);
+});
+
+test('failures are counted per slot apart from the latencies, and slots read oldest first', async (t) => {
+  const keyPrefix = uniquePrefix('latency-slots');
+  const redis = await connect(t, testRedisUrl, async (connection) => {
+    const keys = await connection.keys(`{${keyPrefix}:*`);
+    if (keys.length > 0) await connection.del(...keys);
+  });
+  const slotStart = 1_800_000_000_000;
+  const recorder = new LatencyRecorder(redis, { keyPrefix, cluster: 'candidate' });
+  for (let i = 0; i < 30; i++) recorder.record('bank-a', 20, slotStart + i);
+  for (let i = 0; i < 3; i++) recorder.recordFailure('bank-a', slotStart + i);
+  recorder.recordFailure('bank-b', slotStart + 10_000);
+  await recorder.flush();
+
+  const slots = await readLatencySlots(redis, keyPrefix, 20_000, { nowUnixMs: slotStart + 15_000 });
+  assert.deepEqual(slots.map((slot) => slot.startUnixMs), [slotStart - 10_000, slotStart, slotStart + 10_000]);
+  assert.equal(slots[0]!.clusters.size, 0);
+  const first = slots[1]!.clusters.get('candidate')!.get('bank-a')!;
+  assert.deepEqual([first.total, first.failed], [30, 3]);
+  within(first.quantileMs(0.5), 20);
+  const second = slots[2]!.clusters.get('candidate')!.get('bank-b')!;
+  assert.deepEqual([second.total, second.failed, second.quantileMs(0.5)], [0, 1, undefined]);
+  const merged = await readLatency(redis, keyPrefix, 20_000, { nowUnixMs: slotStart + 15_000 });
+  assert.equal(merged.get('candidate')!.get('bank-a')!.failed, 3);
 });
 
 test('what a worker counted while Redis was away reaches Redis when it is back', async (t) => {

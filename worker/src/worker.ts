@@ -4,7 +4,7 @@ import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
 import { ConfigError, HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
-import { LatencyRecorder, Ledger, type LedgerOptions } from '@headroom/fleet';
+import { LatencyRecorder, Ledger, WorkerReports, type LedgerOptions } from '@headroom/fleet';
 import { WorkerService, addHealthService, metadataKeys, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
@@ -13,6 +13,7 @@ import { createUpstreamAgent } from './upstream-agent';
 import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
 import { WorkerProfiler } from './profiler';
+import { WorkerReporter } from './reporter';
 import type { HandlerMap, TaskContext } from './handler';
 import { maxParallelismLimit, type FlagClient } from '@headroom/flags';
 
@@ -40,6 +41,8 @@ export const workerOptionsSchema = z
     maxUpstreamConnections: settings.positiveInt(100_000).default(64),
     /** How often task latencies are added to the rolling summaries in Redis. @default 5000 */
     latencyReportIntervalMs: settings.positiveInt(600_000).default(5000),
+    /** How often the worker reports its heap, GC, event loop and task figures for the admin UI. @default 2000 */
+    reportIntervalMs: settings.positiveInt(600_000).default(2000),
   })
   .strict();
 
@@ -119,6 +122,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
   // Run times of successful tasks per integration, merged in Redis for the latency ratio.
   const latency = new LatencyRecorder(deps.redis, { keyPrefix: ledger.options.keyPrefix, cluster });
+  const reports = new WorkerReports(deps.redis, ledger.options.keyPrefix);
   // Integration names become metric labels: keep their number bounded.
   const labelledIntegrations = new Set<string>();
   const integrationLabel = (integration: string) => {
@@ -237,8 +241,14 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     }
     const integration = integrationLabel(task.integration);
     metrics.taskDuration.observe({ cluster, integration, max_parallelism: String(maxParallelismAtStart), outcome: response.error ? 'error' : 'ok' }, Number(response.runMs) / 1000);
-    if (response.error) metrics.handlerErrors.inc({ integration, code: response.error.code });
-    else latency.record(integration, Number(response.runMs));
+    if (response.error) {
+      metrics.handlerErrors.inc({ integration, code: response.error.code });
+      latency.recordFailure(integration);
+      reporter.taskFailed();
+    } else {
+      latency.record(integration, Number(response.runMs));
+      reporter.taskSucceeded(Number(response.runMs));
+    }
     // Release before answering, so that when the balancer hears the answer the slot is
     // already free in the ledger: its next task finds it without waiting (one Redis round trip).
     await releaseLease(request.leaseId);
@@ -261,6 +271,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   );
   const advertiseHost = config.advertiseHost ?? config.host;
   const address = `${advertiseHost.includes(':') ? `[${advertiseHost}]` : advertiseHost}:${boundPort}`;
+  // Heap, GC, event loop and task figures, for the admin UI's workers table (tasks run only once the server is bound).
+  const reporter = new WorkerReporter();
 
   async function heartbeat(): Promise<void> {
     const reply = await ledger.heartbeat(cluster, {
@@ -312,6 +324,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     await heartbeat();
   } catch (error) {
     server.forceShutdown();
+    reporter.close();
     throw error;
   }
   setHealth('SERVING');
@@ -320,6 +333,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'latency report failed; kept for the next one'));
   }, config.latencyReportIntervalMs);
   latencyTimer.unref();
+  // A report outlives a few missed intervals, then expires: a dead worker's goes away on its own.
+  const reportTtlMs = Math.max(10_000, 3 * config.reportIntervalMs);
+  const reportTimer = setInterval(() => {
+    reports.publish(workerId, reporter.next(), reportTtlMs).catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
+  }, config.reportIntervalMs);
+  reportTimer.unref();
   logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
 
   const leave = async () => {
@@ -327,6 +346,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     heartbeatsStopped = true;
     clearTimeout(heartbeatTimer);
     clearInterval(latencyTimer);
+    clearInterval(reportTimer);
+    reporter.close();
+    await reports.remove(workerId).catch((error: unknown) => logger.debug({ err: error }, 'could not remove the worker report; it expires'));
     await latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'last latency report failed'));
     await httpAgent.close().catch(() => undefined);
     await ledger.deregister(cluster, workerId).catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));

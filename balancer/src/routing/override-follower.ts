@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '@headroom/common';
-import { noOverride, overrideCovers, parseOverride, type OverrideState, type OverrideStore } from '@headroom/fleet';
+import { noOverride, overrideCovers, parseOverride, type OverrideState, type OverrideStore, type QueueDepth } from '@headroom/fleet';
 
 export interface OverrideFollowerOptions {
   store: OverrideStore;
@@ -14,6 +14,8 @@ export interface OverrideFollowerOptions {
    * what it returns resolves (the balancer waits for tasks already on their way to start).
    */
   onApplied(state: OverrideState): Promise<void> | void;
+  /** Tasks waiting at this balancer now, sent with each heartbeat for the control plane to show. */
+  queued(): QueueDepth;
   logger: Logger;
 }
 
@@ -96,7 +98,7 @@ export class OverrideFollower {
   }
 
   private async heartbeat(): Promise<void> {
-    const stored = await this.options.store.balancerHeartbeat(this.options.balancerId, this.address);
+    const stored = await this.options.store.balancerHeartbeat(this.options.balancerId, { address: this.address, queued: this.options.queued() });
     if (stored) this.offer(stored);
     // An acknowledgement lost to a Redis blip is sent again.
     if (this.settledVersion > this.ackedVersion) await this.acknowledge(this.settledVersion);

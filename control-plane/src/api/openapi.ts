@@ -34,6 +34,8 @@ const clusterSummary: JsonSchema = {
     free: { type: 'integer' },
     leases: { type: 'integer' },
     waitingBalancers: { type: 'integer' },
+    tasksPerSecond: { type: 'number', description: "Tasks finished per second, from the workers' latest reports" },
+    errorsPerSecond: { type: 'number', description: 'Of those, failed tasks per second' },
   },
 };
 
@@ -48,6 +50,46 @@ const worker: JsonSchema = {
     free: { type: 'integer' },
     draining: { type: 'boolean' },
     lastHeartbeatUnixMs: { type: 'integer' },
+    stats: {
+      type: ['object', 'null'],
+      description: 'Its latest report (every 2 s by default); null until it sent one',
+      properties: {
+        atUnixMs: { type: 'integer' },
+        heapUsedBytes: { type: 'integer' },
+        heapLimitBytes: { type: 'integer' },
+        gcTimeRatio: { type: 'number', description: 'Share of the interval spent in GC pauses (0..1)' },
+        eventLoopUtilization: { type: 'number', description: 'Share of the interval the event loop was busy (0..1)' },
+        eventLoopDelayP99Ms: { type: 'number' },
+        latencyP50Ms: { type: ['number', 'null'] },
+        latencyP99Ms: { type: ['number', 'null'] },
+        tasksPerSecond: { type: 'number' },
+        errorsPerSecond: { type: 'number' },
+      },
+    },
+  },
+};
+
+const slotFigures: JsonSchema = {
+  type: 'object',
+  properties: { tasksPerSecond: { type: 'number' }, errorsPerSecond: { type: 'number' }, p50Ms: { type: ['number', 'null'] }, p95Ms: { type: ['number', 'null'] } },
+};
+
+const latencySeries: JsonSchema = {
+  type: 'object',
+  properties: {
+    slotSeconds: { type: 'integer' },
+    slots: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          startUnixMs: { type: 'integer' },
+          baseline: slotFigures,
+          candidate: slotFigures,
+          integrations: { type: 'object', additionalProperties: { type: 'object', properties: { p50: { type: ['number', 'null'] }, p95: { type: ['number', 'null'] } } } },
+        },
+      },
+    },
   },
 };
 
@@ -57,6 +99,11 @@ const balancer: JsonSchema = {
     balancerId: { type: 'string' },
     address: { type: 'string' },
     lastHeartbeatUnixMs: { type: 'integer' },
+    queued: {
+      type: ['object', 'null'],
+      description: 'Tasks waiting there for a slot, by priority, as of its last heartbeat',
+      properties: { userPresent: { type: 'integer' }, background: { type: 'integer' } },
+    },
     ackedVersion: { type: ['integer', 'null'] },
     upToDate: { type: 'boolean' },
   },
@@ -188,6 +235,12 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
     },
     security: secured,
     paths: {
+      '/session': {
+        get: {
+          summary: 'Who the token belongs to and what it may do',
+          responses: { 200: ok('Session', { type: 'object', properties: { name: { type: 'string' }, role: { type: 'string', enum: ['viewer', 'operator'] } } }), ...read },
+        },
+      },
       '/clusters': { get: { summary: 'Both clusters: workers, capacity, in flight, free', responses: { 200: ok('Clusters', { type: 'object', properties: { clusters: { type: 'array', items: clusterSummary } } }), ...read } } },
       '/workers': { get: { summary: 'Every worker of both clusters', responses: { 200: ok('Workers', { type: 'object', properties: { workers: { type: 'array', items: worker } } }), ...read } } },
       '/workers/{workerId}/drain': {
@@ -220,6 +273,13 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
           summary: 'Task latency (p50/p95/p99, count) per integration on each cluster over a window, and the ratio candidate/baseline; from the workers’ rolling histograms in Redis',
           parameters: [{ name: 'window', in: 'query', schema: { type: 'string', pattern: '^\\d{1,5}[smh]$', default: '5m' }, description: '10s to 1h' }],
           responses: { 200: ok('Latency', latency), ...read, ...errors(400) },
+        },
+      },
+      '/latency/series': {
+        get: {
+          summary: 'Per 10 s slot over a window (complete slots, oldest first): tasks and errors per second and p50/p95 per cluster, and the candidate/baseline ratio per integration',
+          parameters: [{ name: 'window', in: 'query', schema: { type: 'string', pattern: '^\\d{1,5}[smh]$', default: '5m' }, description: '10s to 1h' }],
+          responses: { 200: ok('Latency series', latencySeries), ...read, ...errors(400) },
         },
       },
       '/balancers': { get: { summary: 'Live balancers and the override version each applied', responses: { 200: ok('Balancers', { type: 'object', properties: { balancers: { type: 'array', items: balancer } } }), ...read } } },

@@ -6,7 +6,7 @@ import { apiErrorCodes } from '../errors';
 import type { EventHub } from '../event-hub';
 import type { FleetView } from '../fleet-view';
 import type { AuditLog } from '../audit';
-import type { LatencyView } from '../latency-view';
+import type { LatencySeries, LatencyView } from '../latency-view';
 import { parseRequest, type RequestSchemas } from './schemas';
 import { profileRoutes } from './profile-routes';
 import type { ProfileService } from '../profiles/profile-service';
@@ -24,6 +24,8 @@ export interface RouteDeps {
   welcome(response: Response): Promise<void>;
   /** Latency per integration per cluster over the last `windowMs`, and the ratio. */
   latency(windowMs: number): Promise<LatencyView>;
+  /** The same per time slot, with tasks and errors per second, for charts. */
+  latencySeries(windowMs: number): Promise<LatencySeries>;
 }
 
 /** The authenticated part of /api/v1. */
@@ -34,6 +36,11 @@ export function apiRoutes(deps: RouteDeps): express.Router {
   router.use(express.json({ limit: deps.maxBodyBytes, strict: true, type: 'application/json' }));
   const actor = (response: Response) => (response.locals.caller as Caller).name;
   const bodyOf = (request: Request) => (request.body === undefined ? {} : request.body);
+
+  router.get('/session', (_request, response) => {
+    const caller = response.locals.caller as Caller;
+    response.json({ name: caller.name, role: caller.role });
+  });
 
   router.get('/clusters', async (_request, response) => {
     response.json({ clusters: await deps.fleet.clusterSummaries() });
@@ -87,6 +94,11 @@ export function apiRoutes(deps: RouteDeps): express.Router {
   router.get('/latency', async (request, response) => {
     const query = parseRequest(deps.schemas.latencyQuery, request.query, 'query');
     response.json(await deps.latency(query.window));
+  });
+
+  router.get('/latency/series', async (request, response) => {
+    const query = parseRequest(deps.schemas.latencyQuery, request.query, 'query');
+    response.json(await deps.latencySeries(query.window));
   });
 
   router.get('/audit', async (request, response) => {
