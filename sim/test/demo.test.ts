@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { freePort, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
@@ -21,7 +21,10 @@ interface Run {
  * Runs the demo launcher to its end; kills it (and so, through exit-with-parent, its children)
  * on timeout. `onStdout` sees the output so far each time more arrives, while the demo runs.
  */
-function runDemo(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onStdout?: (stdout: string) => void } = {}): Promise<Run> {
+function runDemo(
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; timeoutMs?: number; onStdout?: (stdout: string, child: ChildProcess) => void } = {},
+): Promise<Run> {
   const timeoutMs = options.timeoutMs ?? 30_000;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [demoCli, ...args], { env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -29,7 +32,7 @@ function runDemo(args: string[], options: { env?: NodeJS.ProcessEnv; timeoutMs?:
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      options.onStdout?.(stdout);
+      options.onStdout?.(stdout, child);
     });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     const timer = setTimeout(() => {
@@ -95,7 +98,32 @@ async function checkApi(apiUrl: string, operatorToken: string, viewerToken: stri
   };
 }
 
-test('npm start runs the whole system with its own Unleash, the control plane and the bank simulator, and stops cleanly by itself', { timeout: 90_000 }, async (t) => {
+/**
+ * What a person opening the printed UI address sees, polled until the simulated workload shows:
+ * the page, both clusters finishing tasks, every worker's report, and a charted latency slot.
+ */
+async function waitForLiveData(uiUrl: string, apiUrl: string, token: string, startedAtMs: number, withinMs: number): Promise<{ page: string; afterMs: number }> {
+  const page = await fetch(uiUrl);
+  assert.equal(page.status, 200);
+  assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+  const html = await page.text();
+  const read = async (path: string) => {
+    const response = await fetch(`${apiUrl}${path}`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(response.status, 200, path);
+    return (await response.json()) as any;
+  };
+  while (Date.now() - startedAtMs < withinMs) {
+    const [{ clusters }, { workers }, series] = await Promise.all([read('/clusters'), read('/workers'), read('/latency/series?window=1m')]);
+    const busy = clusters.every((cluster: { tasksPerSecond: number }) => cluster.tasksPerSecond > 0);
+    const reported = workers.length === 3 && workers.every((worker: { stats: unknown }) => worker.stats !== null);
+    const charted = series.slots.some((slot: { baseline: { tasksPerSecond: number }; candidate: { tasksPerSecond: number } }) => slot.baseline.tasksPerSecond > 0 && slot.candidate.tasksPerSecond > 0);
+    if (busy && reported && charted) return { page: html, afterMs: Date.now() - startedAtMs };
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  throw new Error(`no live data within ${withinMs} ms of the start`);
+}
+
+test('npm start runs the whole system with its own Unleash, the control plane, the UI and the bank simulator; live data within a minute; Ctrl-C leaves nothing behind', { timeout: 150_000 }, async (t) => {
   const keyPrefix = uniquePrefix('demo');
   const [port, controlPlanePort] = [await freePort(), await freePort()];
   const redis = connectRedis(testRedisUrl);
@@ -104,9 +132,10 @@ test('npm start runs the whole system with its own Unleash, the control plane an
     redis.disconnect();
   });
   let apiCheck: Promise<ApiCheck> | undefined;
+  let liveData: Promise<{ page: string; afterMs: number }> | undefined;
+  const startedAtMs = Date.now();
   const run = await runDemo(
     [
-      '--duration-s', '6',
       '--balancer-port', String(port),
       '--control-plane-port', String(controlPlanePort),
       '--candidate-percent', '30',
@@ -118,10 +147,15 @@ test('npm start runs the whole system with its own Unleash, the control plane an
       '--status-interval-s', '2',
     ],
     {
-      timeoutMs: 80_000,
-      onStdout: (stdout) => {
-        const printed = /^Control plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) /m.exec(stdout);
-        if (printed && !apiCheck) apiCheck = checkApi(printed[1]!, printed[2]!, printed[3]!);
+      timeoutMs: 140_000,
+      onStdout: (stdout, child) => {
+        const printed = /^Admin UI: +(\S+) .*\nControl plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) /m.exec(stdout);
+        if (!printed || apiCheck) return;
+        const [uiUrl, apiUrl, operator, viewer] = printed.slice(1) as [string, string, string, string];
+        apiCheck = checkApi(apiUrl, operator, viewer);
+        // Then the operator waits for live data and presses Ctrl-C: SIGINT to the launcher (its children run in groups of their own).
+        liveData = waitForLiveData(uiUrl, apiUrl, viewer, startedAtMs, 60_000);
+        liveData.finally(() => child.kill('SIGINT')).catch(() => undefined);
       },
     },
   );
@@ -152,6 +186,12 @@ test('npm start runs the whole system with its own Unleash, the control plane an
   assert.ok(api.viewerChangeRefused instanceof ControlPlaneApiError && api.viewerChangeRefused.code === 'HR_ERR_FORBIDDEN', String(api.viewerChangeRefused));
   assert.ok(api.noTokenRefused instanceof ControlPlaneApiError && api.noTokenRefused.code === 'HR_ERR_UNAUTHENTICATED', String(api.noTokenRefused));
 
+  // The UI came up with live data from the simulated workload within a minute of the start.
+  assert.ok(liveData, output);
+  const live = await liveData;
+  assert.match(live.page, /<script type="module"[^>]* src="\/assets\/[^"]+\.js"/);
+  t.diagnostic(`live data in the UI's API ${(live.afterMs / 1000).toFixed(1)} s after the start`);
+
   // The balancer routes by the flag: both clusters got work, done by the bank handlers.
   const done = completedByCluster(run.stdout);
   for (const cluster of ['baseline', 'candidate']) {
@@ -160,7 +200,7 @@ test('npm start runs the whole system with its own Unleash, the control plane an
   assert.doesNotMatch(run.stdout, /HR_ERR_INVALID_PAYLOAD|HR_ERR_UPSTREAM_REJECTED/, 'the bank handlers take the load generator\'s tasks');
   assert.match(
     run.stdout,
-    /stopping \(--duration-s 6 elapsed\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
+    /stopping \(SIGINT; Ctrl-C again to kill everything at once\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
   );
   assert.match(run.stdout, new RegExp(`ledger: no workers left under ${keyPrefix}`));
 

@@ -164,7 +164,7 @@ class Demo {
 
     const unleash = await this.control.startUnleash();
     if (this.stopping) return;
-    const apiUrl = await this.control.startControlPlane(unleash, { redisUrl, keyPrefix: this.keyPrefix });
+    const { apiUrl, uiUrl } = await this.control.startControlPlane(unleash, { redisUrl, keyPrefix: this.keyPrefix });
     if (this.stopping) return;
     await this.control.setInitialSplit(apiUrl);
     if (this.stopping) return;
@@ -250,7 +250,7 @@ class Demo {
     say(`ok (pid ${loadgen.pid})`);
     say('');
     say(`Balancer:      ${balancerAddress}   (gRPC headroom.v1.Balancer/Submit, plain text; see proto/headroom/v1/headroom.proto)`);
-    this.control.printAccess(apiUrl, unleash);
+    this.control.printAccess(apiUrl, uiUrl, unleash);
     this.workload.printAccess();
     say(
       `Status every ${config.statusIntervalS} s` +

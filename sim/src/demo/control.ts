@@ -95,8 +95,11 @@ export class DemoControl {
     return { url, adminToken: String(ready.adminToken), clientToken: String(ready.clientToken), embedded: true };
   }
 
-  /** Starts the control plane on --control-plane-port (else 8080, else any free port); resolves with its API's URL. */
-  async startControlPlane(unleash: UnleashAccess, ledger: { redisUrl: string; keyPrefix: string }): Promise<string> {
+  /**
+   * Starts the control plane on --control-plane-port (else 8080, else any free port); resolves
+   * with its API's URL, and the admin UI's when it serves one (the UI is built by npm install).
+   */
+  async startControlPlane(unleash: UnleashAccess, ledger: { redisUrl: string; keyPrefix: string }): Promise<{ apiUrl: string; uiUrl: string | undefined }> {
     const port = this.config.controlPlanePort ?? ((await portIsFree(defaultControlPlanePort)) ? defaultControlPlanePort : 0);
     write('starting control plane... ');
     const child = this.spawn(
@@ -106,9 +109,11 @@ export class DemoControl {
       controlPlaneSecretsEnv(this.apiTokens, unleash.adminToken),
     );
     this.controlPlane = child;
-    const apiUrl = `${String((await child.waitForEvent('ready', timeouts.controlPlaneReadyMs)).url)}/api/v1`;
+    const ready = await child.waitForEvent('ready', timeouts.controlPlaneReadyMs);
+    const apiUrl = `${String(ready.url)}/api/v1`;
+    const uiUrl = ready.ui === true ? `${String(ready.url)}/` : undefined;
     say(`ready at ${apiUrl} (pid ${child.pid})`);
-    return apiUrl;
+    return { apiUrl, uiUrl };
   }
 
   /**
@@ -136,8 +141,9 @@ export class DemoControl {
   }
 
   /** The addresses and tokens a user needs, printed once everything runs. */
-  printAccess(apiUrl: string, unleash: UnleashAccess): void {
+  printAccess(apiUrl: string, uiUrl: string | undefined, unleash: UnleashAccess): void {
     const { operator, viewer } = this.apiTokens;
+    say(uiUrl ? `Admin UI:      ${uiUrl}   (log in with the operator token below; the viewer token only reads)` : 'Admin UI:      not built (npm run build makes ui/dist/app)');
     say(`Control plane: ${apiUrl}   (REST; ${apiUrl}/openapi.json describes it)`);
     say(`  operator token: ${operator}   (${apiTokenNames.operator}: reads, and changes traffic, parallelism, rollback)`);
     say(`  viewer token:   ${viewer}   (${apiTokenNames.viewer}: reads only)`);
