@@ -7,7 +7,7 @@ import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
-import { BalancerService, addHealthService, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
+import { BalancerService, addHealthService, channelSecurity, serverCredentials, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
 import { Admission } from './admission';
 import { balancerOptionsSchema, type BalancerOptions } from './config';
 import { balancerErrorCodes, reroutedCode, toServiceError } from './errors';
@@ -67,6 +67,9 @@ export interface Balancer {
 /** Starts a balancer: listening, subscribed to the ledger and sweeping it when this resolves. */
 export async function createBalancer(options: BalancerOptions, deps: BalancerDependencies): Promise<Balancer> {
   const config = parseConfig('balancer options', balancerOptionsSchema, options);
+  // Certificates are read now: a wrong path stops the start before anything runs.
+  const serverSecurity = serverCredentials(config.tls, 'tls');
+  const workerSecurity = channelSecurity(config.workerTls, 'workerTls');
   const logger = deps.logger ?? silentLogger;
   const balancerId = config.balancerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const ledger = new Ledger(deps.redis, deps.ledger);
@@ -91,7 +94,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     queueRecheckIntervalMs: config.queueRecheckIntervalMs,
     logger,
   });
-  const channels = new WorkerChannels({ maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024, maxChannels: config.maxWorkerChannels });
+  const channels = new WorkerChannels({ maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024, maxChannels: config.maxWorkerChannels, security: workerSecurity });
   directory.onRefresh(() => {
     const live = new Set<string>();
     for (const cluster of clusters) for (const worker of directory.workers(cluster)) live.add(worker.address);
@@ -276,7 +279,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     }, config.sweepIntervalMs);
     sweepTimer.unref();
     port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, bound) => (error ? reject(error) : resolve(bound))),
+      server.bindAsync(`${config.host}:${config.port}`, serverSecurity, (error, bound) => (error ? reject(error) : resolve(bound))),
     );
   } catch (error) {
     // Leave nothing running behind a failed start (e.g. the port is taken).

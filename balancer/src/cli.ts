@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { serverTlsFromOptions, serverTlsOptionSpecs, serverTlsOptionsShape, workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
 import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
 import { Registry } from 'prom-client';
 import { createBalancer } from './balancer';
@@ -32,6 +33,8 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+  ...serverTlsOptionSpecs,
+  ...workerTlsOptionSpecs,
   ...flagOptionSpecs,
 ];
 
@@ -45,6 +48,8 @@ const cliSchema = z
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: settings.keyPrefix(),
     ...flagOptionsShape,
+    ...serverTlsOptionsShape,
+    ...workerTlsOptionsShape,
   })
   .strict();
 
@@ -56,7 +61,10 @@ async function main(): Promise<void> {
   }
   const stopRequested = stopSignal();
   const config = parsed.config;
-  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, ...options } = config;
+  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, tlsCert, tlsKey, tlsClientCa, workerTlsCa, workerTlsCert, workerTlsKey, workerTlsServerName, ...rest } = config;
+  const tls = serverTlsFromOptions({ tlsCert, tlsKey, tlsClientCa });
+  const workerTls = workerTlsFromOptions({ workerTlsCa, workerTlsCert, workerTlsKey, workerTlsServerName });
+  const options = { ...rest, ...(tls ? { tls } : {}), ...(workerTls ? { workerTls } : {}) };
 
   const logger = createLogger('headroom-balancer');
   const registry = new Registry();

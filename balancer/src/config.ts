@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { settings } from '@headroom/common';
+import { clientTlsSchema, serverTlsSchema } from '@headroom/proto';
 import { policyNames } from './policies';
 
 const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');
@@ -48,6 +49,10 @@ export const balancerOptionsSchema = z
     balancerHeartbeatIntervalMs: settings.positiveInt(60_000).default(1000),
     /** Longest a rollback's acknowledgement waits for tasks already sent to candidate workers to start there. @default 1000 */
     rollbackSettleTimeoutMs: settings.positiveInt(60_000).default(1000),
+    /** TLS for the gRPC server clients call; with clientCaFile, only clients with a certificate that CA signed (mutual TLS). */
+    tls: serverTlsSchema.optional(),
+    /** TLS towards the workers: the CA of their certificates, and this balancer's own certificate when they require one. */
+    workerTls: clientTlsSchema.optional(),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
   })

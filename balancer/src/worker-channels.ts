@@ -1,5 +1,5 @@
 import * as grpc from '@grpc/grpc-js';
-import { WorkerService, metadataKeys, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
+import { WorkerService, metadataKeys, type ChannelSecurity, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
 
 export type DispatchOutcome =
   /** The worker answered (the handler's result or its coded error). */
@@ -14,6 +14,8 @@ export type DispatchOutcome =
 
 export interface WorkerChannelsOptions {
   maxSendMessageBytes: number;
+  /** Plain text or TLS (see channelSecurity). */
+  security: ChannelSecurity;
   /** Most worker channels kept open; beyond it the least recently used one is closed. */
   maxChannels: number;
 }
@@ -34,7 +36,8 @@ export class WorkerChannels {
     if (client) {
       this.clients.delete(address);
     } else {
-      client = new WorkerService(address, grpc.credentials.createInsecure(), {
+      client = new WorkerService(address, this.options.security.credentials, {
+        ...this.options.security.options,
         'grpc.max_send_message_length': this.options.maxSendMessageBytes,
         'grpc.max_receive_message_length': this.options.maxSendMessageBytes,
         // Channelz keeps per-call statistics nobody reads here. (Not turned off on servers:

@@ -127,6 +127,17 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.match(result.stderr, /HEADROOM_OPERATOR_TOKENS \(env\): expected NAME=TOKEN pairs/);
   assert.doesNotMatch(result.stderr, /short/, 'a token is never echoed');
 
+  // TLS: half-given flags, and a certificate file that is not there (checked before anything starts).
+  result = run(balancerCli, ['--tls-cert', 'server.pem']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--tls-cert and --tls-key \(env HEADROOM_TLS_CERT, HEADROOM_TLS_KEY\) go together/);
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', demoHandlersPath, '--tls-cert', '/nonexistent/server.pem', '--tls-key', '/nonexistent/server.key']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /tls\.keyFile: cannot read \/nonexistent\/server\.key/);
+  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--worker-tls-cert', 'client.pem'], { HEADROOM_OPERATOR_TOKENS: 'ops=0123456789abcdef' });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--worker-tls-cert, --worker-tls-key and --worker-tls-server-name need --worker-tls-ca/);
+
   result = run(balancerCli, ['--frobnicate', '1']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /Unknown option '--frobnicate'/);

@@ -4,6 +4,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import helmet from 'helmet';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
+import { channelSecurity } from '@headroom/proto';
 import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, OverrideStore, WorkerReports, ledgerErrorCodes, waitUntilReady } from '@headroom/fleet';
 import { openApiDocument } from './api/openapi';
@@ -50,6 +51,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   const config = parseConfig('control plane options', controlPlaneOptionsSchema, options);
   // Checked first: a wrong directory stops the start before anything runs.
   const ui = config.uiDirectory ? adminUi(config.uiDirectory) : undefined;
+  const workerSecurity = channelSecurity(config.workerTls, 'workerTls');
   const logger = deps.logger ?? silentLogger;
   const keyPrefix = deps.keyPrefix ?? 'hr';
   const registry = deps.registry ?? new Registry();
@@ -62,7 +64,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   const audit = new AuditLog(deps.redis, keyPrefix, config.auditMaxEntries);
   const service = new ControlService({ redis: deps.redis, keyPrefix, traffic, parallelism, override, audit, metrics, logger });
   const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters);
-  const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept } });
+  const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept }, workerSecurity });
   const events = new EventHub(config.maxEventStreams, metrics);
   const schemas = requestSchemas(config.integrations, clusters);
   const auth = new TokenAuth(config.tokens);

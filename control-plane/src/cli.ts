@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { Registry } from 'prom-client';
 import { ConfigError, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
 import { createControlPlane } from './app';
 import { apiTokenSchema, type ApiToken } from './config';
 
@@ -31,6 +32,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'tokensFile', flag: 'tokens-file', env: 'HEADROOM_TOKENS_FILE', valueName: 'PATH', description: 'JSON [{"name","role":"viewer"|"operator","token"}], added to the above' },
   { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements (default 2000)' },
   { key: 'uiDir', flag: 'ui-dir', env: 'HEADROOM_UI_DIR', valueName: 'PATH|none', description: 'the built admin UI served at / (default ui/dist/app of this install, when built; none: no UI)' },
+  ...workerTlsOptionSpecs,
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
 ];
@@ -73,6 +75,7 @@ const cliSchema = z
     tokensFile: z.string().optional(),
     ackTimeoutMs: settings.positiveInt(60_000).default(2000),
     uiDir: z.string().min(1).optional(),
+    ...workerTlsOptionsShape,
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: settings.keyPrefix(),
   })
@@ -110,6 +113,7 @@ async function main(): Promise<void> {
   const tokens = [...(c.operatorTokens ?? []), ...(c.viewerTokens ?? []), ...(c.tokensFile ? readTokensFile(c.tokensFile) : [])];
   if (tokens.length === 0) throw new ConfigError('--operator-tokens (env HEADROOM_OPERATOR_TOKENS): at least one API token is required (or --viewer-tokens, --tokens-file)');
 
+  const workerTls = workerTlsFromOptions(c);
   const logger = createLogger('headroom-control-plane');
   const uiDirectory = c.uiDir === 'none' ? undefined : (c.uiDir ?? builtUi());
   if (c.uiDir === undefined && uiDirectory === undefined) logger.warn({ looked: defaultUiDirectory }, 'no built admin UI found (npm run build makes it); serving the API only');
@@ -135,6 +139,7 @@ async function main(): Promise<void> {
       tokens,
       ackTimeoutMs: c.ackTimeoutMs,
       ...(uiDirectory ? { uiDirectory } : {}),
+      ...(workerTls ? { workerTls } : {}),
     },
     { redis, subscriber, keyPrefix: c.keyPrefix, logger, registry },
   );

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { settings } from '@headroom/common';
 import { defaultFlagNames, flagNameSetting } from '@headroom/flags';
+import { clientTlsSchema } from '@headroom/proto';
 
 export const roles = ['viewer', 'operator'] as const;
 export type Role = (typeof roles)[number];
@@ -58,6 +59,8 @@ export const controlPlaneOptionsSchema = z
     figuresIntervalMs: settings.positiveInt(600_000).default(2000),
     /** A latency slot is charted once this long past its end: workers add their counts every 5 s by default. @default 6000 */
     latencySettleMs: settings.positiveInt(600_000).default(6000),
+    /** TLS towards the workers (CPU profiles): the CA of their certificates, and a certificate of its own when they require one. */
+    workerTls: clientTlsSchema.optional(),
     /** The built admin UI (ui/dist/app), served at /; none is served when absent. */
     uiDirectory: z.string().min(1).optional(),
     /** How often the override is checked (and rebuilt from Unleash after Redis lost it). @default 2000 */

@@ -51,3 +51,5 @@ export const profileLimits = {
 } as const;
 
 export { addHealthService, type HealthStatus } from './health';
+export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
+export * from './tls-options';

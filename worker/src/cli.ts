@@ -8,6 +8,7 @@ import * as path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { serverTlsFromOptions, serverTlsOptionSpecs, serverTlsOptionsShape } from '@headroom/proto';
 import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
 import { Registry } from 'prom-client';
 import { createWorker, workerOptionsSchema } from './worker';
@@ -30,6 +31,7 @@ const flags: readonly OptionSpec[] = [
   { key: 'maxSemiSpaceSizeMb', flag: 'max-semi-space-size-mb', env: 'HEADROOM_MAX_SEMI_SPACE_SIZE_MB', valueName: 'MIB', description: "V8's young-generation semi-space size: larger means fewer scavenges (node --max-semi-space-size; default Node's)" },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+  ...serverTlsOptionSpecs,
   ...flagOptionSpecs.filter((spec) => spec.key !== 'candidateFlag'),
 ];
 
@@ -40,6 +42,7 @@ const cliSchema = workerOptionsSchema.extend({
   keyPrefix: settings.keyPrefix(),
   ...flagOptionsShape,
   ...heapSettingsShape,
+  ...serverTlsOptionsShape,
 });
 
 async function main(): Promise<void> {
@@ -49,7 +52,9 @@ async function main(): Promise<void> {
     return;
   }
   const config = parsed.config;
-  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, maxOldSpaceSizeMb, maxSemiSpaceSizeMb, ...options } = config;
+  const { handlers: handlersPath, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, maxOldSpaceSizeMb, maxSemiSpaceSizeMb, tlsCert, tlsKey, tlsClientCa, ...rest } = config;
+  const tls = serverTlsFromOptions({ tlsCert, tlsKey, tlsClientCa });
+  const options = { ...rest, ...(tls ? { tls } : {}) };
   // Heap sizes apply only at start: this process runs again with them, and waits for that one.
   await restartWithHeapFlags({ maxOldSpaceSizeMb, maxSemiSpaceSizeMb });
   const stopRequested = stopSignal();

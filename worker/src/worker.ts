@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
 import { ConfigError, HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
 import { LatencyRecorder, Ledger, WorkerReports, type LedgerOptions } from '@headroom/fleet';
-import { WorkerService, addHealthService, metadataKeys, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
+import { WorkerService, addHealthService, metadataKeys, serverCredentials, serverTlsSchema, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { createWorkerMetrics } from './metrics';
@@ -41,6 +41,8 @@ export const workerOptionsSchema = z
     maxUpstreamConnections: settings.positiveInt(100_000).default(64),
     /** How often task latencies are added to the rolling summaries in Redis. @default 5000 */
     latencyReportIntervalMs: settings.positiveInt(600_000).default(5000),
+    /** TLS for the gRPC server balancers call; with clientCaFile, only balancers with a certificate that CA signed (mutual TLS). */
+    tls: serverTlsSchema.optional(),
     /** How often the worker reports its heap, GC, event loop and task figures for the admin UI. @default 2000 */
     reportIntervalMs: settings.positiveInt(600_000).default(2000),
   })
@@ -114,6 +116,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       `heartbeatIntervalMs (${config.heartbeatIntervalMs}) must be at most half of the ledger's leaseTtlMs (${ledger.options.leaseTtlMs}), or running tasks' leases expire between heartbeats`,
     );
   }
+  // Certificates are read now: a wrong path stops the start before anything runs.
+  const credentials = serverCredentials(config.tls, 'tls');
   const workerId = config.workerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const cluster = config.cluster;
   const gate = new ParallelismGate(config.maxParallelism);
@@ -267,7 +271,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const profiler = new WorkerProfiler(workerId, logger);
   server.addService(WorkerService.service, { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
   const boundPort = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${config.host}:${config.port}`, grpc.ServerCredentials.createInsecure(), (error, port) => (error ? reject(error) : resolve(port))),
+    server.bindAsync(`${config.host}:${config.port}`, credentials, (error, port) => (error ? reject(error) : resolve(port))),
   );
   const advertiseHost = config.advertiseHost ?? config.host;
   const address = `${advertiseHost.includes(':') ? `[${advertiseHost}]` : advertiseHost}:${boundPort}`;

@@ -8,6 +8,7 @@ import { parseCpuprofile, summarise } from './cpuprofile';
 import { ProfileLock } from './profile-lock';
 import { ProfileStore, type ProfileRecord, type ProfileStoreOptions } from './profile-store';
 import { requestProfile } from './worker-profile-call';
+import type { ChannelSecurity } from '@headroom/proto';
 
 /** Time the worker's answer may take beyond the profile's duration (the profile's JSON travels). */
 const answerMarginMs = 10_000;
@@ -27,7 +28,7 @@ export class ProfileService {
   private readonly running = new Map<string, { abort: AbortController; done: Promise<void> }>();
 
   constructor(
-    private readonly deps: { redis: Redis; keyPrefix: string; fleet: FleetView; audit: AuditLog; logger: Logger; options: ProfileStoreOptions },
+    private readonly deps: { redis: Redis; keyPrefix: string; fleet: FleetView; audit: AuditLog; logger: Logger; options: ProfileStoreOptions; workerSecurity: ChannelSecurity },
   ) {
     this.lock = new ProfileLock(deps.redis, deps.keyPrefix);
     this.store = new ProfileStore(deps.redis, deps.keyPrefix, deps.options);
@@ -105,7 +106,7 @@ export class ProfileService {
   private async take(record: ProfileRecord, signal: AbortSignal): Promise<void> {
     const { profileId } = record;
     try {
-      const json = await requestProfile(record, record.durationMs, record.durationMs + answerMarginMs, signal);
+      const json = await requestProfile(record, this.deps.workerSecurity, record.durationMs, record.durationMs + answerMarginMs, signal);
       const parsed = parseCpuprofile(json);
       if ('problem' in parsed) throw new HeadroomError(apiErrorCodes.profileFailed, `worker ${record.workerId} answered with ${parsed.problem}`);
       const summary = summarise(parsed.profile, summaryTopFunctions);

@@ -1,6 +1,6 @@
 import * as grpc from '@grpc/grpc-js';
 import { HeadroomError } from '@headroom/common';
-import { WorkerService, metadataKeys, profileLimits, type WorkerClient } from '@headroom/proto';
+import { WorkerService, metadataKeys, profileLimits, type ChannelSecurity, type WorkerClient } from '@headroom/proto';
 import { apiErrorCodes } from '../errors';
 
 export interface ProfileTarget {
@@ -14,8 +14,9 @@ export interface ProfileTarget {
  * profiles are rare, and their answers are larger than task answers. Fails with the worker's
  * code (HR_ERR_PROFILE_RUNNING, ...) or HR_ERR_PROFILE_FAILED.
  */
-export function requestProfile(target: ProfileTarget, durationMs: number, deadlineMs: number, signal: AbortSignal): Promise<Buffer> {
-  const client = new WorkerService(target.address, grpc.credentials.createInsecure(), {
+export function requestProfile(target: ProfileTarget, security: ChannelSecurity, durationMs: number, deadlineMs: number, signal: AbortSignal): Promise<Buffer> {
+  const client = new WorkerService(target.address, security.credentials, {
+    ...security.options,
     'grpc.max_receive_message_length': profileLimits.maxCpuprofileBytes + 64 * 1024,
   }) as WorkerClient;
   return new Promise<Buffer>((resolve, reject) => {

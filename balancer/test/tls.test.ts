@@ -1,0 +1,85 @@
+import { test, type TestContext } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { BalancerService, channelSecurity, serverTlsFromOptions, workerTlsFromOptions, type BalancerClient } from '@headroom/proto';
+import { startFleet, submit, task } from './harness';
+
+/** A throwaway CA, and certificates it signed for 127.0.0.1 (server) and for a client; plus a CA nobody trusts. */
+function makeCertificates(t: TestContext) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-tls-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = (name: string) => path.join(dir, name);
+  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: 'pipe' });
+  for (const ca of ['ca', 'other-ca']) {
+    openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1', '-subj', `/CN=headroom test ${ca}`, '-keyout', file(`${ca}.key`), '-out', file(`${ca}.pem`));
+  }
+  const sign = (name: string, ca: string, extensions: string) => {
+    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', `/CN=${name}`, '-keyout', file(`${name}.key`), '-out', file(`${name}.csr`));
+    fs.writeFileSync(file(`${name}.ext`), extensions);
+    openssl('x509', '-req', '-in', file(`${name}.csr`), '-CA', file(`${ca}.pem`), '-CAkey', file(`${ca}.key`), '-CAcreateserial', '-days', '1', '-extfile', file(`${name}.ext`), '-out', file(`${name}.pem`));
+  };
+  sign('server', 'ca', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
+  sign('client', 'ca', 'extendedKeyUsage=clientAuth\n');
+  sign('stranger', 'other-ca', 'extendedKeyUsage=clientAuth\n');
+  return { file };
+}
+
+function client(address: string, credentials: grpc.ChannelCredentials, t: TestContext): BalancerClient {
+  const balancerClient = new BalancerService(address, credentials);
+  t.after(() => balancerClient.close());
+  return balancerClient;
+}
+
+test('gRPC over mutual TLS: clients to the balancer and the balancer to its workers; plain text and strangers are refused', async (t) => {
+  const { file } = makeCertificates(t);
+  const serverTls = { certFile: file('server.pem'), keyFile: file('server.key'), clientCaFile: file('ca.pem') };
+  const fleet = await startFleet(t);
+  await fleet.addWorker({ cluster: 'baseline', workerId: 'tls-worker', maxParallelism: 2, tls: serverTls });
+  const balancer = await fleet.addBalancer({ tls: serverTls, workerTls: { caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('client.key') } });
+
+  const trusted = client(balancer.address, channelSecurity({ caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('client.key') }, 'test').credentials, t);
+  const done = await submit(trusted, task({ integration: 'echo', payload: Buffer.from('over tls') }));
+  assert.ok(done.ok && !done.response.error, JSON.stringify(done));
+  assert.equal(done.response.result?.toString(), 'over tls');
+  assert.equal(done.response.placement?.workerId, 'tls-worker');
+
+  // Plain text, a client without a certificate, one whose certificate another CA signed, and one
+  // that does not trust the server's CA: none gets through, and nothing runs.
+  const refused = [
+    grpc.credentials.createInsecure(),
+    channelSecurity({ caFile: file('ca.pem') }, 'test').credentials,
+    channelSecurity({ caFile: file('ca.pem'), certFile: file('stranger.pem'), keyFile: file('stranger.key') }, 'test').credentials,
+    channelSecurity({ caFile: file('other-ca.pem'), certFile: file('client.pem'), keyFile: file('client.key') }, 'test').credentials,
+  ];
+  for (const [i, credentials] of refused.entries()) {
+    const result = await submit(client(balancer.address, credentials, t), task({ integration: 'echo' }), 3000);
+    assert.ok(!result.ok && result.status === grpc.status.UNAVAILABLE, `case ${i}: ${JSON.stringify(result)}`);
+  }
+  assert.equal(fleet.workers[0]!.stats().completed, 1, 'only the trusted client\'s task ran');
+});
+
+test('a balancer without a client certificate cannot reach workers that require one: the task fails with a coded error', async (t) => {
+  const { file } = makeCertificates(t);
+  const fleet = await startFleet(t);
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1, tls: { certFile: file('server.pem'), keyFile: file('server.key'), clientCaFile: file('ca.pem') } });
+  await fleet.addBalancer({ workerTls: { caFile: file('ca.pem') }, maxDispatchAttempts: 1, defaultTaskTimeoutMs: 3000 });
+  const result = await submit(fleet.clients[0]!, task({ integration: 'echo' }), 5000);
+  assert.ok(!result.ok && result.code.startsWith('HR_ERR_'), JSON.stringify(result));
+  assert.equal(fleet.workers[0]!.stats().completed, 0);
+});
+
+test('TLS settings are checked at start: missing files, non-PEM files, a key that is not the certificate\'s, and half-given flags name the setting', async (t) => {
+  const { file } = makeCertificates(t);
+  const fleet = await startFleet(t);
+  await assert.rejects(fleet.addWorker({ cluster: 'baseline', tls: { certFile: file('nope.pem'), keyFile: file('server.key') } }), /tls\.certFile: cannot read .*nope\.pem/);
+  await assert.rejects(fleet.addBalancer({ workerTls: { caFile: file('server.ext') } }), /workerTls\.caFile: .*server\.ext is not a PEM file/);
+  await assert.rejects(fleet.addBalancer({ tls: { certFile: file('server.pem'), keyFile: file('client.key') } }), /tls: .*key values mismatch/);
+  await assert.rejects(fleet.addBalancer({ workerTls: { caFile: file('ca.pem'), certFile: file('client.pem') } }), /workerTls.*certFile and keyFile go together/);
+  assert.throws(() => serverTlsFromOptions({ tlsCert: file('server.pem') }), /--tls-cert and --tls-key .* go together/);
+  assert.throws(() => workerTlsFromOptions({ workerTlsCert: file('client.pem'), workerTlsKey: file('client.key') }), /need --worker-tls-ca/);
+  assert.equal(fleet.workers.length + fleet.balancers.length, 0, 'nothing started');
+});
