@@ -73,11 +73,12 @@ test('workers report heap, GC, event loop and task figures; clusters add them up
     tasks = worker.stats.tasksPerSecond!;
     errors = worker.stats.errorsPerSecond!;
     latencyP50Ms = worker.stats.latencyP50Ms ?? 0;
-    return baseline.tasksPerSecond > 5 && errors > 0 && latencyP50Ms > 0 ? body.clusters : undefined;
+    // Reports of the first batch (5 ms tasks) may still be the latest: wait for one of this batch.
+    return baseline.tasksPerSecond > 5 && errors > 0 && latencyP50Ms >= 15 ? body.clusters : undefined;
   });
   await sums;
   assert.ok(errors <= tasks / 2, `errors ${errors}/s of ${tasks}/s`);
-  assert.ok(latencyP50Ms >= 15 && latencyP50Ms < 200, `p50 ${latencyP50Ms} ms for 20 ms tasks`);
+  assert.ok(latencyP50Ms < 60, `p50 ${latencyP50Ms} ms for 20 ms tasks`);
   const candidate = clusters.find((c: { role: string }) => c.role === 'candidate');
   assert.equal(candidate.tasksPerSecond, 0, 'the candidate ran nothing');
 
@@ -86,7 +87,7 @@ test('workers report heap, GC, event loop and task figures; clusters add them up
   assert.equal(await fleet.redis.exists(`{${fleet.ledgerOptions.keyPrefix}:reports}:worker:figures-c1`), 0);
 });
 
-test('the control plane serves the built UI: assets cached, index.html for app routes, security headers; /api stays JSON', async (t) => {
+test('the control plane serves the built UI: assets cached, index.html for app routes, security headers; CORS closed; /api stays JSON', async (t) => {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-ui-'));
   t.after(() => fs.rmSync(directory, { recursive: true, force: true }));
   fs.mkdirSync(path.join(directory, 'assets'));
@@ -108,6 +109,12 @@ test('the control plane serves the built UI: assets cached, index.html for app r
   assert.equal(asset.status, 200);
   assert.match(asset.headers.get('cache-control') ?? '', /immutable/);
   assert.equal((await fetch(`${base}/assets/missing.js`)).status, 404);
+  // CORS is closed: a page on another origin gets no permission to read or to send changes.
+  const crossOrigin = await fetch(`${base}/api/v1/traffic`, { headers: { origin: 'https://evil.example', authorization: 'Bearer operator-token-0123456789abcdef' } });
+  assert.equal(crossOrigin.headers.get('access-control-allow-origin'), null);
+  const preflight = await fetch(`${base}/api/v1/rollback`, { method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' } });
+  assert.equal(preflight.headers.get('access-control-allow-origin'), null);
+  assert.equal(preflight.headers.get('access-control-allow-methods'), null);
   const missing = await stack.api('GET', '/nothing-here');
   assert.deepEqual([missing.status, missing.body.error.code], [404, 'HR_ERR_NOT_FOUND']);
 
