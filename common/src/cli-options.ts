@@ -29,6 +29,11 @@ export function usageText(synopsis: string, specs: readonly OptionSpec[]): strin
   return [synopsis, ...lines, `${'  --help'.padEnd(width)}this text`].join('\n');
 }
 
+/** The password of a URL (redis://user:secret@host) replaced by ***: values are echoed in errors and logs. */
+export function withoutPassword(text: string): string {
+  return text.replace(/\/\/([^/@:\s]*):[^/@\s]*@/g, '//$1:***@');
+}
+
 /** Flags win over env. Throws ConfigError naming the flag or env variable, the value and what is accepted. */
 export function readOptions<S extends z.ZodType>(
   schema: S,
@@ -70,7 +75,7 @@ export function readOptions<S extends z.ZodType>(
     const given = input[key];
     if (given === undefined) return `${name}: required${spec ? ` (${spec.valueName})` : ''}`;
     if (spec?.secret) return `${name}: ${issue.message}`;
-    return `${name}: got ${JSON.stringify(given)}, ${issue.message}`;
+    return `${name}: got ${JSON.stringify(withoutPassword(given))}, ${issue.message}`;
   });
   throw new ConfigError(problems.join('\n'));
 }

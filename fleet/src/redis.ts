@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { ConfigError, silentLogger, type Logger } from '@headroom/common';
+import { ConfigError, silentLogger, withoutPassword, type Logger } from '@headroom/common';
 
 /**
  * A Redis connection for ledger work. Commands are not queued while Redis is away
@@ -30,9 +30,23 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
 export function waitUntilReady(redis: Redis, url = `redis://${redis.options.host ?? '127.0.0.1'}:${redis.options.port ?? 6379}`, timeoutMs = 10_000): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new ConfigError(`redisUrl: nothing answered at ${url} within ${timeoutMs} ms`)), timeoutMs);
+    // The last error says why (refused, WRONGPASS, TLS); without one, nothing answered.
+    let lastError: Error | undefined;
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      redis.off('error', onError);
+      reject(new ConfigError(`redisUrl: could not use Redis at ${withoutPassword(url)}${why}`));
+    };
+    const onError = (error: Error) => {
+      lastError = error;
+      // Wrong credentials do not get better by retrying: say so at once.
+      if (/^(WRONGPASS|NOAUTH|NOPERM)/.test(error.message)) fail(`: ${error.message}`);
+    };
+    redis.on('error', onError);
+    const timer = setTimeout(() => fail(` within ${timeoutMs} ms${lastError ? `: ${lastError.message}` : ''}`), timeoutMs);
     redis.once('ready', () => {
       clearTimeout(timer);
+      redis.off('error', onError);
       resolve();
     });
   });
