@@ -2,17 +2,20 @@
  * Redis with a password and an ACL user confined to Headroom's keys: the fleet works through
  * the credentials in REDIS_URL, which proves every key and channel Headroom touches is under
  * `{<prefix>` (what the README says); wrong credentials stop a CLI at once, exit 2, with
- * Redis's reason and without echoing the password.
+ * Redis's reason and without echoing the password. And Redis over TLS (rediss://).
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { startPrivateRedis } from '@headroom/common/dist/src/testing';
-import { WorkerReports } from '@headroom/fleet';
+import { freePort, startPrivateRedis } from '@headroom/common/dist/src/testing';
+import { Ledger, WorkerReports, connectRedis, waitUntilReady } from '@headroom/fleet';
+import { makeCertificates } from './certificates';
 import { demoHandlersPath, startFleet, submit, task } from './harness';
 
 const password = 'ACL-pass-0123456789';
+const workerCli = path.join(__dirname, '..', '..', '..', 'worker', 'dist', 'src', 'cli.js');
 const keyPrefix = 'acl-fleet';
 
 test('a fleet runs as an ACL user allowed only keys and channels under its prefix; wrong credentials fail fast, named and redacted', async (t) => {
@@ -38,9 +41,38 @@ test('a fleet runs as an ACL user allowed only keys and channels under its prefi
   const keys = await fleet.redis.keys(`{${keyPrefix}*`);
   for (const kind of ['latency', 'reports', 'control']) assert.ok(keys.some((key) => key.startsWith(`{${keyPrefix}:${kind}}`)), `${kind} keys: ${keys.join(', ')}`);
 
-  const workerCli = path.join(__dirname, '..', '..', '..', 'worker', 'dist', 'src', 'cli.js');
   const wrong = spawnSync(process.execPath, [workerCli, '--cluster', 'baseline', '--handlers', demoHandlersPath, '--redis-url', `redis://headroom:not-the-${password}@127.0.0.1:${redis.port}`], { encoding: 'utf8', timeout: 8000 });
   assert.equal(wrong.status, 2, wrong.stderr);
   assert.match(wrong.stderr, /redisUrl: could not use Redis at redis:\/\/headroom:\*\*\*@127\.0\.0\.1:\d+: WRONGPASS/);
   assert.doesNotMatch(wrong.stderr, new RegExp(password));
+});
+
+test('Redis over TLS: rediss:// in REDIS_URL, trusting the CA through NODE_EXTRA_CA_CERTS', async (t) => {
+  const { file } = makeCertificates(t);
+  const tlsPort = await freePort();
+  const redis = await startPrivateRedis(['--tls-port', String(tlsPort), '--tls-cert-file', file('server.pem'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.pem'), '--tls-auth-clients', 'no']);
+  t.after(() => redis.stop(true));
+  const worker = spawn(process.execPath, [workerCli, '--cluster', 'baseline', '--worker-id', 'tls-redis-worker', '--handlers', demoHandlersPath, '--redis-url', `rediss://127.0.0.1:${tlsPort}`], {
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: file('ca.pem'), LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  t.after(() => void worker.kill('SIGKILL'));
+  let stderr = '';
+  worker.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ready line within 15 s: ${stderr}`)), 15_000);
+    worker.stdout.on('data', (chunk: Buffer) => {
+      if (chunk.toString().includes('"event":"ready"')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    worker.once('exit', (code) => reject(new Error(`worker exited ${code}: ${stderr}`)));
+  });
+  // It registered in the ledger through the TLS port: read it back over TLS too.
+  const reader = connectRedis(`rediss://127.0.0.1:${tlsPort}`, { tls: { ca: fs.readFileSync(file('ca.pem')) } });
+  t.after(() => reader.disconnect());
+  await waitUntilReady(reader);
+  const snapshot = await new Ledger(reader, { keyPrefix: 'hr' }).snapshot('baseline');
+  assert.deepEqual(snapshot.workers.map((w) => w.workerId), ['tls-redis-worker']);
 });
