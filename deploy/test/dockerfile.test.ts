@@ -56,8 +56,8 @@ test('the runtime stage installs production dependencies with npm ci and takes n
   for (const copy of instructionsOf(runtime, 'COPY').map(parseCopy)) {
     for (const source of copy.sources) {
       assert.doesNotMatch(source, /node_modules/, `COPY ${source}`);
-      // From the build stage: compiled code only.
-      if (copy.from !== undefined) assert.match(source, /^\/app\/[\w-]+\/dist\/src$/, `COPY --from=${copy.from} ${source}`);
+      // From the build stage: compiled code only (and the admin UI's bundle, ui/dist/app).
+      if (copy.from !== undefined) assert.match(source, /^\/app\/([\w-]+\/dist\/src|ui\/dist\/app)$/, `COPY --from=${copy.from} ${source}`);
     }
   }
 });
@@ -101,6 +101,9 @@ test('replayed, the runtime stage holds no test or build-only package and runs e
       if (entry.isDirectory() && !notRuntimeFolders.has(entry.name)) assert.ok(fs.existsSync(path.join(dir, workspace, entry.name)), `${workspace}/${entry.name} is copied`);
     }
   }
+
+  // The admin UI the control plane serves by default (../../../ui/dist/app from its cli.js).
+  assert.ok(fs.existsSync(path.join(dir, 'ui', 'dist', 'app', 'index.html')), 'ui/dist/app/index.html is in the image');
 
   const run = (args: string[]) => spawnSync(process.execPath, args, { cwd: dir, encoding: 'utf8', timeout: 20_000, env: { PATH: process.env.PATH ?? '' } });
   const scripts = new Set(processes.map((p) => p.script));

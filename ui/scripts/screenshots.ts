@@ -1,0 +1,193 @@
+#!/usr/bin/env node
+/**
+ * Screenshots of every page of the admin UI, from the real demo (`npm start`'s launcher): it
+ * starts the demo, waits until live figures flow, makes a few changes an operator would (a
+ * split per integration, a parallelism step, a rollback of one integration, a CPU profile),
+ * signs in and saves a 1280x800 PNG of each page, and one of the overview in a narrow window,
+ * to docs/screenshots/. Then it stops the demo with SIGINT, as Ctrl-C would.
+ *   npm run build && npm run screenshots --workspace @headroom/ui
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import type { Page } from 'playwright-core';
+import { goTo, launchBrowser, openPage, signIn, unexpectedProblems } from '../node/browser';
+
+const repoRoot = path.join(__dirname, '..', '..', '..');
+const demoCli = path.join(repoRoot, 'sim', 'dist', 'src', 'demo', 'cli.js');
+const outputDirectory = path.join(repoRoot, 'docs', 'screenshots');
+const demoArgs = ['--control-plane-port', '0', '--balancer-port', '0', '--baseline-workers', '6', '--candidate-workers', '3', '--rate', '30', '--candidate-percent', '50'];
+
+const timeouts = {
+  /** Unleash on an embedded PostgreSQL, then every process of the demo. */
+  demoStartMs: 180_000,
+  /** Enough 10-second latency slots for the charts to show a trend. */
+  liveDataMs: 150_000,
+  minimumLiveMs: 60_000,
+  profileMs: 30_000,
+  demoStopMs: 60_000,
+};
+
+interface DemoAccess {
+  uiUrl: string;
+  apiUrl: string;
+  operatorToken: string;
+}
+
+/** The pages, by their title in the navigation, and the file each goes to. */
+const pages: { title: string; file: string; ready(page: Page): Promise<unknown> }[] = [
+  { title: 'Overview', file: 'overview.png', ready: (page) => page.locator('.chart-plot canvas').nth(3).waitFor() },
+  { title: 'Traffic', file: 'traffic.png', ready: (page) => page.getByLabel('bank-a', { exact: true }).waitFor() },
+  { title: 'Rollback', file: 'rollback.png', ready: (page) => page.getByRole('region', { name: 'Last rollback' }).waitFor() },
+  { title: 'Parallelism', file: 'parallelism.png', ready: (page) => page.getByText('Max parallelism:').first().waitFor() },
+  { title: 'Workers', file: 'workers.png', ready: (page) => page.getByRole('table', { name: 'Top functions by self time' }).waitFor() },
+  { title: 'Audit', file: 'audit.png', ready: (page) => page.locator('.audit-table tbody tr').nth(2).waitFor() },
+];
+
+function log(message: string): void {
+  process.stdout.write(`${message}\n`);
+}
+
+/** Starts the demo and resolves with what it prints once everything runs. */
+function startDemo(): { child: ChildProcess; access: Promise<DemoAccess>; output(): string } {
+  const child = spawn(process.execPath, [demoCli, ...demoArgs], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const access = new Promise<DemoAccess>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the demo did not print its addresses within ${timeouts.demoStartMs / 1000} s:\n${output}`)), timeouts.demoStartMs);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const uiUrl = /^Admin UI:\s+(http\S+)/m.exec(output)?.[1];
+      const apiUrl = /^Control plane:\s+(http\S+)/m.exec(output)?.[1];
+      const operatorToken = /^\s+operator token:\s+(\S+)/m.exec(output)?.[1];
+      if (uiUrl && apiUrl && operatorToken) {
+        clearTimeout(timer);
+        resolve({ uiUrl, apiUrl, operatorToken });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`the demo exited (${signal ?? code}) before it was ready:\n${output}`));
+    });
+  });
+  return { child, access, output: () => output };
+}
+
+async function stopDemo(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGINT');
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeouts.demoStopMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function api<T>(access: DemoAccess, method: 'GET' | 'PUT' | 'POST', apiPath: string, body?: unknown): Promise<T> {
+  const response = await fetch(`${access.apiUrl}${apiPath}`, {
+    method,
+    headers: { authorization: `Bearer ${access.operatorToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${method} ${apiPath}: HTTP ${response.status}: ${text}`);
+  return JSON.parse(text) as T;
+}
+
+async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+/** What an operator would have done during a rollout, so that each page has something to show. */
+async function operate(access: DemoAccess): Promise<void> {
+  await api(access, 'PUT', '/traffic', { defaultPercent: 20, integrations: { 'bank-a': 80, 'bank-b': 60, 'bank-c': 40, 'bank-d': 25 } });
+  await api(access, 'PUT', '/parallelism', { clusters: { candidate: 12 } });
+}
+
+async function waitForLiveData(access: DemoAccess): Promise<void> {
+  const startedAt = Date.now();
+  await until('latency slots with ratios, and worker figures', timeouts.liveDataMs, async () => {
+    const series = await api<{ slots: { integrations: Record<string, { p50: number | null }> }[] }>(access, 'GET', '/latency/series?window=10m');
+    const { workers } = await api<{ workers: { stats: unknown }[] }>(access, 'GET', '/workers');
+    const withRatios = series.slots.filter((slot) => Object.values(slot.integrations).some((ratio) => ratio.p50 !== null)).length;
+    log(`  ${Math.round((Date.now() - startedAt) / 1000)} s: ${series.slots.length} latency slots (${withRatios} with ratios), ${workers.filter((w) => w.stats).length}/${workers.length} workers reporting`);
+    return withRatios >= 5 && workers.every((w) => w.stats) && Date.now() - startedAt >= timeouts.minimumLiveMs ? true : undefined;
+  });
+}
+
+async function rollBackOneAndProfile(access: DemoAccess): Promise<void> {
+  await api(access, 'POST', '/rollback', { integration: 'bank-c', reason: 'p95 ratio above 1.5 on bank-c' });
+  const { workers } = await api<{ workers: { workerId: string; cluster: string }[] }>(access, 'GET', '/workers');
+  const candidate = workers.find((w) => w.cluster === 'candidate');
+  if (!candidate) throw new Error('no candidate worker to profile');
+  const started = await api<{ profileId: string }>(access, 'POST', '/profiles', { workerId: candidate.workerId, durationMs: 3000 });
+  await until('the profile', timeouts.profileMs, async () => ((await api<{ status: string }>(access, 'GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined));
+}
+
+async function screenshot(access: DemoAccess): Promise<void> {
+  const browser = await launchBrowser();
+  try {
+    fs.mkdirSync(outputDirectory, { recursive: true });
+    const wide = await openPage(browser, { widthPx: 1280, heightPx: 800 });
+    await signIn(wide.page, access.uiUrl, access.operatorToken);
+    for (const { title, file, ready } of pages) {
+      await goTo(wide.page, title);
+      await ready(wide.page);
+      // Live figures and the polled lists settle.
+      await wide.page.waitForTimeout(2500);
+      await wide.page.screenshot({ path: path.join(outputDirectory, file) });
+      log(`  ${file}`);
+    }
+    const narrow = await openPage(browser, { widthPx: 420, heightPx: 900 });
+    await signIn(narrow.page, access.uiUrl, access.operatorToken);
+    await pages[0]!.ready(narrow.page);
+    await narrow.page.waitForTimeout(2500);
+    await narrow.page.screenshot({ path: path.join(outputDirectory, 'overview-narrow.png') });
+    log('  overview-narrow.png');
+    const problems = [...unexpectedProblems(wide), ...unexpectedProblems(narrow)];
+    if (problems.length > 0) throw new Error(`the pages reported problems:\n${problems.join('\n')}`);
+  } finally {
+    await browser.close();
+  }
+}
+
+async function main(): Promise<number> {
+  if (!fs.existsSync(demoCli)) throw new Error(`no ${demoCli}: run npm run build first`);
+  log(`starting the demo: node ${path.relative(repoRoot, demoCli)} ${demoArgs.join(' ')}`);
+  const demo = startDemo();
+  const stopOnSignal = () => void stopDemo(demo.child).then(() => process.exit(130));
+  process.once('SIGINT', stopOnSignal);
+  process.once('SIGTERM', stopOnSignal);
+  try {
+    const access = await demo.access;
+    log(`demo ready: UI ${access.uiUrl}`);
+    await operate(access);
+    log('waiting for live data...');
+    await waitForLiveData(access);
+    await rollBackOneAndProfile(access);
+    log(`saving screenshots to ${path.relative(repoRoot, outputDirectory)}/`);
+    await screenshot(access);
+    return 0;
+  } catch (error) {
+    process.stderr.write(`screenshots: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  } finally {
+    log('stopping the demo (SIGINT)...');
+    await stopDemo(demo.child);
+  }
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`screenshots: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,76 @@
+import { createContext, useContext, useEffect, useRef, useState, type ReactNode } from 'react';
+import { followEventStream, type StreamStatus } from './api/event-stream';
+import type { AuditEntry, Figures } from './api/types';
+import { useSession } from './session';
+
+/** An `ack` event: a balancer applied an override version. */
+export interface AckEvent {
+  balancerId: string;
+  version: number;
+  ackedAtUnixMs: number;
+}
+
+export interface Live {
+  /** The latest figures; undefined until the first arrives. */
+  figures: Figures | undefined;
+  status: StreamStatus;
+  /** Calls `listener` with each audit entry as it is appended; returns the unsubscribe. */
+  onChange(listener: (entry: AuditEntry) => void): () => void;
+  onAck(listener: (ack: AckEvent) => void): () => void;
+}
+
+const LiveContext = createContext<Live | undefined>(undefined);
+
+export function useLive(): Live {
+  const live = useContext(LiveContext);
+  if (!live) throw new Error('useLive outside LiveProvider');
+  return live;
+}
+
+/** One event stream per signed-in tab, shared by every page. */
+export function LiveProvider({ children }: { children: ReactNode }) {
+  const { client, signOut } = useSession();
+  const [figures, setFigures] = useState<Figures | undefined>();
+  const [status, setStatus] = useState<StreamStatus>({ state: 'connecting' });
+  const listeners = useRef({ change: new Set<(entry: AuditEntry) => void>(), ack: new Set<(ack: AckEvent) => void>() });
+
+  useEffect(() => {
+    const abort = new AbortController();
+    void followEventStream(
+      client,
+      {
+        onStatus(next) {
+          setStatus(next);
+          if (next.state === 'refused') signOut(`the control plane no longer accepts your token (${next.reason})`);
+        },
+        onEvent({ event, data }) {
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(data);
+          } catch {
+            return;
+          }
+          if (event === 'figures') setFigures(parsed as Figures);
+          else if (event === 'change') listeners.current.change.forEach((listener) => listener(parsed as AuditEntry));
+          else if (event === 'ack') listeners.current.ack.forEach((listener) => listener(parsed as AckEvent));
+        },
+      },
+      abort.signal,
+    );
+    return () => abort.abort();
+  }, [client, signOut]);
+
+  const [live] = useState(() => ({
+    onChange(listener: (entry: AuditEntry) => void) {
+      listeners.current.change.add(listener);
+      return () => void listeners.current.change.delete(listener);
+    },
+    onAck(listener: (ack: AckEvent) => void) {
+      listeners.current.ack.add(listener);
+      return () => void listeners.current.ack.delete(listener);
+    },
+  }));
+
+  return <LiveContext.Provider value={{ ...live, figures, status }}>{children}</LiveContext.Provider>;
+}
+

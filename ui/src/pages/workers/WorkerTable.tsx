@@ -1,0 +1,110 @@
+import type { WorkerSummary } from '../../api/types';
+import { Truncated } from '../../components/Truncated';
+import { UsageBar } from '../../components/UsageBar';
+import { formatAgo, formatBytes, formatMs, formatRate, formatShare } from '../../format';
+
+interface Actions {
+  /** Colours the slot bars like the cluster cards. */
+  roleOfCluster(cluster: string): 'baseline' | 'candidate' | undefined;
+  whyReadOnly: string | undefined;
+  onDrain(worker: WorkerSummary): void;
+  onProfile(worker: WorkerSummary): void;
+}
+
+/** One row per worker; wide, so it scrolls sideways in a narrow window. */
+export function WorkerTable({ workers, ...actions }: { workers: WorkerSummary[] } & Actions) {
+  const now = Date.now();
+  return (
+    <div className="table-scroll">
+      <table className="table worker-table">
+        <caption className="visually-hidden">Workers</caption>
+        <thead>
+          <tr>
+            <th scope="col">Worker</th>
+            <th scope="col">Cluster</th>
+            <th scope="col">Slots used / max</th>
+            <th scope="col" className="numeric">
+              Heap used / limit
+            </th>
+            <th scope="col" className="numeric" title="Share of wall time spent in garbage collection">
+              GC time
+            </th>
+            <th scope="col" className="numeric" title="Event-loop utilisation">
+              Event loop
+            </th>
+            <th scope="col" className="numeric" title="Event-loop delay, p99">
+              Loop delay p99
+            </th>
+            <th scope="col" className="numeric">
+              Latency p50 / p99
+            </th>
+            <th scope="col" className="numeric">
+              Tasks
+            </th>
+            <th scope="col" className="numeric">
+              Errors
+            </th>
+            <th scope="col">Heartbeat</th>
+            <th scope="col">Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          {workers.length === 0 ? (
+            <tr>
+              <td colSpan={12} className="muted">
+                No worker matches.
+              </td>
+            </tr>
+          ) : (
+            workers.map((worker) => <WorkerRow key={`${worker.cluster}/${worker.workerId}`} worker={worker} nowUnixMs={now} {...actions} />)
+          )}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onProfile }: { worker: WorkerSummary; nowUnixMs: number } & Actions) {
+  const stats = worker.stats ?? undefined;
+  const used = worker.maxParallelism - worker.free;
+  return (
+    <tr className={worker.draining ? 'row-muted' : undefined}>
+      <th scope="row" className="worker-id">
+        <Truncated text={worker.workerId} />
+        <Truncated text={worker.address} className="worker-address" />
+        {worker.draining && <span className="tag tag-warning">draining</span>}
+      </th>
+      <td>{worker.cluster}</td>
+      <td>
+        <div className="slots">
+          <UsageBar used={used} total={worker.maxParallelism} label={`${worker.workerId}: slots in use`} tone={roleOfCluster(worker.cluster) ?? 'neutral'} />
+          <span>
+            {used} / {worker.maxParallelism}
+          </span>
+        </div>
+      </td>
+      <td className="numeric">
+        {formatBytes(stats?.heapUsedBytes)} / {formatBytes(stats?.heapLimitBytes)}
+      </td>
+      <td className="numeric">{formatShare(stats?.gcTimeRatio)}</td>
+      <td className="numeric">{formatShare(stats?.eventLoopUtilization, 0)}</td>
+      <td className="numeric">{formatMs(stats?.eventLoopDelayP99Ms)}</td>
+      <td className="numeric">
+        {formatMs(stats?.latencyP50Ms)} / {formatMs(stats?.latencyP99Ms)}
+      </td>
+      <td className="numeric">{formatRate(stats?.tasksPerSecond)}</td>
+      <td className="numeric">{formatRate(stats?.errorsPerSecond)}</td>
+      <td>{formatAgo(worker.lastHeartbeatUnixMs, nowUnixMs)}</td>
+      <td>
+        <div className="row-actions">
+          <button type="button" className="button-small" disabled={whyReadOnly !== undefined || worker.draining} title={whyReadOnly ?? (worker.draining ? 'Already draining' : undefined)} onClick={() => onDrain(worker)} aria-label={`Drain ${worker.workerId}`}>
+            Drain
+          </button>
+          <button type="button" className="button-small" disabled={whyReadOnly !== undefined} title={whyReadOnly} onClick={() => onProfile(worker)} aria-label={`Profile ${worker.workerId}`}>
+            Profile
+          </button>
+        </div>
+      </td>
+    </tr>
+  );
+}

@@ -1,0 +1,28 @@
+/**
+ * A compile-time check, no test to run: what the control plane answers (its own types) must
+ * fit the UI's view of the API (src/api/types.ts, kept free of server packages so the browser
+ * build needs none). A renamed or retyped field fails `tsc --build` here, not in a browser.
+ */
+import type * as Ui from '../src/api/types';
+import type { BalancerView, ClusterSummary, ProfileRecord, RollbackRecord, TrafficView, WorkerSummary } from '@headroom/control-plane';
+import type { AuditEntry } from '@headroom/control-plane/dist/src/audit';
+import type { Caller } from '@headroom/control-plane/dist/src/auth';
+import type { LatencySeries } from '@headroom/control-plane/dist/src/latency-view';
+import type { PropagatedChange } from '@headroom/control-plane/dist/src/override-control';
+import type { OverrideState } from '@headroom/fleet';
+
+type Fits<Server, Client> = Server extends Client ? true : never;
+
+export const apiTypesFit: [
+  Fits<Caller, Ui.Session>,
+  Fits<ClusterSummary, Ui.ClusterSummary>,
+  Fits<WorkerSummary, Ui.WorkerSummary>,
+  Fits<BalancerView, Ui.BalancerView>,
+  Fits<OverrideState, Ui.OverrideState>,
+  Fits<TrafficView, Ui.TrafficView>,
+  Fits<RollbackRecord, Ui.RollbackRecord>,
+  Fits<PropagatedChange, Ui.PropagatedChange>,
+  Fits<AuditEntry, Ui.AuditEntry>,
+  Fits<LatencySeries, Ui.LatencySeries>,
+  Fits<ProfileRecord, Ui.ProfileRecord>,
+] = [true, true, true, true, true, true, true, true, true, true, true];
