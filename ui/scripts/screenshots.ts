@@ -34,14 +34,14 @@ interface DemoAccess {
   operatorToken: string;
 }
 
-/** The pages, by their title in the navigation, and the file each goes to. */
-const pages: { title: string; file: string; ready(page: Page): Promise<unknown> }[] = [
-  { title: 'Overview', file: 'overview.png', ready: (page) => page.locator('.chart-plot canvas').nth(3).waitFor() },
-  { title: 'Traffic', file: 'traffic.png', ready: (page) => page.getByLabel('bank-a', { exact: true }).waitFor() },
-  { title: 'Rollback', file: 'rollback.png', ready: (page) => page.getByRole('region', { name: 'Last rollback' }).waitFor() },
-  { title: 'Parallelism', file: 'parallelism.png', ready: (page) => page.getByText('Max parallelism:').first().waitFor() },
-  { title: 'Workers', file: 'workers.png', ready: (page) => page.getByRole('table', { name: 'Top functions by self time' }).waitFor() },
-  { title: 'Audit', file: 'audit.png', ready: (page) => page.locator('.audit-table tbody tr').nth(2).waitFor() },
+/** The pages, by their title in the navigation, and what shows each is ready. */
+const pages: { title: string; ready(page: Page): Promise<unknown> }[] = [
+  { title: 'Overview', ready: (page) => page.locator('.chart-plot canvas').nth(3).waitFor() },
+  { title: 'Traffic', ready: (page) => page.getByLabel('bank-a', { exact: true }).waitFor() },
+  { title: 'Rollback', ready: (page) => page.getByRole('region', { name: 'Last rollback' }).waitFor() },
+  { title: 'Parallelism', ready: (page) => page.getByText('Max parallelism:').first().waitFor() },
+  { title: 'Workers', ready: (page) => page.getByRole('table', { name: 'Top functions by self time' }).waitFor() },
+  { title: 'Audit', ready: (page) => page.locator('.audit-table tbody tr').nth(2).waitFor() },
 ];
 
 function log(message: string): void {
@@ -131,26 +131,35 @@ async function rollBackOneAndProfile(access: DemoAccess): Promise<void> {
   await until('the profile', timeouts.profileMs, async () => ((await api<{ status: string }>(access, 'GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined));
 }
 
+/**
+ * The overview (wide and narrow), traffic and parallelism first, in the steady state; then a
+ * rollback of one integration and a CPU profile, and the pages that show them.
+ */
 async function screenshot(access: DemoAccess): Promise<void> {
   const browser = await launchBrowser();
   try {
     fs.mkdirSync(outputDirectory, { recursive: true });
     const wide = await openPage(browser, { widthPx: 1280, heightPx: 800 });
-    await signIn(wide.page, access.uiUrl, access.operatorToken);
-    for (const { title, file, ready } of pages) {
-      await goTo(wide.page, title);
-      await ready(wide.page);
-      // Live figures and the polled lists settle.
-      await wide.page.waitForTimeout(2500);
-      await wide.page.screenshot({ path: path.join(outputDirectory, file) });
-      log(`  ${file}`);
-    }
     const narrow = await openPage(browser, { widthPx: 420, heightPx: 900 });
+    await signIn(wide.page, access.uiUrl, access.operatorToken);
     await signIn(narrow.page, access.uiUrl, access.operatorToken);
-    await pages[0]!.ready(narrow.page);
-    await narrow.page.waitForTimeout(2500);
-    await narrow.page.screenshot({ path: path.join(outputDirectory, 'overview-narrow.png') });
-    log('  overview-narrow.png');
+    const save = async (page: Page, title: string, file: string) => {
+      const { ready } = pages.find((p) => p.title === title)!;
+      await goTo(page, title);
+      await ready(page);
+      // Live figures and the polled lists settle.
+      await page.waitForTimeout(2500);
+      await page.screenshot({ path: path.join(outputDirectory, file) });
+      log(`  ${file}`);
+    };
+    await save(wide.page, 'Overview', 'overview.png');
+    await save(narrow.page, 'Overview', 'overview-narrow.png');
+    await save(wide.page, 'Traffic', 'traffic.png');
+    await save(wide.page, 'Parallelism', 'parallelism.png');
+    await rollBackOneAndProfile(access);
+    await save(wide.page, 'Rollback', 'rollback.png');
+    await save(wide.page, 'Workers', 'workers.png');
+    await save(wide.page, 'Audit', 'audit.png');
     const problems = [...unexpectedProblems(wide), ...unexpectedProblems(narrow)];
     if (problems.length > 0) throw new Error(`the pages reported problems:\n${problems.join('\n')}`);
   } finally {
@@ -171,7 +180,6 @@ async function main(): Promise<number> {
     await operate(access);
     log('waiting for live data...');
     await waitForLiveData(access);
-    await rollBackOneAndProfile(access);
     log(`saving screenshots to ${path.relative(repoRoot, outputDirectory)}/`);
     await screenshot(access);
     return 0;

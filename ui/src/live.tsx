@@ -3,20 +3,12 @@ import { followEventStream, type StreamStatus } from './api/event-stream';
 import type { AuditEntry, Figures } from './api/types';
 import { useSession } from './session';
 
-/** An `ack` event: a balancer applied an override version. */
-export interface AckEvent {
-  balancerId: string;
-  version: number;
-  ackedAtUnixMs: number;
-}
-
 export interface Live {
   /** The latest figures; undefined until the first arrives. */
   figures: Figures | undefined;
   status: StreamStatus;
   /** Calls `listener` with each audit entry as it is appended; returns the unsubscribe. */
   onChange(listener: (entry: AuditEntry) => void): () => void;
-  onAck(listener: (ack: AckEvent) => void): () => void;
 }
 
 const LiveContext = createContext<Live | undefined>(undefined);
@@ -32,7 +24,7 @@ export function LiveProvider({ children }: { children: ReactNode }) {
   const { client, signOut } = useSession();
   const [figures, setFigures] = useState<Figures | undefined>();
   const [status, setStatus] = useState<StreamStatus>({ state: 'connecting' });
-  const listeners = useRef({ change: new Set<(entry: AuditEntry) => void>(), ack: new Set<(ack: AckEvent) => void>() });
+  const listeners = useRef(new Set<(entry: AuditEntry) => void>());
 
   useEffect(() => {
     const abort = new AbortController();
@@ -50,9 +42,9 @@ export function LiveProvider({ children }: { children: ReactNode }) {
           } catch {
             return;
           }
+          // `ack` events are not used: a change's answer lists its acknowledgements, and figures carry each balancer's version.
           if (event === 'figures') setFigures(parsed as Figures);
-          else if (event === 'change') listeners.current.change.forEach((listener) => listener(parsed as AuditEntry));
-          else if (event === 'ack') listeners.current.ack.forEach((listener) => listener(parsed as AckEvent));
+          else if (event === 'change') listeners.current.forEach((listener) => listener(parsed as AuditEntry));
         },
       },
       abort.signal,
@@ -62,12 +54,8 @@ export function LiveProvider({ children }: { children: ReactNode }) {
 
   const [live] = useState(() => ({
     onChange(listener: (entry: AuditEntry) => void) {
-      listeners.current.change.add(listener);
-      return () => void listeners.current.change.delete(listener);
-    },
-    onAck(listener: (ack: AckEvent) => void) {
-      listeners.current.ack.add(listener);
-      return () => void listeners.current.ack.delete(listener);
+      listeners.current.add(listener);
+      return () => void listeners.current.delete(listener);
     },
   }));
 

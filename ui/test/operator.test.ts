@@ -128,7 +128,8 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     for (const action of ['resume', 'rollback', 'traffic.set', 'parallelism.set']) {
       assert.ok(texts.some((row) => row.includes(action) && row.includes('olga')), `${action} by olga in ${JSON.stringify(texts)}`);
     }
-    assert.ok(texts.some((row) => row.includes('parallelism.set') && row.includes('"candidate":7')), 'the after value');
+    assert.ok(texts.some((row) => row.includes('parallelism.set') && row.includes('candidate: none → 7')), 'what changed, from and to');
+    assert.ok(texts.some((row) => row.includes('traffic.set') && row.includes('integrations.bank-a.percent: 0 → 30')), 'what changed, from and to');
   });
 
   assert.deepEqual(unexpectedProblems(watched), [], 'no script error, CSP violation or dialog in the page');

@@ -2,15 +2,17 @@
  * In a real Chromium against the real control plane: a viewer sees everything with every
  * control disabled (and the API refuses the same changes sent with its token); names from the
  * fleet are shown as text, never run; an API error is shown in its own words; every page fits
- * a narrow window and works from the keyboard.
+ * a narrow window and works from the keyboard; the live stream comes back after a restart.
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { eventually } from '@headroom/common/dist/src/testing';
 import { OverrideStore } from '@headroom/fleet';
+import { createControlPlane } from '@headroom/control-plane';
+import { connected } from '@headroom/balancer/dist/test/harness';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, signIn, unexpectedProblems } from '../node/browser';
-import { operatorToken, startUiStack, viewerToken } from './ui-stack';
+import { operatorToken, startUiStack, uiDirectory, viewerToken } from './ui-stack';
 
 let unleash: TestUnleash;
 before(async () => {
@@ -23,7 +25,7 @@ const hostileBalancerId = '<script>window.__pwned=2</script>';
 const longWorkerId = 'worker-with-a-rather-long-name-0123456789-abcdefghij-klmnopqrstuvwxyz-0123456789';
 const pages = ['Overview', 'Traffic', 'Rollback', 'Parallelism', 'Workers', 'Audit'];
 
-test('viewers, hostile names, API errors, narrow windows and the keyboard', { timeout: 240_000 }, async (t) => {
+test('viewers, hostile names, API errors, narrow windows, the keyboard, a restart', { timeout: 240_000 }, async (t) => {
   const stack = await startUiStack(t, unleash);
   await stack.fleet.addWorker({ cluster: 'candidate', workerId: longWorkerId, maxParallelism: 3 });
   // Names no worker or balancer of ours would take, written to the ledger as any process may:
@@ -172,6 +174,39 @@ test('viewers, hostile names, API errors, narrow windows and the keyboard', { ti
     await page.getByRole('status', { name: 'Change applied' }).waitFor();
     await eventually('bank-b at 100%', 5000, async () => ((await stack.api('GET', '/traffic')).body.flag.integrations['bank-b'].percent === 100 ? true : undefined));
     assert.deepEqual(unexpectedProblems(watched), []);
+    await page.context().close();
+  });
+
+  await t.test('when the control plane restarts, the page says so and follows the new one, with no reload', async () => {
+    const watched = await openPage(stack.browser);
+    const { page } = watched;
+    await signIn(page, stack.baseUrl, operatorToken);
+    const indicator = page.getByRole('banner').getByRole('status');
+    await indicator.filter({ hasText: 'live' }).waitFor();
+    const { port } = stack.controlPlane;
+    await stack.controlPlane.close();
+    await indicator.filter({ hasText: 'reconnecting' }).waitFor();
+
+    // The same control plane again, on the same port: as after a deploy.
+    const subscriber = await connected(undefined, true);
+    t.after(() => subscriber.disconnect());
+    const again = await createControlPlane(
+      {
+        port,
+        integrations: ['bank-a', 'bank-b'],
+        unleash: { url: unleash.url, adminToken: unleash.adminToken, candidateFlag: stack.flagNames.candidateCluster, parallelismFlag: stack.flagNames.maxParallelism },
+        tokens: [{ name: 'olga', role: 'operator', token: operatorToken }],
+        uiDirectory,
+        figuresIntervalMs: 300,
+      },
+      { redis: stack.fleet.redis, subscriber, keyPrefix: stack.fleet.ledgerOptions.keyPrefix! },
+    );
+    t.after(() => again.close());
+    await indicator.filter({ hasText: 'live' }).waitFor({ timeout: 20_000 });
+    const figuresAt = async () => (await page.locator('.page-head .muted').textContent()) ?? '';
+    const first = await figuresAt();
+    await eventually('new figures after the restart', 5000, async () => ((await figuresAt()) !== first ? true : undefined));
+    assert.deepEqual(unexpectedProblems(watched).filter((problem) => !/ERR_CONNECTION_REFUSED|ERR_INCOMPLETE_CHUNKED_ENCODING|network/i.test(problem)), []);
     await page.context().close();
   });
 });

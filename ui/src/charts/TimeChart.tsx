@@ -58,7 +58,8 @@ export function TimeChart(props: {
         x: { time: true },
         y: { range: (_u, min, max) => [Math.min(0, min ?? 0), Math.max(minYMax ?? 0, referenceValue ?? 0, (max ?? 1) * 1.1)] },
       },
-      axes: [{ values: (_u, ticksSeconds, _axis, _space, incrementSeconds) => ticksSeconds.map((tick) => clockTime(tick, incrementSeconds < 60)) }, { values: (_u, ticks) => ticks.map((tick) => formatValue(tick)), size: 64 }],
+      // x: room for an hh:mm:ss label between ticks.
+      axes: [{ space: 90, values: (_u, ticksSeconds, _axis, _space, incrementSeconds) => ticksSeconds.map((tick) => clockTime(tick, incrementSeconds < 60)) }, { values: (_u, ticks) => ticks.map((tick) => formatValue(tick)), size: 64 }],
       legend: { show: true, live: true },
       cursor: { drag: { x: false, y: false } },
       hooks:

@@ -5,6 +5,7 @@ import { Truncated } from '../components/Truncated';
 import { useLive } from '../live';
 import { useSession } from '../session';
 import { formatDateTime } from '../format';
+import { describeChange } from './audit/describe-change';
 
 const pageSize = 50;
 /** Entries kept on screen (live ones are added on top); older ones are a "Load older" away. */
@@ -13,7 +14,7 @@ const maxShownEntries = 1000;
 /** Every change: who, when, what, before and after; failed ones too. New ones appear live. */
 export function AuditPage() {
   const { client } = useSession();
-  const live = useLive();
+  const { onChange } = useLive();
   const [entries, setEntries] = useState<AuditEntry[]>([]);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<unknown>();
@@ -39,7 +40,7 @@ export function AuditPage() {
   useEffect(() => {
     void loadPage(undefined);
   }, [loadPage]);
-  useEffect(() => live.onChange((entry) => setEntries((current) => merge(current, [entry]))), [live]);
+  useEffect(() => onChange((entry) => setEntries((current) => merge(current, [entry]))), [onChange]);
 
   const oldest = entries.at(-1);
   return (
@@ -57,8 +58,8 @@ export function AuditPage() {
               <th scope="col">What</th>
               <th scope="col">Target</th>
               <th scope="col">Outcome</th>
-              <th scope="col">Before</th>
-              <th scope="col">After</th>
+              <th scope="col">Change</th>
+              <th scope="col">Before and after</th>
             </tr>
           </thead>
           <tbody>
@@ -99,28 +100,29 @@ function AuditRow({ entry }: { entry: AuditEntry }) {
         {entry.error && <p className="audit-error">{entry.error}</p>}
       </td>
       <td>
-        <JsonValue value={entry.before} />
+        <ul className="audit-change">
+          {describeChange(entry.action, entry.before, entry.after).map((line, i) => (
+            <li key={i}>{line}</li>
+          ))}
+        </ul>
       </td>
       <td>
-        <JsonValue value={entry.after} />
+        <details className="json-details">
+          <summary>JSON</summary>
+          <p className="json-label">Before</p>
+          <JsonValue value={entry.before} />
+          <p className="json-label">After</p>
+          <JsonValue value={entry.after} />
+        </details>
       </td>
     </tr>
   );
 }
 
-/** A before/after value as JSON text; long ones fold away. */
+/** A before or after value as indented JSON text. */
 function JsonValue({ value }: { value: unknown }) {
-  if (value === null || value === undefined) return <span className="muted">—</span>;
-  const compact = JSON.stringify(value);
-  if (compact.length <= 80) return <code className="json">{compact}</code>;
-  return (
-    <details className="json-details">
-      <summary>
-        <code className="json">{compact.slice(0, 60)}…</code>
-      </summary>
-      <pre className="json">{JSON.stringify(value, null, 2)}</pre>
-    </details>
-  );
+  if (value === null || value === undefined) return <p className="muted">—</p>;
+  return <pre className="json">{JSON.stringify(value, null, 2)}</pre>;
 }
 
 /** Newest first, each id once, at most maxShownEntries. */

@@ -6,6 +6,7 @@ import { ReadOnlyNote } from '../components/ReadOnlyNote';
 import { UsageBar } from '../components/UsageBar';
 import { useAction } from '../hooks/useAction';
 import { usePolled } from '../hooks/usePolled';
+import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useLive } from '../live';
 import { useSession, useWhyReadOnly } from '../session';
 import { formatCount, formatTime } from '../format';
@@ -33,6 +34,7 @@ export function ParallelismPage() {
   const { figures } = useLive();
   const load = useCallback((signal: AbortSignal) => client.get<{ clusters: ParallelismByCluster }>('/parallelism', signal), [client]);
   const parallelism = usePolled(load, 5000);
+  useRefreshOnChange(['parallelism.set'], parallelism.refresh);
   const [planned, setPlanned] = useState<PlannedChange | undefined>();
   const [applied, apply] = useAction<PlannedChange>();
 

@@ -7,6 +7,7 @@ import { ReadOnlyNote } from '../components/ReadOnlyNote';
 import { Truncated } from '../components/Truncated';
 import { useAction } from '../hooks/useAction';
 import { usePolled } from '../hooks/usePolled';
+import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useLive } from '../live';
 import { useSession, useWhyReadOnly } from '../session';
 import { formatDateTime, formatMs } from '../format';
@@ -24,6 +25,7 @@ export function RollbackPage() {
   const { figures } = useLive();
   const load = useCallback((signal: AbortSignal) => client.get<TrafficView>('/traffic', signal), [client]);
   const traffic = usePolled(load, 3000);
+  useRefreshOnChange(['traffic.set', 'rollback', 'resume', 'override.rebuild'], traffic.refresh);
   const [scope, setScope] = useState<Scope>('all');
   const [reason, setReason] = useState('');
   const [confirming, setConfirming] = useState<{ kind: 'rollback' | 'resume'; scope: Scope } | undefined>();

@@ -6,6 +6,7 @@ import { ReadOnlyNote } from '../components/ReadOnlyNote';
 import { Truncated } from '../components/Truncated';
 import { useAction } from '../hooks/useAction';
 import { usePolled } from '../hooks/usePolled';
+import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useSession, useWhyReadOnly } from '../session';
 import { formatAgo, formatTime } from '../format';
 
@@ -34,6 +35,7 @@ export function TrafficPage() {
   const whyReadOnly = useWhyReadOnly();
   const load = useCallback((signal: AbortSignal) => client.get<TrafficView>('/traffic', signal), [client]);
   const traffic = usePolled(load, 5000);
+  useRefreshOnChange(['traffic.set', 'rollback', 'resume', 'override.rebuild'], traffic.refresh);
   const [draft, setDraft] = useState<Record<string, number>>({});
   const [confirming, setConfirming] = useState(false);
   const [applied, apply, resetApplied] = useAction<{ view: TrafficView; changes: PlannedChange[] }>();

@@ -6,6 +6,7 @@ import { ReadOnlyNote } from '../components/ReadOnlyNote';
 import { Truncated } from '../components/Truncated';
 import { useAction } from '../hooks/useAction';
 import { usePolled } from '../hooks/usePolled';
+import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useLive } from '../live';
 import { useSession, useWhyReadOnly } from '../session';
 import { ProfilesPanel } from './workers/ProfilesPanel';
@@ -24,6 +25,7 @@ export function WorkersPage() {
   const { figures } = useLive();
   const load = useCallback((signal: AbortSignal) => client.get<{ workers: WorkerSummary[] }>('/workers', signal), [client]);
   const workers = usePolled(load, refreshIntervalMs);
+  useRefreshOnChange(['worker.drain'], workers.refresh);
   const [clusterFilter, setClusterFilter] = useState('all');
   const [search, setSearch] = useState('');
   const [pending, setPending] = useState<PendingAction | undefined>();
