@@ -9,18 +9,17 @@
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import * as v8 from 'node:v8';
 import { freePort, sleep } from '@headroom/common';
 import { Cleanups } from './fleet/cleanups';
 import { sampleCpu, sampleMachineCpu } from './fleet/cpu-usage';
-import { byGcKind, gcKinds, gcTotalsPortEnv, readGcTotals, type GcKind, type GcTotals } from './fleet/gc-totals';
-import { benchKeyPrefix, logDirFor, startProcessFleet } from './fleet/headroom-fleet';
-import { scrapeRuntime, type RuntimeSnapshot } from './fleet/runtime-metrics';
+import { gcTotalsPortEnv } from './fleet/gc-totals';
+import { benchPlace, startProcessFleet } from './fleet/headroom-fleet';
+import { sampleWorkerWindow, workerFigures, type WorkerFigures } from './fleet/worker-window';
 import { LoadGenerator } from './load/generator';
 import type { PhaseResult } from './load/protocol';
-import { startRun, type RunHeader } from './report/run-header';
-import { spread, type Spread } from './report/stats';
+import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
+import { failedCalls, spread, type Spread } from './report/stats';
 
 export interface GcSemiSpaceSettings {
   /** The sizes compared, in MiB; the ratios are the first's figures over the second's. Node 20's default is 16 on 64-bit. */
@@ -52,8 +51,9 @@ export const fullSettings: GcSemiSpaceSettings = {
   repetitions: 3,
   // About 60-70% of a core for the worker on this 2-core machine: busy, not saturated.
   load: { tasksPerSecond: 200, integration: 'bank-a', allocateKb: 100, taskSleepMs: 50, maxOutstanding: 1024, callTimeoutMs: 10_000 },
-  leadInMs: 3_000,
-  windowMs: 10_000,
+  // Sized so that all of `npm run bench` fits in 15 minutes on this machine: 30 scavenges a window at the larger size.
+  leadInMs: 2_000,
+  windowMs: 6_000,
   scrapeIntervalMs: 1_000,
   scrapeTimeoutMs: 5_000,
 };
@@ -69,36 +69,13 @@ export const smokeSettings: GcSemiSpaceSettings = {
 };
 
 /** One run of one size: the worker's figures over the window, and the load's. */
-export interface SemiSpaceRun {
+export interface SemiSpaceRun extends WorkerFigures {
   semiSpaceSizeMb: number;
   repetition: number;
-  /** Between the first and the last scrape. */
-  windowMs: number;
-  /** Every GC pause of the main thread (perf_hooks) over wall time, by kind and in all. */
-  gcPercentOfWall: number;
-  gcPercentOfWallByKind: Record<GcKind, number>;
-  gcCountByKind: Record<GcKind, number>;
-  /** The same from nodejs_gc_duration_seconds, which misses pauses that came in one batch. */
-  gcPercentOfWallByMetric: number;
-  gcCountByKindByMetric: Record<GcKind, number>;
-  /** Share of the pauses (all kinds) the metric did not count. */
-  gcPausesMissedByMetricPercent: number;
-  scavengesPerSecond: number;
-  markSweepsPerSecond: number;
-  /** Busy share of the worker's event loop over the window (GC pauses included). */
-  eventLoopUtilizationPercent: number;
-  /** The worker process's CPU, GC helper threads included, in percent of one core. */
-  workerCpuPercentOfCore: number;
   /** The other processes (Linux /proc), in percent of one core. */
   cpuPercentOfCore: Record<string, number>;
   /** The whole machine, every process (/proc/stat), in percent of one core: the rest is work not ours. */
   machineCpuPercentOfCore: number | null;
-  /** Mean time in the handler (the worker's task-duration histogram): the sleep plus the work plus GC pauses. */
-  handlerMeanMs: number;
-  heapUsedMeanMiB: number;
-  heapUsedMaxMiB: number;
-  heapLimitMiB: number;
-  newSpaceMaxMiB: number;
   /** From the load generator: latency from when each task was due, through the balancer. */
   load: Pick<PhaseResult, 'calls' | 'succeeded' | 'errorsByCode' | 'dropped' | 'tasksPerSecond' | 'latency' | 'sendLag'>;
 }
@@ -144,72 +121,11 @@ export interface GcSemiSpaceResult extends RunHeader<'gc-semispace', GcSemiSpace
   ratios: Record<ComparedFigure, number | null>;
 }
 
-export interface GcSemiSpaceOptions {
-  smoke: boolean;
-  command: string;
-  redisUrl: string;
-  signal: AbortSignal;
-  progress(line: string): void;
-}
+export type GcSemiSpaceOptions = BenchmarkOptions;
 
 const gcObservingHandlers = path.join(__dirname, 'fleet', 'gc-observing-handlers.js');
 const mib = (bytes: number) => bytes / 1024 / 1024;
-const mean = (values: readonly number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
-export const failedTasks = (load: SemiSpaceRun['load']) => Object.values(load.errorsByCode).reduce((sum, n) => sum + n, 0) + load.dropped;
-
-/** What the benchmark reads of the worker, once a scrape interval. */
-interface WorkerSample {
-  /** performance.now() here once both answers arrived. */
-  atMs: number;
-  runtime: RuntimeSnapshot;
-  everyGc: GcTotals;
-}
-
-const countOf = (totals: GcTotals) => gcKinds.reduce((sum, kind) => sum + totals.countByKind[kind], 0);
-
-/** GC over the window from `first` to `last`, both totals since the process started. */
-function gcFigures(first: GcTotals, last: GcTotals, seconds: number) {
-  const percentOfWallByKind = byGcKind((kind) => ((last.secondsByKind[kind] - first.secondsByKind[kind]) / seconds) * 100);
-  return {
-    percentOfWall: gcKinds.reduce((sum, kind) => sum + percentOfWallByKind[kind], 0),
-    percentOfWallByKind,
-    countByKind: byGcKind((kind) => last.countByKind[kind] - first.countByKind[kind]),
-  };
-}
-
-/** The worker's figures between the first and the last of `samples` (at least two). */
-function workerFigures(samples: readonly WorkerSample[]) {
-  const first = samples[0]!;
-  const last = samples[samples.length - 1]!;
-  const windowMs = last.atMs - first.atMs;
-  const seconds = windowMs / 1000;
-  const everyGc = gcFigures(first.everyGc, last.everyGc, seconds);
-  const byMetric = gcFigures(first.runtime.gc, last.runtime.gc, seconds);
-  const pauses = countOf(last.everyGc) - countOf(first.everyGc);
-  const pausesByMetric = countOf(last.runtime.gc) - countOf(first.runtime.gc);
-  // Each scrape's utilisation covers the time since the one before: weigh it by that time.
-  const busyMs = samples.slice(1).reduce((sum, s, index) => sum + s.runtime.eventLoopUtilizationSinceLastScrape * (s.atMs - samples[index]!.atMs), 0);
-  const tasks = last.runtime.taskCount - first.runtime.taskCount;
-  const heapUsed = samples.map((s) => s.runtime.heapUsedBytes);
-  return {
-    windowMs,
-    gcPercentOfWall: everyGc.percentOfWall,
-    gcPercentOfWallByKind: everyGc.percentOfWallByKind,
-    gcCountByKind: everyGc.countByKind,
-    gcPercentOfWallByMetric: byMetric.percentOfWall,
-    gcCountByKindByMetric: byMetric.countByKind,
-    gcPausesMissedByMetricPercent: pauses > 0 ? (1 - pausesByMetric / pauses) * 100 : 0,
-    scavengesPerSecond: everyGc.countByKind.minor / seconds,
-    markSweepsPerSecond: everyGc.countByKind.major / seconds,
-    eventLoopUtilizationPercent: (busyMs / windowMs) * 100,
-    workerCpuPercentOfCore: ((last.runtime.cpuSeconds - first.runtime.cpuSeconds) / seconds) * 100,
-    handlerMeanMs: tasks > 0 ? ((last.runtime.taskDurationSecondsSum - first.runtime.taskDurationSecondsSum) / tasks) * 1000 : Number.NaN,
-    heapUsedMeanMiB: mib(mean(heapUsed)),
-    heapUsedMaxMiB: mib(Math.max(...heapUsed)),
-    heapLimitMiB: mib(last.runtime.heapLimitBytes),
-    newSpaceMaxMiB: mib(Math.max(...samples.map((s) => s.runtime.newSpaceBytes))),
-  };
-}
+export const failedTasks = (load: SemiSpaceRun['load']) => failedCalls(load);
 
 function summarise(semiSpaceSizeMb: number, runs: readonly SemiSpaceRun[]): SemiSpaceSummary {
   const figures = Object.fromEntries(Object.entries(comparedFigures).map(([name, pick]) => [name, spread(runs.map(pick))])) as Record<ComparedFigure, Spread>;
@@ -230,8 +146,7 @@ export async function runGcSemiSpace(options: GcSemiSpaceOptions): Promise<GcSem
 
   /** One run: a fresh balancer and worker at `semiSpaceSizeMb`, the load, the window, and everything stopped again. */
   const measure = async (semiSpaceSizeMb: number, repetition: number): Promise<SemiSpaceRun> => {
-    const keyPrefix = benchKeyPrefix('gc-semispace');
-    const logDir = logDirFor(path.join(os.tmpdir(), 'headroom-bench'), keyPrefix);
+    const { keyPrefix, logDir } = benchPlace('gc-semispace');
     const cleanups = new Cleanups();
     try {
       const gcTotalsPort = await freePort();
@@ -269,19 +184,9 @@ export async function runGcSemiSpace(options: GcSemiSpaceOptions): Promise<GcSem
       // Its failure is reported where it is awaited, below.
       phase.catch(() => undefined);
       await sleep(settings.leadInMs, signal);
-      const sample = async (): Promise<WorkerSample> => {
-        const [runtime, everyGc] = await Promise.all([scrapeRuntime(metricsUrl, settings.scrapeTimeoutMs, signal), readGcTotals(gcTotalsPort, settings.scrapeTimeoutMs, signal)]);
-        return { atMs: performance.now(), runtime, everyGc };
-      };
       const cpu = sampleCpu(pids);
       const machineCpu = sampleMachineCpu(run.header().machine.nproc);
-      const samples = [await sample()];
-      const windowEndsAt = samples[0]!.atMs + settings.windowMs;
-      // Bounded: each pass sleeps until the next scrape is due, and the window ends.
-      while (samples[samples.length - 1]!.atMs < windowEndsAt) {
-        await sleep(Math.min(settings.scrapeIntervalMs, windowEndsAt - samples[samples.length - 1]!.atMs), signal);
-        samples.push(await sample());
-      }
+      const samples = await sampleWorkerWindow({ metricsUrl, gcTotalsPort, windowMs: settings.windowMs, scrapeIntervalMs: settings.scrapeIntervalMs, scrapeTimeoutMs: settings.scrapeTimeoutMs, signal });
       const cpuPercentOfCore = cpu();
       const machineCpuPercentOfCore = machineCpu() ?? null;
       const result = await phase;

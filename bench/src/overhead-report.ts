@@ -1,10 +1,10 @@
 import { goalsTable } from './report/goals';
 import { formatMachine } from './report/machine';
-import { formatSpread } from './report/stats';
+import { failedCalls, formatSpread } from './report/stats';
 import { markdownTable } from './report/table';
 import type { Measurement, OverheadResult } from './overhead';
 
-const failed = (m: Measurement) => Object.values(m.errorsByCode).reduce((sum, n) => sum + n, 0) + m.dropped;
+const failed = failedCalls;
 
 function cpu(m: Measurement): string {
   const c = m.cpuPercentOfCore;

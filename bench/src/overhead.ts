@@ -5,17 +5,15 @@
  *   2. added latency: open loop at a fixed rate, alternating direct (Worker.Execute on the same
  *      workers) and through the balancer, several repetitions; added = balancer - direct.
  */
-import * as os from 'node:os';
-import * as path from 'node:path';
-import { benchKeyPrefix, logDirFor, startProcessFleet, type ProcessFleet } from './fleet/headroom-fleet';
+import { benchPlace, startProcessFleet, type ProcessFleet } from './fleet/headroom-fleet';
 import { Cleanups } from './fleet/cleanups';
 import { sampleCpu } from './fleet/cpu-usage';
 import { LoadGenerator } from './load/generator';
 import type { PhaseResult, PhaseSpec, TargetName } from './load/protocol';
 import type { Goal } from './report/goals';
 import type { LatencySummary } from './report/histogram';
-import { startRun, type RunHeader } from './report/run-header';
-import { spread, type Spread } from './report/stats';
+import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
+import { failedCalls, spread, type Spread } from './report/stats';
 
 export interface OverheadSettings {
   workerCount: number;
@@ -47,8 +45,9 @@ export const fullSettings: OverheadSettings = {
   payloadBytes: 16,
   callTimeoutMs: 10_000,
   // 128 = the workers' slots; 64 stays below them; 256 overfills them, so tasks wait in the balancer's queue.
-  ceiling: { concurrencies: [64, 128, 256], warmupMs: 1_000, durationMs: 5_000 },
-  latency: { goalTasksPerSecond: 1_000, ceilingShares: [0.25, 0.5, 0.75], repetitions: 3, leadInMs: 500, durationMs: 5_000, maxOutstanding: 2_048 },
+  // Windows sized so that all of `npm run bench` fits in 15 minutes on this machine.
+  ceiling: { concurrencies: [64, 128, 256], warmupMs: 1_000, durationMs: 3_000 },
+  latency: { goalTasksPerSecond: 1_000, ceilingShares: [0.25, 0.5, 0.75], repetitions: 3, leadInMs: 500, durationMs: 3_000, maxOutstanding: 2_048 },
 };
 
 /** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */
@@ -100,24 +99,17 @@ export interface OverheadResult extends RunHeader<'overhead', OverheadSettings> 
   goals: Goal[];
 }
 
-export interface OverheadOptions {
-  smoke: boolean;
-  command: string;
-  redisUrl: string;
-  signal: AbortSignal;
+export interface OverheadOptions extends BenchmarkOptions {
   /** Run the balancer under --cpu-prof, writing the profile here when it exits. */
   balancerCpuProfileDir?: string;
-  /** Progress lines. */
-  progress(line: string): void;
 }
 
-const failures = (m: Measurement) => Object.values(m.errorsByCode).reduce((sum, n) => sum + n, 0) + m.dropped;
+const failures = failedCalls;
 
 export async function runOverhead(options: OverheadOptions): Promise<OverheadResult> {
   const settings = options.smoke ? smokeSettings : fullSettings;
   const run = await startRun('overhead', options, settings);
-  const keyPrefix = benchKeyPrefix('overhead');
-  const logDir = logDirFor(path.join(os.tmpdir(), 'headroom-bench'), keyPrefix);
+  const { keyPrefix, logDir } = benchPlace('overhead');
   const cleanups = new Cleanups();
   const { progress, signal } = options;
 

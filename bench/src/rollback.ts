@@ -9,20 +9,19 @@
  *      every balancer routes to the candidate again. Repeated.
  */
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { sleep } from '@headroom/common';
 import type { RollbackRecord } from '@headroom/control-plane';
 import { Cleanups } from './fleet/cleanups';
 import { startControlStack } from './fleet/control-stack';
-import { benchKeyPrefix, logDirFor, startProcessFleet, type WorkerGroup } from './fleet/headroom-fleet';
+import { benchPlace, startProcessFleet, type WorkerGroup } from './fleet/headroom-fleet';
 import { RouteProbe } from './fleet/route-probe';
 import { TaskStartReader, taskStartsDirEnv, type TaskStart } from './fleet/task-starts';
 import { LoadGenerator } from './load/generator';
 import type { PhaseResult } from './load/protocol';
 import type { Goal } from './report/goals';
-import { startRun, type RunHeader } from './report/run-header';
+import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
 import { figures, type Figures } from './report/stats';
 
 export interface RollbackSettings {
@@ -134,13 +133,7 @@ export interface RollbackResult extends RunHeader<'rollback', RollbackSettings> 
   goals: Goal[];
 }
 
-export interface RollbackOptions {
-  smoke: boolean;
-  command: string;
-  redisUrl: string;
-  signal: AbortSignal;
-  progress(line: string): void;
-}
+export type RollbackOptions = BenchmarkOptions;
 
 const recordingHandlers = path.join(__dirname, 'fleet', 'recording-handlers.js');
 const readyTimeoutMs = 20_000;
@@ -169,8 +162,7 @@ export function formatLateStart(start: { startedMs: number; sentMs: number }): s
 export async function runRollback(options: RollbackOptions): Promise<RollbackResult> {
   const settings = options.smoke ? smokeSettings : fullSettings;
   const run = await startRun('rollback', options, settings);
-  const keyPrefix = benchKeyPrefix('rollback');
-  const logDir = logDirFor(path.join(os.tmpdir(), 'headroom-bench'), keyPrefix);
+  const { keyPrefix, logDir } = benchPlace('rollback');
   const startsDir = path.join(logDir, 'task-starts');
   fs.mkdirSync(startsDir, { recursive: true });
   const cleanups = new Cleanups();

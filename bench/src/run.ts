@@ -5,21 +5,37 @@
  *   npm run bench                      every benchmark
  *   npm run bench -- overhead          one
  *   npm run bench -- overhead --smoke  seconds, tiny load (what the test runs)
- * Benchmarks: overhead (the balancer's cost), rollback (how fast a rollback reaches every balancer),
- * gc-semispace (a parallel worker's GC time at two V8 semi-space sizes).
+ * Benchmarks (issue 7's numbering): overhead (1, the balancer's cost), routing (2, slot policies on a
+ * fleet of unlike workers), priority (3, user-present tasks under a background spike), rollback (4,
+ * how fast a rollback reaches every balancer), parallelism (5, one bank worker at max parallelism
+ * 1..50), memory (6, 100,000 tasks queued at a balancer), scale (7, Redis's cost per task and per
+ * worker, and what one Redis carries); gc-semispace (a parallel worker's GC time at two V8
+ * semi-space sizes). Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
- * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local).
+ * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);
+ * scale needs redis-server on the PATH (it starts a private one).
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { runGcSemiSpace } from './gc-semispace';
 import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
+import { runMemory } from './memory';
+import { memoryMarkdown, memoryTables } from './memory-report';
 import { runOverhead } from './overhead';
+import { runParallelism } from './parallelism';
+import { runPriority } from './priority';
+import { priorityMarkdown, priorityTables } from './priority-report';
+import { parallelismMarkdown, parallelismTables } from './parallelism-report';
 import { overheadMarkdown, overheadTables } from './overhead-report';
+import { atAGlanceMarkdown } from './report/at-a-glance';
 import { resultsDir, updateResultsSection, writeJson } from './report/results-file';
 import { runRollback } from './rollback';
 import { rollbackMarkdown, rollbackTables } from './rollback-report';
+import { runRouting } from './routing';
+import { runScale } from './scale';
+import { scaleMarkdown, scaleTables } from './scale-report';
+import { routingMarkdown, routingTables } from './routing-report';
 
 interface RunOptions {
   smoke: boolean;
@@ -32,24 +48,24 @@ interface RunOptions {
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const progress = (line: string) => process.stdout.write(`  ${line}\n`);
 
+/** What every benchmark takes from the command line. */
+const common = (options: RunOptions) => ({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress });
+
+// In the order `npm run bench` runs them: the issue's numbering, then the extra finding.
 const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   overhead: (options) =>
-    report(
-      'overhead',
-      options,
-      runOverhead({
-        smoke: options.smoke,
-        command: options.command,
-        redisUrl,
-        signal: options.signal,
-        ...(options.cpuProfileDir ? { balancerCpuProfileDir: path.resolve(options.cpuProfileDir) } : {}),
-        progress,
-      }),
-      { tables: overheadTables, markdown: overheadMarkdown },
-    ),
-  rollback: (options) => report('rollback', options, runRollback({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress }), { tables: rollbackTables, markdown: rollbackMarkdown }),
-  'gc-semispace': (options) =>
-    report('gc-semispace', options, runGcSemiSpace({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress }), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
+    report('overhead', options, runOverhead({ ...common(options), ...(options.cpuProfileDir ? { balancerCpuProfileDir: path.resolve(options.cpuProfileDir) } : {}) }), {
+      tables: overheadTables,
+      markdown: overheadMarkdown,
+    }),
+  routing: (options) => report('routing', options, runRouting(common(options)), { tables: routingTables, markdown: routingMarkdown }),
+  priority: (options) => report('priority', options, runPriority(common(options)), { tables: priorityTables, markdown: priorityMarkdown }),
+  rollback: (options) => report('rollback', options, runRollback(common(options)), { tables: rollbackTables, markdown: rollbackMarkdown }),
+  parallelism: (options) => report('parallelism', options, runParallelism(common(options)), { tables: parallelismTables, markdown: parallelismMarkdown }),
+  memory: (options) => report('memory', options, runMemory(common(options)), { tables: memoryTables, markdown: memoryMarkdown }),
+  // On a private redis-server of its own: REDIS_URL is not used.
+  scale: (options) => report('scale', options, runScale(common(options)), { tables: scaleTables, markdown: scaleMarkdown }),
+  'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
 };
 
 /** Writes the JSON, prints the tables, and refreshes the benchmark's section of bench/RESULTS.md. */
@@ -62,6 +78,7 @@ async function report<R>(name: string, options: RunOptions, running: Promise<R>,
   process.stdout.write(`\n${format.tables(result)}\n\nJSON: ${outPath}\n`);
   if (!options.smoke && outPath === recordPath) {
     updateResultsSection(name, format.markdown(result));
+    updateResultsSection('at-a-glance', atAGlanceMarkdown(), undefined, true);
     process.stdout.write('bench/RESULTS.md refreshed\n');
   }
 }

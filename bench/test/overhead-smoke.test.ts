@@ -16,7 +16,8 @@ function assertLatency(what: string, latency: LatencySummary): void {
   for (const field of ['p50Ms', 'p99Ms', 'maxMs'] as const) {
     assert.ok(Number.isFinite(latency[field]) && latency[field] > 0, `${what}: ${field} is ${latency[field]}`);
   }
-  assert.ok(latency.p50Ms <= latency.p99Ms && latency.p99Ms <= latency.maxMs, `${what}: percentiles out of order ${JSON.stringify(latency)}`);
+  // A percentile is read from an HDR histogram (3 significant digits): it may pass the exact maximum by 0.1%.
+  assert.ok(latency.p50Ms <= latency.p99Ms && latency.p99Ms <= latency.maxMs * 1.001, `${what}: percentiles out of order ${JSON.stringify(latency)}`);
 }
 
 test('the overhead benchmark runs end to end in smoke mode and writes sane JSON', { timeout: timeoutMs + 15_000 }, async (t) => {

@@ -12,6 +12,8 @@ import { serveMetrics } from '@headroom/common';
 import { getText } from './http-get';
 
 export const gcTotalsPortEnv = 'HEADROOM_BENCH_GC_TOTALS_PORT';
+/** For gc-observing-handlers.ts: a handlers module to count the GC of (a path `require` takes), instead of the demo handlers. */
+export const innerHandlersEnv = 'HEADROOM_BENCH_INNER_HANDLERS';
 
 /** GC kinds as prom-client labels them: minor = scavenge, major = mark-sweep-compact. */
 export const gcKinds = ['minor', 'major', 'incremental', 'weakcb'] as const;

@@ -1,7 +1,8 @@
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { spawnUntilReady, type ManagedProcess } from './processes';
+import { spawnUntilReady, type ManagedProcess, type ReadyLine } from './processes';
 
 export interface WorkerEndpoint {
   name: string;
@@ -16,12 +17,18 @@ export interface BalancerEndpoint {
   name: string;
   balancerId: string;
   address: string;
+  /** Where the balancer serves /metrics, when it was started with --metrics-port. */
+  metricsUrl?: string;
 }
 
 export interface WorkerGroup {
   cluster: string;
   count: number;
   maxParallelismPerWorker: number;
+  /** This group's handlers module, instead of the fleet's. */
+  handlersPath?: string;
+  /** Environment of this group's workers, over the fleet's workerEnv. */
+  env?: NodeJS.ProcessEnv;
 }
 
 export interface FleetOptions {
@@ -29,6 +36,8 @@ export interface FleetOptions {
   workers: readonly WorkerGroup[];
   /** @default 1 */
   balancerCount?: number;
+  /** Balancers are named (and identified) `<prefix>`, or `<prefix>-1`.. when there are several. @default 'balancer' */
+  balancerNamePrefix?: string;
   /** The workers' handlers module. @default the demo handlers (sim/src/handlers/demo.ts) */
   handlersPath?: string;
   /** Extra environment of the workers, e.g. for their handlers. */
@@ -81,7 +90,6 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
   const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
   const common = ['--key-prefix', keyPrefix, '--redis-url', options.redisUrl];
   const pids = new Map<string, number>();
-  const handlersPath = options.handlersPath ?? demoHandlers;
   const workerSpecs = options.workers.flatMap((group) => Array.from({ length: group.count }, () => group));
   const workers = await allStarted(
     workerSpecs.map(async (group, index): Promise<WorkerEndpoint> => {
@@ -89,21 +97,31 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
       const { process: child, ready } = await spawnUntilReady({
         name,
         script: workerCli,
-        args: ['--cluster', group.cluster, '--handlers', handlersPath, '--max-parallelism', String(group.maxParallelismPerWorker), ...(options.workerArgs ?? []), ...common],
-        env: { ...env, ...options.workerEnv },
+        args: [
+          '--cluster',
+          group.cluster,
+          '--handlers',
+          group.handlersPath ?? options.handlersPath ?? demoHandlers,
+          '--max-parallelism',
+          String(group.maxParallelismPerWorker),
+          ...(options.workerArgs ?? []),
+          ...common,
+        ],
+        env: { ...env, ...options.workerEnv, ...group.env },
         logDir: options.logDir,
         readyTimeoutMs,
       });
       workerProcesses.push(child);
       pids.set(name, child.pid);
-      const metricsUrl = typeof ready.metricsPort === 'number' ? `http://127.0.0.1:${ready.metricsPort}/metrics` : undefined;
+      const metricsUrl = metricsUrlOf(ready);
       return { name, workerId: String(ready.workerId), cluster: group.cluster, address: ready.address, ...(metricsUrl ? { metricsUrl } : {}) };
     }),
   );
   const balancerCount = options.balancerCount ?? 1;
+  const namePrefix = options.balancerNamePrefix ?? 'balancer';
   const balancers = await allStarted(
     Array.from({ length: balancerCount }, async (_unused, index): Promise<BalancerEndpoint> => {
-      const name = balancerCount === 1 ? 'balancer' : `balancer-${index + 1}`;
+      const name = balancerCount === 1 ? namePrefix : `${namePrefix}-${index + 1}`;
       const { process: child, ready } = await spawnUntilReady({
         name,
         nodeFlags: options.balancerNodeFlags,
@@ -115,11 +133,15 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
       });
       balancerProcesses.push(child);
       pids.set(name, child.pid);
-      return { name, balancerId: name, address: ready.address };
+      const metricsUrl = metricsUrlOf(ready);
+      return { name, balancerId: name, address: ready.address, ...(metricsUrl ? { metricsUrl } : {}) };
     }),
   );
   return { keyPrefix, balancers, workers, pids, close };
 }
+
+/** Headroom's CLIs print the port of their /metrics (with --metrics-port) in the ready line. */
+const metricsUrlOf = (ready: ReadyLine) => (typeof ready.metricsPort === 'number' ? `http://127.0.0.1:${ready.metricsPort}/metrics` : undefined);
 
 /**
  * Like Promise.all, but waits until every start has settled before throwing the first failure,
@@ -170,3 +192,9 @@ export async function describeRedis(redisUrl: string): Promise<{ version: string
 }
 
 export const logDirFor = (baseDir: string, keyPrefix: string) => path.join(baseDir, keyPrefix.replace(/[^A-Za-z0-9._-]/g, '-'));
+
+/** A run's own Redis key prefix, and the directory its processes log to (under the OS's temporary directory). */
+export function benchPlace(benchmark: string): { keyPrefix: string; logDir: string } {
+  const keyPrefix = benchKeyPrefix(benchmark);
+  return { keyPrefix, logDir: logDirFor(path.join(os.tmpdir(), 'headroom-bench'), keyPrefix) };
+}

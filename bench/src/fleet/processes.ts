@@ -15,6 +15,7 @@ export interface ManagedProcess {
 
 export interface ReadyLine {
   event: 'ready';
+  /** Where it listens: its `address` (host:port), or its `url` (the bank simulator says so). */
   address: string;
   [field: string]: unknown;
 }
@@ -41,8 +42,9 @@ function parseReadyLine(line: string): ReadyLine | undefined {
   }
   if (typeof value !== 'object' || value === null) return undefined;
   const record = value as Record<string, unknown>;
-  if (record.event !== 'ready' || typeof record.address !== 'string') return undefined;
-  return record as ReadyLine;
+  const address = typeof record.address === 'string' ? record.address : record.url;
+  if (record.event !== 'ready' || typeof address !== 'string') return undefined;
+  return { ...record, event: 'ready', address };
 }
 
 function stopper(name: string, child: ChildProcess): (gracePeriodMs?: number) => Promise<void> {

@@ -18,6 +18,8 @@ export interface RuntimeSnapshot {
   heapLimitBytes: number;
   /** V8's young generation as allocated now (grows up to the semi-space limit). */
   newSpaceBytes: number;
+  /** Tasks the worker runs now (headroom_worker_tasks_in_flight). */
+  tasksInFlight: number;
 }
 
 interface Sample {
@@ -57,6 +59,7 @@ export function runtimeSnapshot(text: string): RuntimeSnapshot {
     heapUsedBytes: sum('nodejs_heap_size_used_bytes'),
     heapLimitBytes: sum('headroom_heap_limit_bytes'),
     newSpaceBytes: sum('nodejs_heap_space_size_total_bytes', { space: 'new' }),
+    tasksInFlight: sum('headroom_worker_tasks_in_flight'),
   };
 }
 

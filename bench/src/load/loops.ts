@@ -1,25 +1,61 @@
 import { performance } from 'node:perf_hooks';
 import { LatencyHistogram } from '../report/histogram';
-import type { ClosedLoopSpec, OpenLoopSpec, PhaseResult } from './protocol';
+import type { ClosedLoopSpec, IntegrationFigures, OpenLoopSpec, PhaseResult } from './protocol';
 import type { Call, CallOutcome } from './targets';
 
-/** Most lanes a closed loop runs, and most calls an open loop keeps in flight. */
+/** Most lanes a closed loop runs. */
 export const maxConcurrency = 4096;
+/** Most calls an open loop keeps in flight: the memory benchmark holds 100,000 tasks in a balancer's queue. */
+export const maxOutstandingCalls = 200_000;
 
-function countError(errorsByCode: Record<string, number>, outcome: CallOutcome): void {
-  if (!outcome.ok) errorsByCode[outcome.code] = (errorsByCode[outcome.code] ?? 0) + 1;
+const countError = (errorsByCode: Record<string, number>, code: string) => (errorsByCode[code] = (errorsByCode[code] ?? 0) + 1);
+
+/** Most latencies a phase keeps one by one (keepLatencies): about 8 MB. */
+export const maxKeptLatencies = 1_000_000;
+
+/** The measured calls of a phase: in all and by integration (bounded: a task template names at most 64). */
+class PhaseFigures {
+  readonly latency = new LatencyHistogram();
+  readonly errorsByCode: Record<string, number> = {};
+  succeeded = 0;
+  private readonly byIntegration = new Map<string, { succeeded: number; latency: LatencyHistogram; errorsByCode: Record<string, number>; latenciesMs: number[] }>();
+
+  constructor(private readonly keepLatencies = false) {}
+
+  record(outcome: CallOutcome, latencyMs: number): void {
+    let integration = this.byIntegration.get(outcome.integration);
+    if (!integration) this.byIntegration.set(outcome.integration, (integration = { succeeded: 0, latency: new LatencyHistogram(), errorsByCode: {}, latenciesMs: [] }));
+    if (outcome.ok) {
+      this.succeeded++;
+      this.latency.record(latencyMs);
+      integration.succeeded++;
+      integration.latency.record(latencyMs);
+      if (this.keepLatencies && this.succeeded <= maxKeptLatencies) integration.latenciesMs.push(latencyMs);
+    } else {
+      countError(this.errorsByCode, outcome.code);
+      countError(integration.errorsByCode, outcome.code);
+    }
+  }
+
+  integrations(): Record<string, IntegrationFigures> {
+    return Object.fromEntries(
+      [...this.byIntegration].map(([name, f]) => [name, { succeeded: f.succeeded, latency: f.latency.summary(), errorsByCode: f.errorsByCode, ...(this.keepLatencies ? { latenciesMs: f.latenciesMs } : {}) }]),
+    );
+  }
 }
 
-/** `concurrency` lanes, each sending its next call when the previous one is answered. */
+/**
+ * `concurrency` lanes, each sending its next call when the previous one is answered. Resolves when
+ * the window ends: calls still out then are left to finish on their own, uncounted (a slow task's
+ * tail would otherwise hold up the run).
+ */
 export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<PhaseResult> {
   if (!(spec.concurrency >= 1 && spec.concurrency <= maxConcurrency)) throw new RangeError(`concurrency ${spec.concurrency}: expected 1..${maxConcurrency}`);
-  const latency = new LatencyHistogram();
-  const errorsByCode: Record<string, number> = {};
+  const measured = new PhaseFigures(spec.keepLatencies);
   const startedAt = performance.now();
   const measureFrom = startedAt + spec.warmupMs;
   const measureUntil = measureFrom + spec.durationMs;
   let calls = 0;
-  let succeeded = 0;
 
   const lane = async (route: number) => {
     while (calls < spec.maxCalls) {
@@ -28,25 +64,25 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
       const outcome = await call(calls++, route);
       const answeredAt = performance.now();
       if (answeredAt < measureFrom || answeredAt >= measureUntil) continue;
-      if (outcome.ok) {
-        succeeded++;
-        latency.record(answeredAt - sentAt);
-      } else {
-        countError(errorsByCode, outcome);
-      }
+      measured.record(outcome, answeredAt - sentAt);
     }
   };
-  await Promise.all(Array.from({ length: spec.concurrency }, (_unused, route) => lane(route)));
+  const lanes = Promise.all(Array.from({ length: spec.concurrency }, (_unused, route) => lane(route)));
+  let timer: NodeJS.Timeout | undefined;
+  const windowEnds = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, measureUntil - performance.now()))));
+  await Promise.race([lanes, windowEnds]);
+  clearTimeout(timer);
   return {
     spec,
-    succeeded,
-    errorsByCode,
+    succeeded: measured.succeeded,
+    errorsByCode: measured.errorsByCode,
     dropped: 0,
-    tasksPerSecond: succeeded / (spec.durationMs / 1000),
-    latency: latency.summary(),
+    tasksPerSecond: measured.succeeded / (spec.durationMs / 1000),
+    latency: measured.latency.summary(),
     sendLag: new LatencyHistogram().summary(),
     calls,
     elapsedMs: performance.now() - startedAt,
+    byIntegration: measured.integrations(),
   };
 }
 
@@ -58,14 +94,12 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
  */
 export function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSignal): Promise<PhaseResult> {
   if (!(spec.tasksPerSecond > 0)) throw new RangeError(`tasksPerSecond ${spec.tasksPerSecond}: expected > 0`);
-  if (!(spec.maxOutstanding >= 1 && spec.maxOutstanding <= maxConcurrency)) throw new RangeError(`maxOutstanding ${spec.maxOutstanding}: expected 1..${maxConcurrency}`);
+  if (!(spec.maxOutstanding >= 1 && spec.maxOutstanding <= maxOutstandingCalls)) throw new RangeError(`maxOutstanding ${spec.maxOutstanding}: expected 1..${maxOutstandingCalls}`);
   const intervalMs = 1000 / spec.tasksPerSecond;
   const warmupCalls = Math.round(spec.warmupMs / intervalMs);
   let totalCalls = warmupCalls + Math.max(1, Math.round(spec.durationMs / intervalMs));
-  const latency = new LatencyHistogram();
+  const measuredCalls = new PhaseFigures();
   const sendLag = new LatencyHistogram();
-  const errorsByCode: Record<string, number> = {};
-  let succeeded = 0;
   let dropped = 0;
   let next = 0;
   let outstanding = 0;
@@ -79,14 +113,15 @@ export function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSignal): Pr
       const measuredMs = lastAnsweredAt - firstMeasuredDueAt;
       resolve({
         spec,
-        succeeded,
-        errorsByCode,
+        succeeded: measuredCalls.succeeded,
+        errorsByCode: measuredCalls.errorsByCode,
         dropped,
-        tasksPerSecond: measuredMs > 0 ? succeeded / (measuredMs / 1000) : 0,
-        latency: latency.summary(),
+        tasksPerSecond: measuredMs > 0 ? measuredCalls.succeeded / (measuredMs / 1000) : 0,
+        latency: measuredCalls.latency.summary(),
         sendLag: sendLag.summary(),
         calls: next,
         elapsedMs: performance.now() - startedAt,
+        byIntegration: measuredCalls.integrations(),
       });
     };
     const send = (sequence: number, dueAt: number) => {
@@ -104,12 +139,7 @@ export function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSignal): Pr
         const answeredAt = performance.now();
         if (measured) {
           lastAnsweredAt = Number.isNaN(lastAnsweredAt) ? answeredAt : Math.max(lastAnsweredAt, answeredAt);
-          if (outcome.ok) {
-            succeeded++;
-            latency.record(answeredAt - dueAt);
-          } else {
-            countError(errorsByCode, outcome);
-          }
+          measuredCalls.record(outcome, answeredAt - dueAt);
         }
         finishIfDone();
       });

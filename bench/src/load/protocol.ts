@@ -12,7 +12,7 @@ export interface Targets {
   /** Direct calls go to these; empty when only the balancers are called. */
   workers: readonly { address: string; cluster: string; workerId: string }[];
   task: TaskTemplate;
-  /** gRPC deadline of each call, and the task's own deadline. */
+  /** Each task's own deadline, from when it is sent; the gRPC call's is that or a second later (see callDeadlineMarginMs). */
   callTimeoutMs: number;
 }
 
@@ -22,6 +22,22 @@ export interface TaskTemplate {
   integration: string;
   /** For the demo handler, JSON such as {"sleepMs": 30}. */
   payload: string;
+  /**
+   * Several integrations instead of `integration`, in proportion to their weights, in a fixed
+   * cycle so every phase gets the same mix: [bank-a:3, bank-b:1] sends a, a, a, b, a, a, a, b, ...
+   */
+  integrationMix?: readonly { name: string; weight: number }[];
+  /** @default 'USER_PRESENT' */
+  priority?: 'USER_PRESENT' | 'BACKGROUND';
+}
+
+/** The figures of one integration's calls in a phase. */
+export interface IntegrationFigures {
+  succeeded: number;
+  latency: LatencySummary;
+  errorsByCode: Record<string, number>;
+  /** Every latency of a successful call, with `keepLatencies` (to pool several phases' tasks). */
+  latenciesMs?: number[];
 }
 
 /** A fixed number of calls outstanding at all times: measures throughput. */
@@ -33,6 +49,8 @@ export interface ClosedLoopSpec {
   durationMs: number;
   /** Upper bound on calls, whatever the time. */
   maxCalls: number;
+  /** Return every latency by integration too (at most maxKeptLatencies). */
+  keepLatencies?: boolean;
 }
 
 /**
@@ -68,6 +86,8 @@ export interface PhaseResult {
   /** Calls sent in all, warm-up included. */
   calls: number;
   elapsedMs: number;
+  /** The measured window's figures by integration. */
+  byIntegration: Record<string, IntegrationFigures>;
 }
 
 /** `stop` ends an open-loop phase early: no further calls are sent, and the answer comes once the outstanding ones are answered. */
@@ -95,6 +115,16 @@ export function asToGenerator(value: unknown): ToGenerator | undefined {
   return value as ToGenerator;
 }
 
+/** At most 64 integrations, each with a whole weight from 1 to 1000 (the cycle is built in memory). */
+function isIntegrationMix(value: unknown): boolean {
+  return (
+    Array.isArray(value) &&
+    value.length >= 1 &&
+    value.length <= 64 &&
+    value.every((entry) => isRecord(entry) && typeof entry.name === 'string' && Number.isInteger(entry.weight) && (entry.weight as number) >= 1 && (entry.weight as number) <= 1000)
+  );
+}
+
 export function asTargets(value: string | undefined): Targets {
   const parsed: unknown = JSON.parse(value ?? 'null');
   const task = isRecord(parsed) ? parsed.task : undefined;
@@ -105,7 +135,9 @@ export function asTargets(value: string | undefined): Targets {
     !isRecord(task) ||
     typeof task.integration !== 'string' ||
     typeof task.payload !== 'string' ||
-    typeof parsed.callTimeoutMs !== 'number'
+    typeof parsed.callTimeoutMs !== 'number' ||
+    (task.integrationMix !== undefined && !isIntegrationMix(task.integrationMix)) ||
+    (task.priority !== undefined && task.priority !== 'USER_PRESENT' && task.priority !== 'BACKGROUND')
   ) {
     throw new Error(`load generator: expected the targets as JSON in argv[2], got ${String(value).slice(0, 200)}`);
   }

@@ -1,8 +1,9 @@
 import * as grpc from '@grpc/grpc-js';
 import { BalancerService, WorkerService, metadataKeys, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
-import type { TargetName, Targets } from './protocol';
+import type { TargetName, Targets, TaskTemplate } from './protocol';
 
-export type CallOutcome = { ok: true } | { ok: false; code: string };
+/** How a call ended, and the integration of its task. */
+export type CallOutcome = ({ ok: true } | { ok: false; code: string }) & { integration: string };
 /** A Balancer.Submit answered: the cluster that ran the task, or why it failed. */
 export type SubmitOutcome = { ok: true; cluster: string } | { ok: false; code: string };
 
@@ -27,19 +28,26 @@ export function waitForReady(client: grpc.Client, timeoutMs: number): Promise<vo
 /** A task without its deadline, which is set when it is sent. */
 export type UndatedTask = Omit<Task, 'deadlineUnixMs'>;
 
-export function benchTask(id: string, key: string, integration: string, payload: Buffer): UndatedTask {
-  return { id, key, integration, priority: 'USER_PRESENT', payload, idempotent: false };
+export function benchTask(id: string, key: string, integration: string, payload: Buffer, priority: UndatedTask['priority'] = 'USER_PRESENT'): UndatedTask {
+  return { id, key, integration, priority, payload, idempotent: false };
 }
 
 export function connectBalancer(address: string): BalancerClient {
   return new BalancerService(address, grpc.credentials.createInsecure());
 }
 
-/** One Balancer.Submit with `timeoutMs` as both the gRPC deadline and the task's own; never rejects. */
+/**
+ * The call's gRPC deadline comes this long after the task's own: a task that cannot start in
+ * time is answered by the balancer with its coded error (HR_ERR_DEADLINE_EXCEEDED), instead of
+ * the client giving up at the same moment with a bare gRPC status.
+ */
+export const callDeadlineMarginMs = 1_000;
+
+/** One Balancer.Submit of a task due to end `timeoutMs` from now; never rejects. */
 export function submitTask(client: BalancerClient, task: UndatedTask, timeoutMs: number): Promise<SubmitOutcome> {
   const deadlineUnixMs = Date.now() + timeoutMs;
   return new Promise((resolve) => {
-    client.submit({ task: { ...task, deadlineUnixMs } }, { deadline: deadlineUnixMs }, (error, response) => {
+    client.submit({ task: { ...task, deadlineUnixMs } }, { deadline: deadlineUnixMs + callDeadlineMarginMs }, (error, response) => {
       if (error) return resolve({ ok: false, code: errorCode(error) });
       if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });
       resolve({ ok: true, cluster: response?.placement?.cluster ?? '' });
@@ -49,18 +57,31 @@ export function submitTask(client: BalancerClient, task: UndatedTask, timeoutMs:
 
 let runCounter = 0;
 
+/** The integration of call `sequence`: the template's one, or its mix's fixed cycle. */
+export function integrationPicker(task: TaskTemplate): (sequence: number) => string {
+  const mix = task.integrationMix;
+  if (!mix || mix.length === 0) return () => task.integration;
+  const cycle = mix.flatMap(({ name, weight }) => Array.from({ length: weight }, () => name));
+  return (sequence) => cycle[sequence % cycle.length]!;
+}
+
 /** The target `name` of `targets`; undefined when it has nothing to call. */
 export function createTarget(name: TargetName, targets: Targets): CallTarget | undefined {
-  const { integration } = targets.task;
+  const integrationOf = integrationPicker(targets.task);
   const payload = Buffer.from(targets.task.payload);
   const runId = `${process.pid}-${++runCounter}`;
   const { callTimeoutMs } = targets;
+  const { priority } = targets.task;
 
   if (name === 'balancer') {
     const clients = targets.balancerAddresses.map(connectBalancer);
     if (clients.length === 0) return undefined;
     return {
-      call: (sequence, route) => submitTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload), callTimeoutMs),
+      call: async (sequence, route) => {
+        const integration = integrationOf(sequence);
+        const outcome = await submitTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
+        return outcome.ok ? { ok: true, integration } : { ...outcome, integration };
+      },
       waitForReady: async (timeoutMs) => {
         await Promise.all(clients.map((client) => waitForReady(client, timeoutMs)));
       },
@@ -79,12 +100,13 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget | u
       new Promise((resolve) => {
         const worker = workers[route % workers.length]!;
         const deadlineUnixMs = Date.now() + callTimeoutMs;
-        const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload), deadlineUnixMs };
+        const integration = integrationOf(sequence);
+        const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), deadlineUnixMs };
         const request = { task, leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
         worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
-          if (error) return resolve({ ok: false, code: errorCode(error) });
-          if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });
-          resolve({ ok: true });
+          if (error) return resolve({ ok: false, code: errorCode(error), integration });
+          if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR', integration });
+          resolve({ ok: true, integration });
         });
       }),
     waitForReady: async (timeoutMs) => {

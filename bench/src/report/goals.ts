@@ -5,12 +5,18 @@ export interface Goal {
   name: string;
   target: string;
   measured: number;
-  met: boolean;
+  /** Decimals the measured figure is shown with. @default 2 for a target in ms, else 0 */
+  digits?: number;
+  /** 'stated': the issue asks for the figure itself, with no target to meet. */
+  met: boolean | 'stated';
 }
+
+export const formatMeasured = (goal: Goal) => goal.measured.toLocaleString('en-US', { maximumFractionDigits: goal.digits ?? (goal.target.includes('ms') ? 2 : 0), minimumFractionDigits: goal.digits ?? (goal.target.includes('ms') ? 2 : 0) });
+export const formatMet = (goal: Goal) => (goal.met === 'stated' ? 'stated' : goal.met ? 'yes' : 'NO');
 
 export function goalsTable(goals: readonly Goal[]): string {
   return markdownTable(
     ['goal', 'target', 'measured', 'met'],
-    goals.map((goal) => [goal.name, goal.target, goal.measured.toFixed(goal.target.includes('ms') ? 2 : 0), goal.met ? 'yes' : 'NO']),
+    goals.map((goal) => [goal.name, goal.target, formatMeasured(goal), formatMet(goal)]),
   );
 }

@@ -18,16 +18,26 @@ Timing never fails a build: these figures are for reading, and for comparing run
 `;
 
 /**
- * Replaces the section of `benchmark` in bench/RESULTS.md (between its marker comments),
- * keeping the other benchmarks' sections; appends it when missing.
+ * Replaces the section `name` of bench/RESULTS.md (between its marker comments), keeping the
+ * others; when missing, appends it, or with `atTop` puts it first, right after the preamble.
  */
-export function updateResultsSection(benchmark: string, markdown: string, filePath = resultsMarkdownPath): void {
-  const start = `<!-- ${benchmark}:start -->`;
-  const end = `<!-- ${benchmark}:end -->`;
+export function updateResultsSection(name: string, markdown: string, filePath = resultsMarkdownPath, atTop = false): void {
+  const start = `<!-- ${name}:start -->`;
+  const end = `<!-- ${name}:end -->`;
   const section = `${start}\n${markdown.trim()}\n${end}`;
   const current = fs.existsSync(filePath) ? fs.readFileSync(filePath, 'utf8') : preamble;
   const from = current.indexOf(start);
   const to = current.indexOf(end);
-  const next = from >= 0 && to > from ? `${current.slice(0, from)}${section}${current.slice(to + end.length)}` : `${current.trimEnd()}\n\n${section}\n`;
+  let next: string;
+  if (from >= 0 && to > from) {
+    next = `${current.slice(0, from)}${section}${current.slice(to + end.length)}`;
+  } else if (atTop) {
+    // The preamble ends where the first section (its marker or its heading) begins.
+    const firstSection = [current.indexOf('<!-- '), current.indexOf('\n## ')].filter((i) => i >= 0);
+    const at = firstSection.length > 0 ? Math.min(...firstSection) : current.length;
+    next = `${current.slice(0, at).trimEnd()}\n\n${section}\n\n${current.slice(at).trimStart()}`;
+  } else {
+    next = `${current.trimEnd()}\n\n${section}\n`;
+  }
   fs.writeFileSync(filePath, next);
 }

@@ -1,6 +1,19 @@
 import { describeRedis } from '../fleet/headroom-fleet';
 import { describeMachine, type MachineDescription } from './machine';
 
+/** What every benchmark is given by run.ts. */
+export interface BenchmarkOptions {
+  /** Seconds and a tiny load: proves it runs end to end (the tests), measures nothing worth reading. */
+  smoke: boolean;
+  /** The command line, as the report will show it. */
+  command: string;
+  redisUrl: string;
+  /** Ctrl-C: stop the load, clean up, give up. */
+  signal: AbortSignal;
+  /** Progress lines. */
+  progress(line: string): void;
+}
+
 /** What every benchmark's JSON starts with: what ran, where, and when. */
 export interface RunHeader<Name extends string, Settings> {
   benchmark: Name;

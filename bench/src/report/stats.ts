@@ -33,3 +33,8 @@ export function figures(values: readonly number[]): Figures {
   const rank = Math.max(1, Math.ceil(0.99 * sorted.length));
   return { count: sorted.length, medianMs: spread(sorted).median, p99Ms: sorted[rank - 1] ?? Number.NaN, maxMs: sorted[sorted.length - 1] ?? Number.NaN };
 }
+
+/** Calls that did not succeed: answered with an error (any code), or never sent (`dropped`). */
+export function failedCalls(result: { errorsByCode: Record<string, number>; dropped?: number }): number {
+  return Object.values(result.errorsByCode).reduce((sum, n) => sum + n, 0) + (result.dropped ?? 0);
+}

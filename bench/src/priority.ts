@@ -1,0 +1,263 @@
+/**
+ * priority: user-present tasks under a background spike. One balancer and its workers, each its
+ * own process; two load-generator processes, one per priority, send open-loop load near the
+ * fleet's capacity (a tenth of it user-present), then the background one multiplies its rate by 10
+ * for the spike while the user-present one keeps its rate. Both run a phase before the spike and
+ * one during it, started together. Every task's final answer is counted by the generators and,
+ * by outcome, on the balancer's own metrics. Repeated on the same fleet.
+ */
+import { sleep } from '@headroom/common';
+import { Cleanups } from './fleet/cleanups';
+import { sampleCpu } from './fleet/cpu-usage';
+import { benchPlace, startProcessFleet } from './fleet/headroom-fleet';
+import { getText } from './fleet/http-get';
+import { parsePrometheusText } from './fleet/runtime-metrics';
+import { LoadGenerator } from './load/generator';
+import type { OpenLoopSpec, PhaseResult } from './load/protocol';
+import type { Goal } from './report/goals';
+import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
+import { spread, type Spread } from './report/stats';
+
+export interface PrioritySettings {
+  workerCount: number;
+  maxParallelismPerWorker: number;
+  /** Every task sleeps this long in the worker (demo handler): the fleet's capacity is its slots over this. */
+  taskSleepMs: number;
+  /** Steady load as a share of that capacity. */
+  steadyUtilisation: number;
+  userPresentShare: number;
+  /** During the spike, background tasks are sent at this many times their steady rate. */
+  spikeFactor: number;
+  /** Steady load before its window is measured: connections open and the steady state sets in. */
+  leadInMs: number;
+  /** Measured windows: steady load, then the spike. */
+  steadyMs: number;
+  spikeMs: number;
+  /** Each task's deadline: queued background tasks that find no slot by then are answered DEADLINE_EXCEEDED. */
+  taskTimeoutMs: number;
+  /** The balancer's --max-queued-tasks: a spike fills it, so background work is also refused and shed. */
+  maxQueuedTasks: number;
+  /** The balancer's --kept-for-user-present-share (its default). */
+  keptForUserPresentShare: number;
+  repetitions: number;
+  /** Between runs: the last answers arrive and the queue empties. */
+  pauseMs: number;
+}
+
+export const fullSettings: PrioritySettings = {
+  workerCount: 3,
+  maxParallelismPerWorker: 5,
+  taskSleepMs: 100,
+  steadyUtilisation: 0.85,
+  userPresentShare: 0.1,
+  spikeFactor: 10,
+  leadInMs: 1_000,
+  steadyMs: 8_000,
+  spikeMs: 8_000,
+  taskTimeoutMs: 2_000,
+  maxQueuedTasks: 1_000,
+  keptForUserPresentShare: 0.1,
+  repetitions: 3,
+  pauseMs: 1_000,
+};
+
+/** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */
+export const smokeSettings: PrioritySettings = {
+  ...fullSettings,
+  workerCount: 2,
+  maxParallelismPerWorker: 2,
+  taskSleepMs: 50,
+  userPresentShare: 0.25,
+  leadInMs: 300,
+  steadyMs: 1_500,
+  spikeMs: 1_500,
+  taskTimeoutMs: 1_000,
+  maxQueuedTasks: 50,
+  repetitions: 1,
+  pauseMs: 200,
+};
+
+export const goals = { userP99SpikeOverSteady: 1.2 } as const;
+
+/** What the client saw of one priority in one phase's measured window. */
+export interface PriorityPhase {
+  /** Answered with a result or an error. */
+  sent: number;
+  ran: number;
+  rejectedByCode: Record<string, number>;
+  /** Not sent: the generator's own limit of calls in flight was reached. */
+  notSent: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
+export interface PriorityRun {
+  repetition: number;
+  steady: { userPresent: PriorityPhase; background: PriorityPhase };
+  spike: { userPresent: PriorityPhase; background: PriorityPhase };
+  /** Calls the generators sent in all (lead-ins included); each phase ends only once every one of them was answered. */
+  sent: number;
+  /** The balancer's own count of the final answers it gave, by priority and outcome (headroom_balancer_tasks_total). */
+  balancerAnswersByPriorityAndOutcome: Record<string, number>;
+  balancerAnswers: number;
+  /** Balancer, generators, workers, Redis (Linux /proc), in percent of one core over the run. */
+  cpuPercentOfCore: Record<string, number>;
+}
+
+export interface PriorityResult extends RunHeader<'priority', PrioritySettings> {
+  capacityTasksPerSecond: number;
+  runs: PriorityRun[];
+  userPresentP99SteadyMs: Spread;
+  userPresentP99SpikeMs: Spread;
+  /** Spike over steady, per run. */
+  userPresentP99Ratio: Spread;
+  userPresentRejected: number;
+  backgroundRejectedByCode: Record<string, number>;
+  /** Sent by the generators minus answered by the balancer, all runs: 0 when each task got exactly one final answer. */
+  sentMinusBalancerAnswers: number;
+  goals: Goal[];
+}
+
+export type PriorityOptions = BenchmarkOptions;
+
+const sum = (values: Iterable<number>) => [...values].reduce((total, n) => total + n, 0);
+
+function phaseOf(result: PhaseResult): PriorityPhase {
+  const rejected = sum(Object.values(result.errorsByCode));
+  return {
+    sent: result.succeeded + rejected,
+    ran: result.succeeded,
+    rejectedByCode: result.errorsByCode,
+    notSent: result.dropped,
+    p50Ms: result.latency.p50Ms,
+    p99Ms: result.latency.p99Ms,
+    maxMs: result.latency.maxMs,
+  };
+}
+
+/** headroom_balancer_tasks_total by "priority outcome": one count per task the balancer answered. */
+async function balancerAnswers(metricsUrl: string, signal: AbortSignal): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const sample of parsePrometheusText(await getText(metricsUrl, 5_000, signal))) {
+    if (sample.name !== 'headroom_balancer_tasks_total') continue;
+    const key = `${sample.labels.priority} ${sample.labels.outcome}`;
+    counts.set(key, (counts.get(key) ?? 0) + sample.value);
+  }
+  return counts;
+}
+
+export async function runPriority(options: PriorityOptions): Promise<PriorityResult> {
+  const settings = options.smoke ? smokeSettings : fullSettings;
+  const run = await startRun('priority', options, settings);
+  const { progress, signal } = options;
+  const { keyPrefix, logDir } = benchPlace('priority');
+  const cleanups = new Cleanups();
+  const capacity = (settings.workerCount * settings.maxParallelismPerWorker) / (settings.taskSleepMs / 1000);
+  const steadyRate = settings.steadyUtilisation * capacity;
+  try {
+    progress(`starting 1 balancer and ${settings.workerCount} workers (key prefix ${keyPrefix}, logs in ${logDir})`);
+    const fleet = await startProcessFleet(
+      keyPrefix,
+      {
+        redisUrl: options.redisUrl,
+        workers: [{ cluster: 'baseline', count: settings.workerCount, maxParallelismPerWorker: settings.maxParallelismPerWorker }],
+        balancerArgs: ['--metrics-port', '0', '--max-queued-tasks', String(settings.maxQueuedTasks), '--kept-for-user-present-share', String(settings.keptForUserPresentShare)],
+        logDir,
+      },
+      cleanups.register,
+    );
+    const balancer = fleet.balancers[0]!;
+    if (!balancer.metricsUrl) throw new Error(`the balancer did not say where it serves /metrics (logs in ${logDir})`);
+    const task = { integration: 'bank-a', payload: JSON.stringify({ sleepMs: settings.taskSleepMs }) };
+    const generators = {
+      userPresent: await LoadGenerator.start({ balancerAddresses: [balancer.address], workers: [], task: { ...task, priority: 'USER_PRESENT' }, callTimeoutMs: settings.taskTimeoutMs }),
+      background: await LoadGenerator.start({ balancerAddresses: [balancer.address], workers: [], task: { ...task, priority: 'BACKGROUND' }, callTimeoutMs: settings.taskTimeoutMs }),
+    };
+    cleanups.register(() => generators.userPresent.close());
+    cleanups.register(() => generators.background.close());
+    const userRate = steadyRate * settings.userPresentShare;
+    const backgroundRate = steadyRate - userRate;
+    const open = (tasksPerSecond: number, warmupMs: number, durationMs: number): OpenLoopSpec => ({ kind: 'open', target: 'balancer', tasksPerSecond, warmupMs, durationMs, maxOutstanding: 20_000 });
+    /** Both priorities at once; each phase ends when every call it sent was answered. */
+    const phase = (backgroundFactor: number, warmupMs: number, durationMs: number) =>
+      Promise.all([generators.userPresent.run(open(userRate, warmupMs, durationMs), signal), generators.background.run(open(backgroundRate * backgroundFactor, warmupMs, durationMs), signal)]);
+    progress(
+      `capacity ${capacity.toFixed(0)} tasks/s; ${userRate.toFixed(1)} user-present and ${backgroundRate.toFixed(1)} background tasks/s ` +
+        `(${Math.round(settings.steadyUtilisation * 100)}% of capacity), then background x${settings.spikeFactor}; ${settings.leadInMs} ms lead-in and ${settings.steadyMs} / ${settings.spikeMs} ms windows`,
+    );
+
+    const runs: PriorityRun[] = [];
+    for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
+      const before = await balancerAnswers(balancer.metricsUrl, signal);
+      const pids = new Map([...fleet.pids, ['generator-user-present', generators.userPresent.pid], ['generator-background', generators.background.pid]]);
+      if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
+      const cpu = sampleCpu(pids);
+      const [userSteady, backgroundSteady] = await phase(1, settings.leadInMs, settings.steadyMs);
+      // The spike is measured from its first task: its start, when the queue fills, is part of it.
+      const [userSpike, backgroundSpike] = await phase(settings.spikeFactor, 0, settings.spikeMs);
+      const cpuPercentOfCore = cpu();
+      const after = await balancerAnswers(balancer.metricsUrl, signal);
+      const byOutcome = Object.fromEntries([...after].map(([key, count]) => [key, count - (before.get(key) ?? 0)]).filter(([, count]) => count !== 0));
+      const r: PriorityRun = {
+        repetition,
+        steady: { userPresent: phaseOf(userSteady), background: phaseOf(backgroundSteady) },
+        spike: { userPresent: phaseOf(userSpike), background: phaseOf(backgroundSpike) },
+        sent: sum([userSteady, backgroundSteady, userSpike, backgroundSpike].map((p) => p.calls - p.dropped)),
+        balancerAnswersByPriorityAndOutcome: byOutcome,
+        balancerAnswers: sum(Object.values(byOutcome)),
+        cpuPercentOfCore,
+      };
+      runs.push(r);
+      progress(
+        `#${repetition}: user-present p99 ${r.steady.userPresent.p99Ms.toFixed(0)} ms steady → ${r.spike.userPresent.p99Ms.toFixed(0)} ms in the spike, ` +
+          `refused ${sum(Object.values(r.spike.userPresent.rejectedByCode))}; background in the spike: sent ${r.spike.background.sent}, ran ${r.spike.background.ran}, ` +
+          `refused ${JSON.stringify(r.spike.background.rejectedByCode)}; the balancer answered ${r.balancerAnswers} of ${r.sent} sent`,
+      );
+      await sleep(settings.pauseMs, signal);
+    }
+    return { ...run.header(), capacityTasksPerSecond: capacity, ...summarise(runs) };
+  } finally {
+    await cleanups.runAll();
+  }
+}
+
+function summarise(runs: readonly PriorityRun[]): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond'> {
+  const userPresentP99Ratio = spread(runs.map((r) => r.spike.userPresent.p99Ms / r.steady.userPresent.p99Ms));
+  const userPresentRejected = sum(runs.flatMap((r) => [r.steady.userPresent, r.spike.userPresent].flatMap((p) => Object.values(p.rejectedByCode))));
+  const backgroundRejectedByCode: Record<string, number> = {};
+  for (const r of runs) {
+    for (const phase of [r.steady.background, r.spike.background]) {
+      for (const [code, count] of Object.entries(phase.rejectedByCode)) backgroundRejectedByCode[code] = (backgroundRejectedByCode[code] ?? 0) + count;
+    }
+  }
+  // A clear error names what happened (HR_ERR_SHED, HR_ERR_QUEUE_FULL, HR_ERR_DEADLINE_EXCEEDED ...); a bare gRPC status does not.
+  const unclearRefusals = sum(Object.entries(backgroundRejectedByCode).filter(([code]) => !code.startsWith('HR_ERR_')).map(([, count]) => count));
+  const sentMinusBalancerAnswers = sum(runs.map((r) => r.sent - r.balancerAnswers));
+  const goalsFound: Goal[] = [
+    { name: 'user-present p99 in the spike over before it', target: `<= ${goals.userP99SpikeOverSteady}x`, measured: userPresentP99Ratio.median, digits: 2, met: userPresentP99Ratio.median <= goals.userP99SpikeOverSteady },
+    { name: 'user-present tasks shed or refused', target: '= 0', measured: userPresentRejected, met: userPresentRejected === 0 },
+    {
+      name: 'background refusals without a Headroom error code',
+      target: '= 0',
+      measured: unclearRefusals,
+      met: unclearRefusals === 0,
+    },
+    {
+      name: 'tasks sent minus final answers the balancer gave (each generator phase also waits for every answer)',
+      target: '= 0',
+      measured: Math.abs(sentMinusBalancerAnswers),
+      met: sentMinusBalancerAnswers === 0,
+    },
+  ];
+  return {
+    runs: [...runs],
+    userPresentP99SteadyMs: spread(runs.map((r) => r.steady.userPresent.p99Ms)),
+    userPresentP99SpikeMs: spread(runs.map((r) => r.spike.userPresent.p99Ms)),
+    userPresentP99Ratio,
+    userPresentRejected,
+    backgroundRejectedByCode,
+    sentMinusBalancerAnswers,
+    goals: goalsFound,
+  };
+}

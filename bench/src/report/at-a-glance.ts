@@ -1,0 +1,45 @@
+/**
+ * The table at the top of bench/RESULTS.md: every goal of the benchmarks issue, the figure the
+ * latest full run of its benchmark measured, and whether it was met. Made from the JSON records
+ * in bench/results/, so it always agrees with the sections below it.
+ */
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { formatMeasured, formatMet, type Goal } from './goals';
+import { resultsDir } from './results-file';
+import { markdownTable } from './table';
+
+/** The issue's benchmarks, by its numbering. */
+export const issueItems: readonly { item: number; benchmark: string }[] = [
+  { item: 1, benchmark: 'overhead' },
+  { item: 2, benchmark: 'routing' },
+  { item: 3, benchmark: 'priority' },
+  { item: 4, benchmark: 'rollback' },
+  { item: 5, benchmark: 'parallelism' },
+  { item: 6, benchmark: 'memory' },
+  { item: 7, benchmark: 'scale' },
+];
+
+interface Recorded {
+  startedAt: string;
+  goals?: Goal[];
+}
+
+export function atAGlanceMarkdown(dir = resultsDir): string {
+  const rows: string[][] = [];
+  for (const { item, benchmark } of issueItems) {
+    const file = path.join(dir, `${benchmark}.json`);
+    if (!fs.existsSync(file)) {
+      rows.push([String(item), benchmark, 'not run yet', '', '', '', '']);
+      continue;
+    }
+    const recorded = JSON.parse(fs.readFileSync(file, 'utf8')) as Recorded;
+    for (const goal of recorded.goals ?? []) rows.push([String(item), benchmark, goal.name, goal.target, formatMeasured(goal), formatMet(goal), recorded.startedAt.slice(0, 10)]);
+  }
+  return `## At a glance
+
+Each goal of the benchmarks issue, from the latest full run of its benchmark (the sections below have the tables, the commands and what the figures mean). Measured on this shared 2-core machine, with everything on it.
+
+${markdownTable(['#', 'benchmark', 'goal', 'target', 'measured', 'met', 'run'], rows)}
+`;
+}
