@@ -112,7 +112,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     balancerId,
     heartbeatIntervalMs: config.balancerHeartbeatIntervalMs,
     logger,
-    queued: () => admission.queuedByPriority(),
+    describe: () => ({ queued: admission.queuedByPriority(), trafficFlag: deps.flags?.trafficSplit() ?? null }),
     onApplied: (state) => {
       // Tasks still waiting for a candidate slot go to the baseline now; running ones finish.
       const moved = admission.reroute(config.clusters.candidate, (integration) => overrideCovers(state, integration));

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
 import type { BalancerRecord, OverrideState, QueueDepth } from '@headroom/fleet';
+import { parseTrafficSplit, sameTrafficSplit, type TrafficSplit } from '@headroom/flags';
 import type { AuditAction, AuditLog } from './audit';
 import { apiErrorCodes, UnleashFailedError } from './errors';
 import type { ControlMetrics } from './metrics';
@@ -20,6 +21,14 @@ export interface BalancerView {
   upToDate: boolean;
 }
 
+export interface TrafficBalancerView extends BalancerView {
+  /**
+   * Its flag client has the traffic flag as Unleash holds it now: a traffic change has reached
+   * it (clients poll about every second). null when it routes without the flag.
+   */
+  trafficFlagUpToDate: boolean | null;
+}
+
 export interface TrafficView {
   flag: { name: string } & TrafficFlagState;
   /** Percent of each integration's keys that go to the candidate now, override and switch included. */
@@ -27,7 +36,7 @@ export interface TrafficView {
   override: OverrideState | null;
   /** The override and Unleash agree (a failed Unleash write during a rollback leaves them apart). */
   durable: boolean;
-  balancers: BalancerView[];
+  balancers: TrafficBalancerView[];
   lastRollback: RollbackRecord | null;
 }
 
@@ -92,7 +101,10 @@ export class ControlService {
       },
       override: override ?? null,
       durable,
-      balancers: balancers.map((b) => toView(b, override)),
+      balancers: balancers.map((b) => {
+        const seen = parseTrafficSplit(b.trafficFlag);
+        return { ...toView(b, override), trafficFlagUpToDate: seen ? sameTrafficSplit(seen, splitOf(flag)) : null };
+      }),
       lastRollback: lastRollback ? (JSON.parse(lastRollback) as RollbackRecord) : null,
     };
   }
@@ -266,6 +278,15 @@ function toView(record: BalancerRecord, override: OverrideState | undefined): Ba
     queued: record.queued,
     ackedVersion,
     upToDate: override === undefined || (ackedVersion !== null && ackedVersion >= override.version),
+  };
+}
+
+/** The flag as a balancer's client sees it: integrations whose strategy is switched off are absent. */
+function splitOf(flag: TrafficFlagState): TrafficSplit {
+  return {
+    enabled: flag.enabled,
+    defaultPercent: flag.defaultPercent,
+    integrations: Object.fromEntries(Object.entries(flag.integrations).filter(([, t]) => !t.rolledBack).map(([name, t]) => [name, t.percent])),
   };
 }
 

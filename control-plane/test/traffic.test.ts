@@ -1,6 +1,7 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { eventually } from '@headroom/common/dist/src/testing';
+import { startFlagClient } from '@headroom/flags';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { mapLimit, submit, task } from '@headroom/balancer/dist/test/harness';
 import { startStack, viewerToken } from './stack';
@@ -16,6 +17,36 @@ const clusterOf = async (client: Parameters<typeof submit>[0], key: string, inte
   assert.ok(result.ok, JSON.stringify(result));
   return result.response.placement!.cluster;
 };
+
+test('GET /traffic says which balancers have the split Unleash holds: a change reaches a polling client, not a stale one; a balancer without flags says null', async (t) => {
+  const stack = await startStack(t, unleash);
+  await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 });
+  const { flags } = await stack.newFlagClient();
+  // A client that fetched once and then not for 10 minutes: it keeps the old split.
+  const stale = await startFlagClient(
+    { url: unleash.url, clientToken: unleash.clientToken, appName: 'headroom-test', instanceId: 'stale', refreshIntervalMs: 600_000, flagNames: stack.flagNames },
+    {},
+  );
+  t.after(() => stale.close());
+  await stack.fleet.addBalancer({ balancerId: 'polling', balancerHeartbeatIntervalMs: 100 }, flags);
+  await stack.fleet.addBalancer({ balancerId: 'stale', balancerHeartbeatIntervalMs: 100 }, stale);
+  await stack.fleet.addBalancer({ balancerId: 'static', balancerHeartbeatIntervalMs: 100 });
+  const upToDate = async () => Object.fromEntries(((await stack.api('GET', '/traffic')).body.balancers as { balancerId: string; trafficFlagUpToDate: boolean | null }[]).map((b) => [b.balancerId, b.trafficFlagUpToDate]));
+  assert.deepEqual(await eventually('all three registered', 5000, async () => ((await upToDate()).polling === true ? upToDate() : undefined)), { polling: true, stale: true, static: null });
+
+  assert.equal((await stack.api('PUT', '/traffic', { defaultPercent: 10, integrations: { 'bank-a': 35 } })).status, 200);
+  const afterChange = await eventually('the polling balancer has the change', 8000, async () => {
+    const view = await upToDate();
+    return view.polling ? view : undefined;
+  });
+  assert.deepEqual(afterChange, { polling: true, stale: false, static: null });
+  assert.equal(stale.trafficSplit()?.integrations['bank-a'], 0, 'the stale client still has the old split');
+
+  // A durable per-integration rollback switches bank-b's strategy off: the client sees it gone.
+  assert.equal((await stack.api('POST', '/rollback', { integration: 'bank-b' })).status, 200);
+  await eventually('the polling balancer has the switched-off strategy', 8000, async () => ((await upToDate()).polling ? true : undefined));
+  assert.deepEqual(flags.trafficSplit(), { enabled: true, defaultPercent: 10, integrations: { 'bank-a': 35 } });
+});
 
 test('PUT /traffic writes the Unleash flag; balancers route by it, per integration, sticky per key', async (t) => {
   const stack = await startStack(t, unleash);

@@ -4,6 +4,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { InMemStorageProvider, Unleash, UnleashEvents } from 'unleash-client';
 import { silentLogger, type Logger } from '@headroom/common';
 import { contextFieldNames, defaultFlagNames, parseParallelismPayload, type FlagNames } from './flag-names';
+import { trafficSplitOf, type TrafficSplit } from './traffic-split';
 
 export interface FlagClientOptions {
   /** Unleash base URL, e.g. http://127.0.0.1:4242 (the client API is under /api). */
@@ -30,6 +31,8 @@ export interface FlagClient {
   routesToCandidate(integration: string, taskKey: string): boolean;
   /** The max parallelism Unleash sets for a cluster's workers, if any. */
   maxParallelism(cluster: string): number | undefined;
+  /** The candidate-cluster flag as last fetched; undefined before the first fetch. */
+  trafficSplit(): TrafficSplit | undefined;
   /** Called after every fetch that changed the flags. Returns a function that removes the listener. */
   onChange(listener: () => void): () => void;
   close(): void;
@@ -125,6 +128,10 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
     },
     routesToCandidate(integration, taskKey) {
       return unleash.isEnabled(names.candidateCluster, { properties: { [contextFieldNames.integration]: integration, [contextFieldNames.taskKey]: taskKey } });
+    },
+    trafficSplit() {
+      const definition = unleash.getFeatureToggleDefinition(names.candidateCluster);
+      return definition ? trafficSplitOf(definition) : undefined;
     },
     maxParallelism(cluster) {
       const variant = unleash.getVariant(names.maxParallelism, { properties: { [contextFieldNames.cluster]: cluster } });

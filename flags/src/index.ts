@@ -1,3 +1,4 @@
 export * from './flag-names';
 export * from './flag-client';
 export * from './cli';
+export * from './traffic-split';

@@ -45,6 +45,11 @@ export interface BalancerInfo {
   address: string;
   /** Its queues, all clusters together; null when it did not say. */
   queued: QueueDepth | null;
+  /**
+   * The candidate-cluster flag as its flag client has it (a TrafficSplit of @headroom/flags,
+   * kept opaque here); null when it routes without flags or has none yet.
+   */
+  trafficFlag: unknown;
 }
 
 export interface BalancerRecord extends BalancerInfo {
@@ -201,7 +206,7 @@ export function overrideCovers(state: OverrideState, integration: string): boole
 }
 
 function readInfo(raw: string | null): BalancerInfo {
-  let parsed: { address?: unknown; queued?: { userPresent?: unknown; background?: unknown } | null } = {};
+  let parsed: { address?: unknown; queued?: { userPresent?: unknown; background?: unknown } | null; trafficFlag?: unknown } = {};
   try {
     parsed = raw ? JSON.parse(raw) : {};
   } catch {
@@ -211,5 +216,6 @@ function readInfo(raw: string | null): BalancerInfo {
   return {
     address: String(parsed.address ?? ''),
     queued: queued && Number.isFinite(queued.userPresent) && Number.isFinite(queued.background) ? { userPresent: Number(queued.userPresent), background: Number(queued.background) } : null,
+    trafficFlag: parsed.trafficFlag ?? null,
   };
 }

@@ -81,8 +81,12 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     await dialog.getByRole('button', { name: 'Apply' }).click();
     const applied = page.getByRole('status', { name: 'Change applied' });
     await applied.waitFor();
-    assert.match((await applied.textContent()) ?? '', /2 live balancers poll Unleash/);
+    // Then the page shows when every balancer's flag client has the new split.
+    const propagated = applied.getByTestId('traffic-propagated');
+    await propagated.waitFor({ timeout: 15_000 });
+    assert.match((await propagated.textContent()) ?? '', /^Every balancer has it \(2 of 2\), \d+\.\d s after the change\.$/);
     const traffic = (await stack.api('GET', '/traffic')).body;
+    assert.deepEqual(traffic.balancers.map((b: { trafficFlagUpToDate: boolean }) => b.trafficFlagUpToDate), [true, true]);
     assert.deepEqual(traffic.flag.integrations['bank-a'], { percent: 30, rolledBack: false });
     assert.equal(traffic.effectivePercent.integrations['bank-a'], 30);
     assert.equal(traffic.flag.integrations['bank-b'].percent, 0, 'only what was moved');

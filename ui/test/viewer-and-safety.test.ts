@@ -34,7 +34,7 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
   const heartbeat = () =>
     Promise.all([
       stack.fleet.ledger.heartbeat('baseline', { workerId: hostileWorkerId, address: '"><b>127.0.0.1:1</b>', capacity: 2, draining: false, runningLeaseIds: [] }),
-      overrides.balancerHeartbeat(hostileBalancerId, { address: '<i>here</i>', queued: { userPresent: 1, background: 4 } }),
+      overrides.balancerHeartbeat(hostileBalancerId, { address: '<i>here</i>', queued: { userPresent: 1, background: 4 }, trafficFlag: null }),
     ]);
   await heartbeat();
   const heartbeats = setInterval(() => void heartbeat().catch(() => undefined), 200);

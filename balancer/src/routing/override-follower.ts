@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '@headroom/common';
-import { noOverride, overrideCovers, parseOverride, type OverrideState, type OverrideStore, type QueueDepth } from '@headroom/fleet';
+import { noOverride, overrideCovers, parseOverride, type BalancerInfo, type OverrideState, type OverrideStore } from '@headroom/fleet';
 
 export interface OverrideFollowerOptions {
   store: OverrideStore;
@@ -14,8 +14,8 @@ export interface OverrideFollowerOptions {
    * what it returns resolves (the balancer waits for tasks already on their way to start).
    */
   onApplied(state: OverrideState): Promise<void> | void;
-  /** Tasks waiting at this balancer now, sent with each heartbeat for the control plane to show. */
-  queued(): QueueDepth;
+  /** What the balancer says of itself with each heartbeat besides its address: its queues, the traffic flag it has. */
+  describe(): Omit<BalancerInfo, 'address'>;
   logger: Logger;
 }
 
@@ -98,7 +98,7 @@ export class OverrideFollower {
   }
 
   private async heartbeat(): Promise<void> {
-    const stored = await this.options.store.balancerHeartbeat(this.options.balancerId, { address: this.address, queued: this.options.queued() });
+    const stored = await this.options.store.balancerHeartbeat(this.options.balancerId, { address: this.address, ...this.options.describe() });
     if (stored) this.offer(stored);
     // An acknowledgement lost to a Redis blip is sent again.
     if (this.settledVersion > this.ackedVersion) await this.acknowledge(this.settledVersion);

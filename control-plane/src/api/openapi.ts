@@ -152,7 +152,13 @@ const traffic: JsonSchema = {
     effectivePercent: { type: 'object', properties: { default: { type: 'integer' }, integrations: { type: 'object', additionalProperties: { type: 'integer' } } } },
     override,
     durable: { type: 'boolean' },
-    balancers: { type: 'array', items: balancer },
+    balancers: {
+      type: 'array',
+      items: {
+        allOf: [balancer],
+        properties: { trafficFlagUpToDate: { type: ['boolean', 'null'], description: 'Its flag client has the traffic flag as Unleash holds it now; null when it routes without the flag' } },
+      },
+    },
     lastRollback: { oneOf: [rollbackRecord, { type: 'null' }] },
   },
 };

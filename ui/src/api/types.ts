@@ -112,12 +112,17 @@ export interface IntegrationTraffic {
   rolledBack: boolean;
 }
 
+export interface TrafficBalancerView extends BalancerView {
+  /** Its flag client has the split Unleash holds now; null when it routes without the flag. */
+  trafficFlagUpToDate: boolean | null;
+}
+
 export interface TrafficView {
   flag: { name: string; enabled: boolean; defaultPercent: number; integrations: Record<string, IntegrationTraffic> };
   effectivePercent: { default: number; integrations: Record<string, number> };
   override: OverrideState | null;
   durable: boolean;
-  balancers: BalancerView[];
+  balancers: TrafficBalancerView[];
   lastRollback: RollbackRecord | null;
 }
 

@@ -1,4 +1,4 @@
-import { useCallback, useState } from 'react';
+import { useCallback, useEffect, useState } from 'react';
 import type { TrafficView } from '../api/types';
 import { ConfirmDialog } from '../components/ConfirmDialog';
 import { ErrorNotice } from '../components/ErrorNotice';
@@ -8,7 +8,7 @@ import { useAction } from '../hooks/useAction';
 import { usePolled } from '../hooks/usePolled';
 import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useSession, useWhyReadOnly } from '../session';
-import { formatAgo, formatTime } from '../format';
+import { formatTime } from '../format';
 
 /** The key of the default share among the rows (integration names cannot hold spaces). */
 const defaultKey = 'others (default)';
@@ -183,22 +183,50 @@ function ChangeList({ changes }: { changes: PlannedChange[] }) {
 }
 
 /**
- * Balancers read the flag from Unleash by polling; unlike a rollback, a split change is not
- * acknowledged by each balancer, so the page says what is known: when Unleash had it, and which
- * balancers are polling.
+ * Balancers read the flag from Unleash by polling (about every second); each says in its
+ * heartbeat which split its flag client has, and GET /traffic compares that with Unleash. So
+ * after a change the page asks again every half second until every balancer has it.
  */
 function AppliedChange({ changes, view, atUnixMs }: { changes: PlannedChange[]; view: TrafficView; atUnixMs: number }) {
+  const { client } = useSession();
+  const [caughtUpAtMs, setCaughtUpAtMs] = useState<number | undefined>();
+  const load = useCallback((signal: AbortSignal) => client.get<TrafficView>('/traffic', signal), [client]);
+  const polled = usePolled(load, caughtUpAtMs === undefined ? 500 : 5000);
+  const balancers = (polled.data ?? view).balancers;
+  const following = balancers.filter((b) => b.trafficFlagUpToDate !== null);
+  const waiting = following.filter((b) => b.trafficFlagUpToDate === false);
+  const allHaveIt = polled.data !== undefined && following.length > 0 && waiting.length === 0;
+  useEffect(() => {
+    if (allHaveIt && caughtUpAtMs === undefined) setCaughtUpAtMs(Date.now());
+  }, [allHaveIt, caughtUpAtMs]);
+  const withoutFlag = balancers.length - following.length;
   return (
     <section className="notice notice-success" role="status" aria-label="Change applied">
       <p className="notice-title">Applied in Unleash at {formatTime(atUnixMs)}</p>
       <ChangeList changes={changes} />
-      <p>
-        {view.balancers.length === 0
-          ? 'No balancer is running: each one reads the flag when it starts.'
-          : `${view.balancers.length} live balancer${view.balancers.length === 1 ? '' : 's'} poll${view.balancers.length === 1 ? 's' : ''} Unleash about every second and route by the new split from their next poll: ${view.balancers
-              .map((b) => `${b.balancerId} (heartbeat ${formatAgo(b.lastHeartbeatUnixMs, Date.now())})`)
-              .join(', ')}.`}
-      </p>
+      {balancers.length === 0 ? (
+        <p>No balancer is running: each one reads the flag when it starts.</p>
+      ) : caughtUpAtMs !== undefined ? (
+        <p data-testid="traffic-propagated">
+          Every balancer has it ({following.length} of {following.length}), {((caughtUpAtMs - atUnixMs) / 1000).toFixed(1)} s after the change.
+        </p>
+      ) : (
+        <p>
+          {following.length - waiting.length} of {following.length} balancers have it; waiting for{' '}
+          {waiting.map((b, i) => (
+            <span key={b.balancerId}>
+              {i > 0 && ', '}
+              <Truncated text={b.balancerId} />
+            </span>
+          ))}{' '}
+          (they poll Unleash about every second).
+        </p>
+      )}
+      {withoutFlag > 0 && (
+        <p className="stat-note">
+          {withoutFlag} balancer{withoutFlag === 1 ? ' routes' : 's route'} by a fixed split of {withoutFlag === 1 ? 'its' : 'their'} own, not by the flag: the change does not reach {withoutFlag === 1 ? 'it' : 'them'}.
+        </p>
+      )}
     </section>
   );
 }
