@@ -119,7 +119,20 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   const app = express();
   app.disable('x-powered-by');
   app.set('query parser', 'simple');
-  app.use(helmet());
+  app.use(
+    helmet({
+      contentSecurityPolicy: {
+        directives: {
+          // The control plane speaks plain HTTP unless a proxy in front adds TLS: upgrading the
+          // UI's requests to https would break it when opened at http://host:8080.
+          upgradeInsecureRequests: null,
+          // The UI has no inline styles (React and uPlot set them through the DOM) and no web fonts.
+          styleSrc: ["'self'"],
+          fontSrc: ["'self'"],
+        },
+      },
+    }),
+  );
   app.use((request, response, next) => {
     response.on('finish', () => metrics.requests.inc({ method: request.method, status: String(response.statusCode) }));
     next();

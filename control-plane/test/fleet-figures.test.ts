@@ -101,7 +101,10 @@ test('the control plane serves the built UI: assets cached, index.html for app r
     assert.equal(page.status, 200, route);
     assert.match(await page.text(), /<title>Headroom<\/title>/);
     assert.equal(page.headers.get('cache-control'), 'no-cache');
-    assert.match(page.headers.get('content-security-policy') ?? '', /script-src 'self'/);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    assert.match(csp, /script-src 'self'(;|$)/);
+    assert.match(csp, /style-src 'self'(;|$)/);
+    assert.doesNotMatch(csp, /upgrade-insecure-requests|unsafe-inline|unsafe-eval/, csp);
     assert.equal(page.headers.get('x-frame-options'), 'SAMEORIGIN');
     assert.equal(page.headers.get('x-content-type-options'), 'nosniff');
   }
