@@ -131,6 +131,15 @@ async function rollBackOneAndProfile(access: DemoAccess): Promise<void> {
   await until('the profile', timeouts.profileMs, async () => ((await api<{ status: string }>(access, 'GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined));
 }
 
+/** A step of the rollout through the UI: bank-d from 25% to 30%, until every balancer has it. */
+async function shiftTraffic(page: Page): Promise<void> {
+  await goTo(page, 'Traffic');
+  await page.getByLabel('bank-d: percent on the candidate').fill('30');
+  await page.getByRole('button', { name: 'Review 1 change…' }).click();
+  await page.getByRole('dialog', { name: 'Change the traffic split?' }).getByRole('button', { name: 'Apply' }).click();
+  await page.getByTestId('traffic-propagated').waitFor({ timeout: 20_000 });
+}
+
 /**
  * The overview (wide and narrow), traffic and parallelism first, in the steady state; then a
  * rollback of one integration and a CPU profile, and the pages that show them.
@@ -154,7 +163,9 @@ async function screenshot(access: DemoAccess): Promise<void> {
     };
     await save(wide.page, 'Overview', 'overview.png');
     await save(narrow.page, 'Overview', 'overview-narrow.png');
-    await save(wide.page, 'Traffic', 'traffic.png');
+    await shiftTraffic(wide.page);
+    await wide.page.screenshot({ path: path.join(outputDirectory, 'traffic.png') });
+    log('  traffic.png');
     await save(wide.page, 'Parallelism', 'parallelism.png');
     await rollBackOneAndProfile(access);
     await save(wide.page, 'Rollback', 'rollback.png');
