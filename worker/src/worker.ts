@@ -124,7 +124,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const registry = deps.registry ?? new Registry();
   const metrics = createWorkerMetrics(registry, () => gate);
   const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
-  // Run times of successful tasks per integration, merged in Redis for the latency ratio.
+  // Run times of successful tasks (and counts of failed ones) per integration, merged in Redis for the latency ratio and error rate.
   const latency = new LatencyRecorder(deps.redis, { keyPrefix: ledger.options.keyPrefix, cluster });
   const reports = new WorkerReports(deps.redis, ledger.options.keyPrefix);
   // Integration names become metric labels: keep their number bounded.
