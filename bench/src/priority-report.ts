@@ -24,12 +24,15 @@ function phaseRow(repetition: number, phase: string, priority: string, p: Priori
 
 export function priorityTables(result: PriorityResult): string {
   const summary = markdownTable(
-    ['user-present p99 before the spike ms', 'in the spike ms', 'spike ÷ before', 'user-present refused', 'background refused (all runs)', 'sent − answered by the balancer'],
+    ['user-present tasks before / in the spike', 'p50 ms before / in', 'p99 ms before', 'p99 ms in the spike', 'spike ÷ before', 'by run: p99 before / in, ratio', 'user-present refused', 'background refused (all runs)', 'sent − answered by the balancer'],
     [
       [
-        formatSpread(result.userPresentP99SteadyMs, 1),
-        formatSpread(result.userPresentP99SpikeMs, 1),
-        `${formatSpread(result.userPresentP99Ratio)}x`,
+        `${result.userPresentSteady.count} / ${result.userPresentSpike.count}`,
+        `${result.userPresentSteady.medianMs.toFixed(1)} / ${result.userPresentSpike.medianMs.toFixed(1)}`,
+        result.userPresentSteady.p99Ms.toFixed(1),
+        result.userPresentSpike.p99Ms.toFixed(1),
+        `${result.userPresentP99PooledRatio.toFixed(2)}x`,
+        `${formatSpread(result.userPresentP99SteadyMs, 1)} / ${formatSpread(result.userPresentP99SpikeMs, 1)}, ${formatSpread(result.userPresentP99Ratio)}x`,
         String(result.userPresentRejected),
         codes(result.backgroundRejectedByCode),
         String(result.sentMinusBalancerAnswers),
@@ -51,7 +54,7 @@ export function priorityTables(result: PriorityResult): string {
   );
   const repetitions = result.settings.repetitions;
   return [
-    `Median over ${repetitions} run${repetitions === 1 ? '' : 's'} (min..max); each run compares its spike with its own steady phase. Latency of the tasks that ran, from when each was due (open loop); refused = answered with an error instead (the code says why).`,
+    `${repetitions} run${repetitions === 1 ? '' : 's'}. User-present latency: every run's tasks pooled (one window holds few of them, so its p99 is about its slowest task); "by run": median (min..max) of each run's own, and of its spike over its own steady phase. Latency of the tasks that ran, from when each was due (open loop); refused = answered with an error instead (the code says why).`,
     '',
     summary,
     '',

@@ -16,7 +16,7 @@ import { LoadGenerator } from './load/generator';
 import type { OpenLoopSpec, PhaseResult } from './load/protocol';
 import type { Goal } from './report/goals';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
-import { spread, type Spread } from './report/stats';
+import { figures, spread, type Figures, type Spread } from './report/stats';
 
 export interface PrioritySettings {
   workerCount: number;
@@ -52,8 +52,8 @@ export const fullSettings: PrioritySettings = {
   userPresentShare: 0.1,
   spikeFactor: 10,
   leadInMs: 1_000,
-  steadyMs: 8_000,
-  spikeMs: 8_000,
+  steadyMs: 6_000,
+  spikeMs: 6_000,
   taskTimeoutMs: 2_000,
   maxQueuedTasks: 1_000,
   keptForUserPresentShare: 0.1,
@@ -108,6 +108,11 @@ export interface PriorityRun {
 export interface PriorityResult extends RunHeader<'priority', PrioritySettings> {
   capacityTasksPerSecond: number;
   runs: PriorityRun[];
+  /** Every run's user-present tasks pooled, before and in the spike. */
+  userPresentSteady: Figures;
+  userPresentSpike: Figures;
+  userPresentP99PooledRatio: number;
+  /** Per run, median and range. */
   userPresentP99SteadyMs: Spread;
   userPresentP99SpikeMs: Spread;
   /** Spike over steady, per run. */
@@ -178,10 +183,27 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
     cleanups.register(() => generators.background.close());
     const userRate = steadyRate * settings.userPresentShare;
     const backgroundRate = steadyRate - userRate;
-    const open = (tasksPerSecond: number, warmupMs: number, durationMs: number): OpenLoopSpec => ({ kind: 'open', target: 'balancer', tasksPerSecond, warmupMs, durationMs, maxOutstanding: 20_000 });
-    /** Both priorities at once; each phase ends when every call it sent was answered. */
+    const open = (tasksPerSecond: number, warmupMs: number, durationMs: number, keepLatencies: boolean): OpenLoopSpec => ({
+      kind: 'open',
+      target: 'balancer',
+      tasksPerSecond,
+      warmupMs,
+      durationMs,
+      maxOutstanding: 20_000,
+      keepLatencies,
+    });
+    /** Both priorities at once; each phase ends when every call it sent was answered. User-present latencies are kept, to pool the runs. */
     const phase = (backgroundFactor: number, warmupMs: number, durationMs: number) =>
-      Promise.all([generators.userPresent.run(open(userRate, warmupMs, durationMs), signal), generators.background.run(open(backgroundRate * backgroundFactor, warmupMs, durationMs), signal)]);
+      Promise.all([
+        generators.userPresent.run(open(userRate, warmupMs, durationMs, true), signal),
+        generators.background.run(open(backgroundRate * backgroundFactor, warmupMs, durationMs, false), signal),
+      ]);
+    // A window holds few user-present tasks, so its p99 is about its slowest one: the goal is judged on all runs' tasks together.
+    const userLatencies = { steady: [] as number[], spike: [] as number[] };
+    const keep = (into: number[], result: PhaseResult) => {
+      for (const figures of Object.values(result.byIntegration)) into.push(...(figures.latenciesMs ?? []));
+      for (const figures of Object.values(result.byIntegration)) delete figures.latenciesMs;
+    };
     progress(
       `capacity ${capacity.toFixed(0)} tasks/s; ${userRate.toFixed(1)} user-present and ${backgroundRate.toFixed(1)} background tasks/s ` +
         `(${Math.round(settings.steadyUtilisation * 100)}% of capacity), then background x${settings.spikeFactor}; ${settings.leadInMs} ms lead-in and ${settings.steadyMs} / ${settings.spikeMs} ms windows`,
@@ -197,6 +219,8 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       // The spike is measured from its first task: its start, when the queue fills, is part of it.
       const [userSpike, backgroundSpike] = await phase(settings.spikeFactor, 0, settings.spikeMs);
       const cpuPercentOfCore = cpu();
+      keep(userLatencies.steady, userSteady);
+      keep(userLatencies.spike, userSpike);
       const after = await balancerAnswers(balancer.metricsUrl, signal);
       const byOutcome = Object.fromEntries([...after].map(([key, count]) => [key, count - (before.get(key) ?? 0)]).filter(([, count]) => count !== 0));
       const r: PriorityRun = {
@@ -216,14 +240,15 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       );
       await sleep(settings.pauseMs, signal);
     }
-    return { ...run.header(), capacityTasksPerSecond: capacity, ...summarise(runs) };
+    return { ...run.header(), capacityTasksPerSecond: capacity, ...summarise(runs, figures(userLatencies.steady), figures(userLatencies.spike)) };
   } finally {
     await cleanups.runAll();
   }
 }
 
-function summarise(runs: readonly PriorityRun[]): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond'> {
+function summarise(runs: readonly PriorityRun[], steady: Figures, spike: Figures): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond'> {
   const userPresentP99Ratio = spread(runs.map((r) => r.spike.userPresent.p99Ms / r.steady.userPresent.p99Ms));
+  const pooledRatio = spike.p99Ms / steady.p99Ms;
   const userPresentRejected = sum(runs.flatMap((r) => [r.steady.userPresent, r.spike.userPresent].flatMap((p) => Object.values(p.rejectedByCode))));
   const backgroundRejectedByCode: Record<string, number> = {};
   for (const r of runs) {
@@ -235,7 +260,13 @@ function summarise(runs: readonly PriorityRun[]): Omit<PriorityResult, keyof Run
   const unclearRefusals = sum(Object.entries(backgroundRejectedByCode).filter(([code]) => !code.startsWith('HR_ERR_')).map(([, count]) => count));
   const sentMinusBalancerAnswers = sum(runs.map((r) => r.sent - r.balancerAnswers));
   const goalsFound: Goal[] = [
-    { name: 'user-present p99 in the spike over before it', target: `<= ${goals.userP99SpikeOverSteady}x`, measured: userPresentP99Ratio.median, digits: 2, met: userPresentP99Ratio.median <= goals.userP99SpikeOverSteady },
+    {
+      name: `user-present p99 in the spike over before it (all runs' tasks: ${spike.p99Ms.toFixed(0)} over ${steady.p99Ms.toFixed(0)} ms)`,
+      target: `<= ${goals.userP99SpikeOverSteady}x`,
+      measured: pooledRatio,
+      digits: 2,
+      met: pooledRatio <= goals.userP99SpikeOverSteady,
+    },
     { name: 'user-present tasks shed or refused', target: '= 0', measured: userPresentRejected, met: userPresentRejected === 0 },
     {
       name: 'background refusals without a Headroom error code',
@@ -252,6 +283,9 @@ function summarise(runs: readonly PriorityRun[]): Omit<PriorityResult, keyof Run
   ];
   return {
     runs: [...runs],
+    userPresentSteady: steady,
+    userPresentSpike: spike,
+    userPresentP99PooledRatio: pooledRatio,
     userPresentP99SteadyMs: spread(runs.map((r) => r.steady.userPresent.p99Ms)),
     userPresentP99SpikeMs: spread(runs.map((r) => r.spike.userPresent.p99Ms)),
     userPresentP99Ratio,

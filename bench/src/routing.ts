@@ -22,7 +22,7 @@ import type { PhaseResult } from './load/protocol';
 import type { Goal } from './report/goals';
 import type { LatencySummary } from './report/histogram';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
-import { failedCalls, spread, type Spread } from './report/stats';
+import { failedCalls, figures, spread, type Figures, type Spread } from './report/stats';
 
 export const policies = ['least-loaded', 'round-robin', 'random', 'power-of-two'] as const;
 export type Policy = (typeof policies)[number];
@@ -39,8 +39,15 @@ export interface RoutingSettings {
   slowWorkers: { count: number; sleep: SleepProfile };
   maxParallelismPerWorker: number;
   balancersPerPolicy: number;
-  /** Shares of the fleet's capacity offered as load. */
+  /** Shares of the fleet's measured capacity offered as load. */
   utilisations: readonly number[];
+  /**
+   * The capacity is measured first: a closed loop keeping this many times the fleet's slots in
+   * flight (so every slot is always taken), through the least-loaded balancers. On paper it is
+   * each worker's slots over its tasks' mean time; on a busy machine a slot is also held while
+   * the task travels to the worker and the lease comes back, so less is carried.
+   */
+  capacityProbe: { slotsMultiple: number; warmupMs: number; durationMs: number };
   repetitions: number;
   /** Load before each window: the previous policy's slow tasks end and the new one settles. */
   leadInMs: number;
@@ -59,8 +66,9 @@ export const fullSettings: RoutingSettings = {
   balancersPerPolicy: 3,
   utilisations: [0.7, 0.9],
   repetitions: 3,
-  leadInMs: 1_500,
-  windowMs: 5_000,
+  capacityProbe: { slotsMultiple: 2, warmupMs: 1_000, durationMs: 3_000 },
+  leadInMs: 1_000,
+  windowMs: 4_000,
   inflightSampleIntervalMs: 100,
   callTimeoutMs: 20_000,
   maxOutstanding: 4_096,
@@ -74,6 +82,7 @@ export const smokeSettings: RoutingSettings = {
   balancersPerPolicy: 1,
   utilisations: [0.7],
   repetitions: 1,
+  capacityProbe: { slotsMultiple: 2, warmupMs: 200, durationMs: 600 },
   leadInMs: 200,
   windowMs: 600,
 };
@@ -116,6 +125,13 @@ export interface PolicySummary {
   policy: Policy;
   utilisation: number;
   offeredTasksPerSecond: number;
+  /** Every repetition's tasks pooled (a window's p99 rests on a handful of tasks). */
+  tasks: number;
+  pooledP50Ms: number;
+  pooledP99Ms: number;
+  /** This policy's pooled p99 over least-loaded's. */
+  pooledP99OverLeastLoaded: number;
+  /** Per window, median and range over the repetitions. */
   p50Ms: Spread;
   p99Ms: Spread;
   /** This policy's p99 over least-loaded's, per repetition. */
@@ -128,6 +144,9 @@ export interface PolicySummary {
 }
 
 export interface RoutingResult extends RunHeader<'routing', RoutingSettings> {
+  /** Slots over tasks' mean time, on paper. */
+  nominalCapacityTasksPerSecond: number;
+  /** As measured, the load's reference. */
   capacityTasksPerSecond: number;
   windows: RoutingWindow[];
   summaries: PolicySummary[];
@@ -145,7 +164,7 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
   const { progress, signal } = options;
   const { keyPrefix, logDir } = benchPlace('routing');
   const cleanups = new Cleanups();
-  const capacity = fleetCapacityTasksPerSecond(settings);
+  const nominalCapacity = fleetCapacityTasksPerSecond(settings);
   try {
     progress(`starting ${settings.fastWorkers.count} fast and ${settings.slowWorkers.count} slow workers, ${settings.balancersPerPolicy} balancers per policy (key prefix ${keyPrefix}, logs in ${logDir})`);
     const group = (count: number, sleep: SleepProfile) => ({ cluster, count, maxParallelismPerWorker: settings.maxParallelismPerWorker, env: sleepHandlersEnv(sleep) });
@@ -185,12 +204,13 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
     const ledger = new Ledger(redis, { keyPrefix });
     const workerNameById = new Map(workerFleet.workers.map((w) => [w.workerId, w.name]));
 
+    const latenciesByWindow = new Map<string, number[]>();
     const measure = async (policy: Policy, utilisation: number, repetition: number): Promise<RoutingWindow> => {
       const generator = generators.get(policy)!;
       const pids = new Map([...workerFleet.pids, ...balancerFleets.get(policy)!.pids, ['generator', generator.pid]]);
       if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
       const phase = generator.run(
-        { kind: 'open', target: 'balancer', tasksPerSecond: utilisation * capacity, warmupMs: settings.leadInMs, durationMs: settings.windowMs, maxOutstanding: settings.maxOutstanding },
+        { kind: 'open', target: 'balancer', tasksPerSecond: utilisation * capacity, warmupMs: settings.leadInMs, durationMs: settings.windowMs, maxOutstanding: settings.maxOutstanding, keepLatencies: true },
         signal,
       );
       // Its failure is reported where it is awaited, below.
@@ -202,6 +222,8 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       const tasksAfter = await taskCounts(workerFleet.workers, signal);
       const cpuPercentOfCore = cpu();
       const result: PhaseResult = await phase;
+      // Kept apart from the record: the JSON holds the summaries, not every task.
+      latenciesByWindow.set(`${policy} ${utilisation} ${repetition}`, Object.values(result.byIntegration).flatMap((figures) => figures.latenciesMs ?? []));
       const ran = (names: (name: string) => boolean) => workerFleet.workers.filter((w) => names(w.name)).reduce((sum, w) => sum + tasksAfter.get(w.name)! - tasksBefore.get(w.name)!, 0);
       const allTasks = ran(() => true);
       return {
@@ -218,7 +240,13 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       };
     };
 
-    progress(`fleet capacity ${capacity.toFixed(0)} tasks/s; utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`);
+    // What the fleet carries when every slot is taken: the reference of the utilisations.
+    const slots = (settings.fastWorkers.count + settings.slowWorkers.count) * settings.maxParallelismPerWorker;
+    const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
+    const probe = await generators.get('least-loaded')!.run({ kind: 'closed', target: 'balancer', concurrency: slotsMultiple * slots, warmupMs, durationMs, maxCalls: 1_000_000 }, signal);
+    const capacity = probe.tasksPerSecond;
+    if (!(capacity > 0)) throw new Error(`the fleet carried no task while its capacity was measured: ${JSON.stringify(probe.errorsByCode)}`);
+    progress(`fleet capacity ${capacity.toFixed(0)} tasks/s measured (${nominalCapacity.toFixed(0)} on paper); utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`);
     const windows: RoutingWindow[] = [];
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
       for (const utilisation of settings.utilisations) {
@@ -234,8 +262,10 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
         }
       }
     }
-    const summaries = settings.utilisations.flatMap((utilisation) => policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows)));
-    return { ...run.header(), capacityTasksPerSecond: capacity, windows, summaries, goals: judge(summaries) };
+    const pooled = (policy: Policy, utilisation: number) =>
+      figures(Array.from({ length: settings.repetitions }, (_unused, i) => latenciesByWindow.get(`${policy} ${utilisation} ${i + 1}`) ?? []).flat());
+    const summaries = settings.utilisations.flatMap((utilisation) => policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows, pooled)));
+    return { ...run.header(), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, windows, summaries, goals: judge(summaries) };
   } finally {
     await cleanups.runAll();
   }
@@ -273,14 +303,19 @@ async function sampleInflight(ledger: Ledger, nameById: ReadonlyMap<string, stri
   return { meanByWorker, meanFast: meanOf(false), meanSlow: meanOf(true), meanSpread: samples > 0 ? spreadSum / samples : Number.NaN, samples };
 }
 
-function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: number, windows: readonly RoutingWindow[]): PolicySummary {
+function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: number, windows: readonly RoutingWindow[], pooled: (policy: Policy, utilisation: number) => Figures): PolicySummary {
   const mine = windows.filter((w) => w.policy === policy && w.utilisation === utilisation);
   const leastLoadedP99 = (repetition: number) => windows.find((w) => w.policy === 'least-loaded' && w.utilisation === utilisation && w.repetition === repetition)?.latency.p99Ms ?? Number.NaN;
   const of = (pick: (w: RoutingWindow) => number) => spread(mine.map(pick).filter(Number.isFinite));
+  const mineAll = pooled(policy, utilisation);
   return {
     policy,
     utilisation,
     offeredTasksPerSecond,
+    tasks: mineAll.count,
+    pooledP50Ms: mineAll.medianMs,
+    pooledP99Ms: mineAll.p99Ms,
+    pooledP99OverLeastLoaded: mineAll.p99Ms / pooled('least-loaded', utilisation).p99Ms,
     p50Ms: of((w) => w.latency.p50Ms),
     p99Ms: of((w) => w.latency.p99Ms),
     p99OverLeastLoaded: of((w) => w.latency.p99Ms / leastLoadedP99(w.repetition)),
@@ -297,22 +332,23 @@ function judge(summaries: readonly PolicySummary[]): Goal[] {
   for (const utilisation of new Set(summaries.map((s) => s.utilisation))) {
     const atLevel = summaries.filter((s) => s.utilisation === utilisation);
     const leastLoaded = atLevel.find((s) => s.policy === 'least-loaded')!;
-    const bestOther = atLevel.filter((s) => s.policy !== 'least-loaded').reduce((best, s) => (s.p99Ms.median < best.p99Ms.median ? s : best));
+    const bestOther = atLevel.filter((s) => s.policy !== 'least-loaded').reduce((best, s) => (s.pooledP99Ms < best.pooledP99Ms ? s : best));
     goalsFound.push({
-      name: `least-loaded p99 at ${Math.round(utilisation * 100)}% vs the best other policy (${bestOther.policy}, ${bestOther.p99Ms.median.toFixed(0)} ms)`,
+      name: `least-loaded p99 at ${Math.round(utilisation * 100)}%, all repetitions' tasks, vs the best other policy (${bestOther.policy}, ${bestOther.pooledP99Ms.toFixed(0)} ms)`,
       target: 'lowest of the four (ms)',
-      measured: leastLoaded.p99Ms.median,
-      met: leastLoaded.p99Ms.median <= bestOther.p99Ms.median,
+      measured: leastLoaded.pooledP99Ms,
+      digits: 0,
+      met: leastLoaded.pooledP99Ms <= bestOther.pooledP99Ms,
     });
   }
   const roundRobinAt90 = summaries.find((s) => s.policy === 'round-robin' && s.utilisation === 0.9);
   if (roundRobinAt90) {
     goalsFound.push({
-      name: 'round-robin p99 over least-loaded p99 at 90%',
+      name: "round-robin p99 over least-loaded p99 at 90%, all repetitions' tasks",
       target: `>= ${goals.p99RatioRoundRobinOverLeastLoadedAt90}x`,
-      measured: roundRobinAt90.p99OverLeastLoaded.median,
+      measured: roundRobinAt90.pooledP99OverLeastLoaded,
       digits: 2,
-      met: roundRobinAt90.p99OverLeastLoaded.median >= goals.p99RatioRoundRobinOverLeastLoadedAt90,
+      met: roundRobinAt90.pooledP99OverLeastLoaded >= goals.p99RatioRoundRobinOverLeastLoadedAt90,
     });
   }
   return goalsFound;

@@ -36,10 +36,12 @@ export function scaleTables(result: ScaleResult): string {
     ]),
   );
   const capacity = markdownTable(
-    ['deployment', 'Redis shards', 'workers per shard', 'balancers', `tasks/s at ${s.plannedShareOfCore * 100}% of each thread`, 'tasks/s at 100% (saturated)'],
+    ['deployment', 'Redis shards', 'busy workers per shard', 'balancers', `tasks/s at ${s.plannedShareOfCore * 100}% of each thread`, 'tasks/s at 100% (saturated)'],
     result.capacity.map((row) => [row.label, String(row.redisShards), whole(row.workers), String(row.balancers), whole(row.plannedTasksPerSecond), whole(row.saturatedTasksPerSecond)]),
   );
-  const w = result.perWorkerSecondUs.median;
+  const idle = result.perWorkerSecondUs.median;
+  const w = idle + result.busyWorkerExtraUs;
+  const heartbeatIdle = result.scripts.find((c) => c.script === 'heartbeat-idle')?.mainThreadCpuUsPerCall.median ?? Number.NaN;
   const b = result.perBalancerSecondUs.median;
   const t = result.perTaskUs.median;
   return [
@@ -51,11 +53,13 @@ export function scaleTables(result: ScaleResult): string {
     '',
     fleet,
     '',
-    `The model, with the medians (per worker-second W = ${w.toFixed(1)} µs, per balancer-second B = ${b.toFixed(0)} µs, per task T = ${t.toFixed(1)} µs): Redis runs commands on one thread, so a deployment fits while workers × W + balancers × B + tasks/s × T stays under the share of a second it may use (${s.plannedShareOfCore * 100}% planned, leaving the rest for bursts, balancers waking queued tasks over pub/sub, and persistence). tasks/s = (share × 1,000,000 − workers × W − balancers × B) ÷ T. With Redis Cluster, every key of one Headroom cluster shares a hash tag, so each cluster's ledger lives on one shard: a shard carries its cluster's workers and tasks, and every balancer's sweeps and reads of that cluster (counted here in full on every shard, which overstates it); tasks/s adds up over shards.`,
+    `An idle worker costs Redis ${idle.toFixed(0)} µs a second: its heartbeat (${heartbeatIdle.toFixed(0)} µs, once a second) and the figures it reports for the admin UI and the latency ratio (the rest). A worker running ${s.scripts.leasesPerHeartbeat} tasks renews their leases with each heartbeat: ${result.busyWorkerExtraUs.toFixed(0)} µs more (heartbeat-busy − heartbeat-idle above).`,
+    '',
+    `The model, with the medians (per busy worker-second W = ${w.toFixed(1)} µs, per balancer-second B = ${b.toFixed(0)} µs, per task T = ${t.toFixed(1)} µs): Redis runs commands on one thread, so a deployment fits while workers × W + balancers × B + tasks/s × T stays under the share of a second it may use (${s.plannedShareOfCore * 100}% planned, leaving the rest for bursts, balancers waking queued tasks over pub/sub, and persistence). tasks/s = (share × 1,000,000 − workers × W − balancers × B) ÷ T. With Redis Cluster, every key of one Headroom cluster shares a hash tag, so each cluster's ledger lives on one shard: a shard carries its cluster's workers and tasks, and every balancer's sweeps and reads of that cluster (counted here in full on every shard, which overstates it); tasks/s adds up over shards.`,
     '',
     capacity,
     '',
-    `One Redis thread alone would carry ${whole(1e6 / t)} tasks/s with no workers or balancers, or ${whole(1e6 / w)} idle workers.`,
+    `One Redis thread alone would carry ${whole(1e6 / t)} tasks/s with no workers or balancers, or ${whole(1e6 / w)} busy workers (${whole(1e6 / idle)} idle ones) and no tasks.`,
     '',
     goalsTable(result.goals),
   ].join('\n');

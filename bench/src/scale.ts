@@ -41,7 +41,7 @@ export interface ScaleSettings {
     /** Each task sleeps this long in the worker (demo handler). */
     taskSleepMs: number;
     tasksPerSecond: number;
-    /** Workers heartbeat every second and report their figures every 2 s: a window of 4 s holds whole cycles. */
+    /** Workers heartbeat every second and report their figures every 2 s: a window of 3 s or more holds at least one of each. */
     idleWindowMs: number;
     loadLeadInMs: number;
     loadWindowMs: number;
@@ -52,8 +52,9 @@ export interface ScaleSettings {
 }
 
 export const fullSettings: ScaleSettings = {
-  scripts: { workers: 100, leasesPerHeartbeat: 30, callsPerScript: 5_000, concurrency: 16, repetitions: 3 },
-  fleet: { workers: 8, maxParallelismPerWorker: 16, balancers: 2, taskSleepMs: 10, tasksPerSecond: 500, idleWindowMs: 4_000, loadLeadInMs: 1_000, loadWindowMs: 4_000, repetitions: 3 },
+  scripts: { workers: 100, leasesPerHeartbeat: 30, callsPerScript: 3_000, concurrency: 16, repetitions: 3 },
+  // 250 tasks/s: well under what the fleet and this machine carry, so that tasks do not queue (queued tasks add pub/sub to the cost).
+  fleet: { workers: 8, maxParallelismPerWorker: 16, balancers: 2, taskSleepMs: 10, tasksPerSecond: 250, idleWindowMs: 3_000, loadLeadInMs: 1_000, loadWindowMs: 3_000, repetitions: 3 },
   plannedShareOfCore: 0.5,
 };
 
@@ -101,7 +102,8 @@ const scriptCalls = (spent: RedisSpent) => {
   return { calls, usec };
 };
 
-export const scriptNames = ['reserve', 'release', 'heartbeat', 'sweep'] as const;
+/** heartbeat-busy: of a worker running leasesPerHeartbeat tasks (it renews each lease); heartbeat-idle: of one running none. */
+export const scriptNames = ['reserve', 'release', 'heartbeat-busy', 'heartbeat-idle', 'sweep'] as const;
 export type ScriptName = (typeof scriptNames)[number];
 
 export interface ScriptCost {
@@ -147,7 +149,10 @@ export interface ScaleResult extends RunHeader<'scale', ScaleSettings> {
   privateRedisVersion: string;
   scripts: ScriptCost[];
   fleetRuns: FleetMeasurement[];
+  /** Of an idle worker (fleet measurement). */
   perWorkerSecondUs: Spread;
+  /** What a worker's heartbeat costs more when every one of its leasesPerHeartbeat slots runs a task (scripts alone). */
+  busyWorkerExtraUs: number;
   perBalancerSecondUs: Spread;
   perTaskUs: Spread;
   capacity: CapacityRow[];
@@ -193,13 +198,14 @@ async function measureScripts(redis: Redis, settings: ScaleSettings['scripts'], 
   try {
     for (const workerId of workerIds) await heartbeat(workerId, []);
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
-      // reserve, then release what was reserved, then heartbeats of workers each running leasesPerHeartbeat tasks, then sweeps; in turn.
+      // reserve, then release what was reserved, then heartbeats of idle workers, then of workers each running leasesPerHeartbeat tasks, then sweeps; in turn.
       const leases: string[] = [];
       await timed('reserve', settings.callsPerScript, async () => {
         const reservation = await ledger.reserve(cluster, { priority: 'user', balancerId: 'bench', waitIfNone: false });
         if (reservation.ok) leases.push(reservation.leaseId);
       });
       await timed('release', leases.length, (i) => ledger.release(cluster, leases[i]!));
+      await timed('heartbeat-idle', settings.callsPerScript, (i) => heartbeat(workerIds[i % workerIds.length]!, []));
       const running = new Map<string, string[]>();
       for (const workerId of workerIds) {
         const ids: string[] = [];
@@ -209,7 +215,7 @@ async function measureScripts(redis: Redis, settings: ScaleSettings['scripts'], 
         }
         running.set(workerId, ids);
       }
-      await timed('heartbeat', settings.callsPerScript, (i) => {
+      await timed('heartbeat-busy', settings.callsPerScript, (i) => {
         const workerId = workerIds[i % workerIds.length]!;
         return heartbeat(workerId, running.get(workerId)!);
       });
@@ -294,15 +300,16 @@ async function measureFleet(redisUrl: string, redis: Redis, settings: ScaleSetti
 const deployments: readonly Omit<CapacityRow, 'plannedTasksPerSecond' | 'saturatedTasksPerSecond'>[] = [
   { label: 'small', redisShards: 1, workers: 100, balancers: 3 },
   { label: 'medium', redisShards: 1, workers: 1_000, balancers: 10 },
-  { label: 'large', redisShards: 1, workers: 5_000, balancers: 30 },
+  { label: 'large', redisShards: 1, workers: 2_000, balancers: 20 },
   { label: 'Redis Cluster, 4 Headroom clusters', redisShards: 4, workers: 1_000, balancers: 30 },
-  { label: 'Redis Cluster, 16 Headroom clusters', redisShards: 16, workers: 2_000, balancers: 60 },
+  { label: 'Redis Cluster, 16 Headroom clusters', redisShards: 16, workers: 1_000, balancers: 60 },
 ];
 
 /**
  * tasks/s one thread carries = (share of the thread − workers × their cost per second − balancers ×
- * theirs) ÷ cost per task. A balancer's cost counts in full on every shard: it sweeps and reads every
- * cluster it serves, so this overstates a shard's share of it.
+ * theirs) ÷ cost per task, with every worker busy (its heartbeat renews a lease per running task).
+ * A balancer's cost counts in full on every shard: it sweeps and reads every cluster it serves, so
+ * this overstates a shard's share of it.
  */
 export function tasksPerSecondCarried(costs: { perWorkerSecondUs: number; perBalancerSecondUs: number; perTaskUs: number }, deployment: { workers: number; balancers: number }, shareOfCore: number): number {
   const leftUs = shareOfCore * 1e6 - deployment.workers * costs.perWorkerSecondUs - deployment.balancers * costs.perBalancerSecondUs;
@@ -337,7 +344,10 @@ export async function runScale(options: ScaleOptions): Promise<ScaleResult> {
     const perWorkerSecondUs = spread(fleetRuns.map((m) => m.perWorkerSecondUs));
     const perBalancerSecondUs = spread(fleetRuns.map((m) => m.perBalancerSecondUs));
     const perTaskUs = spread(fleetRuns.map((m) => m.perTaskUs));
-    const costs = { perWorkerSecondUs: perWorkerSecondUs.median, perBalancerSecondUs: perBalancerSecondUs.median, perTaskUs: perTaskUs.median };
+    // A busy worker's heartbeat renews a lease per running task: what that adds, by the scripts alone (one heartbeat a second).
+    const cpuOf = (name: ScriptName) => scripts.find((c) => c.script === name)!.mainThreadCpuUsPerCall.median;
+    const busyWorkerExtraUs = cpuOf('heartbeat-busy') - cpuOf('heartbeat-idle');
+    const costs = { perWorkerSecondUs: perWorkerSecondUs.median + busyWorkerExtraUs, perBalancerSecondUs: perBalancerSecondUs.median, perTaskUs: perTaskUs.median };
     const capacity = deployments.map((d) => ({
       ...d,
       plannedTasksPerSecond: d.redisShards * tasksPerSecondCarried(costs, d, settings.plannedShareOfCore),
@@ -350,6 +360,7 @@ export async function runScale(options: ScaleOptions): Promise<ScaleResult> {
       scripts,
       fleetRuns,
       perWorkerSecondUs,
+      busyWorkerExtraUs,
       perBalancerSecondUs,
       perTaskUs,
       capacity,

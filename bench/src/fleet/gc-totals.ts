@@ -14,6 +14,8 @@ import { getText } from './http-get';
 export const gcTotalsPortEnv = 'HEADROOM_BENCH_GC_TOTALS_PORT';
 /** For gc-observing-handlers.ts: a handlers module to count the GC of (a path `require` takes), instead of the demo handlers. */
 export const innerHandlersEnv = 'HEADROOM_BENCH_INNER_HANDLERS';
+/** What makes a process that preloads gc-on-signal.ts run a full GC. */
+export const gcSignal = 'SIGUSR2';
 
 /** GC kinds as prom-client labels them: minor = scavenge, major = mark-sweep-compact. */
 export const gcKinds = ['minor', 'major', 'incremental', 'weakcb'] as const;

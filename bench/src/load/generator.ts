@@ -63,11 +63,11 @@ export class LoadGenerator {
   /**
    * Runs one phase; rejects when `signal` aborts (the generator is then stopped). When `stop`
    * aborts, an open-loop phase sends no more calls and resolves once the outstanding ones are answered.
+   * After `limitMs` (by default the phase's own length and 30 s) the generator counts as stuck and is stopped.
    */
-  run(spec: PhaseSpec, signal: AbortSignal, stop?: AbortSignal): Promise<PhaseResult> {
+  run(spec: PhaseSpec, signal: AbortSignal, stop?: AbortSignal, limitMs = spec.warmupMs + spec.durationMs + phaseSlackMs): Promise<PhaseResult> {
     if (this.exited) return Promise.reject(new Error('the load generator is not running'));
     const id = this.nextId++;
-    const limitMs = spec.warmupMs + spec.durationMs + phaseSlackMs;
     return new Promise<PhaseResult>((resolve, reject) => {
       const timer = setTimeout(() => fail(new Error(`phase ${JSON.stringify(spec)} took longer than ${limitMs} ms`)), limitMs);
       const onAbort = () => fail(signal.reason instanceof Error ? signal.reason : new Error('aborted'));

@@ -98,7 +98,7 @@ export function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSignal): Pr
   const intervalMs = 1000 / spec.tasksPerSecond;
   const warmupCalls = Math.round(spec.warmupMs / intervalMs);
   let totalCalls = warmupCalls + Math.max(1, Math.round(spec.durationMs / intervalMs));
-  const measuredCalls = new PhaseFigures();
+  const measuredCalls = new PhaseFigures(spec.keepLatencies);
   const sendLag = new LatencyHistogram();
   let dropped = 0;
   let next = 0;

@@ -49,7 +49,7 @@ export interface ClosedLoopSpec {
   durationMs: number;
   /** Upper bound on calls, whatever the time. */
   maxCalls: number;
-  /** Return every latency by integration too (at most maxKeptLatencies). */
+  /** Return every latency by integration too (at most maxKeptLatencies), to pool several phases' tasks. */
   keepLatencies?: boolean;
 }
 
@@ -65,6 +65,8 @@ export interface OpenLoopSpec {
   durationMs: number;
   /** Calls due while this many are outstanding are not sent and count as dropped. */
   maxOutstanding: number;
+  /** Return every latency by integration too (at most maxKeptLatencies), to pool several phases' tasks. */
+  keepLatencies?: boolean;
 }
 
 export type PhaseSpec = ClosedLoopSpec | OpenLoopSpec;
