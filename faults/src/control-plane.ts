@@ -1,0 +1,66 @@
+/** The control plane CLI as a process of its own, on the stack's Redis and a real Unleash. */
+import type { TestContext } from 'node:test';
+import { randomBytes } from 'node:crypto';
+import { spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
+import { cliPaths, keyPrefix, readyTimeoutMs, type FlagSource } from './stack';
+
+const apiTimeoutMs = 15_000;
+
+export interface ApiAnswer {
+  status: number;
+  /** The JSON answered (undefined for an empty body). */
+  body: unknown;
+}
+
+/** The HR_ERR_* code of an error answer (`{"error": {"code"}}`), if any. */
+export function apiErrorCode(answer: ApiAnswer): string | undefined {
+  return (answer.body as { error?: { code?: string } } | undefined)?.error?.code;
+}
+
+export interface ControlPlaneProcess {
+  readonly url: string;
+  readonly process: ReadyProcess;
+  /** Calls /api/v1 as an operator (15 s at most). */
+  api(method: 'GET' | 'PUT' | 'POST', path: string, body?: unknown): Promise<ApiAnswer>;
+}
+
+/** Unique flag names, so that cases sharing one Unleash server never see each other's flags. */
+export function uniqueFlags(unleash: { url: string; clientToken: string }): FlagSource {
+  const tag = randomBytes(4).toString('hex');
+  return { unleashUrl: unleash.url, clientToken: unleash.clientToken, candidateFlag: `faults-${tag}.candidate-cluster`, parallelismFlag: `faults-${tag}.max-parallelism` };
+}
+
+export async function startControlPlaneProcess(t: TestContext, redisUrl: string, adminToken: string, flags: FlagSource, integrations: string[]): Promise<ControlPlaneProcess> {
+  const operatorToken = randomBytes(16).toString('hex');
+  const process = await spawnReady(t, cliPaths.controlPlane, [
+    '--port', '0',
+    '--redis-url', redisUrl,
+    '--key-prefix', keyPrefix,
+    '--unleash-url', flags.unleashUrl,
+    '--unleash-admin-token', adminToken,
+    '--candidate-flag', flags.candidateFlag,
+    '--parallelism-flag', flags.parallelismFlag,
+    '--integrations', integrations.join(','),
+    '--operator-tokens', `faults=${operatorToken}`,
+    '--ui-dir', 'none',
+  ], readyTimeoutMs);
+  const url = (process.ready as unknown as { url: string }).url;
+  return {
+    url,
+    process,
+    async api(method, path, body) {
+      try {
+        const response = await fetch(`${url}/api/v1${path}`, {
+          method,
+          headers: { authorization: `Bearer ${operatorToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+          signal: AbortSignal.timeout(apiTimeoutMs),
+        });
+        const text = await response.text();
+        return { status: response.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
+      } catch (error) {
+        throw new Error(`${method} /api/v1${path} within ${apiTimeoutMs} ms: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+      }
+    },
+  };
+}

@@ -1,0 +1,173 @@
+/**
+ * A Headroom fleet of real processes (worker and balancer CLIs) on a private Redis, to break on
+ * purpose. Every process serves its metrics, so the suite reads each worker's own figures (in
+ * flight, max parallelism, high-water mark) and each balancer's tallies from outside.
+ */
+import type { TestContext } from 'node:test';
+import * as path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import type { Redis } from 'ioredis';
+import { Ledger } from '@headroom/fleet';
+import { BalancerService, type BalancerClient } from '@headroom/proto';
+import { startPrivateRedis, type PrivateRedis } from '@headroom/common/dist/src/testing';
+import { connected, demoHandlersPath, spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
+
+const root = path.join(__dirname, '..', '..', '..');
+export const cliPaths = {
+  worker: path.join(root, 'worker', 'dist', 'src', 'cli.js'),
+  balancer: path.join(root, 'balancer', 'dist', 'src', 'cli.js'),
+  controlPlane: path.join(root, 'control-plane', 'dist', 'src', 'cli.js'),
+  bankSimulator: path.join(root, 'sim', 'dist', 'src', 'bank', 'cli.js'),
+};
+export const handlersPaths = {
+  /** sleepMs / cpuMs / fail payloads (sim/src/handlers/demo.ts). */
+  demo: demoHandlersPath,
+  /** Calls the simulated bank at HEADROOM_BANK_URL (sim/src/handlers/bank.ts). */
+  bank: path.join(root, 'sim', 'dist', 'src', 'handlers', 'bank.js'),
+};
+
+/** Short heartbeats so that a silent worker leaves the ledger within about a second. */
+export const heartbeatIntervalMs = 200;
+export const heartbeatTimeoutMs = 1000;
+export const keyPrefix = 'hr';
+/** How long a process may take to print its ready line on a busy shared machine. */
+export const readyTimeoutMs = 30_000;
+
+/** Where balancers and workers read their flags (a real Unleash server). */
+export interface FlagSource {
+  unleashUrl: string;
+  clientToken: string;
+  candidateFlag: string;
+  parallelismFlag: string;
+}
+
+export interface WorkerSpec {
+  workerId: string;
+  cluster: string;
+  /** Its own setting (--max-parallelism); a flag may override it. */
+  maxParallelism: number;
+  handlers?: keyof typeof handlersPaths;
+}
+
+export interface StackOptions {
+  workers: WorkerSpec[];
+  balancerCount: number;
+  /** Extra balancer CLI flags, e.g. --max-queued-tasks. */
+  balancerArgs?: string[];
+  flags?: FlagSource;
+}
+
+interface FleetProcess {
+  readonly id: string;
+  readonly process: ReadyProcess;
+  readonly metricsPort: number;
+  /** False once the suite stopped or killed it. */
+  alive: boolean;
+}
+
+export interface WorkerProcess extends FleetProcess {
+  readonly kind: 'worker';
+  readonly cluster: string;
+}
+
+export interface BalancerProcess extends FleetProcess {
+  readonly kind: 'balancer';
+  readonly client: BalancerClient;
+}
+
+export interface FaultStack {
+  readonly redis: PrivateRedis;
+  /** A connection of the suite's own, to read the ledger (and flush it). */
+  readonly ledgerRedis: Redis;
+  readonly ledger: Ledger;
+  readonly workers: WorkerProcess[];
+  readonly balancers: BalancerProcess[];
+  readonly clusters: string[];
+  worker(workerId: string): WorkerProcess;
+  liveWorkers(cluster?: string): WorkerProcess[];
+  liveBalancers(): BalancerProcess[];
+  /**
+   * Sends `signal` and waits for the process to exit (SIGKILL after `exitTimeoutMs`, and the
+   * answer says so); it counts as dead from the moment of the signal.
+   */
+  stop(target: FleetProcess, signal: NodeJS.Signals, exitTimeoutMs?: number): Promise<{ exitCode: number | null; killedAfterTimeout: boolean }>;
+}
+
+function flagArgs(flags: FlagSource | undefined, forBalancer: boolean): string[] {
+  if (!flags) return [];
+  return [
+    '--unleash-url', flags.unleashUrl,
+    '--unleash-client-token', flags.clientToken,
+    // Faster than the default 1 s, so convergence after Unleash returns is measured in polls of 200 ms.
+    '--flags-refresh-interval-ms', '200',
+    '--parallelism-flag', flags.parallelismFlag,
+    ...(forBalancer ? ['--candidate-flag', flags.candidateFlag] : []),
+  ];
+}
+
+export async function startWorkerProcess(t: TestContext, redisUrl: string, spec: WorkerSpec, flags?: FlagSource): Promise<WorkerProcess> {
+  const process = await spawnReady(t, cliPaths.worker, [
+    '--redis-url', redisUrl,
+    '--key-prefix', keyPrefix,
+    '--cluster', spec.cluster,
+    '--worker-id', spec.workerId,
+    '--handlers', handlersPaths[spec.handlers ?? 'demo'],
+    '--max-parallelism', String(spec.maxParallelism),
+    '--heartbeat-interval-ms', String(heartbeatIntervalMs),
+    '--metrics-port', '0',
+    ...flagArgs(flags, false),
+  ], readyTimeoutMs);
+  return { kind: 'worker', id: spec.workerId, cluster: spec.cluster, process, metricsPort: process.ready.metricsPort!, alive: true };
+}
+
+export async function startBalancerProcess(t: TestContext, redisUrl: string, balancerId: string, extraArgs: string[] = [], flags?: FlagSource): Promise<BalancerProcess> {
+  const process = await spawnReady(t, cliPaths.balancer, [
+    '--redis-url', redisUrl,
+    '--key-prefix', keyPrefix,
+    '--balancer-id', balancerId,
+    '--heartbeat-timeout-ms', String(heartbeatTimeoutMs),
+    '--metrics-port', '0',
+    ...extraArgs,
+    ...flagArgs(flags, true),
+  ], readyTimeoutMs);
+  const client = new BalancerService(process.ready.address, grpc.credentials.createInsecure());
+  t.after(() => client.close());
+  return { kind: 'balancer', id: balancerId, process, metricsPort: process.ready.metricsPort!, client, alive: true };
+}
+
+/** Starts Redis, then the workers, then the balancers (which read the ledger at start). */
+export async function startStack(t: TestContext, options: StackOptions): Promise<FaultStack> {
+  const redis = await startPrivateRedis();
+  t.after(() => redis.stop(true));
+  const ledgerRedis = await connected(redis.url);
+  t.after(() => ledgerRedis.disconnect());
+  const workers = await Promise.all(options.workers.map((spec) => startWorkerProcess(t, redis.url, spec, options.flags)));
+  const balancers = await Promise.all(
+    Array.from({ length: options.balancerCount }, (_, i) => startBalancerProcess(t, redis.url, `b${i}`, options.balancerArgs, options.flags)),
+  );
+  const clusters = [...new Set(options.workers.map((w) => w.cluster))].sort();
+  return {
+    redis,
+    ledgerRedis,
+    ledger: new Ledger(ledgerRedis, { keyPrefix }),
+    workers,
+    balancers,
+    clusters,
+    worker(workerId) {
+      const found = workers.find((w) => w.id === workerId);
+      if (!found) throw new Error(`no worker ${workerId} in this stack`);
+      return found;
+    },
+    liveWorkers: (cluster) => workers.filter((w) => w.alive && (cluster === undefined || w.cluster === cluster)),
+    liveBalancers: () => balancers.filter((b) => b.alive),
+    async stop(target, signal, exitTimeoutMs = 20_000) {
+      target.alive = false;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), exitTimeoutMs)));
+      const outcome = await Promise.race([target.process.kill(signal).then(() => 'exited' as const), timedOut]);
+      clearTimeout(timer);
+      if (outcome === 'timeout') await target.process.kill('SIGKILL');
+      return { exitCode: target.process.child.exitCode, killedAfterTimeout: outcome === 'timeout' };
+    },
+  };
+}
