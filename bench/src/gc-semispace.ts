@@ -53,7 +53,7 @@ export const fullSettings: GcSemiSpaceSettings = {
   load: { tasksPerSecond: 200, integration: 'bank-a', allocateKb: 100, taskSleepMs: 50, maxOutstanding: 1024, callTimeoutMs: 10_000 },
   // Sized so that all of `npm run bench` fits in 15 minutes on this machine: 30 scavenges a window at the larger size.
   leadInMs: 2_000,
-  windowMs: 6_000,
+  windowMs: 5_000,
   scrapeIntervalMs: 1_000,
   scrapeTimeoutMs: 5_000,
 };

@@ -47,7 +47,7 @@ export const fullSettings: OverheadSettings = {
   // 128 = the workers' slots; 64 stays below them; 256 overfills them, so tasks wait in the balancer's queue.
   // Windows sized so that all of `npm run bench` fits in 15 minutes on this machine.
   ceiling: { concurrencies: [64, 128, 256], warmupMs: 1_000, durationMs: 3_000 },
-  latency: { goalTasksPerSecond: 1_000, ceilingShares: [0.25, 0.5, 0.75], repetitions: 3, leadInMs: 500, durationMs: 3_000, maxOutstanding: 2_048 },
+  latency: { goalTasksPerSecond: 1_000, ceilingShares: [0.25, 0.5, 0.75], repetitions: 3, leadInMs: 500, durationMs: 2_500, maxOutstanding: 2_048 },
 };
 
 /** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */

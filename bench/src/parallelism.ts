@@ -65,10 +65,11 @@ export const fullSettings: ParallelismSettings = {
     { name: 'bank-d', weight: 1 },
   ],
   leadInMs: 1_000,
-  windowMs: 4_000,
+  windowMs: 3_000,
   referenceWindowMs: 20_000,
   callTimeoutMs: 30_000,
-  drainTimeoutMs: 10_000,
+  // The banks' slowest answers take seconds: a few tasks may outlive this, the rest have ended.
+  drainTimeoutMs: 3_000,
   scrapeIntervalMs: 1_000,
   scrapeTimeoutMs: 5_000,
 };

@@ -49,8 +49,14 @@ export function priorityTables(result: PriorityResult): string {
     ]),
   );
   const perRun = markdownTable(
-    ['#', 'sent (lead-in included)', "the balancer's final answers, by priority and outcome", 'CPU % of core: balancer / generators / workers / redis'],
-    result.runs.map((r) => [String(r.repetition), String(r.sent), codes(r.balancerAnswersByPriorityAndOutcome), cpuBreakdown(r)]),
+    ['#', 'sent (lead-in included)', "the balancer's final answers, by priority and outcome", 'user-present mean wait for a slot ms: before / in the spike', 'CPU % of core: balancer / generators / workers / redis'],
+    result.runs.map((r) => [
+      String(r.repetition),
+      String(r.sent),
+      codes(r.balancerAnswersByPriorityAndOutcome),
+      `${r.userPresentMeanSlotWaitMs.steady.toFixed(1)} / ${r.userPresentMeanSlotWaitMs.spike.toFixed(1)}`,
+      cpuBreakdown(r),
+    ]),
   );
   const repetitions = result.settings.repetitions;
   return [
@@ -76,7 +82,7 @@ export function priorityMarkdown(result: PriorityResult): string {
 ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n\n' : ''}- Date: ${result.startedAt}
 - Machine: ${formatMachine(result.machine)}; Redis ${result.redisVersion}, shared, on 127.0.0.1
 - Command: \`${result.command}\` (from the repository root)
-- Setup: 1 balancer (\`--max-queued-tasks ${s.maxQueuedTasks} --kept-for-user-present-share ${s.keptForUserPresentShare} --metrics-port 0\`) and ${s.workerCount} workers at max parallelism ${s.maxParallelismPerWorker}, every task sleeping ${s.taskSleepMs} ms (demo handler): capacity ${result.capacityTasksPerSecond.toFixed(0)} tasks/s. Two load-generator processes, one per priority. Everything shares the ${result.machine.nproc} cores.
+- Setup: 1 balancer (\`--max-queued-tasks ${s.maxQueuedTasks} --kept-for-user-present-share ${s.keptForUserPresentShare} --metrics-port 0\`) and ${s.workerCount} workers at max parallelism ${s.maxParallelismPerWorker}, every task sleeping ${s.taskSleepMs} ms (demo handler). Capacity measured first, ${result.capacityTasksPerSecond.toFixed(0)} tasks/s: a closed loop keeping ${s.capacityProbe.slotsMultiple} times the slots in flight (${s.capacityProbe.warmupMs} ms warm-up, ${s.capacityProbe.durationMs} ms measured; on paper ${result.nominalCapacityTasksPerSecond.toFixed(0)} tasks/s, but a slot is also held while the task travels and its lease comes back). Two load-generator processes, one per priority. Everything shares the ${result.machine.nproc} cores.
 - Load: open loop, ${steadyRate.toFixed(0)} tasks/s (${Math.round(s.steadyUtilisation * 100)}% of capacity), ${s.userPresentShare * 100}% user-present: ${s.leadInMs} ms lead-in, then a ${s.steadyMs} ms window; then background x${s.spikeFactor} (${(steadyRate * (s.userPresentShare + (1 - s.userPresentShare) * s.spikeFactor)).toFixed(0)} tasks/s in all) for ${s.spikeMs} ms, measured from its first task. Each task's deadline is ${s.taskTimeoutMs} ms; a phase ends only when every task it sent was answered. Runs: ${s.repetitions}, on the same fleet, ${s.pauseMs} ms apart.
 - Answers: the generators count each task of a window by how it was answered; the balancer's \`headroom_balancer_tasks_total\` counts each final answer it gave, by priority and outcome, lead-ins included.
 

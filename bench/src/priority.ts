@@ -12,7 +12,7 @@ import { sampleCpu } from './fleet/cpu-usage';
 import { benchPlace, startProcessFleet } from './fleet/headroom-fleet';
 import { getText } from './fleet/http-get';
 import { parsePrometheusText } from './fleet/runtime-metrics';
-import { LoadGenerator } from './load/generator';
+import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
 import type { OpenLoopSpec, PhaseResult } from './load/protocol';
 import type { Goal } from './report/goals';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
@@ -21,10 +21,11 @@ import { figures, spread, type Figures, type Spread } from './report/stats';
 export interface PrioritySettings {
   workerCount: number;
   maxParallelismPerWorker: number;
-  /** Every task sleeps this long in the worker (demo handler): the fleet's capacity is its slots over this. */
+  /** Every task sleeps this long in the worker (demo handler). */
   taskSleepMs: number;
-  /** Steady load as a share of that capacity. */
+  /** Steady load as a share of the fleet's capacity, measured first (measureCarriedTasksPerSecond, this many times its slots in flight). */
   steadyUtilisation: number;
+  capacityProbe: { slotsMultiple: number; warmupMs: number; durationMs: number };
   userPresentShare: number;
   /** During the spike, background tasks are sent at this many times their steady rate. */
   spikeFactor: number;
@@ -49,6 +50,7 @@ export const fullSettings: PrioritySettings = {
   maxParallelismPerWorker: 5,
   taskSleepMs: 100,
   steadyUtilisation: 0.85,
+  capacityProbe: { slotsMultiple: 2, warmupMs: 1_000, durationMs: 3_000 },
   userPresentShare: 0.1,
   spikeFactor: 10,
   leadInMs: 1_000,
@@ -67,6 +69,7 @@ export const smokeSettings: PrioritySettings = {
   workerCount: 2,
   maxParallelismPerWorker: 2,
   taskSleepMs: 50,
+  capacityProbe: { slotsMultiple: 2, warmupMs: 200, durationMs: 600 },
   userPresentShare: 0.25,
   leadInMs: 300,
   steadyMs: 1_500,
@@ -101,11 +104,16 @@ export interface PriorityRun {
   /** The balancer's own count of the final answers it gave, by priority and outcome (headroom_balancer_tasks_total). */
   balancerAnswersByPriorityAndOutcome: Record<string, number>;
   balancerAnswers: number;
+  /** Mean time user-present tasks waited in the balancer for a slot (headroom_balancer_queue_wait_seconds, lead-in included): what of their latency is the wait for capacity. */
+  userPresentMeanSlotWaitMs: { steady: number; spike: number };
   /** Balancer, generators, workers, Redis (Linux /proc), in percent of one core over the run. */
   cpuPercentOfCore: Record<string, number>;
 }
 
 export interface PriorityResult extends RunHeader<'priority', PrioritySettings> {
+  /** Slots over the tasks' time, on paper. */
+  nominalCapacityTasksPerSecond: number;
+  /** As measured: the reference of the steady load. */
   capacityTasksPerSecond: number;
   runs: PriorityRun[];
   /** Every run's user-present tasks pooled, before and in the spike. */
@@ -141,15 +149,22 @@ function phaseOf(result: PhaseResult): PriorityPhase {
   };
 }
 
-/** headroom_balancer_tasks_total by "priority outcome": one count per task the balancer answered. */
-async function balancerAnswers(metricsUrl: string, signal: AbortSignal): Promise<Map<string, number>> {
-  const counts = new Map<string, number>();
+/** What the balancer counted so far: its answers (headroom_balancer_tasks_total by "priority outcome") and the user-present tasks' wait for a slot. */
+async function balancerCounts(metricsUrl: string, signal: AbortSignal): Promise<{ answers: Map<string, number>; userQueueWaitSeconds: number; userQueueWaits: number }> {
+  const answers = new Map<string, number>();
+  let userQueueWaitSeconds = 0;
+  let userQueueWaits = 0;
   for (const sample of parsePrometheusText(await getText(metricsUrl, 5_000, signal))) {
-    if (sample.name !== 'headroom_balancer_tasks_total') continue;
-    const key = `${sample.labels.priority} ${sample.labels.outcome}`;
-    counts.set(key, (counts.get(key) ?? 0) + sample.value);
+    if (sample.name === 'headroom_balancer_tasks_total') {
+      const key = `${sample.labels.priority} ${sample.labels.outcome}`;
+      answers.set(key, (answers.get(key) ?? 0) + sample.value);
+    } else if (sample.labels.priority === 'user_present' && sample.name === 'headroom_balancer_queue_wait_seconds_sum') {
+      userQueueWaitSeconds += sample.value;
+    } else if (sample.labels.priority === 'user_present' && sample.name === 'headroom_balancer_queue_wait_seconds_count') {
+      userQueueWaits += sample.value;
+    }
   }
-  return counts;
+  return { answers, userQueueWaitSeconds, userQueueWaits };
 }
 
 export async function runPriority(options: PriorityOptions): Promise<PriorityResult> {
@@ -158,8 +173,8 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
   const { progress, signal } = options;
   const { keyPrefix, logDir } = benchPlace('priority');
   const cleanups = new Cleanups();
-  const capacity = (settings.workerCount * settings.maxParallelismPerWorker) / (settings.taskSleepMs / 1000);
-  const steadyRate = settings.steadyUtilisation * capacity;
+  const slots = settings.workerCount * settings.maxParallelismPerWorker;
+  const nominalCapacity = slots / (settings.taskSleepMs / 1000);
   try {
     progress(`starting 1 balancer and ${settings.workerCount} workers (key prefix ${keyPrefix}, logs in ${logDir})`);
     const fleet = await startProcessFleet(
@@ -181,6 +196,12 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
     };
     cleanups.register(() => generators.userPresent.close());
     cleanups.register(() => generators.background.close());
+    // What the fleet carries, every slot taken (user-present tasks: none is kept from them): the reference of "near capacity".
+    const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
+    const capacity = await measureCarriedTasksPerSecond(generators.userPresent, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
+    // The probe's last calls end meanwhile: they must not count among the first run's answers.
+    await sleep(settings.pauseMs, signal);
+    const steadyRate = settings.steadyUtilisation * capacity;
     const userRate = steadyRate * settings.userPresentShare;
     const backgroundRate = steadyRate - userRate;
     const open = (tasksPerSecond: number, warmupMs: number, durationMs: number, keepLatencies: boolean): OpenLoopSpec => ({
@@ -205,24 +226,26 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       for (const figures of Object.values(result.byIntegration)) delete figures.latenciesMs;
     };
     progress(
-      `capacity ${capacity.toFixed(0)} tasks/s; ${userRate.toFixed(1)} user-present and ${backgroundRate.toFixed(1)} background tasks/s ` +
+      `capacity ${capacity.toFixed(0)} tasks/s measured (${nominalCapacity.toFixed(0)} on paper); ${userRate.toFixed(1)} user-present and ${backgroundRate.toFixed(1)} background tasks/s ` +
         `(${Math.round(settings.steadyUtilisation * 100)}% of capacity), then background x${settings.spikeFactor}; ${settings.leadInMs} ms lead-in and ${settings.steadyMs} / ${settings.spikeMs} ms windows`,
     );
 
     const runs: PriorityRun[] = [];
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
-      const before = await balancerAnswers(balancer.metricsUrl, signal);
+      const before = await balancerCounts(balancer.metricsUrl, signal);
       const pids = new Map([...fleet.pids, ['generator-user-present', generators.userPresent.pid], ['generator-background', generators.background.pid]]);
       if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
       const cpu = sampleCpu(pids);
       const [userSteady, backgroundSteady] = await phase(1, settings.leadInMs, settings.steadyMs);
+      const between = await balancerCounts(balancer.metricsUrl, signal);
       // The spike is measured from its first task: its start, when the queue fills, is part of it.
       const [userSpike, backgroundSpike] = await phase(settings.spikeFactor, 0, settings.spikeMs);
       const cpuPercentOfCore = cpu();
       keep(userLatencies.steady, userSteady);
       keep(userLatencies.spike, userSpike);
-      const after = await balancerAnswers(balancer.metricsUrl, signal);
-      const byOutcome = Object.fromEntries([...after].map(([key, count]) => [key, count - (before.get(key) ?? 0)]).filter(([, count]) => count !== 0));
+      const after = await balancerCounts(balancer.metricsUrl, signal);
+      const byOutcome = Object.fromEntries([...after.answers].map(([key, count]) => [key, count - (before.answers.get(key) ?? 0)]).filter(([, count]) => count !== 0));
+      const meanWaitMs = (from: typeof before, to: typeof before) => ((to.userQueueWaitSeconds - from.userQueueWaitSeconds) / (to.userQueueWaits - from.userQueueWaits)) * 1000;
       const r: PriorityRun = {
         repetition,
         steady: { userPresent: phaseOf(userSteady), background: phaseOf(backgroundSteady) },
@@ -230,6 +253,7 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
         sent: sum([userSteady, backgroundSteady, userSpike, backgroundSpike].map((p) => p.calls - p.dropped)),
         balancerAnswersByPriorityAndOutcome: byOutcome,
         balancerAnswers: sum(Object.values(byOutcome)),
+        userPresentMeanSlotWaitMs: { steady: meanWaitMs(before, between), spike: meanWaitMs(between, after) },
         cpuPercentOfCore,
       };
       runs.push(r);
@@ -240,13 +264,13 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       );
       await sleep(settings.pauseMs, signal);
     }
-    return { ...run.header(), capacityTasksPerSecond: capacity, ...summarise(runs, figures(userLatencies.steady), figures(userLatencies.spike)) };
+    return { ...run.header(), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, ...summarise(runs, figures(userLatencies.steady), figures(userLatencies.spike)) };
   } finally {
     await cleanups.runAll();
   }
 }
 
-function summarise(runs: readonly PriorityRun[], steady: Figures, spike: Figures): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond'> {
+function summarise(runs: readonly PriorityRun[], steady: Figures, spike: Figures): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond' | 'nominalCapacityTasksPerSecond'> {
   const userPresentP99Ratio = spread(runs.map((r) => r.spike.userPresent.p99Ms / r.steady.userPresent.p99Ms));
   const pooledRatio = spike.p99Ms / steady.p99Ms;
   const userPresentRejected = sum(runs.flatMap((r) => [r.steady.userPresent, r.spike.userPresent].flatMap((p) => Object.values(p.rejectedByCode))));

@@ -17,7 +17,7 @@ import { sampleCpu } from './fleet/cpu-usage';
 import { benchPlace, startProcessFleet, type ProcessFleet, type WorkerEndpoint } from './fleet/headroom-fleet';
 import { scrapeRuntime } from './fleet/runtime-metrics';
 import { sleepHandlersEnv } from './fleet/sleep-handlers';
-import { LoadGenerator } from './load/generator';
+import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
 import type { PhaseResult } from './load/protocol';
 import type { Goal } from './report/goals';
 import type { LatencySummary } from './report/histogram';
@@ -41,12 +41,7 @@ export interface RoutingSettings {
   balancersPerPolicy: number;
   /** Shares of the fleet's measured capacity offered as load. */
   utilisations: readonly number[];
-  /**
-   * The capacity is measured first: a closed loop keeping this many times the fleet's slots in
-   * flight (so every slot is always taken), through the least-loaded balancers. On paper it is
-   * each worker's slots over its tasks' mean time; on a busy machine a slot is also held while
-   * the task travels to the worker and the lease comes back, so less is carried.
-   */
+  /** The capacity is measured first (measureCarriedTasksPerSecond), through the least-loaded balancers, with this many times the fleet's slots in flight. */
   capacityProbe: { slotsMultiple: number; warmupMs: number; durationMs: number };
   repetitions: number;
   /** Load before each window: the previous policy's slow tasks end and the new one settles. */
@@ -68,7 +63,7 @@ export const fullSettings: RoutingSettings = {
   repetitions: 3,
   capacityProbe: { slotsMultiple: 2, warmupMs: 1_000, durationMs: 3_000 },
   leadInMs: 1_000,
-  windowMs: 4_000,
+  windowMs: 3_500,
   inflightSampleIntervalMs: 100,
   callTimeoutMs: 20_000,
   maxOutstanding: 4_096,
@@ -243,9 +238,7 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
     // What the fleet carries when every slot is taken: the reference of the utilisations.
     const slots = (settings.fastWorkers.count + settings.slowWorkers.count) * settings.maxParallelismPerWorker;
     const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
-    const probe = await generators.get('least-loaded')!.run({ kind: 'closed', target: 'balancer', concurrency: slotsMultiple * slots, warmupMs, durationMs, maxCalls: 1_000_000 }, signal);
-    const capacity = probe.tasksPerSecond;
-    if (!(capacity > 0)) throw new Error(`the fleet carried no task while its capacity was measured: ${JSON.stringify(probe.errorsByCode)}`);
+    const capacity = await measureCarriedTasksPerSecond(generators.get('least-loaded')!, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
     progress(`fleet capacity ${capacity.toFixed(0)} tasks/s measured (${nominalCapacity.toFixed(0)} on paper); utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`);
     const windows: RoutingWindow[] = [];
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {

@@ -7,6 +7,22 @@ const startTimeoutMs = 20_000;
 /** Slack beyond a phase's own length before we call the generator stuck. */
 const phaseSlackMs = 30_000;
 
+/**
+ * What a fleet carries when every slot is taken: a closed loop through `generator`'s balancers
+ * keeping `concurrency` calls in flight (a multiple of the fleet's slots, so a task always waits
+ * for each slot that frees). On paper a fleet carries its slots over its tasks' time; on a busy
+ * machine a slot is also held while the task travels to its worker and the lease comes back, so less.
+ */
+export async function measureCarriedTasksPerSecond(
+  generator: LoadGenerator,
+  probe: { concurrency: number; warmupMs: number; durationMs: number },
+  signal: AbortSignal,
+): Promise<number> {
+  const result = await generator.run({ kind: 'closed', target: 'balancer', concurrency: probe.concurrency, warmupMs: probe.warmupMs, durationMs: probe.durationMs, maxCalls: 1_000_000 }, signal);
+  if (!(result.tasksPerSecond > 0)) throw new Error(`the fleet carried no task while its capacity was measured: ${JSON.stringify(result.errorsByCode)}`);
+  return result.tasksPerSecond;
+}
+
 /** The parent's handle on the load-generator process. */
 export class LoadGenerator {
   private nextId = 1;
