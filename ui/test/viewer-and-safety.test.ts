@@ -142,6 +142,9 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
     const watched = await openPage(stack.browser);
     const { page } = watched;
     await page.goto(stack.baseUrl);
+    // The sign-in field takes the focus by itself once the app has rendered (slow on a busy machine).
+    await page.getByLabel('API token').waitFor();
+    await page.waitForFunction(() => document.activeElement instanceof HTMLInputElement, undefined, { timeout: 10_000 });
     await page.keyboard.type(operatorToken);
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
