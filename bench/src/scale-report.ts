@@ -41,7 +41,9 @@ export function scaleTables(result: ScaleResult): string {
   );
   const idle = result.perWorkerSecondUs.median;
   const w = idle + result.busyWorkerExtraUs;
-  const heartbeatIdle = result.scripts.find((c) => c.script === 'heartbeat-idle')?.mainThreadCpuUsPerCall.median ?? Number.NaN;
+  const scriptCpu = (name: string) => result.scripts.find((c) => c.script === name)?.mainThreadCpuUsPerCall.median ?? Number.NaN;
+  const heartbeatIdle = scriptCpu('heartbeat-idle');
+  const reserveAndRelease = scriptCpu('reserve') + scriptCpu('release');
   const b = result.perBalancerSecondUs.median;
   const t = result.perTaskUs.median;
   return [
@@ -53,7 +55,7 @@ export function scaleTables(result: ScaleResult): string {
     '',
     fleet,
     '',
-    `An idle worker costs Redis ${idle.toFixed(0)} µs a second: its heartbeat (${heartbeatIdle.toFixed(0)} µs, once a second) and the figures it reports for the admin UI and the latency ratio (the rest). A worker running ${s.scripts.leasesPerHeartbeat} tasks renews their leases with each heartbeat: ${result.busyWorkerExtraUs.toFixed(0)} µs more (heartbeat-busy − heartbeat-idle above).`,
+    `An idle worker costs Redis ${idle.toFixed(0)} µs a second: mostly its heartbeat, once a second (${heartbeatIdle.toFixed(0)} µs when heartbeats come pipelined on one connection, as in the scripts table; a worker's arrives alone on its own connection, so Redis also reads, parses and answers it by itself), and a report of its figures for the admin UI every few seconds (the SET above). A worker running ${s.scripts.leasesPerHeartbeat} tasks renews their leases with each heartbeat: ${result.busyWorkerExtraUs.toFixed(0)} µs more (heartbeat-busy − heartbeat-idle). Likewise a task's two scripts take ${reserveAndRelease.toFixed(0)} µs pipelined, against ${t.toFixed(0)} µs as real balancers and workers send them.`,
     '',
     `The model, with the medians (per busy worker-second W = ${w.toFixed(1)} µs, per balancer-second B = ${b.toFixed(0)} µs, per task T = ${t.toFixed(1)} µs): Redis runs commands on one thread, so a deployment fits while workers × W + balancers × B + tasks/s × T stays under the share of a second it may use (${s.plannedShareOfCore * 100}% planned, leaving the rest for bursts, balancers waking queued tasks over pub/sub, and persistence). tasks/s = (share × 1,000,000 − workers × W − balancers × B) ÷ T. With Redis Cluster, every key of one Headroom cluster shares a hash tag, so each cluster's ledger lives on one shard: a shard carries its cluster's workers and tasks, and every balancer's sweeps and reads of that cluster (counted here in full on every shard, which overstates it); tasks/s adds up over shards.`,
     '',
