@@ -7,7 +7,18 @@ import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
-import { BalancerService, addHealthService, channelSecurity, serverCredentials, type SubmitRequest__Output, type SubmitResponse } from '@headroom/proto';
+import {
+  BalancerService,
+  addHealthService,
+  channelSecurity,
+  metadataKeys,
+  receiveLimitInterceptor,
+  serverCredentials,
+  withTolerantDeserializers,
+  type SubmitRequest__Output,
+  type SubmitResponse,
+  type UnreadableRequest,
+} from '@headroom/proto';
 import { Admission } from './admission';
 import { balancerOptionsSchema, type BalancerOptions } from './config';
 import { balancerErrorCodes, reroutedCode, toServiceError } from './errors';
@@ -17,9 +28,10 @@ import { FlagRouter } from './routing/flag-router';
 import { OverrideFollower } from './routing/override-follower';
 import { UnstartedDispatches } from './routing/unstarted-dispatches';
 import type { ClusterRouter } from './routing/cluster-router';
-import { validateSubmit, type ValidTask } from './task-validation';
+import { maxSubmitMessageBytes, messageTooLarge, validateSubmit, type ValidTask } from './task-validation';
 import { WorkerChannels } from './worker-channels';
 import { WorkerDirectory } from './worker-directory';
+import { WorkerEjection, processTimer, workerHealthCheck } from './worker-ejection';
 import { createBalancerMetrics } from './metrics';
 
 export interface BalancerDependencies {
@@ -45,6 +57,8 @@ export interface BalancerStats {
   succeeded: number;
   failedByCode: Record<string, number>;
   retries: number;
+  /** Workers this balancer marked unreachable in the ledger, since start (first and renewed ejections). */
+  workersEjected: number;
   /** Queued tasks moved from the candidate to the baseline cluster by a rollback. */
   rerouted: number;
   /** The rollback override version this balancer applied (0: none yet). */
@@ -104,6 +118,19 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   const counters = { submitted: 0, succeeded: 0, retries: 0, rerouted: 0, failedByCode: {} as Record<string, number> };
   const registry = deps.registry ?? new Registry();
   const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
+  // Workers this balancer cannot connect to are marked unreachable in the ledger for all balancers.
+  const ejection = new WorkerEjection(
+    config,
+    {
+      markUnreachable: (cluster, workerId, forMs, maxMarkedShare) => ledger.markUnreachable(cluster, workerId, forMs, maxMarkedShare),
+      clearUnreachable: (cluster, workerId) => ledger.clearUnreachable(cluster, workerId),
+      checkHealth: workerHealthCheck(workerSecurity),
+      addressOf: (cluster, workerId) => directory.workers(cluster).find((w) => w.workerId === workerId)?.address,
+      setTimer: processTimer,
+    },
+    { ejected: metrics.workersEjected, logger },
+  );
+  directory.onRefresh((cluster, workers) => ejection.forgetMissing(cluster, workers));
   const unstartedOnCandidate = new UnstartedDispatches();
   // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
   const override = new OverrideFollower({
@@ -173,6 +200,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       const settled = cluster === config.clusters.candidate ? unstartedOnCandidate.begin(task.integration) : undefined;
       const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster, workerId: reservation.workerId }, task.deadlineUnixMs, signal, settled);
       policy.finished(cluster, reservation.workerId);
+      if (outcome.kind === 'not-started' && outcome.unreachable) ejection.connectFailed(cluster, reservation.workerId, reservation.address, outcome.message);
+      else if (outcome.kind === 'done' || outcome.kind === 'not-started') ejection.answered(cluster, reservation.workerId);
       const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
       switch (outcome.kind) {
         case 'done': {
@@ -215,15 +244,20 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     throw new HeadroomError(balancerErrorCodes.noWorkerTookIt, `no worker took the task in ${config.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 });
   }
 
-  function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
+  function countFailure(labels: { cluster: string; priority: string }, code: string): void {
+    counters.failedByCode[code] = (counters.failedByCode[code] ?? 0) + 1;
+    metrics.tasks.inc({ ...labels, outcome: code });
+  }
+
+  // The request is an UnreadableRequest when its bytes did not decode (withTolerantDeserializers below).
+  function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output | UnreadableRequest, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
     counters.submitted++;
     const receivedAt = performance.now();
     let labels = { cluster: 'none', priority: 'none' };
     const fail = (error: unknown) => {
       const serviceError = toServiceError(error);
       const code = String(serviceError.metadata?.get('headroom-error-code')[0]);
-      counters.failedByCode[code] = (counters.failedByCode[code] ?? 0) + 1;
-      metrics.tasks.inc({ ...labels, outcome: code });
+      countFailure(labels, code);
       if (code === balancerErrorCodes.internal) logger.error({ err: error }, 'submit failed');
       callback(serviceError);
     };
@@ -261,9 +295,27 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       });
   }
 
-  const server = new grpc.Server({ 'grpc.max_receive_message_length': config.maxPayloadBytes + 64 * 1024 });
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': maxSubmitMessageBytes(config),
+    // A message over that limit, or one that does not decode, is the client's mistake: HR_ERR_INVALID_TASK,
+    // not grpc-js's RESOURCE_EXHAUSTED / INTERNAL (see proto/src/unreadable-requests.ts for why this way).
+    interceptors: [
+      receiveLimitInterceptor({
+        methodPaths: [BalancerService.service.Submit.path],
+        errorCodeKey: metadataKeys.errorCode,
+        tooLarge: () => {
+          const { code, details, metadata } = toServiceError(messageTooLarge(config));
+          return { code: code!, details: details!, metadata: metadata ?? null };
+        },
+        onTooLarge: () => {
+          counters.submitted++;
+          countFailure({ cluster: 'none', priority: 'none' }, balancerErrorCodes.invalidTask);
+        },
+      }),
+    ],
+  });
   const setHealth = addHealthService(server, ['headroom.v1.Balancer']);
-  server.addService(BalancerService.service, { Submit: submit } as grpc.UntypedServiceImplementation);
+  server.addService(withTolerantDeserializers(BalancerService.service, ['Submit']), { Submit: submit } as grpc.UntypedServiceImplementation);
 
   let sweepTimer: NodeJS.Timeout | undefined;
   let port: number;
@@ -303,6 +355,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     if (inflightSubmits > 0) await new Promise<void>((resolve) => (allSubmitsDone = resolve));
     clearInterval(sweepTimer);
     directory.stop();
+    ejection.close();
     await override.close();
     await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
     channels.closeAll();
@@ -319,6 +372,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       policy: policy.name,
       ...counters,
       failedByCode: { ...counters.failedByCode },
+      workersEjected: ejection.ejectionCount,
       overrideVersion: override.current.version,
       queue: admission.stats(),
       workerChannels: channels.size,

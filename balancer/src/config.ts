@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { settings } from '@headroom/common';
+import { settings, userKeyedMap } from '@headroom/common';
 import { clientTlsSchema, serverTlsSchema } from '@headroom/proto';
 import { policyNames } from './policies';
 
@@ -22,7 +22,7 @@ export const balancerOptionsSchema = z
     /** Share of tasks (percent) routed to the candidate cluster, sticky per task key. @default 0 */
     candidatePercent: percent.default(0),
     /** The same per integration. @default {} */
-    candidatePercentByIntegration: z.record(settings.name(), percent).default({}),
+    candidatePercentByIntegration: userKeyedMap(percent, { what: 'integration', key: settings.name() }).default({}),
     /** How a worker is chosen. @default 'least-loaded' */
     policy: z.enum(policyNames, { error: `expected one of ${policyNames.join(', ')}` }).default('least-loaded'),
     /** Tasks that may wait for a slot on this balancer, all clusters together. @default 10000 */
@@ -55,10 +55,21 @@ export const balancerOptionsSchema = z
     workerTls: clientTlsSchema.optional(),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
+    /** Consecutive failures to connect to a worker after which it is marked unreachable in the ledger (every balancer skips it); 0 never marks. @default 3 */
+    ejectAfterConnectFailures: settings.nonNegativeInt(1000).default(3),
+    /** How long a worker stays marked the first time, before a health check decides; doubled at each ejection in a row. @default 10000 */
+    ejectionBackoffMs: settings.positiveInt(3_600_000).default(10_000),
+    /** The longest that doubling goes. @default 300000 */
+    maxEjectionBackoffMs: settings.positiveInt(24 * 3600_000).default(300_000),
+    /** Longest the health check of a marked worker may take (grpc.health.v1 Check). @default 1000 */
+    healthCheckTimeoutMs: settings.positiveInt(60_000).default(1000),
+    /** Most workers of a cluster marked unreachable at once, as a share of its workers (at least one): a balancer whose own network fails does not empty the cluster. @default 0.5 */
+    maxEjectedShare: settings.share().default(0.5),
   })
   .strict()
   .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, { message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs', path: ['defaultTaskTimeoutMs'] })
-  .refine((c) => c.maxPayloadBytes <= c.maxQueuedBytes, { message: 'maxPayloadBytes must not exceed maxQueuedBytes (a task could never wait)', path: ['maxPayloadBytes'] });
+  .refine((c) => c.maxPayloadBytes <= c.maxQueuedBytes, { message: 'maxPayloadBytes must not exceed maxQueuedBytes (a task could never wait)', path: ['maxPayloadBytes'] })
+  .refine((c) => c.ejectionBackoffMs <= c.maxEjectionBackoffMs, { message: 'ejectionBackoffMs must not exceed maxEjectionBackoffMs', path: ['ejectionBackoffMs'] });
 
 export type BalancerOptions = z.input<typeof balancerOptionsSchema>;
 export type BalancerConfig = z.output<typeof balancerOptionsSchema>;

@@ -7,6 +7,7 @@ export interface BalancerMetrics {
   tasks: Counter<'cluster' | 'priority' | 'outcome'>;
   queueWait: Histogram<'cluster' | 'priority'>;
   retries: Counter<'reason'>;
+  workersEjected: Counter<'cluster'>;
   rerouted: Counter;
   overrideVersion: Gauge;
   overrideActive: Gauge;
@@ -100,6 +101,12 @@ export function createBalancerMetrics(
       name: 'headroom_balancer_dispatch_retries_total',
       help: 'Tasks tried on another worker: refused, unreachable, or lost (idempotent only)',
       labelNames: ['reason'],
+      registers: [registry],
+    }),
+    workersEjected: new Counter({
+      name: 'headroom_balancer_workers_ejected_total',
+      help: 'Workers this balancer marked unreachable in the ledger (every balancer skips them): after consecutive connection failures, or again after a failed health check',
+      labelNames: ['cluster'],
       registers: [registry],
     }),
     rerouted: new Counter({

@@ -1,10 +1,27 @@
-import type { Priority, SubmitRequest__Output, Task__Output } from '@headroom/proto';
+import { UnreadableRequest, type Priority, type SubmitRequest__Output, type Task__Output } from '@headroom/proto';
+import type { HeadroomError } from '@headroom/common';
 import { invalidTask } from './errors';
 
 export interface TaskLimits {
   maxPayloadBytes: number;
   defaultTaskTimeoutMs: number;
   maxTaskTimeoutMs: number;
+}
+
+/** Room for a Submit message's fields besides the payload (id, key, integration: under 1 KiB). */
+const messageOverheadBytes = 64 * 1024;
+
+/** The largest Submit message the server reads (grpc.max_receive_message_length): a little over the payload limit. */
+export function maxSubmitMessageBytes(limits: Pick<TaskLimits, 'maxPayloadBytes'>): number {
+  return limits.maxPayloadBytes + messageOverheadBytes;
+}
+
+/** The answer to a Submit message over maxSubmitMessageBytes (grpc-js drops it unread). */
+export function messageTooLarge(limits: Pick<TaskLimits, 'maxPayloadBytes'>): HeadroomError {
+  return invalidTask(
+    'task',
+    `the message is larger than the limit of ${maxSubmitMessageBytes(limits)} bytes (maxPayloadBytes ${limits.maxPayloadBytes} for task.payload, plus ${messageOverheadBytes} for the other fields); it was not read`,
+  );
 }
 
 /** A task that passed validation: every field present and within its limits. */
@@ -20,7 +37,10 @@ const priorities = new Set<string>(['USER_PRESENT', 'BACKGROUND']);
  * what is accepted. Hand-written rather than a schema library: it runs once per task on
  * the hot path, and the checks are few and flat.
  */
-export function validateSubmit(request: SubmitRequest__Output, limits: TaskLimits, nowMs = Date.now()): ValidTask {
+export function validateSubmit(request: SubmitRequest__Output | UnreadableRequest, limits: TaskLimits, nowMs = Date.now()): ValidTask {
+  if (request instanceof UnreadableRequest) {
+    throw invalidTask('request', `the message is not a valid ${request.messageType} (a headroom.v1.Task in field 1, task): ${request.reason}`);
+  }
   const task = request.task;
   if (!task) throw invalidTask('task', 'missing');
   checkText('task.id', task.id, 128);

@@ -61,13 +61,15 @@ test('a key that is not valid UTF-8 is refused', async (t) => {
   assert.match(error!.details, /task\.key: is not valid UTF-8/);
 });
 
-test('a message over the gRPC size limit is refused without reaching the balancer logic', async (t) => {
+test('a message over the gRPC size limit is refused as an invalid task (not RESOURCE_EXHAUSTED, which says retry) without reaching the balancer logic', async (t) => {
   const fleet = await startFleet(t);
   await fleet.addBalancer({ maxPayloadBytes: 1000 });
   const result = await submit(fleet.clients[0]!, task({ payload: Buffer.alloc(200_000) }));
   assert.ok(!result.ok);
-  assert.equal(result.status, grpc.status.RESOURCE_EXHAUSTED);
-  assert.equal(fleet.balancers[0]!.stats().submitted, 0);
+  assert.equal(result.status, grpc.status.INVALID_ARGUMENT);
+  assert.equal(result.code, 'HR_ERR_INVALID_TASK');
+  assert.match(result.details, /larger than the limit of 66536 bytes \(maxPayloadBytes 1000/);
+  assert.equal(fleet.balancers[0]!.stats().queue.queued, 0);
 });
 
 test('bad options stop the balancer at start with a message naming the setting', async (t) => {

@@ -7,7 +7,7 @@ import { Ledger, connectRedis, type LedgerOptions } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
 import type { FlagClient } from '@headroom/flags';
-import { createBalancer, type Balancer, type BalancerOptions } from '../src/index';
+import { createBalancer, type Balancer, type BalancerDependencies, type BalancerOptions } from '../src/index';
 
 /**
  * The demo handlers of sim/, loaded by path: sim depends on balancer, so a compile-time import
@@ -25,7 +25,7 @@ export interface Fleet {
   balancers: Balancer[];
   clients: BalancerClient[];
   addWorker(options: WorkerOptions, handlers?: HandlerMap, flags?: FlagClient): Promise<Worker>;
-  addBalancer(options?: BalancerOptions, flags?: FlagClient): Promise<Balancer>;
+  addBalancer(options?: BalancerOptions, flags?: FlagClient, logger?: BalancerDependencies['logger']): Promise<Balancer>;
 }
 
 export async function connected(url = testRedisUrl, subscriber = false): Promise<Redis> {
@@ -50,10 +50,10 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
       fleet.workers.push(worker);
       return worker;
     },
-    async addBalancer(balancerOptions = {}, flags) {
+    async addBalancer(balancerOptions = {}, flags, logger) {
       const subscriber = await connected(redisUrl, true);
       t.after(() => subscriber.disconnect());
-      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options, ...(flags ? { flags } : {}) });
+      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options, ...(flags ? { flags } : {}), ...(logger ? { logger } : {}) });
       const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
       fleet.balancers.push(balancer);
       fleet.clients.push(client);

@@ -1,7 +1,7 @@
 /**
  * rollback: how fast POST /rollback takes the candidate cluster out of service. Three balancers
  * and the workers, each its own process, under open-loop load on one integration, all of it on
- * the candidate cluster; the control plane and a real Unleash server in this process.
+ * the candidate cluster; the control plane a process of its own too, a real Unleash server in this process.
  *   1. comparison: the same change through the flag alone (PUT /traffic to 0%), timed until every
  *      balancer routes a probe to the baseline: what flag polling takes;
  *   2. rollbacks: POST /rollback, timed to the last balancer's acknowledgement; then the workers'
@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { sleep } from '@headroom/common';
-import type { RollbackRecord } from '@headroom/control-plane';
+import type { DurableState, OverrideChangeRecord, RollbackRecord, TrafficView } from '@headroom/control-plane';
 import { Cleanups } from './fleet/cleanups';
 import { startControlStack } from './fleet/control-stack';
 import { benchPlace, startProcessFleet, type WorkerGroup } from './fleet/headroom-fleet';
@@ -77,18 +77,21 @@ export const smokeSettings: RollbackSettings = {
   pollingRepetitions: 1,
 };
 
-export const goals = { toLastAckP99Ms: 50, candidateStartsAfterAck: 0 } as const;
+export const goals = { toLastAckP99Ms: 50, answerP99Ms: 50, candidateStartsAfterAck: 0 } as const;
 
 export interface RollbackSample {
   /** From sending POST /rollback to the last balancer's acknowledgement as recorded in Redis (wall clock, 1 ms steps). */
   toLastAckMs: number;
   /** The control plane's own figure: from the start of its override change (after reading the state) to the last acknowledgement it heard of. */
   propagationMs: number;
-  /** POST /rollback sent to answer received, here; includes switching the flag off in Unleash. */
+  /** POST /rollback sent to answer received, here: every balancer acknowledged; Unleash is written after it. */
   roundTripMs: number;
   acknowledgedBy: string[];
   missing: string[];
-  durable: boolean;
+  /** From sending POST /rollback until GET /traffic showed the Unleash write done (polled every 10 ms). */
+  durableMs: number;
+  /** The Unleash write's outcome. */
+  durable: DurableState;
   /** Candidate tasks the workers started in the lead-in: the rollback met candidate traffic. */
   candidateStartsInLeadIn: number;
   /** Tasks the workers started after the acknowledgement, until the records were read (holdMs after the answer). */
@@ -103,6 +106,8 @@ export interface RollbackSample {
   baselineStartsAfterAck: number;
   /** The acknowledgement minus the last candidate start before it; null when there was none. */
   lastCandidateStartBeforeAckMs: number | null;
+  /** POST /resume sent to answer received: every balancer lifted the override. */
+  resumeRoundTripMs: number;
   /** From POST /resume until every balancer routed the probe to the candidate again (flag polling). */
   backOnCandidateMs: number;
 }
@@ -120,6 +125,8 @@ export interface RollbackResult extends RunHeader<'rollback', RollbackSettings> 
   toLastAck: Figures;
   propagation: Figures;
   roundTrip: Figures;
+  durable: Figures;
+  resumeRoundTrip: Figures;
   backOnCandidate: Figures;
   /** Over all rollbacks. */
   candidateStartsAfterAck: number;
@@ -171,7 +178,7 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
 
   try {
     progress(`starting Unleash and the control plane (key prefix ${keyPrefix}, logs in ${logDir})`);
-    const control = await startControlStack(keyPrefix, { redisUrl: options.redisUrl, integrations: [integration] }, cleanups.register);
+    const control = await startControlStack(keyPrefix, { redisUrl: options.redisUrl, integrations: [integration], logDir }, cleanups.register);
     signal.throwIfAborted();
     const workerCount = settings.workers.reduce((sum, group) => sum + group.count, 0);
     progress(`starting ${settings.balancerCount} balancers and ${workerCount} workers`);
@@ -211,6 +218,16 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
         return ack.ackedAtUnixMs;
       });
       return Math.max(...times);
+    };
+    /** Polls GET /traffic until the rollback's Unleash write is done or failed. */
+    const durableOutcome = async (record: RollbackRecord, sentAt: number): Promise<{ durable: DurableState; durableMs: number }> => {
+      const deadline = performance.now() + settings.probe.waitTimeoutMs;
+      for (;;) {
+        const last = (await control.api<TrafficView>('GET', '/traffic')).lastRollback;
+        if (last?.overrideVersion === record.overrideVersion && last.durable !== 'pending') return { durable: last.durable, durableMs: performance.now() - sentAt };
+        if (performance.now() > deadline) throw new Error(`rollback version ${record.overrideVersion}: Unleash not written after ${settings.probe.waitTimeoutMs} ms`);
+        await sleep(10, signal);
+      }
     };
     const setPercent = (percent: number) => control.api('PUT', '/traffic', { integrations: { [integration]: percent } });
     await setPercent(100);
@@ -260,11 +277,13 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       const roundTripMs = performance.now() - sentAt;
       if (record.propagationMs === null) throw new Error(`rollback #${rollback}: no balancer acknowledged (missing: ${record.missing.join(', ')})`);
       const ackUnixMs = await lastAcknowledgement(record);
-      await sleep(settings.holdMs, signal);
+      const { durable, durableMs } = await durableOutcome(record, sentAt);
+      await sleep(Math.max(0, settings.holdMs - (performance.now() - sentAt - roundTripMs)), signal);
       const counts = classify(reader.readNew(), { leadInFromUnixMs, requestUnixMs, ackUnixMs }, load.callTimeoutMs);
 
       const resumeSentAt = performance.now();
-      await control.api('POST', '/resume', {});
+      await control.api<OverrideChangeRecord>('POST', '/resume', {});
+      const resumeRoundTripMs = performance.now() - resumeSentAt;
       const backOnCandidateMs = Math.max(...(await routedTo('candidate', resumeSentAt)));
       leadInFromUnixMs = Date.now();
       const sample: RollbackSample = {
@@ -273,20 +292,24 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
         roundTripMs,
         acknowledgedBy: record.acknowledged.map((a) => a.balancerId),
         missing: record.missing,
-        durable: record.durable,
+        durableMs,
+        durable,
         ...counts,
+        resumeRoundTripMs,
         backOnCandidateMs,
       };
       samples.push(sample);
       progress(
-        `rollback #${rollback}: last ack after ${sample.toLastAckMs} ms (control plane: ${sample.propagationMs.toFixed(1)} ms; round trip ${roundTripMs.toFixed(1)} ms), acks ${sample.acknowledgedBy.length}, ` +
-          `candidate starts: ${sample.candidateStartsInLeadIn} before, ${sample.candidateStartsAfterAck} after${sample.lateCandidateStarts.map(formatLateStart).join('')}; back on the candidate ${backOnCandidateMs.toFixed(0)} ms after resume`,
+        `rollback #${rollback}: last ack after ${sample.toLastAckMs} ms (control plane: ${sample.propagationMs.toFixed(1)} ms; answer after ${roundTripMs.toFixed(1)} ms; Unleash ${durable} after ${durableMs.toFixed(0)} ms), acks ${sample.acknowledgedBy.length}, ` +
+          `candidate starts: ${sample.candidateStartsInLeadIn} before, ${sample.candidateStartsAfterAck} after${sample.lateCandidateStarts.map(formatLateStart).join('')}; resume answered after ${resumeRoundTripMs.toFixed(1)} ms, back on the candidate ${backOnCandidateMs.toFixed(0)} ms after it`,
       );
     }
     stopLoad.abort();
     const loadResult = await loadDone;
 
     const toLastAck = figures(samples.map((s) => s.toLastAckMs));
+    const roundTrip = figures(samples.map((s) => s.roundTripMs));
+    const resumeRoundTrip = figures(samples.map((s) => s.resumeRoundTripMs));
     const pollingAll = figures(polling.map((s) => s.allBalancersMs));
     const total = (count: (s: RollbackSample) => number) => samples.reduce((sum, s) => sum + count(s), 0);
     const candidateStartsAfterAck = total((s) => s.candidateStartsAfterAck);
@@ -296,7 +319,9 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       rollbacks: samples,
       toLastAck,
       propagation: figures(samples.map((s) => s.propagationMs)),
-      roundTrip: figures(samples.map((s) => s.roundTripMs)),
+      roundTrip,
+      durable: figures(samples.map((s) => s.durableMs)),
+      resumeRoundTrip,
       backOnCandidate: figures(samples.map((s) => s.backOnCandidateMs)),
       candidateStartsAfterAck,
       candidateStartsSentAfterAck: total((s) => s.candidateStartsSentAfterAck),
@@ -313,6 +338,8 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       },
       goals: [
         { name: `POST /rollback to the last acknowledgement, p99 of ${samples.length}`, target: `<= ${goals.toLastAckP99Ms} ms`, measured: toLastAck.p99Ms, met: toLastAck.p99Ms <= goals.toLastAckP99Ms },
+        { name: `POST /rollback sent to its answer (client side), p99 of ${samples.length}`, target: `<= ${goals.answerP99Ms} ms`, measured: roundTrip.p99Ms, met: roundTrip.p99Ms <= goals.answerP99Ms },
+        { name: `POST /resume sent to its answer (client side), p99 of ${samples.length}`, target: `<= ${goals.answerP99Ms} ms`, measured: resumeRoundTrip.p99Ms, met: resumeRoundTrip.p99Ms <= goals.answerP99Ms },
         { name: 'candidate tasks started after the last acknowledgement', target: `= ${goals.candidateStartsAfterAck}`, measured: candidateStartsAfterAck, met: candidateStartsAfterAck === goals.candidateStartsAfterAck },
       ],
     };

@@ -22,7 +22,9 @@ test('the rollback benchmark runs end to end in smoke mode: every rollback ackno
     const what = `rollback #${index + 1}`;
     assert.equal(rollback.acknowledgedBy.length, 3, `${what}: acknowledged by ${rollback.acknowledgedBy.join(', ')}`);
     assert.deepEqual(rollback.missing, [], what);
-    assert.equal(rollback.durable, true, what);
+    assert.equal(rollback.durable, 'done', what);
+    assert.ok(rollback.durableMs >= rollback.roundTripMs, `${what}: durable after ${rollback.durableMs} ms, answered after ${rollback.roundTripMs} ms`);
+    assert.ok(Number.isFinite(rollback.resumeRoundTripMs), what);
     assert.ok(Number.isFinite(rollback.toLastAckMs) && rollback.toLastAckMs >= 0, `${what}: to the last acknowledgement ${rollback.toLastAckMs}`);
     assert.ok(rollback.candidateStartsInLeadIn > 0, `${what}: no candidate traffic before it`);
     assert.ok(rollback.baselineStartsAfterAck > 0, `${what}: no traffic on the baseline after it`);

@@ -1,5 +1,6 @@
 export * from './errors';
 export * from './config';
+export * from './keyed-map';
 export * from './logger';
 export * from './close';
 export * from './cli';

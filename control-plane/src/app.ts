@@ -13,7 +13,7 @@ import { requestSchemas } from './api/schemas';
 import { AuditLog } from './audit';
 import { TokenAuth } from './auth';
 import { controlPlaneOptionsSchema, type ControlPlaneOptions } from './config';
-import { ControlService } from './control-service';
+import { ControlService, overrideChangesChannel } from './control-service';
 import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } from './errors';
 import { EventHub } from './event-hub';
 import { FleetView } from './fleet-view';
@@ -87,14 +87,17 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   };
   await ensureFlags();
 
-  // Live events: audit entries and acknowledgements from any control plane, figures on a timer.
+  // Live events: audit entries, acknowledgements and rollbacks/resumes (answered, then durable)
+  // from any control plane, figures on a timer.
+  const overrideChanges = overrideChangesChannel(keyPrefix);
   const onMessage = (channel: string, message: string) => {
     if (channel === audit.channel) events.broadcast('change', JSON.parse(message));
     else if (channel === override.store.keys.overrideAckedChannel) events.broadcast('ack', JSON.parse(message));
+    else if (channel === overrideChanges) events.broadcast('override-change', JSON.parse(message));
   };
   deps.subscriber.on('message', onMessage);
   await waitUntilReady(deps.subscriber);
-  await deps.subscriber.subscribe(audit.channel);
+  await deps.subscriber.subscribe(audit.channel, overrideChanges);
   await override.start();
   const figures = async () => ({
     atUnixMs: Date.now(),
@@ -195,6 +198,8 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearTimeout(ensureTimer);
     clearInterval(figuresTimer);
     clearInterval(overrideTimer);
+    // A rollback answered just before is still being written to Unleash: let it finish (bounded).
+    await service.settle(closeSettleMs);
     events.closeAll();
     await profiles.close();
     override.stop();
@@ -206,6 +211,9 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   });
   return { url, port, registry, service, close };
 }
+
+/** How long close() lets Unleash writes under way finish (one Admin API call times out after 5 s). */
+const closeSettleMs = 6000;
 
 /** Body-parser errors, ledger and unknown errors, as coded API errors. */
 function toApiError(error: unknown): HeadroomError {

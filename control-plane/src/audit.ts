@@ -16,6 +16,8 @@ export interface AuditEntry {
   after: unknown;
   outcome: 'ok' | 'failed';
   error?: string;
+  /** Why, as the operator gave it (rollback, resume, drain). */
+  reason?: string;
 }
 
 export type NewAuditEntry = Omit<AuditEntry, 'id' | 'atUnixMs'>;

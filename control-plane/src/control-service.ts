@@ -1,9 +1,11 @@
 import type { Redis } from 'ioredis';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import type { BalancerRecord, OverrideState, QueueDepth } from '@headroom/fleet';
+import type { BalancerRecord, OverrideChange, OverrideState, QueueDepth } from '@headroom/fleet';
 import { parseTrafficSplit, sameTrafficSplit, type TrafficSplit } from '@headroom/flags';
-import type { AuditAction, AuditLog } from './audit';
-import { apiErrorCodes, UnleashFailedError } from './errors';
+import type { AuditAction, AuditLog, NewAuditEntry } from './audit';
+import { controlScripts } from './control-scripts';
+import { allIntegrations, DurableOverride } from './durable-override';
+import { apiErrorCodes } from './errors';
 import type { ControlMetrics } from './metrics';
 import type { OverrideControl, PropagatedChange } from './override-control';
 import type { ParallelismByCluster, ParallelismFlag } from './unleash/parallelism-flag';
@@ -36,22 +38,46 @@ export interface TrafficView {
   override: OverrideState | null;
   /** The override and Unleash agree (a failed Unleash write during a rollback leaves them apart). */
   durable: boolean;
+  /** Unleash writes of rollbacks and resumes still queued or running in this control plane: while any, `durable` may be false for a moment. */
+  unleashWritesPending: number;
   balancers: TrafficBalancerView[];
   lastRollback: RollbackRecord | null;
 }
 
-export interface RollbackRecord {
+/** Where a rollback or resume stands in Unleash, the durable copy: written after the answer. */
+export type DurableState = 'pending' | 'done' | 'failed';
+
+/**
+ * A rollback or resume: the answer of POST /rollback and /resume (durable "pending"), then the
+ * `override-change` event once Unleash was written ("done" or "failed"); GET /traffic's
+ * lastRollback keeps the latest rollback's.
+ */
+export interface OverrideChangeRecord {
+  kind: 'rollback' | 'resume';
+  /** "all", or the integration. */
   scope: string;
   actor: string;
+  /** Why, as the operator gave it; null when not given. */
+  reason: string | null;
   atUnixMs: number;
   overrideVersion: number;
+  override: OverrideState;
+  /** Balancers alive when the override was written. */
+  expected: string[];
   acknowledged: PropagatedChange['acknowledged'];
   missing: string[];
+  /** From the request to the last acknowledgement; null when no balancer was alive. */
   propagationMs: number | null;
-  durable: boolean;
+  durable: DurableState;
+  /** Why Unleash could not be written (durable "failed"), and what that leaves in effect. */
+  durableError: string | null;
+  /** When Unleash was written or failed; null while pending. */
+  durableAtUnixMs: number | null;
 }
 
-export type RollbackScope = { integration?: string | undefined };
+export type RollbackRecord = OverrideChangeRecord & { kind: 'rollback' };
+
+export type RollbackScope = { integration?: string | undefined; reason?: string | undefined };
 
 /** Changes that may wait their turn; more get HR_ERR_BUSY. */
 export const maxPendingChanges = 32;
@@ -63,7 +89,11 @@ export const maxPendingChanges = 32;
 export class ControlService {
   private queue: Promise<unknown> = Promise.resolve();
   private pendingChanges = 0;
+  private overrideChangesRunning = 0;
   private readonly lastRollbackKey: string;
+  private readonly overrideChangesChannel: string;
+  private readonly durable: DurableOverride;
+  private readonly scripts: ReturnType<typeof controlScripts>;
 
   constructor(
     private readonly deps: {
@@ -78,6 +108,9 @@ export class ControlService {
     },
   ) {
     this.lastRollbackKey = `{${deps.keyPrefix}:control}:last-rollback`;
+    this.overrideChangesChannel = overrideChangesChannel(deps.keyPrefix);
+    this.durable = new DurableOverride({ traffic: deps.traffic, store: deps.override.store, inTurn: (write) => this.inTurn(write) });
+    this.scripts = controlScripts(deps.redis);
   }
 
   async traffic(): Promise<TrafficView> {
@@ -101,11 +134,12 @@ export class ControlService {
       },
       override: override ?? null,
       durable,
+      unleashWritesPending: this.durable.pending,
       balancers: balancers.map((b) => {
         const seen = parseTrafficSplit(b.trafficFlag);
         return { ...toView(b, override), trafficFlagUpToDate: seen ? sameTrafficSplit(seen, splitOf(flag)) : null };
       }),
-      lastRollback: lastRollback ? (JSON.parse(lastRollback) as RollbackRecord) : null,
+      lastRollback: lastRollback ? parseRollbackRecord(lastRollback) : null,
     };
   }
 
@@ -151,73 +185,35 @@ export class ControlService {
   }
 
   /**
-   * Instant first (the Redis override, acknowledged by every live balancer), durable second (the
-   * Unleash switch or the integration's strategy off). If Unleash fails the rollback still holds
-   * through Redis, and the error says so.
+   * Sends all integrations (or one) to the baseline: the Redis override, acknowledged by every
+   * live balancer, answers; the Unleash write that makes it durable follows (see DurableOverride).
    */
   rollback(scope: RollbackScope, actor: string): Promise<RollbackRecord> {
-    return this.serialised(async () => {
-      const target = scope.integration ?? 'all';
-      const propagated = await this.deps.override.change(scope.integration ? { operation: 'rollback', integration: scope.integration } : { operation: 'rollback-all' }, actor);
-      const before = propagated.previous;
-      this.deps.metrics.observeRollback(propagated.propagationMs);
-      const record: RollbackRecord = {
-        scope: target,
-        actor,
-        atUnixMs: Date.now(),
-        overrideVersion: propagated.override.version,
-        acknowledged: propagated.acknowledged,
-        missing: propagated.missing,
-        propagationMs: propagated.propagationMs,
-        durable: false,
-      };
-      try {
-        if (scope.integration) await this.deps.traffic.setIntegrationRolledBack(scope.integration, true);
-        else await this.deps.traffic.setEnabled(false);
-        record.durable = true;
-      } catch (error) {
-        await this.saveRollback(record);
-        await this.recordFailure('rollback', actor, target, { before, after: propagated.override, ...record }, error);
-        this.deps.metrics.rollbacks.inc({ scope: scope.integration ? 'integration' : 'all', outcome: 'not-durable' });
-        throw new UnleashFailedError(
-          `the rollback is in effect through Redis (override version ${propagated.override.version}, acknowledged by ${propagated.acknowledged.length} of ${propagated.expected.length} balancers), but Unleash could not be updated, so it would not survive a loss of Redis data: ${messageOf(error)}. Roll back again to retry.`,
-          {},
-          error,
-        );
-      }
-      await this.saveRollback(record);
-      await this.record('rollback', actor, target, before ?? null, { override: propagated.override, propagationMs: propagated.propagationMs, acknowledged: propagated.acknowledged.length, missing: propagated.missing });
-      this.deps.metrics.rollbacks.inc({ scope: scope.integration ? 'integration' : 'all', outcome: 'ok' });
-      return record;
-    });
+    return this.changeOverride('rollback', scope, actor) as Promise<RollbackRecord>;
   }
 
-  /** Durable first (Unleash on again: if that fails nothing changed), then the override lifted. */
-  resume(scope: RollbackScope, actor: string): Promise<PropagatedChange> {
-    return this.serialised(async () => {
-      const target = scope.integration ?? 'all';
-      const before = await this.deps.override.store.read();
-      if (scope.integration) {
-        const flag = await this.deps.traffic.read();
-        if (before?.all || !flag.enabled) {
-          throw new HeadroomError(apiErrorCodes.conflict, `every integration is rolled back; resume all (POST /api/v1/resume with {}) before resuming ${scope.integration} alone`);
-        }
-      }
-      try {
-        if (scope.integration) await this.deps.traffic.setIntegrationRolledBack(scope.integration, false);
-        else await this.deps.traffic.setEnabled(true);
-      } catch (error) {
-        await this.recordFailure('resume', actor, target, before ?? null, error);
-        throw error;
-      }
-      const propagated = await this.deps.override.change(scope.integration ? { operation: 'resume', integration: scope.integration } : { operation: 'resume-all' }, actor);
-      await this.record('resume', actor, target, before ?? null, propagated.override);
-      return propagated;
-    });
+  /**
+   * Lifts the override, then switches the flag (or the integration's strategy) on in Unleash.
+   * Until Unleash has it, the flag still sends the scope to the baseline, so a resume whose
+   * Unleash write fails leaves the traffic where the rollback put it.
+   */
+  async resume(scope: RollbackScope, actor: string): Promise<OverrideChangeRecord> {
+    if (scope.integration && (await this.deps.override.store.read())?.all) {
+      throw new HeadroomError(apiErrorCodes.conflict, `every integration is rolled back; resume all (POST /api/v1/resume with {}) before resuming ${scope.integration} alone`);
+    }
+    return this.changeOverride('resume', scope, actor);
   }
 
-  drainRecorded(actor: string, workerId: string, cluster: string): Promise<void> {
-    return this.record('worker.drain', actor, workerId, null, { cluster, draining: true });
+  drainRecorded(actor: string, workerId: string, cluster: string, reason: string | undefined): Promise<void> {
+    return this.record('worker.drain', actor, workerId, null, { cluster, draining: true }, reason);
+  }
+
+  /** Resolves when the Unleash writes under way (rollbacks' and resumes' included) have ended, or after `timeoutMs`. */
+  async settle(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([this.queue.then(() => undefined), timeout]);
+    clearTimeout(timer);
   }
 
   /**
@@ -243,27 +239,118 @@ export class ControlService {
     });
   }
 
-  private async saveRollback(record: RollbackRecord): Promise<void> {
-    await this.deps.redis.set(this.lastRollbackKey, JSON.stringify(record)).catch(() => undefined);
+  /**
+   * The override first, answered once every live balancer acknowledged it (or the timeout
+   * passed); Unleash next, in turn with other changes, announced when it is done or failed.
+   * Override changes do not wait behind Unleash writes: a rollback must not queue behind a
+   * slow traffic change.
+   */
+  private async changeOverride(kind: 'rollback' | 'resume', scope: RollbackScope, actor: string): Promise<OverrideChangeRecord> {
+    if (this.overrideChangesRunning >= maxPendingChanges) {
+      throw new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} rollbacks and resumes are being acknowledged already; nothing was changed, try again`, { retryAfterMs: 1000 });
+    }
+    this.overrideChangesRunning++;
+    let propagated: PropagatedChange;
+    try {
+      const operation: OverrideChange = scope.integration ? { operation: kind, integration: scope.integration } : { operation: kind === 'rollback' ? 'rollback-all' : 'resume-all' };
+      propagated = await this.deps.override.change(operation, actor);
+    } finally {
+      this.overrideChangesRunning--;
+    }
+    const target = scope.integration ?? allIntegrations;
+    const record: OverrideChangeRecord = {
+      kind,
+      scope: target,
+      actor,
+      reason: scope.reason ?? null,
+      atUnixMs: Date.now(),
+      overrideVersion: propagated.override.version,
+      override: propagated.override,
+      expected: propagated.expected,
+      acknowledged: propagated.acknowledged,
+      missing: propagated.missing,
+      propagationMs: propagated.propagationMs,
+      durable: 'pending',
+      durableError: null,
+      durableAtUnixMs: null,
+    };
+    if (kind === 'rollback') {
+      this.deps.metrics.observeRollback(propagated.propagationMs);
+      await this.saveRollback(record);
+    }
+    this.announce(record);
+    void this.makeDurable(record, propagated.previous);
+    return record;
   }
 
-  private async record(action: AuditAction, actor: string, target: string, before: unknown, after: unknown): Promise<void> {
-    await this.deps.audit.append({ actor, action, target, before, after, outcome: 'ok' }).catch((error: unknown) => this.deps.logger.error({ err: error, action, target }, 'could not write the audit log'));
+  private async makeDurable(answered: OverrideChangeRecord, previous: OverrideState | undefined): Promise<void> {
+    const outcome = await this.durable.sync(answered.scope, answered.override);
+    this.deps.metrics.observeUnleashWrite(answered.kind, outcome);
+    const record: OverrideChangeRecord = {
+      ...answered,
+      durable: outcome.ok ? 'done' : 'failed',
+      durableError: outcome.ok ? null : durableFailure(answered, outcome.error),
+      durableAtUnixMs: Date.now(),
+    };
+    if (record.kind === 'rollback') {
+      await this.saveRollback(record, { onlyIfVersion: record.overrideVersion });
+      this.deps.metrics.rollbacks.inc({ scope: record.scope === allIntegrations ? 'all' : 'integration', outcome: outcome.ok ? 'ok' : 'not-durable' });
+    }
+    const after = { override: record.override, propagationMs: record.propagationMs, acknowledged: record.acknowledged.length, missing: record.missing, durable: record.durable };
+    await this.appendAudit({
+      actor: record.actor,
+      action: record.kind,
+      target: record.scope,
+      before: previous ?? null,
+      after,
+      outcome: outcome.ok ? 'ok' : 'failed',
+      ...(record.durableError ? { error: record.durableError } : {}),
+      ...(record.reason ? { reason: record.reason } : {}),
+    });
+    if (!outcome.ok) this.deps.logger.warn({ kind: record.kind, scope: record.scope, overrideVersion: record.overrideVersion, error: outcome.error }, 'a rollback or resume is in effect through Redis but not in Unleash');
+    this.announce(record);
+  }
+
+  /** To every control plane's event streams (`override-change`), through Redis. */
+  private announce(record: OverrideChangeRecord): void {
+    this.deps.redis.publish(this.overrideChangesChannel, JSON.stringify(record)).catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an override change'));
+  }
+
+  /** Keeps the latest rollback's record; its durable state only replaces the same rollback's. */
+  private async saveRollback(record: OverrideChangeRecord, condition?: { onlyIfVersion: number }): Promise<void> {
+    const json = JSON.stringify(record);
+    try {
+      if (!condition) await this.deps.redis.set(this.lastRollbackKey, json);
+      else await this.scripts('last-rollback-update', [this.lastRollbackKey, json, String(condition.onlyIfVersion)]);
+    } catch (error) {
+      this.deps.logger.debug({ err: error }, 'could not keep the last rollback');
+    }
+  }
+
+  private async record(action: AuditAction, actor: string, target: string, before: unknown, after: unknown, reason?: string): Promise<void> {
+    await this.appendAudit({ actor, action, target, before, after, outcome: 'ok', ...(reason ? { reason } : {}) });
   }
 
   private async recordFailure(action: AuditAction, actor: string, target: string, attempted: unknown, error: unknown): Promise<void> {
-    await this.deps.audit
-      .append({ actor, action, target, before: null, after: attempted, outcome: 'failed', error: messageOf(error) })
-      .catch((auditError: unknown) => this.deps.logger.error({ err: auditError, action, target }, 'could not write the audit log'));
+    await this.appendAudit({ actor, action, target, before: null, after: attempted, outcome: 'failed', error: messageOf(error) });
   }
 
-  /** One change at a time: each reads Unleash, then writes it. */
+  private async appendAudit(entry: NewAuditEntry): Promise<void> {
+    await this.deps.audit.append(entry).catch((error: unknown) => this.deps.logger.error({ err: error, action: entry.action, target: entry.target }, 'could not write the audit log'));
+  }
+
+  /** One change at a time (each reads Unleash, then writes it); at most maxPendingChanges wait. */
   private serialised<T>(fn: () => Promise<T>): Promise<T> {
     if (this.pendingChanges >= maxPendingChanges) {
       return Promise.reject(new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} changes already wait their turn; nothing was changed, try again`, { retryAfterMs: 1000 }));
     }
     this.pendingChanges++;
-    const run = this.queue.then(fn, fn).finally(() => this.pendingChanges--);
+    return this.inTurn(fn).finally(() => this.pendingChanges--);
+  }
+
+  /** In turn with the other Unleash writes, without the bound (DurableOverride bounds its own). */
+  private inTurn<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
     this.queue = run.catch(() => undefined);
     return run;
   }
@@ -288,6 +375,26 @@ function splitOf(flag: TrafficFlagState): TrafficSplit {
     defaultPercent: flag.defaultPercent,
     integrations: Object.fromEntries(Object.entries(flag.integrations).filter(([, t]) => !t.rolledBack).map(([name, t]) => [name, t.percent])),
   };
+}
+
+/** The channel `override-change` events travel on, so every control plane's streams get them. */
+export function overrideChangesChannel(keyPrefix: string): string {
+  return `{${keyPrefix}:control}:override-changes`;
+}
+
+/** What the answer (and the audit log) says an Unleash write failure leaves in effect. */
+function durableFailure(record: OverrideChangeRecord, error: string): string {
+  const acknowledged = `acknowledged by ${record.acknowledged.length} of ${record.expected.length} balancers`;
+  return record.kind === 'rollback'
+    ? `the rollback is in effect through Redis (override version ${record.overrideVersion}, ${acknowledged}), but Unleash could not be updated, so it would not survive a loss of Redis data: ${error}. Roll back again to retry.`
+    : `the override was lifted (version ${record.overrideVersion}, ${acknowledged}), but Unleash could not be updated, so its flag still sends ${record.scope === allIntegrations ? 'every integration' : record.scope} to the baseline: ${error}. Resume again to retry.`;
+}
+
+/** A record kept by this or an earlier version (whose `durable` was a boolean). */
+function parseRollbackRecord(json: string): RollbackRecord {
+  const record = JSON.parse(json) as Partial<Omit<RollbackRecord, 'durable'>> & { durable?: DurableState | boolean };
+  const durable: DurableState = record.durable === true ? 'done' : record.durable === false ? 'failed' : (record.durable ?? 'pending');
+  return { kind: 'rollback', reason: null, expected: [], durableError: null, durableAtUnixMs: null, ...record, durable } as RollbackRecord;
 }
 
 function messageOf(error: unknown): string {

@@ -28,6 +28,8 @@ export interface WorkerSummary {
   inFlight: number;
   free: number;
   draining: boolean;
+  /** Balancers could not connect to it: none sends it a task until then (or until a health check passes); null when not marked. */
+  unreachableUntilUnixMs: number | null;
   lastHeartbeatUnixMs: number;
   /** Its latest report: heap, GC, event loop, latency; null until it sent one. */
   stats: WorkerReport | null;
@@ -67,6 +69,7 @@ export class FleetView {
         inFlight: w.inflight,
         free: Math.max(0, w.freeSlots),
         draining: w.draining,
+        unreachableUntilUnixMs: w.unreachableUntilMs,
         lastHeartbeatUnixMs: w.lastHeartbeatMs,
         stats: reports.get(w.workerId) ?? null,
       })),
@@ -87,14 +90,15 @@ export class FleetView {
 }
 
 function summarise(role: ClusterRole, snapshot: ClusterSnapshot, reports: Map<string, WorkerReport>): ClusterSummary {
-  const live = snapshot.workers.filter((w) => !w.draining);
+  // Capacity and free slots count the workers that take tasks, as the ledger's totals do.
+  const live = snapshot.workers.filter((w) => !w.draining && w.unreachableUntilMs === null);
   const reported = snapshot.workers.flatMap((w) => reports.get(w.workerId) ?? []);
   const rate = (of: (report: WorkerReport) => number) => Math.round(reported.reduce((sum, report) => sum + of(report), 0) * 10) / 10;
   return {
     name: snapshot.cluster,
     role,
     workers: snapshot.workers.length,
-    drainingWorkers: snapshot.workers.length - live.length,
+    drainingWorkers: snapshot.workers.filter((w) => w.draining).length,
     capacity: live.reduce((sum, w) => sum + w.capacity, 0),
     inFlight: snapshot.workers.reduce((sum, w) => sum + w.inflight, 0),
     free: live.reduce((sum, w) => sum + Math.max(0, w.freeSlots), 0),

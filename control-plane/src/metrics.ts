@@ -4,6 +4,8 @@ export interface ControlMetrics {
   flagChanges: Counter<'flag' | 'outcome'>;
   rollbacks: Counter<'scope' | 'outcome'>;
   observeRollback(propagationMs: number | null): void;
+  /** A rollback's or resume's Unleash write, made after the answer. */
+  observeUnleashWrite(kind: 'rollback' | 'resume', outcome: { ok: boolean; durationMs: number }): void;
   eventStreams: Gauge;
   requests: Counter<'method' | 'status'>;
 }
@@ -16,6 +18,13 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
   });
+  const unleashWrites = new Histogram({
+    name: 'headroom_control_override_unleash_write_seconds',
+    help: "A rollback's or resume's Unleash write (made after the answer), by kind and outcome (ok, failed: in effect through Redis only)",
+    labelNames: ['kind', 'outcome'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
   return {
     flagChanges: new Counter({ name: 'headroom_control_flag_changes_total', help: 'Changes written to Unleash, by flag and outcome', labelNames: ['flag', 'outcome'], registers: [registry] }),
     rollbacks: new Counter({
@@ -26,6 +35,9 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     }),
     observeRollback(propagationMs) {
       if (propagationMs !== null) propagation.observe(propagationMs / 1000);
+    },
+    observeUnleashWrite(kind, outcome) {
+      unleashWrites.observe({ kind, outcome: outcome.ok ? 'ok' : 'failed' }, outcome.durationMs / 1000);
     },
     eventStreams: new Gauge({ name: 'headroom_control_event_streams', help: 'Open /api/v1/events streams', registers: [registry] }),
     requests: new Counter({ name: 'headroom_control_http_requests_total', help: 'API requests by method and status', labelNames: ['method', 'status'], registers: [registry] }),

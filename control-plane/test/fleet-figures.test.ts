@@ -126,3 +126,22 @@ test('the control plane serves the built UI: assets cached, index.html for app r
     /uiDirectory: no index.html in .*nope; build the UI with npm run build/,
   );
 });
+
+test('a worker balancers cannot reach shows as unreachable until its mark ends, and its slots leave the cluster capacity', async (t) => {
+  const stack = await startStack(t, unleash);
+  const { fleet } = stack;
+  await fleet.addWorker({ cluster: 'baseline', workerId: 'reachable-b1', maxParallelism: 2 });
+  await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, runningLeaseIds: [] });
+  const mark = await fleet.ledger.markUnreachable('baseline', 'unreachable-b2', 60_000, 1);
+  assert.equal(mark.result, 'marked');
+  const workers = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null }[];
+  const byId = new Map(workers.map((w) => [w.workerId, w.unreachableUntilUnixMs]));
+  assert.equal(byId.get('reachable-b1'), null);
+  assert.ok(mark.result === 'marked' && byId.get('unreachable-b2') === mark.untilMs, JSON.stringify(workers));
+  const baseline = (await stack.api('GET', '/clusters')).body.clusters.find((c: { role: string }) => c.role === 'baseline');
+  assert.deepEqual([baseline.workers, baseline.drainingWorkers, baseline.capacity, baseline.free], [2, 0, 2, 2]);
+  await fleet.ledger.clearUnreachable('baseline', 'unreachable-b2');
+  const cleared = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null }[];
+  assert.equal(cleared.find((w) => w.workerId === 'unreachable-b2')!.unreachableUntilUnixMs, null);
+  assert.equal((await stack.api('GET', '/clusters')).body.clusters.find((c: { role: string }) => c.role === 'baseline').capacity, 6);
+});

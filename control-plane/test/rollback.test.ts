@@ -1,10 +1,12 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import { performance } from 'node:perf_hooks';
 import { eventually } from '@headroom/common/dist/src/testing';
 import type { HandlerMap } from '@headroom/worker';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { demoHandlersPath, json, submit, task, type Fleet } from '@headroom/balancer/dist/test/harness';
-import { startStack, type Stack } from './stack';
+import { followEvents, startStack, type Stack } from './stack';
+import { unleashProxy } from './unleash-proxy';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const demo = (require(demoHandlersPath) as { handlers: HandlerMap }).handlers;
@@ -58,7 +60,7 @@ test('POST /rollback: every balancer acknowledges, queued candidate tasks go to 
   const record = response.body;
   assert.deepEqual(record.acknowledged.map((a: { balancerId: string }) => a.balancerId).sort(), ['b0', 'b1', 'b2']);
   assert.deepEqual(record.missing, []);
-  assert.equal(record.durable, true);
+  assert.deepEqual([record.kind, record.scope, record.reason, record.durable], ['rollback', 'all', 'latency ratio 1.8 on bank-a', 'pending']);
   assert.ok(record.propagationMs >= 0 && record.propagationMs < 1000, `propagation ${record.propagationMs} ms`);
   for (const balancer of fleet.balancers) assert.equal(balancer.stats().overrideVersion, record.overrideVersion);
 
@@ -75,22 +77,27 @@ test('POST /rollback: every balancer acknowledges, queued candidate tasks go to 
   assert.equal(candidateStarts.length, probesOnCandidate + 1, 'the probes and the long task, all before the rollback');
   assert.ok(candidateStarts.every((s) => s.atMs < answeredAtMs));
 
-  // Durable too: the flag's environment is off in Unleash; GET /traffic shows it all.
+  // Durable too, right after the answer: the flag's environment is off in Unleash; GET /traffic shows it all.
+  await eventually('the rollback is durable', 5000, async () => ((await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined));
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.equal(traffic.flag.enabled, false);
   assert.equal(traffic.override.all, true);
   assert.equal(traffic.durable, true);
   assert.deepEqual(traffic.effectivePercent, { default: 0, integrations: { 'bank-a': 0, 'bank-b': 0 } });
   assert.ok(traffic.balancers.every((b: { upToDate: boolean }) => b.upToDate));
-  assert.equal(traffic.lastRollback.overrideVersion, record.overrideVersion);
+  assert.equal(traffic.unleashWritesPending, 0);
+  assert.deepEqual([traffic.lastRollback.overrideVersion, traffic.lastRollback.reason, traffic.lastRollback.durableError], [record.overrideVersion, 'latency ratio 1.8 on bank-a', null]);
   const audit = (await stack.api('GET', '/audit?limit=1')).body.entries[0];
-  assert.deepEqual([audit.action, audit.target, audit.actor, audit.outcome], ['rollback', 'all', 'olga', 'ok']);
+  assert.deepEqual([audit.action, audit.target, audit.actor, audit.outcome, audit.reason, audit.after.durable], ['rollback', 'all', 'olga', 'ok', 'latency ratio 1.8 on bank-a', 'done']);
 
-  const resumed = await stack.api('POST', '/resume', {});
+  const resumed = await stack.api('POST', '/resume', { reason: 'bank-a upstream fixed' });
   assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
-  assert.equal(resumed.body.override.all, false);
-  assert.equal(resumed.body.acknowledged.length, 3);
-  assert.equal((await stack.api('GET', '/traffic')).body.flag.enabled, true);
+  assert.deepEqual([resumed.body.kind, resumed.body.override.all, resumed.body.acknowledged.length, resumed.body.durable], ['resume', false, 3, 'pending']);
+  await eventually('the flag is on again in Unleash', 5000, async () => ((await stack.api('GET', '/traffic')).body.flag.enabled === true ? true : undefined));
+  await eventually('the resume is audited with its reason', 3000, async () => {
+    const entry = (await stack.api('GET', '/audit?limit=1')).body.entries[0];
+    return entry.action === 'resume' && entry.reason === 'bank-a upstream fixed' && entry.outcome === 'ok' ? true : undefined;
+  });
   await eventually('bank-a on the candidate again', 8000, async () => ((await clusterOf(fleet, 1, 'bank-a')) === 'candidate' ? true : undefined));
 });
 
@@ -108,6 +115,7 @@ test('rolling back one integration leaves the others; it is durable as that stra
   assert.equal(response.body.scope, 'bank-a');
   assert.equal(await clusterOf(fleet, 0, 'bank-a'), 'baseline', 'at once, through the override');
   assert.equal(await clusterOf(fleet, 2, 'bank-b'), 'candidate');
+  await eventually('the rollback is durable', 5000, async () => ((await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined));
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.deepEqual(traffic.flag.integrations['bank-a'], { percent: 100, rolledBack: true });
   assert.deepEqual(traffic.effectivePercent.integrations, { 'bank-a': 0, 'bank-b': 100 });
@@ -122,8 +130,89 @@ test('rolling back one integration leaves the others; it is durable as that stra
   assert.equal(await clusterOf(fleet, 1, 'bank-a'), 'baseline');
   await eventually('bank-b back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-b')) === 'candidate' ? true : undefined));
   assert.equal((await stack.api('POST', '/resume', { integration: 'bank-a' })).status, 200);
-  await eventually('bank-a back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-a')) === 'candidate' ? true : undefined));
+  // The answer comes once the balancers lifted the override; Unleash follows.
+  await eventually('bank-a on again in Unleash', 5000, async () => ((await stack.api('GET', '/traffic')).body.flag.integrations['bank-a'].rolledBack === false ? true : undefined));
   assert.deepEqual((await stack.api('GET', '/traffic')).body.flag.integrations['bank-a'], { percent: 100, rolledBack: false });
+  await eventually('bank-a back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-a')) === 'candidate' ? true : undefined));
+});
+
+test('a rollback and a resume answer once the balancers acknowledge, not when Unleash does; the event stream says when each became durable', async (t) => {
+  const proxy = await unleashProxy(t, unleash);
+  const stack = await startStack(t, proxy.unleash);
+  const { fleet } = stack;
+  await fleet.addWorker({ cluster: 'candidate', maxParallelism: 4 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 });
+  for (let i = 0; i < 2; i++) await fleet.addBalancer({ balancerId: `b${i}` }, (await stack.newFlagClient()).flags);
+  assert.equal((await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 100 } })).status, 200);
+  const events = await followEvents(t, stack);
+  await eventually('the event stream is open', 3000, () => events.find((e) => e.event === 'figures'));
+
+  // Unleash now takes 1.5 s to answer each write, as a loaded one might.
+  const unleashWriteMs = 1500;
+  proxy.writes = { mode: 'delay', delayMs: unleashWriteMs };
+  for (const [path, body, kind] of [
+    ['/rollback', { integration: 'bank-a', reason: 'p95 ratio 1.9 on bank-a' }, 'rollback'],
+    ['/resume', { integration: 'bank-a', reason: 'false alarm' }, 'resume'],
+  ] as const) {
+    const writesBefore = proxy.writesSeen;
+    const sentAt = performance.now();
+    const answer = await stack.api('POST', path, body);
+    const answerMs = performance.now() - sentAt;
+    assert.equal(answer.status, 200, JSON.stringify(answer.body));
+    assert.ok(answerMs < unleashWriteMs / 2, `${path} answered after ${answerMs.toFixed(0)} ms: it waited for Unleash`);
+    assert.deepEqual([answer.body.kind, answer.body.scope, answer.body.reason, answer.body.durable, answer.body.durableError], [kind, 'bank-a', body.reason, 'pending', null]);
+    assert.deepEqual(answer.body.acknowledged.map((a: { balancerId: string }) => a.balancerId).sort(), ['b0', 'b1']);
+    for (const balancer of fleet.balancers) assert.equal(balancer.stats().overrideVersion, answer.body.overrideVersion, 'every balancer applied it before the answer');
+    const pendingTraffic = (await stack.api('GET', '/traffic')).body;
+    assert.equal(pendingTraffic.unleashWritesPending, 1, 'the Unleash write is under way');
+
+    const durable = await eventually(`${kind} durable`, 10_000, () => events.find((e) => e.event === 'override-change' && e.data.overrideVersion === answer.body.overrideVersion && e.data.durable !== 'pending'));
+    assert.equal(durable.data.durable, 'done', JSON.stringify(durable.data));
+    assert.ok(durable.data.durableAtUnixMs - durable.data.atUnixMs >= unleashWriteMs - 50, 'durable once Unleash answered');
+    assert.ok(events.some((e) => e.event === 'override-change' && e.data.overrideVersion === answer.body.overrideVersion && e.data.durable === 'pending'), 'the answer went out on the stream too');
+    assert.ok(proxy.writesSeen > writesBefore, 'Unleash was written');
+    const traffic = (await stack.api('GET', '/traffic')).body;
+    assert.deepEqual([traffic.durable, traffic.unleashWritesPending, traffic.flag.integrations['bank-a'].rolledBack], [true, 0, kind === 'rollback']);
+    const change = events.findLast((e) => e.event === 'change')!.data;
+    assert.deepEqual([change.action, change.target, change.reason, change.outcome], [kind, 'bank-a', body.reason, 'ok']);
+  }
+  assert.equal((await stack.api('GET', '/traffic')).body.lastRollback.reason, 'p95 ratio 1.9 on bank-a');
+});
+
+test('a rollback whose Unleash write fails still answers 200 at once, holds through Redis, and says it is not durable', async (t) => {
+  const proxy = await unleashProxy(t, unleash);
+  const stack = await startStack(t, proxy.unleash);
+  const { fleet } = stack;
+  await fleet.addWorker({ cluster: 'candidate', maxParallelism: 4 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 });
+  await fleet.addBalancer({ balancerId: 'b0' }, (await stack.newFlagClient()).flags);
+  assert.equal((await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 100 } })).status, 200);
+  await eventually('bank-a on the candidate', 8000, async () => ((await clusterOf(fleet, 0, 'bank-a')) === 'candidate' ? true : undefined));
+
+  proxy.writes = { mode: 'fail', status: 503 };
+  const answer = await stack.api('POST', '/rollback', { reason: 'error rate' });
+  assert.equal(answer.status, 200, JSON.stringify(answer.body));
+  assert.equal(answer.body.durable, 'pending');
+  assert.equal(await clusterOf(fleet, 0, 'bank-a'), 'baseline', 'in effect through Redis');
+  const record = await eventually('the failure is known', 8000, async () => {
+    const last = (await stack.api('GET', '/traffic')).body.lastRollback;
+    return last?.durable === 'failed' ? last : undefined;
+  });
+  assert.match(record.durableError, /in effect through Redis \(override version \d+, acknowledged by 1 of 1 balancers\), but Unleash could not be updated/);
+  const traffic = (await stack.api('GET', '/traffic')).body;
+  assert.deepEqual([traffic.durable, traffic.flag.enabled, traffic.override.all], [false, true, true]);
+  const audit = (await stack.api('GET', '/audit?limit=1')).body.entries[0];
+  assert.deepEqual([audit.action, audit.outcome, audit.reason, audit.after.durable], ['rollback', 'failed', 'error rate', 'failed']);
+  assert.match(audit.error, /Roll back again to retry/);
+  const metrics = (await stack.api('GET', '/metrics', undefined, null)).body as string;
+  assert.match(metrics, /headroom_control_rollbacks_total\{scope="all",outcome="not-durable"\} 1/);
+  assert.match(metrics, /headroom_control_override_unleash_write_seconds_count\{kind="rollback",outcome="failed"\} 1/);
+
+  // Unleash takes writes again: rolling back again makes it durable.
+  proxy.writes = { mode: 'pass' };
+  assert.equal((await stack.api('POST', '/rollback', {})).status, 200);
+  await eventually('durable now', 8000, async () => ((await stack.api('GET', '/traffic')).body.durable === true ? true : undefined));
+  assert.equal((await stack.api('GET', '/traffic')).body.flag.enabled, false);
 });
 
 test('a balancer started after a rollback applies it before its first task; a lost override is rebuilt from Unleash', async (t) => {
@@ -155,30 +244,7 @@ test('a balancer started after a rollback applies it before its first task; a lo
 
 test('the event stream sends live figures, each change and each acknowledgement', async (t) => {
   const stack = await rolloutStack(t, []);
-  const controller = new AbortController();
-  t.after(() => controller.abort());
-  const response = await fetch(`${stack.controlPlane.url}/api/v1/events`, { headers: { authorization: 'Bearer operator-token-0123456789abcdef' }, signal: controller.signal });
-  assert.equal(response.headers.get('content-type'), 'text/event-stream; charset=utf-8');
-  const events: { event: string; data: any }[] = [];
-  void (async () => {
-    const decoder = new TextDecoder();
-    let buffered = '';
-    try {
-      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-        buffered += decoder.decode(chunk, { stream: true });
-        let end: number;
-        while ((end = buffered.indexOf('\n\n')) >= 0) {
-          const block = buffered.slice(0, end);
-          buffered = buffered.slice(end + 2);
-          const event = /^event: (.+)$/m.exec(block)?.[1];
-          const data = /^data: (.+)$/m.exec(block)?.[1];
-          if (event && data) events.push({ event, data: JSON.parse(data) });
-        }
-      }
-    } catch {
-      // Aborted at the end of the test.
-    }
-  })();
+  const events = await followEvents(t, stack);
   await eventually('first figures', 3000, () => events.find((e) => e.event === 'figures'));
   const figures = events.find((e) => e.event === 'figures')!.data;
   assert.deepEqual(figures.clusters.map((c: { name: string; capacity: number }) => [c.name, c.capacity]), [['baseline', 20], ['candidate', 1]]);

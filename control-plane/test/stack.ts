@@ -82,3 +82,37 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
     },
   };
 }
+
+export interface StreamedEvent {
+  event: string;
+  data: any;
+}
+
+/** Follows GET /api/v1/events as the operator until the test ends; the events land in the array as they come. */
+export async function followEvents(t: TestContext, stack: Stack): Promise<StreamedEvent[]> {
+  const controller = new AbortController();
+  t.after(() => controller.abort());
+  const response = await fetch(`${stack.controlPlane.url}/api/v1/events`, { headers: { authorization: `Bearer ${operatorToken}` }, signal: controller.signal });
+  if (response.headers.get('content-type') !== 'text/event-stream; charset=utf-8') throw new Error(`not an event stream: ${response.status} ${response.headers.get('content-type')}`);
+  const events: StreamedEvent[] = [];
+  void (async () => {
+    const decoder = new TextDecoder();
+    let buffered = '';
+    try {
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        buffered += decoder.decode(chunk, { stream: true });
+        let end: number;
+        while ((end = buffered.indexOf('\n\n')) >= 0) {
+          const block = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          const event = /^event: (.+)$/m.exec(block)?.[1];
+          const data = /^data: (.+)$/m.exec(block)?.[1];
+          if (event && data) events.push({ event, data: JSON.parse(data) });
+        }
+      }
+    } catch {
+      // Aborted at the end of the test.
+    }
+  })();
+  return events;
+}

@@ -44,6 +44,7 @@ test('GET /traffic says which balancers have the split Unleash holds: a change r
 
   // A durable per-integration rollback switches bank-b's strategy off: the client sees it gone.
   assert.equal((await stack.api('POST', '/rollback', { integration: 'bank-b' })).status, 200);
+  await eventually('Unleash has it (written after the answer)', 5000, async () => ((await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined));
   await eventually('the polling balancer has the switched-off strategy', 8000, async () => ((await upToDate()).polling ? true : undefined));
   assert.deepEqual(flags.trafficSplit(), { enabled: true, defaultPercent: 10, integrations: { 'bank-a': 35 } });
 });
@@ -218,13 +219,13 @@ test('draining a worker through the API: it stops taking tasks and leaves; an un
     workers.body.workers.map((w: { workerId: string; cluster: string; maxParallelism: number }) => [w.workerId, w.cluster, w.maxParallelism]),
     [['w-drain', 'baseline', 2]],
   );
-  const drained = await stack.api('POST', '/workers/w-drain/drain');
+  const drained = await stack.api('POST', '/workers/w-drain/drain', { reason: 'host to be patched' });
   assert.deepEqual(drained.body, { workerId: 'w-drain', cluster: 'baseline', draining: true });
   await worker.stopped;
   const missing = await stack.api('POST', '/workers/nobody/drain');
   assert.equal(missing.status, 404);
   const audit = (await stack.api('GET', '/audit')).body.entries;
-  assert.deepEqual(audit.map((e: { action: string; target: string }) => [e.action, e.target]), [['worker.drain', 'w-drain']]);
+  assert.deepEqual(audit.map((e: { action: string; target: string; reason?: string }) => [e.action, e.target, e.reason]), [['worker.drain', 'w-drain', 'host to be patched']]);
 });
 
 test('with no integrations of their own configured, the default share alone decides', async (t) => {

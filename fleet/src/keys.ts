@@ -17,6 +17,8 @@ export interface ClusterKeys {
   readonly waiting: string;
   readonly waitingUser: string;
   readonly workerLeases: string;
+  /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-13.lua. */
+  readonly unreachable: string;
   /** Pub/sub channel on which scripts announce freed slots while balancers wait. */
   readonly slotFreedChannel: string;
 }
@@ -37,6 +39,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     waiting: key('waiting'),
     waitingUser: key('waiting-user'),
     workerLeases: key('worker-leases'),
+    unreachable: key('unreachable'),
   };
   return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };
 }

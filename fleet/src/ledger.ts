@@ -37,6 +37,8 @@ export interface HeartbeatReply {
   drainRequested: boolean;
   /** Leases the ledger counts for the worker after this heartbeat. */
   inflight: number;
+  /** Balancers could not connect to this worker (at the address it advertises) and take no slot on it for now. */
+  markedUnreachable: boolean;
 }
 
 export interface ReserveRequest {
@@ -56,6 +58,12 @@ export type Reservation =
   | { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number }
   | { ok: false; reason: NoSlotReason };
 
+export type UnreachableMark =
+  | { result: 'marked'; untilMs: number }
+  /** The cluster already has as many workers marked as `maxMarkedShare` allows. */
+  | { result: 'too-many'; marked: number; workers: number }
+  | { result: 'not-registered' };
+
 export interface WorkerRecord {
   workerId: string;
   address: string;
@@ -65,12 +73,14 @@ export interface WorkerRecord {
   freeSlots: number;
   draining: boolean;
   lastHeartbeatMs: number;
+  /** Until when (ms, Redis's clock) balancers skip it because they could not connect to it; null when not marked. */
+  unreachableUntilMs: number | null;
 }
 
 export interface ClusterSnapshot {
   cluster: string;
   workers: WorkerRecord[];
-  /** Sums over live, non-draining workers, as the reserve script sees them. */
+  /** Sums over live workers that take tasks (not draining, not marked unreachable), as the reserve script sees them. */
   totalCapacity: number;
   totalFree: number;
   leases: number;
@@ -116,8 +126,8 @@ export class Ledger {
       input.draining ? 1 : 0,
       this.options.leaseTtlMs,
       ...input.runningLeaseIds,
-    ])) as [number, number];
-    return { drainRequested: reply[0] === 1, inflight: reply[1] };
+    ])) as [number, number, number];
+    return { drainRequested: reply[0] === 1, inflight: reply[1], markedUnreachable: reply[2] === 1 };
   }
 
   async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
@@ -160,6 +170,26 @@ export class Ledger {
     return (await this.run('deregister', cluster, [workerId])) === 1;
   }
 
+  /**
+   * Marks a worker balancers cannot connect to: no balancer reserves a slot on it for `forMs`
+   * (Redis's clock), and its slots leave the cluster totals. The mark ends when
+   * `clearUnreachable` is called or, once it expired, at the worker's next heartbeat. A later
+   * end than the one held wins. Refused ('too-many') when another mark would pass
+   * max(1, floor(maxMarkedShare x the cluster's workers)) marked at once.
+   */
+  async markUnreachable(cluster: string, workerId: string, forMs: number, maxMarkedShare: number): Promise<UnreachableMark> {
+    const reply = (await this.run('unreachable', cluster, [workerId, Math.max(1, Math.round(forMs)), maxMarkedShare])) as [string, ...number[]];
+    if (reply[0] === 'marked') return { result: 'marked', untilMs: Number(reply[1]) };
+    if (reply[0] === 'too-many') return { result: 'too-many', marked: Number(reply[1]), workers: Number(reply[2]) };
+    return { result: 'not-registered' };
+  }
+
+  /** Ends a worker's unreachable mark (a health check passed): it takes tasks again unless draining. False if it is not registered. */
+  async clearUnreachable(cluster: string, workerId: string): Promise<boolean> {
+    const reply = (await this.run('unreachable', cluster, [workerId, 0, 1])) as [string];
+    return reply[0] === 'cleared';
+  }
+
   /** Stops saying this balancer waits for the cluster (for all tasks, or only user-present ones). */
   async stopWaiting(cluster: string, balancerId: string, which: 'all' | 'user'): Promise<void> {
     await this.run('waiting', cluster, [balancerId, which === 'all' ? 'stop' : 'stop-user', this.options.waiterTtlMs]);
@@ -191,6 +221,7 @@ export class Ledger {
         .zcard(keys.leases)
         .zrange(keys.waiting, 0, -1, 'WITHSCORES')
         .zrange(keys.waitingUser, 0, -1, 'WITHSCORES')
+        .zrange(keys.unreachable, 0, -1, 'WITHSCORES')
         .time()
         .exec();
       if (!reply) throw new Error('transaction aborted');
@@ -198,9 +229,9 @@ export class Ledger {
         if (error) throw error;
         return value;
       });
-      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, time] = values as [
+      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, unreachable, time] = values as [
         Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
-        Record<string, string>, number, string[], string[], [string, string],
+        Record<string, string>, number, string[], string[], string[], [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
       const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
@@ -208,6 +239,11 @@ export class Ledger {
       const heartbeatMs = new Map<string, number>();
       for (let i = 0; i < heartbeat.length; i += 2) heartbeatMs.set(heartbeat[i]!, Number(heartbeat[i + 1]));
       const drainingSet = new Set(draining);
+      const unreachableUntilMs = new Map<string, number>();
+      for (let i = 0; i < unreachable.length; i += 2) {
+        // An expired mark lasts until the worker's next heartbeat; it is shown as over.
+        if (Number(unreachable[i + 1]) > redisNowMs) unreachableUntilMs.set(unreachable[i]!, Number(unreachable[i + 1]));
+      }
       const workers = Object.keys(capacity)
         .sort()
         .map((workerId) => {
@@ -221,6 +257,7 @@ export class Ledger {
             freeSlots: cap - used,
             draining: drainingSet.has(workerId),
             lastHeartbeatMs: heartbeatMs.get(workerId) ?? 0,
+            unreachableUntilMs: unreachableUntilMs.get(workerId) ?? null,
           };
         });
       return {

@@ -244,6 +244,8 @@ test('every script runs on Redis Cluster: all its keys hash to one slot', async 
   assert.ok(r.ok);
   assert.equal(await ledger.release('c', r.leaseId), true);
   assert.equal(await ledger.drain('c', 'w1'), true);
+  assert.equal((await ledger.markUnreachable('c', 'w1', 1000, 1)).result, 'marked');
+  assert.equal(await ledger.clearUnreachable('c', 'w1'), true);
   assert.deepEqual(await ledger.sweep('c', 60_000), { workersRemoved: 0, leasesExpired: 0 });
   assert.equal(await ledger.deregister('c', 'w1'), true);
 });
@@ -283,4 +285,100 @@ test('a heartbeat recounts in-flight tasks: reserved-but-not-arrived leases coun
   await ledger.release('c', inTransit.leaseId);
   assert.equal((await addWorker(ledger, 'c', 'w1', 4, [])).inflight, 0);
   assert.equal((await ledger.snapshot('c')).totalFree, 4);
+});
+
+test('a worker marked unreachable takes no slot while the mark lasts, and its slots leave the totals', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0.5 });
+  await addWorker(ledger, 'c', 'near', 2);
+  await addWorker(ledger, 'c', 'far', 6);
+  const sentBeforeTheMark = await ledger.reserve('c', user);
+  assert.ok(sentBeforeTheMark.ok && sentBeforeTheMark.workerId === 'far');
+  const mark = await ledger.markUnreachable('c', 'far', 60_000, 0.5);
+  assert.equal(mark.result, 'marked');
+  let snap = await ledger.snapshot('c');
+  const far = snap.workers.find((w) => w.workerId === 'far')!;
+  assert.ok(far.unreachableUntilMs !== null && mark.result === 'marked' && far.unreachableUntilMs === mark.untilMs);
+  assert.equal(snap.workers.find((w) => w.workerId === 'near')!.unreachableUntilMs, null);
+  // The totals are those of 'near' alone: the kept share is 1 of its 2 slots.
+  assert.deepEqual([snap.totalCapacity, snap.totalFree], [2, 2]);
+  const first = await ledger.reserve('c', background);
+  assert.ok(first.ok && first.workerId === 'near', 'least-loaded among the reachable workers');
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'kept-for-user-present' });
+  const second = await ledger.reserve('c', user);
+  assert.ok(second.ok && second.workerId === 'near');
+  assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
+  assert.deepEqual(await ledger.reserve('c', { ...user, targetWorkerId: 'far' }), { ok: false, reason: 'target-full' });
+  // Neither a heartbeat nor a lease that ends while the mark lasts brings it back.
+  const hb = await addWorker(ledger, 'c', 'far', 6);
+  assert.equal(hb.markedUnreachable, true, 'the worker learns of the mark at its heartbeat');
+  assert.equal(await ledger.release('c', sentBeforeTheMark.leaseId), true, 'its lease is given back as usual');
+  assert.equal(await ledger.release('c', first.leaseId), true);
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.totalFree], [2, 1]);
+  // A health check passed: back at once, with all its slots.
+  assert.equal(await ledger.clearUnreachable('c', 'far'), true);
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.workers.find((w) => w.workerId === 'far')!.unreachableUntilMs, snap.leases], [8, 7, null, 1]);
+  const back = await ledger.reserve('c', user);
+  assert.ok(back.ok && back.workerId === 'far' && back.freeSlotsBefore === 6);
+  assert.equal((await addWorker(ledger, 'c', 'far', 6, [back.leaseId])).markedUnreachable, false);
+});
+
+test('an unreachable mark nobody clears ends at the first heartbeat after it expired; the worker keeps its leases', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 3);
+  await addWorker(ledger, 'c', 'w2', 1);
+  const running = await ledger.reserve('c', user);
+  assert.ok(running.ok && running.workerId === 'w1');
+  assert.equal((await ledger.markUnreachable('c', 'w1', 150, 1)).result, 'marked');
+  // A shorter mark does not cut a longer one short.
+  assert.equal((await ledger.markUnreachable('c', 'w1', 50, 1)).result, 'marked');
+  await new Promise((resolve) => setTimeout(resolve, 80));
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, [running.leaseId])).markedUnreachable, true);
+  const other = await ledger.reserve('c', user);
+  assert.ok(other.ok && other.workerId === 'w2');
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  let snap = await ledger.snapshot('c');
+  assert.equal(snap.workers.find((w) => w.workerId === 'w1')!.unreachableUntilMs, null, 'shown as over once expired');
+  assert.equal(snap.totalCapacity, 1, 'still out until its heartbeat');
+  const hb = await addWorker(ledger, 'c', 'w1', 3, [running.leaseId]);
+  assert.deepEqual([hb.markedUnreachable, hb.inflight], [false, 1]);
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.leases], [4, 2, 2]);
+  const again = await ledger.reserve('c', user);
+  assert.ok(again.ok && again.workerId === 'w1' && again.freeSlotsBefore === 2);
+  assert.equal(await ledger.redis.zcard(ledger.keys('c').unreachable), 0);
+});
+
+test('a draining worker stays out when its unreachable mark is cleared; a worker that leaves takes its mark with it', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  await addWorker(ledger, 'c', 'w2', 2);
+  assert.equal((await ledger.markUnreachable('c', 'w1', 60_000, 1)).result, 'marked');
+  assert.equal(await ledger.drain('c', 'w1'), true);
+  assert.equal(await ledger.clearUnreachable('c', 'w1'), true);
+  let snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.workers[0]!.draining, snap.workers[0]!.unreachableUntilMs], [2, true, null]);
+  assert.equal((await ledger.markUnreachable('c', 'w2', 60_000, 1)).result, 'marked');
+  assert.equal(await ledger.deregister('c', 'w2'), true);
+  assert.equal(await ledger.redis.zcard(ledger.keys('c').unreachable), 0, 'no mark left behind');
+  assert.deepEqual(await ledger.markUnreachable('c', 'w2', 60_000, 1), { result: 'not-registered' });
+  assert.equal(await ledger.clearUnreachable('c', 'w2'), false);
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.totalFree], [0, 0]);
+});
+
+test('no more workers are marked unreachable at once than the share allows (at least one)', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  for (let i = 0; i < 5; i++) await addWorker(ledger, 'c', `w${i}`, 1);
+  assert.equal((await ledger.markUnreachable('c', 'w0', 60_000, 0.4)).result, 'marked');
+  assert.equal((await ledger.markUnreachable('c', 'w1', 60_000, 0.4)).result, 'marked');
+  assert.deepEqual(await ledger.markUnreachable('c', 'w2', 60_000, 0.4), { result: 'too-many', marked: 2, workers: 5 });
+  // Extending a mark already held is not a new one.
+  assert.equal((await ledger.markUnreachable('c', 'w1', 120_000, 0.4)).result, 'marked');
+  assert.equal((await ledger.markUnreachable('c', 'w3', 60_000, 0)).result, 'too-many');
+  assert.equal((await ledger.snapshot('c')).totalCapacity, 3);
+  const single = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(single, 'c', 'only', 1);
+  assert.equal((await single.markUnreachable('c', 'only', 60_000, 0.1)).result, 'marked', 'one worker can always be marked');
 });

@@ -1,5 +1,6 @@
-import type * as grpc from '@grpc/grpc-js';
-import { HealthImplementation } from 'grpc-health-check';
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation, service as healthService } from 'grpc-health-check';
+import type { ChannelSecurity } from './tls';
 
 export type HealthStatus = 'SERVING' | 'NOT_SERVING';
 
@@ -14,4 +15,24 @@ export function addHealthService(server: grpc.Server, serviceNames: readonly str
   return (status) => {
     for (const name of names) health.setStatus(name, status);
   };
+}
+
+const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
+
+type CheckMethod = (request: { service: string }, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, reply?: { status?: string }) => void) => void;
+
+/**
+ * Asks the server at `address` for its grpc.health.v1 status of `serviceName`, on a channel
+ * of its own (closed after), within `timeoutMs`. Never rejects: a call that failed resolves
+ * with its error's details.
+ */
+export function checkHealth(address: string, security: ChannelSecurity, serviceName: string, timeoutMs: number): Promise<{ status: string } | { error: string }> {
+  const client = new HealthClient(address, security.credentials, { ...security.options, 'grpc.enable_channelz': 0 });
+  const check = (client as unknown as Record<string, CheckMethod>).check!;
+  return new Promise((resolve) => {
+    check.call(client, { service: serviceName }, { deadline: Date.now() + timeoutMs }, (error, reply) => {
+      client.close();
+      resolve(error ? { error: `${grpc.status[error.code] ?? error.code}: ${error.details}` } : { status: String(reply?.status ?? 'UNKNOWN') });
+    });
+  });
 }

@@ -50,6 +50,7 @@ export const profileLimits = {
   maxCpuprofileBytes: 16 * 1024 * 1024,
 } as const;
 
-export { addHealthService, type HealthStatus } from './health';
+export { addHealthService, checkHealth, type HealthStatus } from './health';
 export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
 export * from './tls-options';
+export { UnreadableRequest, withTolerantDeserializers, receiveLimitInterceptor, type ReceiveLimitOptions } from './unreadable-requests';

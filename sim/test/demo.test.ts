@@ -10,6 +10,8 @@ import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/demo
 import { deleteKeysUnder } from '../src/demo/redis';
 
 const demoCli = path.join(__dirname, '..', 'src', 'demo', 'cli.js');
+/** sim/dist/test -> the repository root, where the printed join commands are meant to run. */
+const repoRoot = path.join(__dirname, '..', '..', '..');
 
 interface Run {
   code: number | null;
@@ -80,6 +82,152 @@ function totalCompleted(stdout: string): Record<string, number> {
   return Object.fromEntries([...totals.matchAll(/^ {2}(baseline|candidate)\s+done (\d+)/gm)].map((match) => [match[1]!, Number(match[2])]));
 }
 
+/** The commands the demo printed for joining its run, by what they start; undefined until all three are printed. */
+function joinCommands(stdout: string): { balancer: string; baseline: string; candidate: string } | undefined {
+  const printed = /^Join this run: .*\n {2}balancer: +(.+)\n {2}baseline worker: +(.+)\n {2}candidate worker: +(.+)\n/m.exec(stdout);
+  if (!printed) return undefined;
+  const [balancer, baseline, candidate] = printed.slice(1) as [string, string, string];
+  return { balancer, baseline, candidate };
+}
+
+/**
+ * A printed command, run as a user would paste it: by bash (a usual interactive shell, which
+ * runs a lone command in its own place, so the exit code is node's), in the repository root,
+ * in a process group of its own as a terminal's foreground job.
+ */
+class PastedCommand {
+  readonly child: ChildProcess;
+  readonly exited: Promise<number | null>;
+  output = '';
+  private readonly events: Record<string, unknown>[] = [];
+  private stopping: Promise<number | null> | undefined;
+
+  constructor(readonly command: string) {
+    this.child = spawn(command, { shell: '/bin/bash', cwd: repoRoot, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.exited = new Promise((resolve) => this.child.once('close', (code) => resolve(code)));
+    let partial = '';
+    this.child.stdout!.on('data', (chunk: Buffer) => {
+      this.output += chunk.toString();
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop()!;
+      for (const line of lines) {
+        try {
+          const parsed = JSON.parse(line) as Record<string, unknown>;
+          if (typeof parsed.event === 'string') this.events.push(parsed);
+        } catch {
+          // a log line
+        }
+      }
+    });
+    this.child.stderr!.on('data', (chunk: Buffer) => (this.output += chunk.toString()));
+  }
+
+  /** Its {"event":"ready",...} line. */
+  async ready(timeoutMs: number): Promise<Record<string, unknown>> {
+    const deadlineMs = Date.now() + timeoutMs;
+    while (Date.now() < deadlineMs) {
+      const ready = this.events.find((event) => event.event === 'ready');
+      if (ready) return ready;
+      if (this.child.exitCode !== null || this.child.signalCode !== null) break;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    throw new Error(`not ready within ${timeoutMs} ms: ${this.command}\n${this.output}`);
+  }
+
+  /** Whether any process of its group (node, and anything it started) still runs. */
+  get groupRunning(): boolean {
+    return isRunning(-this.child.pid!);
+  }
+
+  /**
+   * Ctrl-C, as the user would press it in its terminal: SIGINT to the whole group; SIGKILL if
+   * it still runs `graceMs` later. Resolves with the exit code. Idempotent.
+   */
+  stop(graceMs: number): Promise<number | null> {
+    this.stopping ??= (async () => {
+      this.signalGroup('SIGINT');
+      const timer = setTimeout(() => this.signalGroup('SIGKILL'), graceMs);
+      const code = await this.exited;
+      clearTimeout(timer);
+      return code;
+    })();
+    return this.stopping;
+  }
+
+  private signalGroup(signal: NodeJS.Signals): void {
+    try {
+      process.kill(-this.child.pid!, signal);
+    } catch {
+      // the group is gone
+    }
+  }
+}
+
+/** A joined worker drains for up to 10 s (the demo's --drain-timeout-ms). */
+const joinedStopMs = 15_000;
+
+interface JoinCheck {
+  balancersAtStart: string[];
+  joinedBalancer: { balancerId: string; ackedVersion: number | null; upToDate: boolean };
+  overrideVersion: number;
+  joinedWorkers: { workerId: string; cluster: string }[];
+  exitCodes: (number | null)[];
+  balancersAfter: string[];
+  workersAfter: string[];
+  leftRunning: string[];
+  /** From running the commands until the control plane saw all three. */
+  joinedAfterMs: number;
+}
+
+/**
+ * Runs the printed join commands exactly as printed, waits until the control plane sees the
+ * extra balancer (acknowledging the current override) and the extra workers in their clusters,
+ * then stops them with Ctrl-C.
+ */
+async function joinTheRun(commands: { balancer: string; baseline: string; candidate: string }, apiUrl: string, token: string): Promise<JoinCheck> {
+  const read = <T>(path: string): Promise<T> => callControlPlane<T>(apiUrl, token, { method: 'GET', path, timeoutMs: 5000 });
+  type Balancers = { balancers: { balancerId: string; ackedVersion: number | null; upToDate: boolean }[] };
+  type Workers = { workers: { workerId: string; cluster: string }[] };
+  const balancersAtStart = (await read<Balancers>('/balancers')).balancers.map((b) => b.balancerId);
+  const startedAtMs = Date.now();
+  const pasted = [commands.balancer, commands.baseline, commands.candidate].map((command) => new PastedCommand(command));
+  try {
+    const [balancerReady, baselineReady, candidateReady] = await Promise.all(pasted.map((command) => command.ready(30_000)));
+    const balancerId = String(balancerReady!.balancerId);
+    const workerIds = [String(baselineReady!.workerId), String(candidateReady!.workerId)];
+    let joinedBalancer: JoinCheck['joinedBalancer'] | undefined;
+    let joinedWorkers: JoinCheck['joinedWorkers'] = [];
+    let overrideVersion = -1;
+    const deadlineMs = Date.now() + 20_000;
+    while (Date.now() < deadlineMs) {
+      const [{ balancers }, { workers }, traffic] = await Promise.all([read<Balancers>('/balancers'), read<Workers>('/workers'), readTraffic(apiUrl, token, 5000)]);
+      overrideVersion = traffic.override?.version ?? -1;
+      joinedBalancer = balancers.find((b) => b.balancerId === balancerId);
+      joinedWorkers = workers.filter((w) => workerIds.includes(w.workerId)).map(({ workerId, cluster }) => ({ workerId, cluster }));
+      if (joinedBalancer?.ackedVersion === overrideVersion && joinedWorkers.length === 2) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    assert.ok(joinedBalancer, `the joined balancer ${balancerId} is not in /balancers:\n${pasted[0]!.output}`);
+    const joinedAfterMs = Date.now() - startedAtMs;
+    const exitCodes = await Promise.all(pasted.map((command) => command.stop(joinedStopMs)));
+    const [{ balancers }, { workers }] = await Promise.all([read<Balancers>('/balancers'), read<Workers>('/workers')]);
+    return {
+      balancersAtStart,
+      joinedBalancer,
+      overrideVersion,
+      joinedWorkers: joinedWorkers.sort((a, b) => a.cluster.localeCompare(b.cluster)),
+      exitCodes,
+      balancersAfter: balancers.map((b) => b.balancerId).filter((id) => id === balancerId),
+      workersAfter: workers.map((w) => w.workerId).filter((id) => workerIds.includes(id)),
+      leftRunning: pasted.filter((command) => command.groupRunning).map((command) => command.command),
+      joinedAfterMs,
+    };
+  } finally {
+    // Stopped gently on failure too, so that the workers leave the ledger.
+    await Promise.all(pasted.map((command) => command.stop(joinedStopMs)));
+  }
+}
+
 /** What the test learns from the control plane's API while the demo runs. */
 interface ApiCheck {
   operatorReads: Awaited<ReturnType<typeof readTraffic>>;
@@ -123,7 +271,7 @@ async function waitForLiveData(uiUrl: string, apiUrl: string, token: string, sta
   throw new Error(`no live data within ${withinMs} ms of the start`);
 }
 
-test('npm start runs the whole system with its own Unleash, the control plane, the UI and the bank simulator; live data within a minute; Ctrl-C leaves nothing behind', { timeout: 150_000 }, async (t) => {
+test('npm start runs the whole system with its own Unleash, the control plane, the UI, 2 balancers and the bank simulator; live data within a minute; the printed commands join a balancer and a worker of each cluster; Ctrl-C leaves nothing behind', { timeout: 180_000 }, async (t) => {
   const keyPrefix = uniquePrefix('demo');
   const [port, controlPlanePort] = [await freePort(), await freePort()];
   const redis = connectRedis(testRedisUrl);
@@ -133,6 +281,7 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
   });
   let apiCheck: Promise<ApiCheck> | undefined;
   let liveData: Promise<{ page: string; afterMs: number }> | undefined;
+  let joinCheck: Promise<JoinCheck> | undefined;
   const startedAtMs = Date.now();
   const run = await runDemo(
     [
@@ -147,15 +296,20 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
       '--status-interval-s', '2',
     ],
     {
-      timeoutMs: 140_000,
+      timeoutMs: 170_000,
       onStdout: (stdout, child) => {
-        const printed = /^Admin UI: +(\S+) .*\nControl plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) /m.exec(stdout);
+        // "Status every ..." ends what the demo prints at start.
+        const printed = /^Admin UI: +(\S+) .*\nControl plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) [\s\S]*^Status every /m.exec(stdout);
         if (!printed || apiCheck) return;
         const [uiUrl, apiUrl, operator, viewer] = printed.slice(1) as [string, string, string, string];
         apiCheck = checkApi(apiUrl, operator, viewer);
-        // Then the operator waits for live data and presses Ctrl-C: SIGINT to the launcher (its children run in groups of their own).
+        // Then the operator waits for live data, joins a balancer and two workers with the
+        // printed commands, stops them, and presses Ctrl-C: SIGINT to the launcher (its
+        // children run in groups of their own).
         liveData = waitForLiveData(uiUrl, apiUrl, viewer, startedAtMs, 60_000);
-        liveData.finally(() => child.kill('SIGINT')).catch(() => undefined);
+        const commands = joinCommands(stdout);
+        const done = commands ? (joinCheck = liveData.then(() => joinTheRun(commands, apiUrl, viewer))) : liveData;
+        done.finally(() => child.kill('SIGINT')).catch(() => undefined);
       },
     },
   );
@@ -172,7 +326,9 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
   assert.match(run.stdout, new RegExp(`^Bank sim: +${bankSimulator[1]} .*\n.*curl -X POST .*"kind":"slow".* ${bankSimulator[1]}/incidents$`, 'm'));
   assert.match(run.stdout, /baseline worker 2\/2 ready/);
   assert.match(run.stdout, /candidate worker 1\/1 ready/);
-  assert.match(run.stdout, new RegExp(`Balancer: +127\\.0\\.0\\.1:${port}`));
+  // Two balancers by default, the first on --balancer-port; the load generator sends to both.
+  assert.match(run.stdout, new RegExp(`starting 2 balancers .*\\.\\.\\. ok \\(127\\.0\\.0\\.1:${port}, pid \\d+; 127\\.0\\.0\\.1:\\d+, pid \\d+\\)\n`));
+  assert.match(run.stdout, new RegExp(`^Balancers: +127\\.0\\.0\\.1:${port}, 127\\.0\\.0\\.1:\\d+ `, 'm'));
 
   // The control plane answered while the demo ran, with the split the demo set through it.
   assert.ok(apiCheck, `the demo printed no control plane address and tokens:\n${output}`);
@@ -192,6 +348,33 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
   assert.match(live.page, /<script type="module"[^>]* src="\/assets\/[^"]+\.js"/);
   t.diagnostic(`live data in the UI's API ${(live.afterMs / 1000).toFixed(1)} s after the start`);
 
+  // The printed commands carry everything a joiner needs, paths from the repository root, and no fixed port.
+  const commands = joinCommands(run.stdout);
+  assert.ok(commands, `the demo printed no commands to join its run:\n${output}`);
+  const unleashUrl = /^Unleash: +(\S+)/m.exec(run.stdout)?.[1];
+  for (const command of Object.values(commands)) {
+    assert.match(command, /^UNLEASH_CLIENT_TOKEN=\S+ /);
+    assert.ok(command.includes(` --unleash-url ${unleashUrl} --key-prefix ${keyPrefix} --redis-url ${testRedisUrl}`), command);
+  }
+  assert.match(commands.balancer, / node balancer\/dist\/src\/cli\.js --port 0 --kept-for-user-present-share 0\.1 /);
+  assert.match(commands.baseline, new RegExp(` HEADROOM_BANK_URL=${bankSimulator[1]} node worker/dist/src/cli\\.js --port 0 --cluster baseline --handlers sim/dist/src/handlers/bank\\.js --max-parallelism 1 `));
+  assert.match(commands.candidate, new RegExp(` HEADROOM_BANK_URL=${bankSimulator[1]} node worker/dist/src/cli\\.js --port 0 --cluster candidate --handlers sim/dist/src/handlers/bank\\.js --max-parallelism 4 `));
+
+  // Run as printed, they joined: the balancer acknowledged the current override, each worker serves in its cluster.
+  assert.ok(joinCheck, output);
+  const join = await joinCheck;
+  assert.equal(join.balancersAtStart.length, 2, `the demo runs 2 balancers: ${join.balancersAtStart.join(', ')}`);
+  assert.ok(join.overrideVersion > 0, 'the control plane wrote an override at start');
+  assert.equal(join.joinedBalancer.ackedVersion, join.overrideVersion);
+  assert.equal(join.joinedBalancer.upToDate, true);
+  assert.deepEqual(join.joinedWorkers.map((worker) => worker.cluster), ['baseline', 'candidate']);
+  // Ctrl-C stops them cleanly: the balancer leaves the register, the workers the ledger, no process is left.
+  assert.deepEqual(join.exitCodes, [0, 0, 0]);
+  assert.deepEqual(join.balancersAfter, []);
+  assert.deepEqual(join.workersAfter, []);
+  assert.deepEqual(join.leftRunning, []);
+  t.diagnostic(`the printed commands joined ${(join.joinedAfterMs / 1000).toFixed(1)} s after they were run`);
+
   // The balancer routes by the flag: both clusters got work, done by the bank handlers.
   const done = completedByCluster(run.stdout);
   for (const cluster of ['baseline', 'candidate']) {
@@ -200,13 +383,13 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
   assert.doesNotMatch(run.stdout, /HR_ERR_INVALID_PAYLOAD|HR_ERR_UPSTREAM_REJECTED/, 'the bank handlers take the load generator\'s tasks');
   assert.match(
     run.stdout,
-    /stopping \(SIGINT; Ctrl-C again to kill everything at once\)\n {2}load generator\.\.\. ok[\s\S]* {2}balancer\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
+    /stopping \(SIGINT; Ctrl-C again to kill everything at once\)\n {2}load generator\.\.\. ok[\s\S]* {2}2 balancers\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
   );
   assert.match(run.stdout, new RegExp(`ledger: no workers left under ${keyPrefix}`));
 
-  // Nothing outlives the demo: Unleash, PostgreSQL, control plane, balancer, bank simulator, 3 workers, load generator.
+  // Nothing outlives the demo: Unleash, PostgreSQL, control plane, 2 balancers, bank simulator, 3 workers, load generator.
   const pids = printedPids(run.stdout);
-  assert.equal(pids.length, 9, run.stdout);
+  assert.equal(pids.length, 10, run.stdout);
   assert.ok(pids.includes(Number(bankSimulator[2])));
   assert.deepEqual(pids.filter(isRunning), [], 'no process outlives the demo');
   assert.deepEqual(processesMentioning(dataDir), [], 'no PostgreSQL process is left');
@@ -238,7 +421,14 @@ test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a pr
   assert.equal(totals.baseline ?? 0, 0, output);
   assert.match(run.stdout, / {2}private Redis\.\.\. ok\nstopped\n/);
   const pids = printedPids(run.stdout);
-  assert.equal(pids.length, 7, 'Redis, control plane, balancer, 3 workers and the load generator');
+  assert.equal(pids.length, 8, 'Redis, control plane, 2 balancers, 3 workers and the load generator');
+  // The join commands name the given Unleash, the sleep handlers and no bank simulator.
+  const commands = joinCommands(run.stdout);
+  assert.ok(commands, output);
+  assert.ok(commands.balancer.includes(`UNLEASH_CLIENT_TOKEN=${unleash.clientToken} node balancer/dist/src/cli.js `), commands.balancer);
+  assert.ok(commands.candidate.includes(` --handlers sim/dist/src/handlers/demo.js `), commands.candidate);
+  assert.ok(commands.candidate.includes(` --unleash-url ${unleash.url} `), commands.candidate);
+  assert.doesNotMatch(commands.candidate, /HEADROOM_BANK_URL/);
   assert.deepEqual(pids.filter(isRunning), []);
   assert.equal((await fetch(`${unleash.url}/health`)).status, 200, 'the given Unleash still runs');
 });
@@ -260,6 +450,12 @@ test('an invalid option exits 2 with a message naming it and what it accepts', a
   const workload = await runDemo(['--workload', 'cpu']);
   assert.equal(workload.code, 2);
   assert.match(workload.stderr, /--workload: got "cpu", expected one of bank, sleep/);
+
+  for (const balancers of ['0', 'abc']) {
+    const run = await runDemo(['--balancers', balancers]);
+    assert.equal(run.code, 2);
+    assert.match(run.stderr, new RegExp(`--balancers: got "${balancers}", expected a whole number from 1 to 8`));
+  }
 
   const unknown = await runDemo(['--workers', '3']);
   assert.equal(unknown.code, 2);

@@ -70,7 +70,7 @@ test('the workload mixes priorities, keys and log-normal upstream times as confi
 
 test('sends at the set rate and reports answers by cluster and priority', async (t) => {
   const balancerAddress = await startBalancer(t, { candidatePercent: 50 }, 20);
-  const generator = startLoadGenerator({ balancerAddress, ratePerS: 100, medianSleepMsRange: [5, 10], keyCount: 500, userPresentShare: 0.2 });
+  const generator = startLoadGenerator({ balancerAddresses: [balancerAddress], ratePerS: 100, medianSleepMsRange: [5, 10], keyCount: 500, userPresentShare: 0.2 });
   await new Promise((resolve) => setTimeout(resolve, 1000));
   const report = await generator.close();
   const { total } = report;
@@ -93,7 +93,7 @@ test('sends at the set rate and reports answers by cluster and priority', async 
 test('tasks due while too many calls await answers are dropped and counted, not queued', async (t) => {
   const balancerAddress = await startBalancer(t, { candidatePercent: 0 }, 10);
   const generator = startLoadGenerator({
-    balancerAddress,
+    balancerAddresses: [balancerAddress],
     ratePerS: 50,
     maxOutstandingCalls: 3,
     medianSleepMsRange: [300, 300],
@@ -180,7 +180,7 @@ function recordingHandlers(): { handlers: HandlerMap; seen: Pick<TaskContext, 'k
 test('through a real balancer: about 10% user-present, integrations by weight, the busiest keys get the most tasks', async (t) => {
   const { handlers, seen } = recordingHandlers();
   const balancerAddress = await startBalancer(t, { candidatePercent: 50 }, 20, handlers);
-  const generator = startLoadGenerator({ balancerAddress, ratePerS: 250, integrations: 'bank-a:2,bank-b,bank-c', keyCount: 1000 });
+  const generator = startLoadGenerator({ balancerAddresses: [balancerAddress], ratePerS: 250, integrations: 'bank-a:2,bank-b,bank-c', keyCount: 1000 });
   await sleep(1600);
   const { total } = await generator.close();
   assert.equal(total.completed, total.sent, JSON.stringify(total.rejectedByCode));
@@ -195,13 +195,31 @@ test('through a real balancer: about 10% user-present, integrations by weight, t
   assert.ok(topKeys > 0.2, `the busiest 10 keys got ${topKeys}`);
 });
 
+test('with several balancers, each gets its turn: the tasks are spread evenly', async (t) => {
+  const fleet = await startFleet(t);
+  for (const cluster of ['baseline', 'candidate']) await fleet.addWorker({ cluster, maxParallelism: 20 });
+  const balancers = [await fleet.addBalancer({ candidatePercent: 50 }), await fleet.addBalancer({ candidatePercent: 50 })];
+  const generator = startLoadGenerator({ balancerAddresses: balancers.map((b) => b.address), ratePerS: 100, medianSleepMsRange: [5, 10], keyCount: 500 });
+  await sleep(1000);
+  const report = await generator.close();
+  assert.ok(report.total.completed > 50, `${report.total.completed} tasks completed`);
+  const submitted = await Promise.all(
+    balancers.map(async (balancer) => {
+      const metric = await balancer.registry.getSingleMetric('headroom_balancer_tasks_total')!.get();
+      return metric.values.reduce((sum, { value }) => sum + value, 0);
+    }),
+  );
+  assert.equal(submitted[0]! + submitted[1]!, report.total.sent);
+  assert.ok(Math.abs(submitted[0]! - submitted[1]!) <= 1, `tasks per balancer: ${submitted.join(', ')}`);
+});
+
 test('a spike sends background tasks at factor x their rate, and the report shows each phase apart', async (t) => {
   // One cluster of 4 slots, 50 ms tasks: steady load fits, the spike fills the balancer's queue.
   const fleet = await startFleet(t);
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 });
   const { address: balancerAddress } = await fleet.addBalancer({ candidatePercent: 0, maxQueuedTasks: 20 });
   const generator = startLoadGenerator({
-    balancerAddress,
+    balancerAddresses: [balancerAddress],
     ratePerS: 40,
     userPresentShare: 0.25,
     payload: '{"sleepMs":50}',
@@ -252,6 +270,7 @@ function runCli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: nu
 
 test('the CLI refuses bad options with exit 2, naming the flag or env variable and what it accepts', async () => {
   const cases: [string[], NodeJS.ProcessEnv, RegExp][] = [
+    [['--balancer', '127.0.0.1:1,nowhere'], {}, /--balancer: got "127\.0\.0\.1:1,nowhere", expected host:port/],
     [['--keys', '0'], {}, /--keys: got "0", expected a number >= 1/],
     [['--key-skew=-1'], {}, /--key-skew: got "-1", expected a number from 0 to 3/],
     [['--integrations', 'bank-a:0,bank-b'], {}, /--integrations: got "bank-a:0,bank-b", expected NAME or NAME:WEIGHT with a weight above 0/],

@@ -1,6 +1,6 @@
 import { createContext, useContext, useEffect, useRef, useState, type ReactNode } from 'react';
 import { followEventStream, type StreamStatus } from './api/event-stream';
-import type { AuditEntry, Figures } from './api/types';
+import type { AuditEntry, Figures, OverrideChangeRecord } from './api/types';
 import { useSession } from './session';
 
 export interface Live {
@@ -9,6 +9,8 @@ export interface Live {
   status: StreamStatus;
   /** Calls `listener` with each audit entry as it is appended; returns the unsubscribe. */
   onChange(listener: (entry: AuditEntry) => void): () => void;
+  /** Calls `listener` with each rollback or resume when answered and when its Unleash write ends; returns the unsubscribe. */
+  onOverrideChange(listener: (record: OverrideChangeRecord) => void): () => void;
 }
 
 const LiveContext = createContext<Live | undefined>(undefined);
@@ -25,6 +27,7 @@ export function LiveProvider({ children }: { children: ReactNode }) {
   const [figures, setFigures] = useState<Figures | undefined>();
   const [status, setStatus] = useState<StreamStatus>({ state: 'connecting' });
   const listeners = useRef(new Set<(entry: AuditEntry) => void>());
+  const overrideListeners = useRef(new Set<(record: OverrideChangeRecord) => void>());
 
   useEffect(() => {
     const abort = new AbortController();
@@ -45,6 +48,7 @@ export function LiveProvider({ children }: { children: ReactNode }) {
           // `ack` events are not used: a change's answer lists its acknowledgements, and figures carry each balancer's version.
           if (event === 'figures') setFigures(parsed as Figures);
           else if (event === 'change') listeners.current.forEach((listener) => listener(parsed as AuditEntry));
+          else if (event === 'override-change') overrideListeners.current.forEach((listener) => listener(parsed as OverrideChangeRecord));
         },
       },
       abort.signal,
@@ -56,6 +60,10 @@ export function LiveProvider({ children }: { children: ReactNode }) {
     onChange(listener: (entry: AuditEntry) => void) {
       listeners.current.add(listener);
       return () => void listeners.current.delete(listener);
+    },
+    onOverrideChange(listener: (record: OverrideChangeRecord) => void) {
+      overrideListeners.current.add(listener);
+      return () => void overrideListeners.current.delete(listener);
     },
   }));
 

@@ -4,11 +4,10 @@
  * build needs none). A renamed or retyped field fails `tsc --build` here, not in a browser.
  */
 import type * as Ui from '../src/api/types';
-import type { BalancerView, ClusterSummary, ProfileRecord, RollbackRecord, TrafficView, WorkerSummary } from '@headroom/control-plane';
+import type { BalancerView, ClusterSummary, OverrideChangeRecord, ProfileRecord, RollbackRecord, TrafficView, WorkerSummary } from '@headroom/control-plane';
 import type { AuditEntry } from '@headroom/control-plane/dist/src/audit';
 import type { Caller } from '@headroom/control-plane/dist/src/auth';
 import type { LatencySeries } from '@headroom/control-plane/dist/src/latency-view';
-import type { PropagatedChange } from '@headroom/control-plane/dist/src/override-control';
 import type { OverrideState } from '@headroom/fleet';
 
 type Fits<Server, Client> = Server extends Client ? true : never;
@@ -21,7 +20,7 @@ export const apiTypesFit: [
   Fits<OverrideState, Ui.OverrideState>,
   Fits<TrafficView, Ui.TrafficView>,
   Fits<RollbackRecord, Ui.RollbackRecord>,
-  Fits<PropagatedChange, Ui.PropagatedChange>,
+  Fits<OverrideChangeRecord, Ui.OverrideChangeRecord>,
   Fits<AuditEntry, Ui.AuditEntry>,
   Fits<LatencySeries, Ui.LatencySeries>,
   Fits<ProfileRecord, Ui.ProfileRecord>,

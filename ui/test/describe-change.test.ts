@@ -21,6 +21,13 @@ test('a rollback says what went back, to how many balancers, how fast, and who d
   assert.deepEqual(describeChange('rollback', null, { override: { version: 43, all: true, integrations: [] }, acknowledged: 1 }), ['override version 43: everything to the baseline', 'acknowledged by 1 balancer']);
 });
 
+test('a resume says what stays rolled back; a rollback or resume that Unleash did not take says it is not durable', () => {
+  const resumed = { override: { version: 44, all: false, integrations: [] }, propagationMs: 3, acknowledged: 2, missing: [], durable: 'done' };
+  assert.deepEqual(describeChange('resume', { version: 43, all: true, integrations: [] }, resumed), ['override version 44: nothing rolled back now', 'acknowledged by 2 balancers in 3 ms']);
+  const partly = { override: { version: 45, all: false, integrations: ['bank-a'] }, acknowledged: 1, missing: [], durable: 'failed' };
+  assert.deepEqual(describeChange('resume', null, partly), ['override version 45: still rolled back: bank-a', 'acknowledged by 1 balancer', 'not durable: Unleash was not updated']);
+});
+
 test('a change of many values is cut to a few lines and counts the rest', () => {
   const before = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`i${i}`, i]));
   const after = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`i${i}`, i + 1]));

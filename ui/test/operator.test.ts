@@ -94,6 +94,7 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
 
   await t.test('rollback: confirmed, then every balancer\'s acknowledgement and the propagation time', async () => {
     await goTo(page, 'Rollback');
+    await page.getByLabel('Reason (for the audit log; a resume takes it too)').fill('p95 ratio 1.7 on bank-a');
     await page.getByRole('button', { name: 'Roll back all integrations' }).click();
     const dialog = page.getByRole('dialog', { name: 'Roll back to the baseline cluster?' });
     await dialog.getByRole('button', { name: 'Roll back now' }).click();
@@ -107,8 +108,10 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     for (const balancerId of ['balancer-a', 'balancer-b']) assert.match(text, new RegExp(balancerId));
     const shownMs = Number(/propagation ([\d.]+) ms/.exec(text)?.[1]);
     assert.ok(Math.abs(shownMs - record.propagationMs) <= Math.max(0.01, record.propagationMs * 0.01), `shows ${shownMs} ms, the API says ${record.propagationMs} ms`);
-    assert.match(text, /Durable/);
-    await page.getByRole('status').filter({ hasText: 'Everything is rolled back to the baseline' }).waitFor();
+    assert.match(text, /Reason: p95 ratio 1\.7 on bank-a/);
+    // The answer comes when every balancer has it; the Unleash write is shown when it is done.
+    await result.getByText('Durable: the flag is switched off in Unleash too').waitFor();
+    await page.getByRole('status').filter({ hasText: 'Everything is rolled back to the baseline' }).filter({ hasText: 'Reason: p95 ratio 1.7 on bank-a' }).waitFor();
     assert.equal((await stack.api('GET', '/traffic')).body.override.all, true);
   });
 
@@ -118,6 +121,7 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     const result = page.getByRole('region', { name: 'Resume result' });
     await result.waitFor();
     assert.match((await result.textContent()) ?? '', /Every balancer has it: 2 acknowledged/);
+    await result.getByText('Durable: the flag is switched on in Unleash too').waitFor();
     const traffic = (await stack.api('GET', '/traffic')).body;
     assert.equal(traffic.flag.enabled, true);
     assert.equal(traffic.override.all, false);
@@ -133,6 +137,7 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
       assert.ok(texts.some((row) => row.includes(action) && row.includes('olga')), `${action} by olga in ${JSON.stringify(texts)}`);
     }
     assert.ok(texts.some((row) => row.includes('parallelism.set') && row.includes('candidate: none → 7')), 'what changed, from and to');
+    assert.ok(texts.some((row) => row.includes('rollback') && row.includes('Reason: p95 ratio 1.7 on bank-a')), 'the rollback with its reason');
     assert.ok(texts.some((row) => row.includes('traffic.set') && row.includes('integrations.bank-a.percent: 0 → 30')), 'what changed, from and to');
   });
 

@@ -5,7 +5,18 @@ import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
 import { ConfigError, HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
 import { LatencyRecorder, Ledger, WorkerReports, type LedgerOptions } from '@headroom/fleet';
-import { WorkerService, addHealthService, metadataKeys, serverCredentials, serverTlsSchema, type ExecuteRequest__Output, type ExecuteResponse } from '@headroom/proto';
+import {
+  UnreadableRequest,
+  WorkerService,
+  addHealthService,
+  metadataKeys,
+  receiveLimitInterceptor,
+  serverCredentials,
+  serverTlsSchema,
+  withTolerantDeserializers,
+  type ExecuteRequest__Output,
+  type ExecuteResponse,
+} from '@headroom/proto';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { createWorkerMetrics } from './metrics';
@@ -14,6 +25,7 @@ import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
 import { WorkerProfiler } from './profiler';
 import { WorkerReporter } from './reporter';
+import { checkAdvertiseHost } from './advertised-host';
 import type { HandlerMap, TaskContext } from './handler';
 import { maxParallelismLimit, type FlagClient } from '@headroom/flags';
 
@@ -29,7 +41,7 @@ export const workerOptionsSchema = z
     host: z.string().min(1).default('127.0.0.1'),
     /** 0 picks a free port. @default 0 */
     port: settings.nonNegativeInt(65_535).default(0),
-    /** Host balancers dial; defaults to `host`. */
+    /** Host balancers dial; defaults to `host`. Checked at start: it must resolve. */
     advertiseHost: z.string().min(1).optional(),
     /** @default 1000 */
     heartbeatIntervalMs: settings.positiveInt(60_000).default(1000),
@@ -118,6 +130,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
   // Certificates are read now: a wrong path stops the start before anything runs.
   const credentials = serverCredentials(config.tls, 'tls');
+  // So is the advertised host: a typo would leave the worker in the ledger, unreachable.
+  if (config.advertiseHost !== undefined) await checkAdvertiseHost(config.advertiseHost);
   const workerId = config.workerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const cluster = config.cluster;
   const gate = new ParallelismGate(config.maxParallelism);
@@ -149,6 +163,19 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const server = new grpc.Server({
     'grpc.max_receive_message_length': config.maxReceiveMessageBytes,
     'grpc.keepalive_permit_without_calls': 1,
+    // An Execute message over that limit, or one that does not decode, is the sender's mistake: HR_ERR_INVALID_REQUEST,
+    // not grpc-js's RESOURCE_EXHAUSTED ("full") / INTERNAL (see proto/src/unreadable-requests.ts for why this way).
+    interceptors: [
+      receiveLimitInterceptor({
+        methodPaths: [WorkerService.service.Execute.path],
+        errorCodeKey: metadataKeys.errorCode,
+        tooLarge: () => {
+          const metadata = new grpc.Metadata();
+          metadata.set(metadataKeys.errorCode, workerErrorCodes.invalidRequest);
+          return { code: grpc.status.INVALID_ARGUMENT, details: `the message is larger than the limit of ${config.maxReceiveMessageBytes} bytes (maxReceiveMessageBytes); it was not read`, metadata };
+        },
+      }),
+    ],
   });
   const setHealth = addHealthService(server, ['headroom.v1.Worker']);
 
@@ -158,8 +185,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     callback({ code: status, details: message, metadata });
   }
 
-  async function execute(call: grpc.ServerUnaryCall<ExecuteRequest__Output, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>) {
+  // The request is an UnreadableRequest when its bytes did not decode (withTolerantDeserializers below).
+  async function execute(call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>) {
     const request = call.request;
+    if (request instanceof UnreadableRequest) {
+      return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `the message is not a valid ${request.messageType}: ${request.reason}`);
+    }
     const task = request.task;
     if (!task || request.leaseId === '' || request.cluster !== cluster || request.workerId !== workerId) {
       const why = !task
@@ -269,7 +300,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   const profiler = new WorkerProfiler(workerId, logger);
-  server.addService(WorkerService.service, { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
+  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute']), { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
   const boundPort = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, credentials, (error, port) => (error ? reject(error) : resolve(port))),
   );
@@ -278,6 +309,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   // Heap, GC, event loop and task figures, for the admin UI's workers table (tasks run only once the server is bound).
   const reporter = new WorkerReporter();
 
+  let markedUnreachable = false;
   async function heartbeat(): Promise<void> {
     const reply = await ledger.heartbeat(cluster, {
       workerId,
@@ -286,6 +318,11 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       draining,
       runningLeaseIds: [...running.keys()],
     });
+    if (reply.markedUnreachable !== markedUnreachable) {
+      markedUnreachable = reply.markedUnreachable;
+      if (markedUnreachable) logger.warn({ address }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');
+      else logger.info({ address }, 'balancers reach this worker again');
+    }
     if (applyMaxParallelism()) await heartbeat();
     if (reply.drainRequested && !draining) {
       logger.info('an operator asked this worker to drain');

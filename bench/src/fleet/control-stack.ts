@@ -1,20 +1,23 @@
 /**
- * The control side of a fleet, in this process: a real Unleash server (on a fresh schema of the
- * local PostgreSQL, see @headroom/unleash-local) and the control plane, on the shared Redis under
- * the benchmark's key prefix.
+ * The control side of a fleet: a real Unleash server in this process (on a fresh schema of the
+ * local PostgreSQL, see @headroom/unleash-local) and the control plane as a process of its own
+ * (its CLI, as deployed: its answers are not slowed by Unleash or the benchmark sharing its event
+ * loop), on the shared Redis under the benchmark's key prefix.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { once } from '@headroom/common';
-import { createControlPlane, type ControlPlane } from '@headroom/control-plane';
 import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck } from '@headroom/fleet';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { deleteKeys } from './headroom-fleet';
+import { spawnUntilReady, type ManagedProcess } from './processes';
 
 export interface ControlStackOptions {
   redisUrl: string;
   /** Integrations with a traffic share of their own. */
   integrations: string[];
+  /** Where the control plane's log goes. */
+  logDir: string;
 }
 
 export interface ControlStack {
@@ -30,14 +33,16 @@ export interface ControlStack {
 }
 
 const apiTimeoutMs = 15_000;
+const readyTimeoutMs = 30_000;
+const controlPlaneCli = require.resolve('@headroom/control-plane/dist/src/cli.js');
 
 /** `register` receives the clean-up as soon as there is something to clean up. */
 export async function startControlStack(keyPrefix: string, options: ControlStackOptions, register: (cleanup: () => Promise<void>) => void): Promise<ControlStack> {
   let unleash: TestUnleash | undefined;
-  let controlPlane: ControlPlane | undefined;
+  let controlPlane: ManagedProcess | undefined;
   const connections: Redis[] = [];
   const close = once(async () => {
-    await controlPlane?.close();
+    await controlPlane?.stop();
     // Only now: until it stopped, the control plane could write the override again.
     await deleteKeys(options.redisUrl, keyPrefix);
     for (const connection of connections) connection.disconnect();
@@ -47,20 +52,19 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
 
   unleash = await startTestUnleash();
   const redis = connectRedis(options.redisUrl);
-  const subscriber = connectRedis(options.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false });
-  connections.push(redis, subscriber);
-  // The pub/sub connection too: a SUBSCRIBE sent while it still connects makes its ready check fail.
-  await Promise.all([waitUntilReady(redis, options.redisUrl), waitUntilReady(subscriber, options.redisUrl)]);
+  connections.push(redis);
+  await waitUntilReady(redis, options.redisUrl);
   const token = randomBytes(24).toString('hex');
-  controlPlane = await createControlPlane(
-    {
-      integrations: options.integrations,
-      unleash: { url: unleash.url, adminToken: unleash.adminToken },
-      tokens: [{ name: 'bench', role: 'operator', token }],
-    },
-    { redis, subscriber, keyPrefix },
-  );
-  const baseUrl = controlPlane.url;
+  const started = await spawnUntilReady({
+    name: 'control-plane',
+    script: controlPlaneCli,
+    args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl],
+    env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', UNLEASH_ADMIN_TOKEN: unleash.adminToken, HEADROOM_OPERATOR_TOKENS: `bench=${token}` },
+    logDir: options.logDir,
+    readyTimeoutMs,
+  });
+  controlPlane = started.process;
+  const baseUrl = started.ready.address;
 
   return {
     unleash: { url: unleash.url, clientToken: unleash.clientToken },

@@ -49,6 +49,10 @@ const worker: JsonSchema = {
     inFlight: { type: 'integer' },
     free: { type: 'integer' },
     draining: { type: 'boolean' },
+    unreachableUntilUnixMs: {
+      type: ['integer', 'null'],
+      description: 'Balancers could not connect to it: none sends it a task until then, or until a health check passes; null when not marked',
+    },
     lastHeartbeatUnixMs: { type: 'integer' },
     stats: {
       type: ['object', 'null'],
@@ -120,20 +124,32 @@ const override: JsonSchema = {
   },
 };
 
-const rollbackRecord: JsonSchema = {
+const overrideChangeRecord: JsonSchema = {
   type: 'object',
+  description:
+    'A rollback or resume. Answered once every live balancer acknowledged the override (or ackTimeoutMs passed), with durable "pending"; the Unleash write follows, and its outcome comes as an `override-change` event (and in GET /traffic lastRollback for a rollback)',
   properties: {
-    scope: { type: 'string' },
+    kind: { type: 'string', enum: ['rollback', 'resume'] },
+    scope: { type: 'string', description: '"all" or the integration' },
     actor: { type: 'string' },
+    reason: { type: ['string', 'null'], description: 'As given in the request; also in the audit entry' },
     atUnixMs: { type: 'integer' },
     overrideVersion: { type: 'integer' },
+    override,
+    expected: { type: 'array', items: { type: 'string' }, description: 'Balancers alive when the override was written' },
     acknowledged: {
       type: 'array',
       items: { type: 'object', properties: { balancerId: { type: 'string' }, address: { type: 'string' }, version: { type: 'integer' }, ackMs: { type: 'number' } } },
     },
     missing: { type: 'array', items: { type: 'string' } },
     propagationMs: { type: ['number', 'null'], description: 'From the request to the last balancer acknowledgement' },
-    durable: { type: 'boolean', description: 'Unleash was updated too' },
+    durable: {
+      type: 'string',
+      enum: ['pending', 'done', 'failed'],
+      description: 'The Unleash write that makes it survive a loss of Redis data: pending in the answer, then done, or failed (in effect through Redis only; repeat the request to retry)',
+    },
+    durableError: { type: ['string', 'null'], description: 'Why Unleash could not be written, and what that leaves in effect' },
+    durableAtUnixMs: { type: ['integer', 'null'] },
   },
 };
 
@@ -159,7 +175,8 @@ const traffic: JsonSchema = {
         properties: { trafficFlagUpToDate: { type: ['boolean', 'null'], description: 'Its flag client has the traffic flag as Unleash holds it now; null when it routes without the flag' } },
       },
     },
-    lastRollback: { oneOf: [rollbackRecord, { type: 'null' }] },
+    unleashWritesPending: { type: 'integer', description: 'Unleash writes of rollbacks and resumes still under way in this control plane (durable may be false meanwhile)' },
+    lastRollback: { oneOf: [overrideChangeRecord, { type: 'null' }] },
   },
 };
 
@@ -200,6 +217,7 @@ const auditEntry: JsonSchema = {
     after: {},
     outcome: { type: 'string', enum: ['ok', 'failed'] },
     error: { type: 'string' },
+    reason: { type: 'string', description: 'Why, as the operator gave it (rollback, resume, drain)' },
   },
 };
 
@@ -266,13 +284,17 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
       },
       '/rollback': {
         post: {
-          summary: 'Send all integrations (or one) to the baseline now: Redis override acknowledged by every balancer, then the Unleash flag off',
+          summary: 'Send all integrations (or one) to the baseline now: answers when every balancer acknowledged the Redis override; the Unleash flag is switched off after the answer (durable: pending, then an override-change event)',
           requestBody: { ...body(schemas.scope), required: false },
-          responses: { 200: ok('Rolled back, with acknowledgements and propagation time', rollbackRecord), ...write },
+          responses: { 200: ok('Rolled back, with acknowledgements and propagation time', overrideChangeRecord), ...write },
         },
       },
       '/resume': {
-        post: { summary: 'Undo a rollback (all, or one integration)', requestBody: { ...body(schemas.scope), required: false }, responses: { 200: ok('Resumed', { type: 'object' }), ...write, ...errors(409) } },
+        post: {
+          summary: 'Undo a rollback (all, or one integration): answers when every balancer acknowledged the lifted override; Unleash is switched on after the answer, and until then its flag keeps the scope on the baseline',
+          requestBody: { ...body(schemas.scope), required: false },
+          responses: { 200: ok('Resumed, with acknowledgements and propagation time', overrideChangeRecord), ...write, ...errors(409) },
+        },
       },
       '/latency': {
         get: {
@@ -300,7 +322,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
         },
       },
       ...profilePaths({ ok, errors, body, read, write }, profileRequestSchemas(schemas.workerId)),
-      '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
+      '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), override-change (a rollback or resume when answered, and again when its Unleash write is done or failed), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
       '/healthz': { get: { summary: 'The process is up', security: [], responses: { 200: ok('OK', { type: 'object' }) } } },
       '/readyz': { get: { summary: 'Redis and Unleash answer, and the flags exist', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },
       '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { 200: { description: 'text/plain; version=0.0.4' } } } },

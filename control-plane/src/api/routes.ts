@@ -52,10 +52,10 @@ export function apiRoutes(deps: RouteDeps): express.Router {
 
   router.post('/workers/:workerId/drain', async (request, response) => {
     const workerId = parseRequest(deps.schemas.workerId, request.params.workerId, 'path.workerId');
-    parseRequest(deps.schemas.scope.pick({ reason: true }), bodyOf(request), 'body');
+    const { reason } = parseRequest(deps.schemas.scope.pick({ reason: true }), bodyOf(request), 'body');
     const drained = await deps.fleet.drain(workerId);
     if (!drained) throw new HeadroomError(apiErrorCodes.notFound, `no worker ${workerId} in either cluster; nothing was changed`);
-    await deps.service.drainRecorded(actor(response), workerId, drained.cluster);
+    await deps.service.drainRecorded(actor(response), workerId, drained.cluster, reason);
     response.json({ workerId, cluster: drained.cluster, draining: true });
   });
 

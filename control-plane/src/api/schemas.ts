@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { maxParallelismLimit } from '@headroom/flags';
+import { userKeyedMap } from '@headroom/common';
 import { InvalidRequestError, type FieldProblem } from '../errors';
 
 const percent = z
@@ -15,14 +16,6 @@ const maxParallelism = z
   .max(maxParallelismLimit, `expected a whole number from 1 to ${maxParallelismLimit}`)
   .nullable();
 
-function knownKeys(what: string, accepted: readonly string[]) {
-  return (value: Record<string, unknown> | undefined, ctx: z.RefinementCtx) => {
-    for (const key of Object.keys(value ?? {})) {
-      if (!accepted.includes(key)) ctx.addIssue({ code: 'custom', path: [key], message: `unknown ${what}; accepted: ${accepted.join(', ') || '(none configured)'}` });
-    }
-  };
-}
-
 /** The request schemas; they depend on the configured integrations and clusters. */
 export function requestSchemas(integrations: readonly string[], clusters: readonly string[]) {
   const integration = z.string({ error: 'expected an integration name' }).refine((name) => integrations.includes(name), {
@@ -32,13 +25,13 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
     trafficChange: z
       .object({
         defaultPercent: percent.optional().describe('Percent of task keys of integrations without a strategy of their own that go to the candidate cluster'),
-        integrations: z.record(z.string(), percent).superRefine(knownKeys('integration', integrations)).optional().describe('Percent per integration'),
+        integrations: userKeyedMap(percent, { what: 'integration', accepted: integrations }).optional().describe('Percent per integration'),
       })
       .strict()
       .refine((c) => c.defaultPercent !== undefined || c.integrations !== undefined, { message: 'expected defaultPercent and/or integrations', path: ['defaultPercent'] }),
     parallelismChange: z
       .object({
-        clusters: z.record(z.string(), maxParallelism).superRefine(knownKeys('cluster', clusters)).describe("Max parallelism per cluster; null returns the cluster's workers to their own setting"),
+        clusters: userKeyedMap(maxParallelism, { what: 'cluster', accepted: clusters }).describe("Max parallelism per cluster; null returns the cluster's workers to their own setting"),
       })
       .strict(),
     scope: z

@@ -1,10 +1,7 @@
-import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { LedgerUnavailableError, defineScripts, loadScripts } from '@headroom/fleet';
-
-/** The control plane's Lua scripts (one per file, `<name>-<numKeys>.lua`). */
-const luaDir = path.join(__dirname, '..', '..', '..', 'lua');
+import { LedgerUnavailableError } from '@headroom/fleet';
+import { controlScripts, type ControlScript } from '../control-scripts';
 
 /** Who holds the profiling lock. */
 export interface ProfileLockHolder {
@@ -17,21 +14,17 @@ export interface ProfileLockHolder {
 
 export type LockAttempt = { taken: true; release(): Promise<void> } | { taken: false; holder: ProfileLockHolder; msLeft: number };
 
-type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
-
 /**
  * One CPU profile at a time across the fleet, whichever control plane asks: a Redis key with an
  * expiry (so a control plane that dies mid-profile frees it too), released only by its holder.
  */
 export class ProfileLock {
   readonly key: string;
+  private readonly scripts: ReturnType<typeof controlScripts>;
 
-  constructor(
-    private readonly redis: Redis,
-    keyPrefix: string,
-  ) {
+  constructor(redis: Redis, keyPrefix: string) {
     this.key = `{${keyPrefix}:control}:profile-lock`;
-    defineScripts(redis, loadScripts(luaDir));
+    this.scripts = controlScripts(redis);
   }
 
   async tryTake(holder: Omit<ProfileLockHolder, 'untilUnixMs'>, ttlMs: number): Promise<LockAttempt> {
@@ -43,9 +36,9 @@ export class ProfileLock {
     return { taken: false, holder: { profileId, workerId, actor, untilUnixMs }, msLeft: Math.max(0, Number(msLeft)) };
   }
 
-  private async run(script: string, args: (string | number)[]): Promise<unknown> {
+  private async run(script: ControlScript, args: (string | number)[]): Promise<unknown> {
     try {
-      return await (this.redis as unknown as Record<string, ScriptFn>)[script]!.call(this.redis, ...args);
+      return await this.scripts(script, args);
     } catch (error) {
       throw new LedgerUnavailableError(script, error);
     }

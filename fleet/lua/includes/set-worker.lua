@@ -1,7 +1,8 @@
 -- Shared by every ledger script (the loader pastes it in where "--@include set-worker" stands).
 --
--- KEYS, the same twelve in every script, all sharing one hash tag per cluster:
---   1 free         ZSET worker -> free slots (capacity - inflight); live, non-draining workers only
+-- KEYS, the same thirteen in every script, all sharing one hash tag per cluster:
+--   1 free         ZSET worker -> free slots (capacity - inflight); live workers that take tasks
+--                  only (not draining, not marked unreachable): being in it is what "active" means
 --   2 capacity     HASH worker -> max parallelism
 --   3 inflight     HASH worker -> leases it holds (the count of its members in worker-leases)
 --   4 address      HASH worker -> host:port of its gRPC server
@@ -13,6 +14,9 @@
 --  10 waiting      ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
 --  11 waiting-user ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 --  12 worker-leases ZSET of "<worker>|<lease>", all scores 0: each worker's leases, by lex range
+--  13 unreachable  ZSET worker -> until (ms): balancers could not connect to it; out of `free`
+--                  until the mark is cleared (a health check passed) or, once it expired, the
+--                  worker's next heartbeat (see unreachable-13.lua)
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 
 -- One clock for every process: Redis's. (Callers' clocks may disagree by seconds, and a
@@ -72,6 +76,7 @@ local function setWorker(worker, capacity, inflight, active)
     redis.call('HDEL', KEYS[4], worker)
     redis.call('ZREM', KEYS[5], worker)
     redis.call('SREM', KEYS[6], worker)
+    redis.call('ZREM', KEYS[13], worker)
   else
     redis.call('HSET', KEYS[2], worker, capacity)
     redis.call('HSET', KEYS[3], worker, inflight)
@@ -90,11 +95,12 @@ local function setWorker(worker, capacity, inflight, active)
   end
 end
 
+-- A registered worker's capacity, and whether it takes tasks: setWorker keeps exactly the
+-- active workers (not draining, not marked unreachable) in `free`.
 local function workerState(worker)
   local capacity = redis.call('HGET', KEYS[2], worker)
   if not capacity then return nil end
-  local active = redis.call('SISMEMBER', KEYS[6], worker) == 0
-  return tonumber(capacity), active
+  return tonumber(capacity), redis.call('ZSCORE', KEYS[1], worker) ~= false
 end
 
 -- After a lease of `worker` ended: its in-flight count is its leases, counted afresh.

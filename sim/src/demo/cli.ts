@@ -2,14 +2,15 @@
 /**
  * headroom-demo, behind `npm start`: the whole system on one machine. Redis (the given one,
  * or a private redis-server), Unleash (the given one, or a real Unleash on an embedded
- * PostgreSQL), the control plane, a balancer, a bank simulator, a baseline cluster of
- * single-slot workers, a candidate cluster of parallel workers (their handlers call the
- * banks) and a load generator, each its own process. The
- * initial candidate share is written through the control plane's API, as an operator would.
- * Prints a status line per cluster every few seconds; Ctrl-C stops everything in order:
- * load generator, balancer, workers (they drain and leave the ledger), bank simulator,
- * control plane, private Redis, Unleash and its PostgreSQL.
- *   npm start -- --rate 50 --candidate-percent 20 --duration-s 60
+ * PostgreSQL), the control plane, balancers (2 by default), a bank simulator, a baseline
+ * cluster of single-slot workers, a candidate cluster of parallel workers (their handlers
+ * call the banks) and a load generator that sends to each balancer in turn, each its own
+ * process. The initial candidate share is written through the control plane's API, as an
+ * operator would. Once all runs, it prints commands that start one more balancer or worker
+ * on the same ledger and flags. Prints a status line per cluster every few seconds; Ctrl-C
+ * stops everything in order: load generator, balancers, workers (they drain and leave the
+ * ledger), bank simulator, control plane, private Redis, Unleash and its PostgreSQL.
+ *   npm start -- --rate 50 --candidate-percent 20 --duration-s 60 --balancers 3
  */
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
@@ -20,6 +21,7 @@ import { readOptions } from '@headroom/common';
 import type { LoadReport } from '../loadgen';
 import { ManagedChild, describeExit, type ChildEvent, type ChildExit } from './child';
 import { DemoControl, type SpawnChild } from './control';
+import { balancerLaunch, shellCommand, workerLaunch, type Launch, type StackSettings } from './join';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';
 import { deleteKeysUnder, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedisServer, type PrivateRedisServer } from './redis';
 import { formatLoadTotals, formatStatus } from './status';
@@ -34,6 +36,8 @@ const scripts = {
   balancer: require.resolve('@headroom/balancer/dist/src/cli.js'),
   loadgen: path.join(__dirname, '..', 'loadgen', 'cli.js'),
 };
+/** sim/dist/src/demo -> the repository root, where the printed join commands are run from. */
+const repoRoot = path.resolve(__dirname, '..', '..', '..', '..');
 const timeouts = {
   redisAnswerMs: 1500,
   redisPingMs: 3000,
@@ -99,7 +103,7 @@ class Demo {
   private readonly control: DemoControl;
   /** What workers run, and the bank simulator they call. */
   private readonly workload: DemoWorkload;
-  private balancer: ManagedChild | undefined;
+  private readonly balancers: ManagedChild[] = [];
   private readonly workers: ManagedChild[] = [];
   private loadgen: ManagedChild | undefined;
   private loadStartedAtMs = 0;
@@ -168,20 +172,16 @@ class Demo {
     if (this.stopping) return;
     await this.control.setInitialSplit(apiUrl);
     if (this.stopping) return;
-    // Balancer and workers read the flags; the token goes by env (see childEnv).
-    const flagArgs = ['--unleash-url', unleash.url];
-    const flagEnv = { UNLEASH_CLIENT_TOKEN: unleash.clientToken };
+    // Balancers and workers read the flags; the token goes by env (see childEnv).
+    const stack: StackSettings = { redisUrl, keyPrefix: this.keyPrefix, unleashUrl: unleash.url, unleashClientToken: unleash.clientToken };
+    const balancerLaunchAt = (port: number) => balancerLaunch(stack, { script: scripts.balancer, port, keptForUserPresentShare });
 
-    write('starting balancer (routes by the Unleash flag)... ');
-    const balancer = this.spawn(
-      'balancer',
-      scripts.balancer,
-      ['--port', String(config.balancerPort), '--kept-for-user-present-share', String(keptForUserPresentShare), ...flagArgs, '--key-prefix', this.keyPrefix, '--redis-url', redisUrl],
-      flagEnv,
-    );
-    this.balancer = balancer;
-    const balancerAddress = String((await balancer.waitForEvent('ready', timeouts.balancerReadyMs)).address);
-    say(`ok (${balancerAddress}, pid ${balancer.pid})`);
+    write(`starting ${config.balancers === 1 ? 'a balancer' : `${config.balancers} balancers`} (they route by the Unleash flag)... `);
+    // The first on --balancer-port, the others on free ports.
+    const balancers = Array.from({ length: config.balancers }, (_, i) => this.launch(`balancer-${i + 1}`, balancerLaunchAt(i === 0 ? config.balancerPort : 0)));
+    this.balancers.push(...balancers);
+    const balancerAddresses = await Promise.all(balancers.map(async (balancer) => String((await balancer.waitForEvent('ready', timeouts.balancerReadyMs)).address)));
+    say(`ok (${balancers.map((balancer, i) => `${balancerAddresses[i]}, pid ${balancer.pid}`).join('; ')})`);
     if (this.stopping) return;
     await this.workload.startUpstream();
     if (this.stopping) return;
@@ -194,6 +194,15 @@ class Demo {
       { cluster: 'baseline', count: config.baselineWorkers, parallelism: config.baselineParallelism },
       { cluster: 'candidate', count: config.candidateWorkers, parallelism: config.candidateParallelism },
     ];
+    const workerLaunchIn = (cluster: string, parallelism: number) =>
+      workerLaunch(stack, {
+        script: scripts.worker,
+        cluster,
+        handlersScript: this.workload.handlersScript,
+        handlersEnv: this.workload.workerEnv,
+        maxParallelism: parallelism,
+        drainTimeoutMs: timeouts.workerDrainMs,
+      });
     for (const { cluster, count, parallelism } of plan) {
       const slots = count * parallelism;
       const kept = Math.ceil(keptForUserPresentShare * slots);
@@ -208,20 +217,7 @@ class Demo {
     for (const { cluster, count, parallelism } of plan) {
       let ready = 0;
       for (let i = 1; i <= count; i++) {
-        const worker = this.spawn(
-          `${cluster}-${i}`,
-          scripts.worker,
-          [
-            '--cluster', cluster,
-            '--handlers', this.workload.handlersScript,
-            '--max-parallelism', String(parallelism),
-            '--drain-timeout-ms', String(timeouts.workerDrainMs),
-            ...flagArgs,
-            '--key-prefix', this.keyPrefix,
-            '--redis-url', redisUrl,
-          ],
-          { ...flagEnv, ...this.workload.workerEnv },
-        );
+        const worker = this.launch(`${cluster}-${i}`, workerLaunchIn(cluster, parallelism));
         this.workers.push(worker);
         starting.push(
           worker.waitForEvent('ready', timeouts.workerReadyMs).then((event) => {
@@ -236,7 +232,7 @@ class Demo {
 
     write(`starting load generator (${config.ratePerS} tasks/s, ${Math.round(config.userPresentShare * 100)}% user-present)... `);
     const loadgen = this.spawn('loadgen', scripts.loadgen, [
-      '--balancer', balancerAddress,
+      '--balancer', balancerAddresses.join(','),
       '--rate', String(config.ratePerS),
       '--user-present-share', String(config.userPresentShare),
       '--integrations', this.workload.loadgenIntegrations,
@@ -249,9 +245,13 @@ class Demo {
     this.loadStartedAtMs = Date.now();
     say(`ok (pid ${loadgen.pid})`);
     say('');
-    say(`Balancer:      ${balancerAddress}   (gRPC headroom.v1.Balancer/Submit, plain text; see proto/headroom/v1/headroom.proto)`);
+    say(
+      `${balancers.length === 1 ? 'Balancer: ' : 'Balancers:'}     ${balancerAddresses.join(', ')}   ` +
+        `(gRPC headroom.v1.Balancer/Submit, plain text; see proto/headroom/v1/headroom.proto)`,
+    );
     this.control.printAccess(apiUrl, uiUrl, unleash);
     this.workload.printAccess();
+    printJoinCommands(balancerLaunchAt(0), plan.map(({ cluster, parallelism }) => ({ cluster, launch: workerLaunchIn(cluster, parallelism) })));
     say(
       `Status every ${config.statusIntervalS} s` +
         (config.durationS > 0 ? `; stopping by itself after ${config.durationS} s.` : '. Ctrl-C stops everything.'),
@@ -288,6 +288,10 @@ class Demo {
     });
     say(`ok (${this.privateRedis.url}, pid ${this.privateRedis.pid})`);
     return this.privateRedis.url;
+  }
+
+  private launch(label: string, launch: Launch): ManagedChild {
+    return this.spawn(label, launch.script, launch.args, launch.env);
   }
 
   private spawn(label: string, script: string, args: string[], secrets: Record<string, string> = {}): ManagedChild {
@@ -329,7 +333,7 @@ class Demo {
     return this.shutdownPromise;
   }
 
-  /** Load generator, balancer, workers (they drain), bank simulator, control plane, private Redis, then Unleash and its PostgreSQL. */
+  /** Load generator, balancers, workers (they drain), bank simulator, control plane, private Redis, then Unleash and its PostgreSQL. */
   private async stopAll(reason: string): Promise<void> {
     this.stopping = true;
     clearTimeout(this.durationTimer);
@@ -351,21 +355,24 @@ class Demo {
       }
     };
 
-    await stopped('load generator', this.loadgen, timeouts.loadgenStopMs);
-    if (this.finalReport) say(formatLoadTotals(clusterNames, this.finalReport));
-    await stopped('balancer', this.balancer, timeouts.balancerStopMs);
-
-    if (this.workers.length > 0) {
-      write(`  ${this.workers.length} workers (draining)... `);
-      const results = await Promise.all(this.workers.map((worker) => worker.stop(timeouts.workerStopMs)));
+    /** Several children at once, on one line. */
+    const allStopped = async (what: string, children: readonly ManagedChild[], graceMs: number) => {
+      if (children.length === 0) return;
+      write(`  ${what}... `);
+      const results = await Promise.all(children.map((child) => child.stop(graceMs)));
       const problems = results.flatMap(({ exit, forced }, i) => {
-        const label = this.workers[i]!.label;
-        if (forced) return [`${label} killed after ${timeouts.workerStopMs / 1000} s`];
+        const label = children[i]!.label;
+        if (forced) return [`${label} killed after ${graceMs / 1000} s`];
         return stoppedWell(exit) ? [] : [`${label} exited (${describeExit(exit)})`];
       });
       if (problems.length > 0) this.exitCode = 1;
       say(problems.length === 0 ? 'ok' : problems.join(', '));
-    }
+    };
+
+    await stopped('load generator', this.loadgen, timeouts.loadgenStopMs);
+    if (this.finalReport) say(formatLoadTotals(clusterNames, this.finalReport));
+    await allStopped(this.balancers.length === 1 ? 'balancer' : `${this.balancers.length} balancers`, this.balancers, timeouts.balancerStopMs);
+    await allStopped(`${this.workers.length} workers (draining)`, this.workers, timeouts.workerStopMs);
     await stopped('bank simulator', this.workload.bankSimulator, timeouts.bankSimulatorStopMs);
     await stopped('control plane', this.control.controlPlane, timeouts.controlPlaneStopMs);
 
@@ -396,7 +403,10 @@ class Demo {
         say(`  ledger: no workers left under ${this.keyPrefix}${deletedText}`);
       } else {
         this.exitCode = 1;
-        say(`  ledger: ${left.length} workers still registered under ${this.keyPrefix}: ${left.join(', ')}${deletedText}`);
+        say(
+          `  ledger: ${left.length} workers still registered under ${this.keyPrefix}: ${left.join(', ')}${deletedText}` +
+            ' (a worker started with the printed join command is stopped with Ctrl-C before the demo)',
+        );
       }
     } catch (error) {
       this.exitCode = 1;
@@ -406,12 +416,23 @@ class Demo {
 
   private killAll(): void {
     this.loadgen?.killNow();
-    this.balancer?.killNow();
+    for (const balancer of this.balancers) balancer.killNow();
     for (const worker of this.workers) worker.killNow();
     this.workload.bankSimulator?.killNow();
     this.privateRedis?.killNow();
     this.control.killNow();
   }
+}
+
+/**
+ * Ready-to-paste commands that start one more balancer and one more worker of each cluster on
+ * this run's ledger and flags, with the flags the demo gives its own; each takes a free port.
+ */
+function printJoinCommands(balancer: Launch, workers: readonly { cluster: string; launch: Launch }[]): void {
+  const rows = [{ what: 'balancer', command: shellCommand(balancer, repoRoot) }, ...workers.map(({ cluster, launch }) => ({ what: `${cluster} worker`, command: shellCommand(launch, repoRoot) }))];
+  const width = Math.max(...rows.map(({ what }) => what.length)) + 2;
+  say(`Join this run: each command starts one more on its ledger and flags, on a free port (run from ${repoRoot}; Ctrl-C it before the demo)`);
+  for (const { what, command } of rows) say(`  ${`${what}:`.padEnd(width)}${command}`);
 }
 
 /** For a port option: 0 (any free port) or a port nothing listens on yet. */

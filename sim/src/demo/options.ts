@@ -13,6 +13,14 @@ const percent = z.coerce
 const seconds = (min: number, max: number, hint: string) =>
   z.coerce.number({ error: `expected seconds, ${hint}` }).min(min, `expected seconds >= ${min}, ${hint}`).max(max, `expected seconds <= ${max}`);
 
+/** Balancers the demo runs at most: each is a process on a machine that also runs everything else. */
+export const maxDemoBalancers = 8;
+const balancerCount = z.coerce
+  .number({ error: `expected a whole number from 1 to ${maxDemoBalancers}` })
+  .int(`expected a whole number from 1 to ${maxDemoBalancers}`)
+  .min(1, `expected a whole number from 1 to ${maxDemoBalancers}`)
+  .max(maxDemoBalancers, `expected a whole number from 1 to ${maxDemoBalancers}`);
+
 /** What workers run (see workload.ts). */
 export const workloadNames = ['bank', 'sleep'] as const;
 
@@ -40,7 +48,9 @@ export const demoOptionsSchema = z
     bankTimeScale: bankSimulatorOptionsSchema.shape.timeScale.unwrap().default(0.1),
     /** @default 0.1 */
     userPresentShare: settings.share().default(0.1),
-    /** 0 picks a free port. @default 7700 */
+    /** Balancers, all on the same ledger and flags; the load generator sends to each in turn. 2 by default, so the UI shows each one's acknowledgements. @default 2 */
+    balancers: balancerCount.default(2),
+    /** Port of the first balancer; 0 picks a free port. The others always pick free ports. @default 7700 */
     balancerPort: settings.nonNegativeInt(65_535).default(7700),
     /** Port of the control plane's REST API; 0 picks a free port. @default 8080, or a free port when 8080 is taken */
     controlPlanePort: settings.nonNegativeInt(65_535).optional(),
@@ -91,7 +101,8 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('workload', 'workload', 'NAME', 'bank: bank handlers calling a bank simulator the demo starts; sleep: handlers that only wait (default bank)'),
   option('bankTimeScale', 'bank-time-scale', 'X', "multiplies the simulated banks' latencies, e.g. 1 for their real speed at a lower --rate (default 0.1)"),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1 (default 0.1)'),
-  option('balancerPort', 'balancer-port', 'PORT', 'port of the balancer on 127.0.0.1, 0 for any free one (default 7700)'),
+  option('balancers', 'balancers', 'N', `balancers, 1..${maxDemoBalancers}; the load generator sends to each in turn (default 2)`),
+  option('balancerPort', 'balancer-port', 'PORT', 'port of the first balancer on 127.0.0.1, 0 for any free one; the others take any free one (default 7700)'),
   option('controlPlanePort', 'control-plane-port', 'PORT', "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)"),
   option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started (default redis://127.0.0.1:6379)', 'REDIS_URL'),
   option('keyPrefix', 'key-prefix', 'PREFIX', 'ledger key prefix (default demo:<random>, a new one per run, its keys deleted at exit)'),
@@ -106,11 +117,11 @@ export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: nod
 
 Runs on this machine: Redis (if none answers), Unleash (without --unleash-url: a real Unleash
 server on an embedded PostgreSQL in a temporary directory, deleted at exit), the control plane
-(REST API; the operator and viewer tokens it accepts are made up at start and printed), a
-balancer and workers that read their flags from Unleash, a bank simulator (four banks: bank-a
-fast and steady .. bank-d slow with a heavy tail, 0.2-5% errors), a baseline cluster of
+(REST API; the operator and viewer tokens it accepts are made up at start and printed),
+balancers (--balancers) and workers that read their flags from Unleash, a bank simulator
+(four banks: bank-a fast and steady .. bank-d slow with a heavy tail, 0.2-5% errors), a baseline cluster of
 single-slot workers, a candidate cluster of parallel workers whose handlers call the banks,
-and a load generator (integrations bank-a:3, bank-b:2, bank-c:1, bank-d:1 by weight, each
+and a load generator sending to each balancer in turn (integrations bank-a:3, bank-b:2, bank-c:1, bank-d:1 by weight, each
 with a share of its own; with --workload sleep: bank-a, bank-b, bank-c, no simulator). The
 initial candidate share is written through the control plane; change it while the demo
 runs with, e.g.
@@ -120,4 +131,7 @@ runs with, e.g.
        -d '{"integration": "bank-a"}' http://127.0.0.1:8080/api/v1/rollback
 and make a bank misbehave (the simulator's address is printed at start) with, e.g.
   curl -X POST -H 'content-type: application/json' -d '{"bank":"bank-b","kind":"slow","factor":4}' http://127.0.0.1:<port>/incidents
-Ctrl-C stops them all. Flags win over env. Invalid options exit with status 2.`;
+Once all runs, it prints ready-to-paste commands that start one more balancer, baseline
+worker or candidate worker on the same ledger and flags (run them from the repository root;
+stop them before the demo). Ctrl-C stops the demo's own processes. Flags win over env.
+Invalid options exit with status 2.`;

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * headroom-loadgen: sends tasks to a balancer at a fixed rate and reports what came back.
+ * headroom-loadgen: sends tasks to one balancer or several (in turn) at a fixed rate and reports what came back.
  *   node sim/dist/src/loadgen/cli.js --balancer 127.0.0.1:7700 --rate 50 --duration-s 60
+ *   ... --balancer 127.0.0.1:7700,127.0.0.1:7701   (half the tasks to each)
  *   ... --spike-every-s 120 --spike-duration-s 30 --spike-factor 10   (background x10 for 30 s every 2 min)
  * Every flag can also be set by env (HEADROOM_LOADGEN_RATE, ...); flags win.
  */
@@ -10,7 +11,7 @@ import { ConfigError } from '@headroom/common';
 import { readOptions, usageText, type OptionSpec } from '@headroom/common';
 import { formatLoadReport } from './format';
 import { startLoadGenerator, type LoadReport } from './load-generator';
-import { defaultIntegrations, loadGeneratorOptionFields, spikeProblems } from './options';
+import { defaultIntegrations, loadGeneratorOptionFields, maxBalancers, spikeProblems } from './options';
 
 const maxSpikeS = 7 * 24 * 3600;
 const spikeSeconds = (min: number, hint: string) =>
@@ -18,6 +19,11 @@ const spikeSeconds = (min: number, hint: string) =>
 
 /** The library's options, with the spike times in seconds. */
 const cliFields = loadGeneratorOptionFields.omit({ spikeEveryMs: true, spikeAtMs: true, spikeDurationMs: true }).extend({
+  /** --balancer HOST:PORT[,HOST:PORT...] */
+  balancerAddresses: z
+    .string()
+    .transform((list) => list.split(',').map((address) => address.trim()))
+    .pipe(loadGeneratorOptionFields.shape.balancerAddresses),
   /** 0 runs until SIGINT/SIGTERM. */
   durationS: z.coerce.number({ error: 'expected seconds, 0 for until stopped' }).min(0, 'expected seconds >= 0, 0 for until stopped').default(0),
   reportIntervalS: z.coerce.number({ error: 'expected seconds' }).min(0.1, 'expected seconds >= 0.1').max(3600, 'expected seconds <= 3600').default(5),
@@ -49,7 +55,7 @@ const option = (key: keyof CliConfig, flag: string, valueName: string, descripti
 });
 
 const specs: OptionSpec[] = [
-  option('balancerAddress', 'balancer', 'HOST:PORT', 'balancer to send tasks to (required)'),
+  option('balancerAddresses', 'balancer', 'HOST:PORT[,...]', `balancer to send tasks to, or up to ${maxBalancers} separated by commas that get them in turn (required)`),
   option('ratePerS', 'rate', 'N', 'tasks sent per second outside spikes, whatever the answers (default 50)'),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1; the rest are BACKGROUND (default 0.1)'),
   option(
@@ -89,17 +95,17 @@ function describeSpikes(config: CliConfig): string {
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, specs, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: headroom-loadgen --balancer HOST:PORT [options]', specs)}\n`);
+    process.stdout.write(`${usageText('Usage: headroom-loadgen --balancer HOST:PORT[,HOST:PORT...] [options]', specs)}\n`);
     return;
   }
   const { durationS, reportIntervalS, format } = parsed.config;
   const options = toGeneratorOptions(parsed.config);
   const generator = startLoadGenerator(options);
   if (format === 'json') {
-    process.stdout.write(`${JSON.stringify({ event: 'started', balancerAddress: generator.config.balancerAddress, ratePerS: generator.config.ratePerS, pid: process.pid })}\n`);
+    process.stdout.write(`${JSON.stringify({ event: 'started', balancerAddresses: generator.config.balancerAddresses, ratePerS: generator.config.ratePerS, pid: process.pid })}\n`);
   } else {
     process.stdout.write(
-      `sending ${generator.config.ratePerS} tasks/s to ${generator.config.balancerAddress}${describeSpikes(parsed.config)}${durationS > 0 ? ` for ${durationS} s` : ''}; Ctrl-C stops\n`,
+      `sending ${generator.config.ratePerS} tasks/s to ${generator.config.balancerAddresses.join(', ')}${describeSpikes(parsed.config)}${durationS > 0 ? ` for ${durationS} s` : ''}; Ctrl-C stops\n`,
     );
   }
   const reporting = setInterval(() => print(format, 'report', generator.report()), reportIntervalS * 1000);

@@ -41,7 +41,7 @@ export interface LoadGenerator {
 }
 
 export interface LoadGeneratorDependencies {
-  /** A client to use (not closed by the generator); by default one is made for balancerAddress. */
+  /** A client to use for every task (not closed by the generator); by default one is made for each of balancerAddresses. */
   client?: BalancerClient;
   random?: () => number;
 }
@@ -52,7 +52,10 @@ const callDeadlineMarginMs = 1000;
 
 export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: LoadGeneratorDependencies = {}): LoadGenerator {
   const config = parseConfig('load generator options', loadGeneratorOptionsSchema, options);
-  const client = dependencies.client ?? new BalancerService(config.balancerAddress, grpc.credentials.createInsecure());
+  const clients: BalancerClient[] = dependencies.client
+    ? [dependencies.client]
+    : config.balancerAddresses.map((address) => new BalancerService(address, grpc.credentials.createInsecure()));
+  let sentCount = 0;
   const workload = new Workload(config, dependencies.random);
   const schedule = new SendSchedule(config);
   const calls = new Set<grpc.ClientUnaryCall>();
@@ -78,6 +81,8 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
     const priority = task.priority as TaskPriority;
     const sentAtMs = performance.now();
     count(phase, (c) => c.countSent(priority));
+    // In turn: each balancer gets an equal share of either priority's tasks.
+    const client = clients[sentCount++ % clients.length]!;
     const call = client.submit({ task }, { deadline: Date.now() + config.taskTimeoutMs + callDeadlineMarginMs }, (error, response) => {
       calls.delete(call);
       if (error) {
@@ -161,7 +166,7 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
       for (const call of calls) call.cancel();
       await cancelled;
     }
-    if (!dependencies.client) client.close();
+    if (!dependencies.client) for (const client of clients) client.close();
     return report();
   });
 

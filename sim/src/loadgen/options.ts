@@ -8,6 +8,8 @@ export interface WeightedIntegration {
 }
 
 const maxIntegrations = 64;
+/** Balancers one generator spreads its tasks over. */
+export const maxBalancers = 64;
 const maxWeight = 1_000_000;
 /** The most tasks per second the generator sends, spikes included. */
 export const maxRatePerS = 100_000;
@@ -65,8 +67,11 @@ export const defaultIntegrations: readonly string[] = Object.freeze(['bank-a', '
 /** The fields of the load generator's options, before the checks that span several of them. */
 export const loadGeneratorOptionFields = z
   .object({
-    /** host:port of a balancer. */
-    balancerAddress: settings.hostPort(),
+    /** host:port of each balancer; tasks go to them in turn. */
+    balancerAddresses: z
+      .array(settings.hostPort(), { error: 'expected a list of host:port' })
+      .min(1, 'expected at least one host:port')
+      .max(maxBalancers, `expected at most ${maxBalancers} balancers`),
     /** Tasks started per second, whatever the answers do (open loop). @default 50 */
     ratePerS: z.coerce.number({ error: 'expected tasks per second, e.g. 50' }).positive('expected a rate above 0').max(maxRatePerS, `expected at most ${maxRatePerS} tasks/s`).default(50),
     /** Share of tasks marked USER_PRESENT; the rest are BACKGROUND. @default 0.1 */

@@ -64,6 +64,8 @@ export interface WorkerSummary {
   inFlight: number;
   free: number;
   draining: boolean;
+  /** Balancers skip it until then (they could not connect to it); null when not marked. */
+  unreachableUntilUnixMs: number | null;
   lastHeartbeatUnixMs: number;
   stats?: WorkerStats | null;
 }
@@ -84,28 +86,31 @@ export interface Acknowledgement {
   ackMs: number;
 }
 
-/** POST /rollback's answer, and GET /traffic's lastRollback. */
-export interface RollbackRecord {
+/**
+ * A rollback or resume: POST /rollback's and /resume's answer (durable "pending"), the
+ * `override-change` event (again once Unleash was written), and GET /traffic's lastRollback.
+ */
+export interface OverrideChangeRecord {
+  kind: 'rollback' | 'resume';
+  /** "all", or the integration. */
   scope: string;
   actor: string;
+  reason: string | null;
   atUnixMs: number;
   overrideVersion: number;
+  override: OverrideState;
+  expected: string[];
   acknowledged: Acknowledgement[];
   missing: string[];
   /** To the last acknowledgement; null when no balancer was alive. */
   propagationMs: number | null;
-  durable: boolean;
+  /** The Unleash write that makes it survive a loss of Redis data. */
+  durable: 'pending' | 'done' | 'failed';
+  durableError: string | null;
+  durableAtUnixMs: number | null;
 }
 
-/** POST /resume's answer. */
-export interface PropagatedChange {
-  override: OverrideState;
-  previous?: OverrideState;
-  expected: string[];
-  acknowledged: Acknowledgement[];
-  missing: string[];
-  propagationMs: number | null;
-}
+export type RollbackRecord = OverrideChangeRecord;
 
 export interface IntegrationTraffic {
   percent: number;
@@ -122,6 +127,8 @@ export interface TrafficView {
   effectivePercent: { default: number; integrations: Record<string, number> };
   override: OverrideState | null;
   durable: boolean;
+  /** Unleash writes of rollbacks and resumes under way: `durable` may be false meanwhile. */
+  unleashWritesPending: number;
   balancers: TrafficBalancerView[];
   lastRollback: RollbackRecord | null;
 }
@@ -139,6 +146,8 @@ export interface AuditEntry {
   after: unknown;
   outcome: 'ok' | 'failed';
   error?: string;
+  /** Why, as the operator gave it. */
+  reason?: string;
 }
 
 export interface ClusterSlotFigures {

@@ -100,6 +100,11 @@ function AuditRow({ entry }: { entry: AuditEntry }) {
         {entry.error && <p className="audit-error">{entry.error}</p>}
       </td>
       <td>
+        {entry.reason && (
+          <p className="audit-reason">
+            Reason: <Truncated text={entry.reason} />
+          </p>
+        )}
         <ul className="audit-change">
           {describeChange(entry.action, entry.before, entry.after).map((line, i) => (
             <li key={i}>{line}</li>

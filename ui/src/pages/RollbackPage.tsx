@@ -1,5 +1,5 @@
-import { useCallback, useState } from 'react';
-import type { OverrideState, PropagatedChange, RollbackRecord, TrafficView } from '../api/types';
+import { useCallback, useEffect, useState } from 'react';
+import type { OverrideChangeRecord, OverrideState, RollbackRecord, TrafficView } from '../api/types';
 import { Acknowledgements } from '../components/Acknowledgements';
 import { ConfirmDialog } from '../components/ConfirmDialog';
 import { ErrorNotice } from '../components/ErrorNotice';
@@ -16,21 +16,33 @@ import { BalancerVersions } from './rollback/BalancerVersions';
 /** "all", or one integration. */
 type Scope = string;
 
-type Outcome = { kind: 'rollback'; scope: Scope; record: RollbackRecord } | { kind: 'resume'; scope: Scope; change: PropagatedChange };
 
 /** The instant way back: every balancer stops using the candidate at once, and says so. */
 export function RollbackPage() {
   const { client } = useSession();
   const whyReadOnly = useWhyReadOnly();
-  const { figures } = useLive();
+  const { figures, onOverrideChange } = useLive();
   const load = useCallback((signal: AbortSignal) => client.get<TrafficView>('/traffic', signal), [client]);
   const traffic = usePolled(load, 3000);
   useRefreshOnChange(['traffic.set', 'rollback', 'resume', 'override.rebuild'], traffic.refresh);
   const [scope, setScope] = useState<Scope>('all');
   const [reason, setReason] = useState('');
   const [confirming, setConfirming] = useState<{ kind: 'rollback' | 'resume'; scope: Scope } | undefined>();
-  const [outcome, run] = useAction<Outcome>();
+  const [outcome, run] = useAction<OverrideChangeRecord>();
   const [lastRequest, setLastRequest] = useState<{ kind: 'rollback' | 'resume'; scope: Scope }>();
+  // The answer comes once every balancer has it; whether Unleash has it too comes later, as an event.
+  const [durableUpdate, setDurableUpdate] = useState<OverrideChangeRecord>();
+  useEffect(
+    () =>
+      onOverrideChange((record) => {
+        if (record.durable === 'pending') return;
+        setDurableUpdate(record);
+        traffic.refresh();
+      }),
+    [onOverrideChange, traffic.refresh],
+  );
+  const answered = outcome.status === 'done' ? outcome.result : undefined;
+  const shown = answered && durableUpdate?.overrideVersion === answered.overrideVersion ? durableUpdate : answered;
 
   const integrations = traffic.data ? Object.keys(traffic.data.flag.integrations) : [];
   const override = figures?.override ?? traffic.data?.override ?? null;
@@ -41,10 +53,12 @@ export function RollbackPage() {
   const perform = (kind: 'rollback' | 'resume', target: Scope) => {
     setLastRequest({ kind, scope: target });
     return run(async () => {
-      const body = { ...(target === 'all' ? {} : { integration: target }), ...(kind === 'rollback' && reason.trim() ? { reason: reason.trim() } : {}) };
+      const body = { ...(target === 'all' ? {} : { integration: target }), ...(reason.trim() ? { reason: reason.trim() } : {}) };
       try {
-        if (kind === 'rollback') return { kind, scope: target, record: await client.send<RollbackRecord>('POST', '/rollback', body) };
-        return { kind, scope: target, change: await client.send<PropagatedChange>('POST', '/resume', body) };
+        const record = await client.send<OverrideChangeRecord>('POST', kind === 'rollback' ? '/rollback' : '/resume', body);
+        // A reason belongs to one change: the next starts blank.
+        setReason('');
+        return record;
       } finally {
         traffic.refresh();
       }
@@ -54,7 +68,14 @@ export function RollbackPage() {
   return (
     <>
       <h1>Rollback</h1>
-      <CurrentState override={override} allBack={allBack} integrationsBack={integrationsBack} durable={traffic.data?.durable} />
+      <CurrentState
+        override={override}
+        allBack={allBack}
+        integrationsBack={integrationsBack}
+        durable={traffic.data?.durable}
+        unleashWritesPending={traffic.data?.unleashWritesPending ?? 0}
+        lastRollback={traffic.data?.lastRollback ?? null}
+      />
       <ReadOnlyNote />
       <section className="card rollback-card" aria-labelledby="rollback-title">
         <h2 id="rollback-title">Roll back</h2>
@@ -69,7 +90,7 @@ export function RollbackPage() {
               </option>
             ))}
           </select>
-          <label htmlFor="rollback-reason">Reason (for the audit log)</label>
+          <label htmlFor="rollback-reason">Reason (for the audit log; a resume takes it too)</label>
           <input id="rollback-reason" type="text" maxLength={500} value={reason} onChange={(event) => setReason(event.target.value)} disabled={whyReadOnly !== undefined} title={whyReadOnly} placeholder="e.g. p95 ratio 1.8 on bank-a" />
         </div>
         <button type="button" className="button-danger button-big" disabled={whyReadOnly !== undefined || busy} title={whyReadOnly} onClick={() => setConfirming({ kind: 'rollback', scope })}>
@@ -79,7 +100,7 @@ export function RollbackPage() {
       {outcome.status === 'failed' && lastRequest && (
         <ErrorNotice error={outcome.error} action={`${lastRequest.kind === 'resume' ? 'Resuming' : 'Rolling back'} ${lastRequest.scope === 'all' ? 'all integrations' : lastRequest.scope}`} change />
       )}
-      {outcome.status === 'done' && <OutcomeView outcome={outcome.result} />}
+      {shown && <OutcomeView record={shown} />}
       {outcome.status !== 'done' && traffic.data?.lastRollback && <LastRollback record={traffic.data.lastRollback} />}
       <section className="card" aria-labelledby="resume-title">
         <h2 id="resume-title">Resume</h2>
@@ -117,7 +138,10 @@ export function RollbackPage() {
         onClose={() => setConfirming(undefined)}
       >
         {confirming?.kind === 'resume' ? (
-          <p>{confirming.scope === 'all' ? 'Every integration' : <Truncated text={confirming.scope} />} goes back to the candidate cluster at its configured share.</p>
+          <p>
+            {confirming.scope === 'all' ? 'Every integration' : <Truncated text={confirming.scope} />} goes back to the candidate cluster at its configured share.
+            {reason.trim() && ` Reason: ${reason.trim()}`}
+          </p>
         ) : (
           <p>
             {confirming?.scope === 'all' ? 'Every integration' : <Truncated text={confirming?.scope ?? ''} />} goes to the baseline cluster now, on every balancer.
@@ -129,11 +153,21 @@ export function RollbackPage() {
   );
 }
 
-function CurrentState(props: { override: OverrideState | null; allBack: boolean; integrationsBack: string[]; durable: boolean | undefined }) {
-  const { override, allBack, integrationsBack } = props;
+function CurrentState(props: {
+  override: OverrideState | null;
+  allBack: boolean;
+  integrationsBack: string[];
+  durable: boolean | undefined;
+  unleashWritesPending: number;
+  lastRollback: RollbackRecord | null;
+}) {
+  const { override, allBack, integrationsBack, lastRollback } = props;
   const since = override && override.version > 0 ? ` since ${formatDateTime(override.updatedAtUnixMs)}${override.actor ? ` (${override.actor})` : ''}` : '';
+  const rolledBack = allBack || integrationsBack.length > 0;
+  // The reason of the rollback that put the override where it is (a later resume replaces it).
+  const reason = rolledBack && lastRollback?.reason && lastRollback.overrideVersion === override?.version ? lastRollback.reason : undefined;
   return (
-    <div className={`state-banner ${allBack || integrationsBack.length > 0 ? 'state-back' : 'state-normal'}`} role="status">
+    <div className={`state-banner ${rolledBack ? 'state-back' : 'state-normal'}`} role="status">
       {allBack ? (
         <strong>Everything is rolled back to the baseline{since}.</strong>
       ) : integrationsBack.length > 0 ? (
@@ -144,33 +178,46 @@ function CurrentState(props: { override: OverrideState | null; allBack: boolean;
       ) : (
         <strong>Nothing is rolled back.</strong>
       )}
+      {reason && (
+        <span className="state-reason">
+          {' '}
+          Reason: <Truncated text={reason} />
+        </span>
+      )}
       {override && <span className="muted"> Override version {override.version}.</span>}
-      {props.durable === false && <span className="tag tag-warning">not durable: Unleash does not agree with the override; roll back again</span>}
+      {props.durable === false &&
+        (props.unleashWritesPending > 0 ? (
+          <span className="tag tag-info">being written to Unleash</span>
+        ) : (
+          <span className="tag tag-warning">not durable: Unleash does not agree with the override; roll back again</span>
+        ))}
     </div>
   );
 }
 
-function OutcomeView({ outcome }: { outcome: Outcome }) {
-  const scope = outcome.scope === 'all' ? 'all integrations' : outcome.scope;
-  if (outcome.kind === 'rollback') {
-    const { record } = outcome;
-    return (
-      <section className="notice notice-success" aria-label="Rollback result">
-        <p className="notice-title">
-          Rolled back {scope}: override version {record.overrideVersion}, propagation {formatMs(record.propagationMs)}
-        </p>
-        <Acknowledgements acknowledged={record.acknowledged} missing={record.missing} propagationMs={record.propagationMs} caption="Acknowledgements of the rollback" />
-        <p>{record.durable ? 'Durable: the flag is switched off in Unleash too.' : 'Not durable: Unleash was not updated.'}</p>
-      </section>
-    );
+function DurableNote({ record }: { record: OverrideChangeRecord }) {
+  if (record.durable === 'pending') return <p>Every balancer has it. Writing it to Unleash, so that it survives a loss of Redis data…</p>;
+  if (record.durable === 'done') {
+    return <p>Durable: {record.kind === 'rollback' ? 'the flag is switched off in Unleash too' : 'the flag is switched on in Unleash too; balancers follow it within their next poll'}.</p>;
   }
-  const { change } = outcome;
+  return <p>Not durable: {record.durableError}</p>;
+}
+
+function OutcomeView({ record }: { record: OverrideChangeRecord }) {
+  const scope = record.scope === 'all' ? 'all integrations' : record.scope;
+  const what = record.kind === 'rollback' ? 'Rolled back' : 'Resumed';
   return (
-    <section className="notice notice-success" aria-label="Resume result">
+    <section className={`notice ${record.durable === 'failed' ? 'notice-warning' : 'notice-success'}`} aria-label={record.kind === 'rollback' ? 'Rollback result' : 'Resume result'}>
       <p className="notice-title">
-        Resumed {scope}: override version {change.override.version}, propagation {formatMs(change.propagationMs)}
+        {what} {scope}: override version {record.overrideVersion}, propagation {formatMs(record.propagationMs)}
       </p>
-      <Acknowledgements acknowledged={change.acknowledged} missing={change.missing} propagationMs={change.propagationMs} caption="Acknowledgements of the resume" />
+      {record.reason && (
+        <p>
+          Reason: <Truncated text={record.reason} />
+        </p>
+      )}
+      <Acknowledgements acknowledged={record.acknowledged} missing={record.missing} propagationMs={record.propagationMs} caption={`Acknowledgements of the ${record.kind}`} />
+      <DurableNote record={record} />
     </section>
   );
 }
@@ -181,7 +228,13 @@ function LastRollback({ record }: { record: RollbackRecord }) {
       <h2>
         Last rollback: {record.scope === 'all' ? 'all integrations' : record.scope}, {formatDateTime(record.atUnixMs)} by {record.actor}
       </h2>
+      {record.reason && (
+        <p>
+          Reason: <Truncated text={record.reason} />
+        </p>
+      )}
       <Acknowledgements acknowledged={record.acknowledged} missing={record.missing} propagationMs={record.propagationMs} caption="Acknowledgements of the last rollback" />
+      <DurableNote record={record} />
     </section>
   );
 }

@@ -9,10 +9,13 @@ const maxLines = 6;
 type Leaf = string | number | boolean | null;
 
 export function describeChange(action: string, before: unknown, after: unknown): string[] {
-  if (action === 'rollback' && isObject(after) && isObject(after.override)) {
-    const lines = [`override version ${String(after.override.version)}: ${scopeOf(after.override)} to the baseline`];
+  if ((action === 'rollback' || action === 'resume') && isObject(after) && isObject(after.override)) {
+    const back = scopeOf(after.override);
+    const state = action === 'rollback' ? `${back} to the baseline` : back === 'nothing' ? 'nothing rolled back now' : `still rolled back: ${back}`;
+    const lines = [`override version ${String(after.override.version)}: ${state}`];
     if (typeof after.acknowledged === 'number') lines.push(`acknowledged by ${after.acknowledged} balancer${after.acknowledged === 1 ? '' : 's'}${typeof after.propagationMs === 'number' ? ` in ${after.propagationMs} ms` : ''}`);
     if (Array.isArray(after.missing) && after.missing.length > 0) lines.push(`not acknowledged: ${after.missing.join(', ')}`);
+    if (after.durable === 'failed') lines.push('not durable: Unleash was not updated');
     return lines;
   }
   const was = flatten(before);

@@ -67,12 +67,18 @@ export function WorkerTable({ workers, ...actions }: { workers: WorkerSummary[] 
 function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onProfile }: { worker: WorkerSummary; nowUnixMs: number } & Actions) {
   const stats = worker.stats ?? undefined;
   const used = worker.maxParallelism - worker.free;
+  const unreachable = worker.unreachableUntilUnixMs !== null;
   return (
-    <tr className={worker.draining ? 'row-muted' : undefined}>
+    <tr className={worker.draining || unreachable ? 'row-muted' : undefined}>
       <th scope="row" className="worker-id">
         <Truncated text={worker.workerId} />
         <Truncated text={worker.address} className="worker-address" />
         {worker.draining && <span className="tag tag-warning">draining</span>}
+        {worker.unreachableUntilUnixMs !== null && (
+          <span className="tag tag-warning" title={`Balancers could not connect to ${worker.address}: none sends it a task until ${new Date(worker.unreachableUntilUnixMs).toLocaleTimeString()}, or until a health check passes`}>
+            unreachable
+          </span>
+        )}
       </th>
       <td>{worker.cluster}</td>
       <td>

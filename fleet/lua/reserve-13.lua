@@ -1,5 +1,6 @@
 -- reserve: takes one slot on the live worker with the most free slots (ties spread at random),
--- or on one named worker, and records a lease for it.
+-- or on one named worker, and records a lease for it. Draining workers and workers marked
+-- unreachable are not in `free`, so they are never chosen and cost this script nothing.
 -- KEYS: see includes/set-worker.lua
 -- ARGV: 1 channel  2 priority ('user'|'background')  3 share of capacity kept for user-present (0..1)
 --       4 leaseId  5 leaseTtlMs  6 a random whole number (Lua's own random is not random in scripts)
