@@ -7,12 +7,15 @@ export interface KnownWorker {
 }
 
 /**
- * This balancer's copy of which workers each cluster has, refreshed from the ledger every
- * `refreshIntervalMs`. Used where a local view is enough: closing channels of workers that
- * left, and the policies that choose without the ledger (round-robin, random, power of two).
+ * This balancer's copy of which workers each cluster has, checked against the ledger every
+ * `refreshIntervalMs` and re-read only when a worker joined or left or an address changed (one
+ * small read a period otherwise, whatever the fleet's size). Used where a local view is enough:
+ * closing channels of workers that left, and the policies that choose without the ledger
+ * (round-robin, random, power of two).
  */
 export class WorkerDirectory {
   private readonly workersByCluster = new Map<string, KnownWorker[]>();
+  private readonly versionByCluster = new Map<string, string>();
   private timer: NodeJS.Timeout | undefined;
   private readonly listeners: ((cluster: string, workers: readonly KnownWorker[]) => void)[] = [];
 
@@ -48,9 +51,11 @@ export class WorkerDirectory {
   async refresh(): Promise<void> {
     for (const cluster of this.clusters) {
       try {
-        const addresses = await this.ledger.addresses(cluster);
-        const workers = [...addresses].map(([workerId, address]) => ({ workerId, address })).sort((a, b) => a.workerId.localeCompare(b.workerId));
+        const read = await this.ledger.addressesIfChanged(cluster, this.versionByCluster.get(cluster));
+        if (!read.changed) continue;
+        const workers = [...read.addresses].map(([workerId, address]) => ({ workerId, address })).sort((a, b) => a.workerId.localeCompare(b.workerId));
         this.workersByCluster.set(cluster, workers);
+        this.versionByCluster.set(cluster, read.version);
         for (const listener of this.listeners) listener(cluster, workers);
       } catch (error) {
         // Keep the last view; the next refresh tries again.

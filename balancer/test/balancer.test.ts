@@ -72,7 +72,7 @@ test('no over-admission: 3 balancers, 10 workers, concurrent load', async (t) =>
 });
 
 test('a full worker refuses and the task goes to another worker', async (t) => {
-  const fleet = await startFleet(t, { keptForUserPresentShare: 0, leaseTtlMs: 120_000 });
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   // 'a' heartbeats rarely, so the wrong capacity we give it below stays in the ledger.
   const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 1, heartbeatIntervalMs: 60_000 });
   const b = await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 1 });
@@ -80,7 +80,7 @@ test('a full worker refuses and the task goes to another worker', async (t) => {
   const blockers = [submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) })), submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) }))];
   await eventually('both busy', 2000, () => (a.stats().inflight === 1 && b.stats().inflight === 1 ? true : undefined));
   // The ledger now believes 'a' has 2 free slots; 'a' itself has none.
-  await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, runningLeaseIds: [] });
+  await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, runningTasks: 0 });
   const result = await submit(fleet.clients[0]!, task());
   assert.ok(result.ok, JSON.stringify(result));
   assert.equal(result.response.placement?.workerId, 'b', 'after the refusal the task waits for and goes to another worker');
@@ -267,8 +267,7 @@ test('an answer without a handler gives its slot back at once', async (t) => {
 });
 
 test('timing settings that cannot work together are refused, naming both', async (t) => {
-  const fleet = await startFleet(t, { leaseTtlMs: 1000 });
-  await assert.rejects(fleet.addWorker({ cluster: 'baseline', heartbeatIntervalMs: 600 }), /heartbeatIntervalMs \(600\) must be at most half of the ledger's leaseTtlMs \(1000\)/);
+  const fleet = await startFleet(t);
   await assert.rejects(fleet.addBalancer({ queueRecheckIntervalMs: 2000 }), /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/);
 });
 

@@ -182,10 +182,10 @@ const cluster = 'baseline';
 async function measureScripts(redis: Redis, settings: ScaleSettings['scripts'], progress: (line: string) => void): Promise<ScriptCost[]> {
   const keyPrefix = benchKeyPrefix('scale');
   // Leases live long enough that none expires during a run; capacity enough that reserve always finds a slot.
-  const ledger = new Ledger(redis, { keyPrefix, leaseTtlMs: 600_000 });
+  const ledger = new Ledger(redis, { keyPrefix });
   const workerIds = Array.from({ length: settings.workers }, (_unused, i) => `w${i}`);
   const heartbeat = (workerId: string, leaseIds: readonly string[]) =>
-    ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${10_000 + workerIds.indexOf(workerId)}`, capacity: 1_000_000, draining: false, runningLeaseIds: leaseIds });
+    ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${10_000 + workerIds.indexOf(workerId)}`, capacity: 1_000_000, draining: false, runningTasks: leaseIds.length });
   const samples = new Map<ScriptName, { usecPerCall: number[]; cpuPerCall: number[] }>(scriptNames.map((name) => [name, { usecPerCall: [], cpuPerCall: [] }]));
   const timed = async (script: ScriptName, calls: number, fn: (i: number) => Promise<unknown>) => {
     const before = await readAccounting(redis);

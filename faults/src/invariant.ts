@@ -12,7 +12,7 @@
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
-import { clusterKeys } from '@headroom/fleet';
+import { clusterKeys, freeSlotsOfScore } from '@headroom/fleet';
 import { eventually } from '@headroom/common/dist/src/testing';
 import { scrapeMetrics } from './metrics';
 import { readWorker, type FleetWatch } from './watch';
@@ -99,7 +99,7 @@ export async function ledgerDisagreement(stack: FaultStack): Promise<string | un
     const snapshot = await stack.ledger.snapshot(cluster);
     const freeScores = new Map<string, number>();
     const raw = await stack.ledgerRedis.zrange(clusterKeys(keyPrefix, cluster).free, 0, -1, 'WITHSCORES');
-    for (let i = 0; i < raw.length; i += 2) freeScores.set(raw[i]!, Number(raw[i + 1]));
+    for (let i = 0; i < raw.length; i += 2) freeScores.set(raw[i]!, freeSlotsOfScore(raw[i + 1]!));
     const problems: string[] = [];
     const ids = snapshot.workers.map((w) => w.workerId).join(',');
     const liveIds = live.map((w) => w.id).sort().join(',');

@@ -123,7 +123,8 @@ test('kill -9 a balancer mid-load: its clients get connection errors, the other 
   await sleep(1000);
   const loadStoppedAtMs = performance.now();
   await load.stop();
-  // Its leases of tasks never dispatched expire (leaseTtlMs, 3 s): then the ledger agrees again.
+  // Its leases of tasks never dispatched are dropped by their workers' heartbeats (within three
+  // heartbeat periods, 3 s): then the ledger agrees again.
   const reservationsBackMs = Math.round(loadStoppedAtMs - killedAtMs) + (await assertConverged(stack));
 
   const survivorsAfterKill = log.answeredBetween(killedAtMs).filter((s) => s.balancerId === survivor.id);

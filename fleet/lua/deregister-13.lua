@@ -1,9 +1,11 @@
 -- deregister: the worker leaves the ledger (after it drained, or when an operator removes it).
--- KEYS: see includes/set-worker.lua
+-- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 workerId
 -- Returns: 1 if the worker was registered, 0 if not
---@include set-worker
+--@include ledger
 local worker = ARGV[2]
 if not workerState(worker) then return 0 end
 setWorker(worker, nil)
+local _, nowUs = clock()
+directoryChanged(nowUs)
 return 1

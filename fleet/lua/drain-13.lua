@@ -1,12 +1,12 @@
 -- drain: the worker takes no new tasks (its running ones finish); it learns so at its next
 -- heartbeat. Draining a worker twice changes nothing.
--- KEYS: see includes/set-worker.lua
+-- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 workerId
 -- Returns: 1 if the worker is registered, 0 if not
---@include set-worker
+--@include ledger
 local worker = ARGV[2]
-local capacity = workerState(worker)
+local capacity, inflight = workerState(worker)
 if not capacity then return 0 end
-redis.call('SADD', KEYS[6], worker)
-setWorker(worker, capacity, leaseCount(worker), false)
+redis.call('SADD', drainingKey, worker)
+setWorker(worker, capacity, inflight, false)
 return 1

@@ -1,33 +1,47 @@
 -- heartbeat: registers the worker (again, after Redis lost its data or a sweep removed it),
--- renews the leases of the tasks it runs, recounts its in-flight tasks, and says whether an
--- operator asked it to drain and whether balancers marked it unreachable. An expired
--- unreachable mark ends here: the worker takes tasks again.
--- KEYS: see includes/set-worker.lua
--- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)  6 leaseTtlMs
---       7.. lease ids of the tasks the worker is running
--- Returns: { drain requested (0|1), inflight, marked unreachable (0|1) }
---@include set-worker
+-- settles its in-flight count against what it runs, and says whether an operator asked it to
+-- drain and whether balancers marked it unreachable. An expired unreachable mark ends here.
+-- Its cost does not grow with what the worker runs: leases are not renewed one by one.
+--
+-- The count: the ledger's leases of the worker are those it runs, those on their way to it,
+-- and those nobody will release (a balancer died between reserve and dispatch, a release was
+-- lost). On their way can only be leases reserved since its previous heartbeat or in the
+-- period before that; so the count is set within [running, running + those reservations]:
+-- a lost lease is dropped within two heartbeat periods, and leases Redis lost come back.
+-- KEYS: see includes/ledger.lua
+-- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)
+--       6 running: leases the worker holds (admitted tasks whose release it has not yet sent)
+-- Returns: { drain requested (0|1), in flight, marked unreachable (0|1) }
+--@include ledger
 local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local expiry = now + tonumber(ARGV[6])
-for i = 7, #ARGV do
-  local lease = ARGV[i]
-  local owner = redis.call('HGET', KEYS[8], lease)
-  if owner == worker then
-    redis.call('ZADD', KEYS[7], 'XX', expiry, lease)
-  elseif not owner then
-    -- The lease expired, or Redis lost it, or this worker was swept, while the task still runs.
-    addLease(worker, lease, expiry)
-  end
+local running = tonumber(ARGV[6])
+local now, nowUs = clock()
+
+local known = redis.call('HGET', capacityKey, worker)
+local inflight = tonumber(redis.call('HGET', inflightKey, worker) or '0')
+local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before')
+local onTheirWay = tonumber(reserved[1] or '0') + tonumber(reserved[2] or '0')
+redis.call('HSET', reservedKey, worker, 0, worker .. '|before', reserved[1] or '0')
+local settled = math.min(math.max(inflight, running), running + onTheirWay)
+if running == 0 and onTheirWay == 0 then
+  -- Nothing runs or is on its way: any lease record left is one nobody will release.
+  redis.call('DEL', leasesPrefix .. worker)
+elseif settled < inflight and redis.call('HLEN', leasesPrefix .. worker) > 2 * capacity + 16 then
+  -- Lost leases pile up on a worker that never idles: start its records afresh (releases of what
+  -- it runs now then change nothing, and its next heartbeats keep the count).
+  redis.call('DEL', leasesPrefix .. worker)
 end
--- Authoritative: in flight = the tasks it runs plus leases reserved for it and not yet arrived.
-local inflight = leaseCount(worker)
-redis.call('HSET', KEYS[4], worker, address)
-redis.call('ZADD', KEYS[5], now, worker)
-local drainRequested = redis.call('SISMEMBER', KEYS[6], worker)
-if ARGV[5] == '1' then redis.call('SADD', KEYS[6], worker) end
+
+if not known or redis.call('HGET', addressKey, worker) ~= address then
+  redis.call('HSET', addressKey, worker, address)
+  directoryChanged(nowUs)
+end
+redis.call('ZADD', heartbeatKey, now, worker)
+local drainRequested = redis.call('SISMEMBER', drainingKey, worker)
+if ARGV[5] == '1' and drainRequested == 0 then redis.call('SADD', drainingKey, worker) end
 local draining = ARGV[5] == '1' or drainRequested == 1
-local unreachableUntil = redis.call('ZSCORE', KEYS[13], worker)
+local unreachableUntil = redis.call('ZSCORE', unreachableKey, worker)
 local unreachable = unreachableUntil and tonumber(unreachableUntil) > now
-if unreachableUntil and not unreachable then redis.call('ZREM', KEYS[13], worker) end
-setWorker(worker, capacity, inflight, not draining and not unreachable)
-return { drainRequested, inflight, unreachable and 1 or 0 }
+if unreachableUntil and not unreachable then redis.call('ZREM', unreachableKey, worker) end
+setWorker(worker, capacity, settled, not draining and not unreachable, nowUs)
+return { drainRequested, settled, unreachable and 1 or 0 }

@@ -1,9 +1,10 @@
 /**
  * Redis key names of one cluster's ledger. Every key carries the same hash tag
  * `{<prefix>:<cluster>}`, so each ledger script touches a single Redis Cluster slot.
- * The order is the KEYS order every script expects (see lua/includes/set-worker.lua).
+ * The order is the KEYS order every script expects (see lua/includes/ledger.lua).
  */
 export interface ClusterKeys {
+  /** KEYS of every ledger script, in the order lua/includes/ledger.lua binds them. */
   readonly all: readonly string[];
   readonly free: string;
   readonly capacity: string;
@@ -11,14 +12,17 @@ export interface ClusterKeys {
   readonly address: string;
   readonly heartbeat: string;
   readonly draining: string;
-  readonly leases: string;
-  readonly leaseWorker: string;
   readonly totals: string;
   readonly waiting: string;
   readonly waitingUser: string;
-  readonly workerLeases: string;
   /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-13.lua. */
   readonly unreachable: string;
+  /** Leases reserved on each worker since its last heartbeat, and in the period before. */
+  readonly reserved: string;
+  /** Redis's clock (µs) at the last change of the workers or their addresses. */
+  readonly directoryVersion: string;
+  /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
+  readonly leasesPrefix: string;
   /** Pub/sub channel on which scripts announce freed slots while balancers wait. */
   readonly slotFreedChannel: string;
 }
@@ -33,13 +37,13 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     address: key('address'),
     heartbeat: key('heartbeat'),
     draining: key('draining'),
-    leases: key('leases'),
-    leaseWorker: key('lease-worker'),
     totals: key('totals'),
     waiting: key('waiting'),
     waitingUser: key('waiting-user'),
-    workerLeases: key('worker-leases'),
     unreachable: key('unreachable'),
+    reserved: key('reserved'),
+    directoryVersion: key('directory-version'),
+    leasesPrefix: key('leases:'),
   };
   return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };
 }

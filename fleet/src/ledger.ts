@@ -1,4 +1,4 @@
-import { randomInt, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { clusterKeys, type ClusterKeys } from './keys';
 import { defineScripts } from './script-loader';
@@ -9,8 +9,6 @@ export type LedgerPriority = 'user' | 'background';
 export interface LedgerOptions {
   /** First part of every key, so several Headroom installations (or tests) share one Redis. @default 'hr' */
   keyPrefix?: string;
-  /** How long a lease lives unless its worker renews it in a heartbeat: bounds how long a slot reserved by a balancer that died is lost. @default 3000 */
-  leaseTtlMs?: number;
   /** How long a balancer counts as waiting after it last said so. @default 3000 */
   waiterTtlMs?: number;
   /** Share of each cluster's capacity kept for user-present tasks (0..1). @default 0.1 */
@@ -19,7 +17,6 @@ export interface LedgerOptions {
 
 export const ledgerDefaults: Required<LedgerOptions> = {
   keyPrefix: 'hr',
-  leaseTtlMs: 3_000,
   waiterTtlMs: 3_000,
   keptForUserPresentShare: 0.1,
 };
@@ -29,7 +26,13 @@ export interface HeartbeatInput {
   address: string;
   capacity: number;
   draining: boolean;
-  runningLeaseIds: readonly string[];
+  /**
+   * Leases the worker holds: tasks it admitted whose release it has not yet sent (a release sent
+   * on the same connection before the heartbeat is counted by Redis first). The ledger settles
+   * its count of the worker's leases between this and this plus the leases reserved on it in
+   * the last two heartbeat periods (those may still be on their way).
+   */
+  runningTasks: number;
 }
 
 export interface HeartbeatReply {
@@ -90,6 +93,14 @@ export interface ClusterSnapshot {
 
 const maxSkippedWorkers = 32;
 
+/**
+ * A worker's free slots from its score in the cluster's `free` set: the whole part (the fraction
+ * only orders workers with as many free slots; see lua/includes/ledger.lua).
+ */
+export function freeSlotsOfScore(score: string | number): number {
+  return Math.floor(Number(score));
+}
+
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 /**
@@ -119,26 +130,16 @@ export class Ledger {
   }
 
   async heartbeat(cluster: string, input: HeartbeatInput): Promise<HeartbeatReply> {
-    const reply = (await this.run('heartbeat', cluster, [
-      input.workerId,
-      input.address,
-      input.capacity,
-      input.draining ? 1 : 0,
-      this.options.leaseTtlMs,
-      ...input.runningLeaseIds,
-    ])) as [number, number, number];
+    const reply = (await this.run('heartbeat', cluster, [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.runningTasks])) as [number, number, number];
     return { drainRequested: reply[0] === 1, inflight: reply[1], markedUnreachable: reply[2] === 1 };
   }
 
   async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
-    const leaseId = randomUUID();
     const skip = (request.skipWorkerIds ?? []).slice(0, maxSkippedWorkers);
     const reply = (await this.run('reserve', cluster, [
       request.priority,
       this.options.keptForUserPresentShare,
-      leaseId,
-      this.options.leaseTtlMs,
-      randomInt(0, 2 ** 31),
+      randomUUID(),
       request.balancerId,
       this.options.waiterTtlMs,
       request.waitIfNone ? 1 : 0,
@@ -146,20 +147,20 @@ export class Ledger {
       ...skip,
     ])) as string[];
     if (reply[0] === 'ok') {
-      return { ok: true, leaseId, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
+      return { ok: true, leaseId: reply[4]!, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
     }
     return { ok: false, reason: reply[1] as NoSlotReason };
   }
 
-  /** Gives a lease's slot back; true if the lease was still held. Idempotent. */
+  /** Gives a lease's slot back; true if the lease was still held. Idempotent. O(1): the lease id names its worker. */
   async release(cluster: string, leaseId: string): Promise<boolean> {
     return (await this.run('release', cluster, [leaseId])) === 1;
   }
 
-  /** Removes workers silent for `heartbeatTimeoutMs` and ends expired leases. */
-  async sweep(cluster: string, heartbeatTimeoutMs: number, limit = 1000): Promise<{ workersRemoved: number; leasesExpired: number }> {
-    const [workersRemoved, leasesExpired] = (await this.run('sweep', cluster, [heartbeatTimeoutMs, limit])) as [number, number];
-    return { workersRemoved, leasesExpired };
+  /** Removes workers silent for `heartbeatTimeoutMs`, with their leases. */
+  async sweep(cluster: string, heartbeatTimeoutMs: number, limit = 1000): Promise<{ workersRemoved: number }> {
+    const [workersRemoved] = (await this.run('sweep', cluster, [heartbeatTimeoutMs, limit])) as [number];
+    return { workersRemoved };
   }
 
   async drain(cluster: string, workerId: string): Promise<boolean> {
@@ -206,6 +207,19 @@ export class Ledger {
     return new Map(Object.entries(all));
   }
 
+  /**
+   * The addresses, unless they are as of `knownVersion` (then `changed` is false): a balancer
+   * re-reads the whole list only when a worker joined or left or an address changed, not every
+   * period. Versions are Redis's clock at the change, so they differ after a loss of data too.
+   */
+  async addressesIfChanged(cluster: string, knownVersion: string | undefined): Promise<{ changed: false } | { changed: true; version: string; addresses: Map<string, string> }> {
+    const keys = this.keys(cluster);
+    const version = (await this.guard('addresses', () => this.redis.get(keys.directoryVersion))) ?? 'none';
+    if (version === knownVersion) return { changed: false };
+    // Read after the version: a change in between shows at the next call.
+    return { changed: true, version, addresses: await this.addresses(cluster) };
+  }
+
   /** The whole state of a cluster, for operators and tests (reads every worker: not for hot paths). */
   async snapshot(cluster: string): Promise<ClusterSnapshot> {
     const keys = this.keys(cluster);
@@ -218,7 +232,6 @@ export class Ledger {
         .zrange(keys.heartbeat, 0, -1, 'WITHSCORES')
         .smembers(keys.draining)
         .hgetall(keys.totals)
-        .zcard(keys.leases)
         .zrange(keys.waiting, 0, -1, 'WITHSCORES')
         .zrange(keys.waitingUser, 0, -1, 'WITHSCORES')
         .zrange(keys.unreachable, 0, -1, 'WITHSCORES')
@@ -229,9 +242,9 @@ export class Ledger {
         if (error) throw error;
         return value;
       });
-      const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, unreachable, time] = values as [
+      const [capacity, inflight, address, heartbeat, draining, totals, waiting, waitingUser, unreachable, time] = values as [
         Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
-        Record<string, string>, number, string[], string[], string[], [string, string],
+        Record<string, string>, string[], string[], string[], [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
       const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
@@ -265,7 +278,7 @@ export class Ledger {
         workers,
         totalCapacity: Number(totals.capacity ?? 0),
         totalFree: Number(totals.free ?? 0),
-        leases,
+        leases: Object.values(inflight).reduce((sum, count) => sum + Number(count), 0),
         waitingBalancers: unexpired(waiting),
         waitingUserPresentBalancers: unexpired(waitingUser),
       };

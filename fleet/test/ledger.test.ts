@@ -23,8 +23,9 @@ async function openLedger(t: import('node:test').TestContext, options: LedgerOpt
   return ledger;
 }
 
-async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, runningLeaseIds: string[] = []) {
-  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, runningLeaseIds });
+/** A heartbeat of a worker that runs `runningTasks` tasks. */
+async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, runningTasks = 0) {
+  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, runningTasks });
 }
 
 const user = { priority: 'user', balancerId: 'b1', waitIfNone: false } as const;
@@ -178,11 +179,11 @@ test('raising capacity frees slots at once; lowering it lets running tasks finis
     assert.ok(r.ok);
     leases.push(r.leaseId);
   }
-  await addWorker(ledger, 'c', 'w1', 4, leases);
+  await addWorker(ledger, 'c', 'w1', 4, leases.length);
   let snap = await ledger.snapshot('c');
   assert.equal(snap.workers[0]!.freeSlots, 2);
   assert.equal(snap.totalFree, 2);
-  await addWorker(ledger, 'c', 'w1', 1, leases);
+  await addWorker(ledger, 'c', 'w1', 1, leases.length);
   snap = await ledger.snapshot('c');
   assert.equal(snap.workers[0]!.freeSlots, -1);
   assert.equal(snap.totalFree, 0, 'a worker over its new capacity counts as 0 free, not negative');
@@ -194,20 +195,77 @@ test('raising capacity frees slots at once; lowering it lets running tasks finis
   assert.equal(snap.totalFree, 1);
 });
 
-test('sweep removes silent workers and ends expired leases', async (t) => {
-  const ledger = await openLedger(t, { keptForUserPresentShare: 0, leaseTtlMs: 200 });
+test('sweep removes silent workers with their leases', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 2);
   await addWorker(ledger, 'c', 'w2', 2);
-  const lost = await ledger.reserve('c', { ...user, targetWorkerId: 'w1' });
-  assert.ok(lost.ok);
+  const onW2 = await ledger.reserve('c', { ...user, targetWorkerId: 'w2' });
+  assert.ok(onW2.ok);
   await new Promise((resolve) => setTimeout(resolve, 300));
   await addWorker(ledger, 'c', 'w1', 2); // w1 is alive; w2 fell silent 300 ms ago
-  const swept = await ledger.sweep('c', 250);
-  assert.deepEqual(swept, { workersRemoved: 1, leasesExpired: 1 });
+  assert.deepEqual(await ledger.sweep('c', 250), { workersRemoved: 1 });
   const snap = await ledger.snapshot('c');
   assert.deepEqual(snap.workers.map((w) => [w.workerId, w.freeSlots]), [['w1', 2]]);
-  assert.equal(snap.totalCapacity, 2);
-  assert.equal(snap.totalFree, 2);
+  assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.leases], [2, 2, 0]);
+  assert.equal(await ledger.release('c', onW2.leaseId), false, 'its lease left with it');
+  assert.equal(await ledger.redis.exists(`${clusterKeys(ledger.options.keyPrefix, 'c').leasesPrefix}w2`), 0, 'and its lease records');
+});
+
+test('a lease nobody releases (its balancer died before dispatching it) is dropped at the third heartbeat of its worker after it was reserved', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 4);
+  const lost = await ledger.reserve('c', user);
+  const dispatched = await ledger.reserve('c', user);
+  assert.ok(lost.ok && dispatched.ok);
+  // The worker runs one task; the other lease may still be on its way for two heartbeat periods.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 2);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 2);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 1, 'dropped: no lease takes longer than two periods to arrive');
+  let snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [3, 3, 1]);
+  // The running task's release counts once, however often it is sent.
+  assert.equal(await ledger.release('c', dispatched.leaseId), true);
+  assert.equal(await ledger.release('c', dispatched.leaseId), false);
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [4, 4, 0]);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0)).inflight, 0);
+  assert.equal(await ledger.release('c', lost.leaseId), false, 'an idle worker keeps no lease records');
+  assert.equal((await ledger.snapshot('c')).totalFree, 4);
+});
+
+test('a heartbeat costs the same whatever the worker runs, and a lease costs O(1): Redis counts the commands', async (t) => {
+  const redis = await startPrivateRedis();
+  t.after(() => redis.stop(true));
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0.1 }, redis.url);
+  const admin = new Redis(redis.url);
+  t.after(() => admin.disconnect());
+  for (let i = 0; i < 50; i++) await addWorker(ledger, 'c', `w${i}`, 30);
+  const leases: string[] = [];
+  for (let i = 0; i < 30 * 50 - 200; i++) {
+    const r = await ledger.reserve('c', user);
+    assert.ok(r.ok);
+    leases.push(r.leaseId);
+  }
+  /** Commands Redis ran inside the scripts `fn` called. */
+  const commandsFor = async (fn: () => Promise<unknown>) => {
+    await admin.config('RESETSTAT');
+    await fn();
+    let calls = 0;
+    for (const [, command, count] of (await admin.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+      if (!['evalsha', 'eval', 'info'].includes(command!) && !command!.startsWith('config')) calls += Number(count);
+    }
+    return calls;
+  };
+  const idleHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w49', 30, 0));
+  const busyHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w0', 30, 30));
+  assert.ok(busyHeartbeat <= idleHeartbeat + 2, `a heartbeat of a worker running 30 tasks ran ${busyHeartbeat} commands, an idle one ${idleHeartbeat}`);
+  assert.ok(busyHeartbeat <= 20, `heartbeat: ${busyHeartbeat} commands`);
+  const userReserve = await commandsFor(() => ledger.reserve('c', user));
+  const backgroundReserve = await commandsFor(() => ledger.reserve('c', background));
+  const release = await commandsFor(() => ledger.release('c', leases.pop()!));
+  assert.ok(userReserve <= 8, `user-present reserve: ${userReserve} commands`);
+  assert.ok(backgroundReserve <= 10, `background reserve: ${backgroundReserve} commands`);
+  assert.ok(release <= 6, `release: ${release} commands`);
 });
 
 test('after FLUSHALL, heartbeats rebuild the ledger with the tasks still running', async (t) => {
@@ -219,12 +277,15 @@ test('after FLUSHALL, heartbeats rebuild the ledger with the tasks still running
   assert.ok(running.ok);
   await ledger.redis.flushall();
   assert.equal((await ledger.snapshot('c')).workers.length, 0);
-  await addWorker(ledger, 'c', 'w1', 4, [running.leaseId]);
+  await addWorker(ledger, 'c', 'w1', 4, 1);
   const snap = await ledger.snapshot('c');
   assert.equal(snap.workers[0]!.freeSlots, 3);
   assert.equal(snap.totalFree, 3);
-  // The re-created lease is released as usual when the task ends.
-  assert.equal(await ledger.release('c', running.leaseId), true);
+  // The lease's record went with the data: its release changes nothing, and the worker's next
+  // heartbeat (the task ended) gives the slot back.
+  assert.equal(await ledger.release('c', running.leaseId), false);
+  assert.equal((await ledger.snapshot('c')).totalFree, 3);
+  await addWorker(ledger, 'c', 'w1', 4, 0);
   assert.equal((await ledger.snapshot('c')).totalFree, 4);
 });
 
@@ -246,7 +307,8 @@ test('every script runs on Redis Cluster: all its keys hash to one slot', async 
   assert.equal(await ledger.drain('c', 'w1'), true);
   assert.equal((await ledger.markUnreachable('c', 'w1', 1000, 1)).result, 'marked');
   assert.equal(await ledger.clearUnreachable('c', 'w1'), true);
-  assert.deepEqual(await ledger.sweep('c', 60_000), { workersRemoved: 0, leasesExpired: 0 });
+  assert.deepEqual(await ledger.sweep('c', 60_000), { workersRemoved: 0 });
+  assert.equal((await ledger.addressesIfChanged('c', undefined)).changed, true);
   assert.equal(await ledger.deregister('c', 'w1'), true);
 });
 
@@ -261,30 +323,53 @@ test('a worker swept while it still runs tasks comes back with them counted', as
   }
   // Its event loop was blocked: no heartbeat for longer than the timeout.
   await new Promise((resolve) => setTimeout(resolve, 60));
-  assert.deepEqual(await ledger.sweep('c', 50), { workersRemoved: 1, leasesExpired: 0 });
+  assert.deepEqual(await ledger.sweep('c', 50), { workersRemoved: 1 });
   assert.equal((await ledger.snapshot('c')).leases, 0, 'its leases left with it');
   // It recovers and heartbeats with the 3 tasks it still runs.
-  const reply = await addWorker(ledger, 'c', 'w1', 5, running);
+  const reply = await addWorker(ledger, 'c', 'w1', 5, 3);
   assert.equal(reply.inflight, 3);
   let snap = await ledger.snapshot('c');
   assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [2, 2, 3]);
-  for (const lease of running) assert.equal(await ledger.release('c', lease), true);
+  // Their lease records left with it: the releases change nothing; the next heartbeat settles the count.
+  for (const lease of running) assert.equal(await ledger.release('c', lease), false);
+  await addWorker(ledger, 'c', 'w1', 5, 0);
   snap = await ledger.snapshot('c');
   assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [5, 5, 0]);
 });
 
-test('a heartbeat recounts in-flight tasks: reserved-but-not-arrived leases count, finished ones do not', async (t) => {
+test('a heartbeat settles the count: leases on their way count, finished ones do not, and what the worker runs always does', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 4);
   const arrived = await ledger.reserve('c', user);
-  const inTransit = await ledger.reserve('c', user);
-  assert.ok(arrived.ok && inTransit.ok);
-  const reply = await addWorker(ledger, 'c', 'w1', 4, [arrived.leaseId]);
-  assert.equal(reply.inflight, 2);
+  const onItsWay = await ledger.reserve('c', user);
+  assert.ok(arrived.ok && onItsWay.ok);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 2);
   await ledger.release('c', arrived.leaseId);
-  await ledger.release('c', inTransit.leaseId);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, [])).inflight, 0);
+  await ledger.release('c', onItsWay.leaseId);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0)).inflight, 0);
   assert.equal((await ledger.snapshot('c')).totalFree, 4);
+  // A worker that runs more than the ledger knows (Redis lost leases): what it runs counts.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 3)).inflight, 3);
+  assert.equal((await ledger.snapshot('c')).totalFree, 1);
+});
+
+test('the directory version changes when a worker joins, leaves or moves, not at every heartbeat', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  const first = await ledger.addressesIfChanged('c', undefined);
+  assert.ok(first.changed);
+  assert.deepEqual([...first.addresses], [['w1', '127.0.0.1:1002']]);
+  await addWorker(ledger, 'c', 'w1', 3);
+  assert.deepEqual(await ledger.addressesIfChanged('c', first.version), { changed: false });
+  await addWorker(ledger, 'c', 'w22', 2);
+  const joined = await ledger.addressesIfChanged('c', first.version);
+  assert.ok(joined.changed && joined.addresses.size === 2);
+  await ledger.heartbeat('c', { workerId: 'w22', address: '127.0.0.1:9', capacity: 2, draining: false, runningTasks: 0 });
+  const moved = await ledger.addressesIfChanged('c', joined.version);
+  assert.ok(moved.changed && moved.addresses.get('w22') === '127.0.0.1:9');
+  await ledger.deregister('c', 'w22');
+  const left = await ledger.addressesIfChanged('c', moved.version);
+  assert.ok(left.changed && left.addresses.size === 1);
 });
 
 test('a worker marked unreachable takes no slot while the mark lasts, and its slots leave the totals', async (t) => {
@@ -321,7 +406,7 @@ test('a worker marked unreachable takes no slot while the mark lasts, and its sl
   assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.workers.find((w) => w.workerId === 'far')!.unreachableUntilMs, snap.leases], [8, 7, null, 1]);
   const back = await ledger.reserve('c', user);
   assert.ok(back.ok && back.workerId === 'far' && back.freeSlotsBefore === 6);
-  assert.equal((await addWorker(ledger, 'c', 'far', 6, [back.leaseId])).markedUnreachable, false);
+  assert.equal((await addWorker(ledger, 'c', 'far', 6, 1)).markedUnreachable, false);
 });
 
 test('an unreachable mark nobody clears ends at the first heartbeat after it expired; the worker keeps its leases', async (t) => {
@@ -334,14 +419,14 @@ test('an unreachable mark nobody clears ends at the first heartbeat after it exp
   // A shorter mark does not cut a longer one short.
   assert.equal((await ledger.markUnreachable('c', 'w1', 50, 1)).result, 'marked');
   await new Promise((resolve) => setTimeout(resolve, 80));
-  assert.equal((await addWorker(ledger, 'c', 'w1', 3, [running.leaseId])).markedUnreachable, true);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 1)).markedUnreachable, true);
   const other = await ledger.reserve('c', user);
   assert.ok(other.ok && other.workerId === 'w2');
   await new Promise((resolve) => setTimeout(resolve, 120));
   let snap = await ledger.snapshot('c');
   assert.equal(snap.workers.find((w) => w.workerId === 'w1')!.unreachableUntilMs, null, 'shown as over once expired');
   assert.equal(snap.totalCapacity, 1, 'still out until its heartbeat');
-  const hb = await addWorker(ledger, 'c', 'w1', 3, [running.leaseId]);
+  const hb = await addWorker(ledger, 'c', 'w1', 3, 1);
   assert.deepEqual([hb.markedUnreachable, hb.inflight], [false, 1]);
   snap = await ledger.snapshot('c');
   assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.leases], [4, 2, 2]);

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
-import { ConfigError, HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
+import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
 import { LatencyRecorder, Ledger, WorkerReports, type LedgerOptions } from '@headroom/fleet';
 import {
   UnreadableRequest,
@@ -122,12 +122,6 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const config = parseConfig('worker options', workerOptionsSchema, options);
   const logger = deps.logger ?? silentLogger;
   const ledger = new Ledger(deps.redis, deps.ledger);
-  if (config.heartbeatIntervalMs * 2 > ledger.options.leaseTtlMs) {
-    // Each heartbeat renews the leases of running tasks: two must fit in one lease lifetime.
-    throw new ConfigError(
-      `heartbeatIntervalMs (${config.heartbeatIntervalMs}) must be at most half of the ledger's leaseTtlMs (${ledger.options.leaseTtlMs}), or running tasks' leases expire between heartbeats`,
-    );
-  }
   // Certificates are read now: a wrong path stops the start before anything runs.
   const credentials = serverCredentials(config.tls, 'tls');
   // So is the advertised host: a typo would leave the worker in the ledger, unreachable.
@@ -294,8 +288,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     try {
       await ledger.release(cluster, leaseId);
     } catch (error) {
-      // The lease expires on its own (leaseTtlMs) since no heartbeat renews it any more.
-      logger.warn({ err: error, leaseId }, 'could not release lease; it will expire');
+      // No longer counted in the heartbeats (it left `running` before): they settle the ledger's count.
+      logger.warn({ err: error, leaseId }, 'could not release lease; the next heartbeats give its slot back');
     }
   }
 
@@ -316,7 +310,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       address,
       capacity: gate.maxParallelism,
       draining,
-      runningLeaseIds: [...running.keys()],
+      // Tasks leave `running` just before their release is sent on this same connection: Redis
+      // counts a release sent before this heartbeat first.
+      runningTasks: running.size,
     });
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;

@@ -1,0 +1,99 @@
+-- Shared by every ledger script (the loader pastes it in where "--@include ledger" stands).
+--
+-- KEYS, the same in every script, all sharing one hash tag per cluster, bound to names here:
+local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in flight) + a tie-break fraction in [0, 1);
+                                 --      the workers that take tasks (not draining, not marked unreachable): being in it
+                                 --      is what "active" means
+local capacityKey = KEYS[2]      -- HASH worker -> max parallelism; every registered worker has one
+local inflightKey = KEYS[3]      -- HASH worker -> its leases: reserved and not yet released
+local addressKey = KEYS[4]       -- HASH worker -> host:port of its gRPC server
+local heartbeatKey = KEYS[5]     -- ZSET worker -> time of its last heartbeat (ms)
+local drainingKey = KEYS[6]      -- SET  workers that take no new tasks
+local totalsKey = KEYS[7]        -- HASH capacity, free: sums over the workers in `free` (free counted as >= 0)
+local waitingKey = KEYS[8]       -- ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
+local waitingUserKey = KEYS[9]   -- ZSET balancer -> expiry (ms): balancers with user-present tasks queued
+local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could not connect to it; out of `free`
+                                 --      until the mark is cleared or, once expired, the worker's next heartbeat
+local reservedKey = KEYS[11]     -- HASH worker -> leases reserved on it since its last heartbeat, and
+                                 --      "<worker>|before" -> in the period before that (tasks on their way to it)
+local directoryKey = KEYS[12]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
+local leasesPrefix = KEYS[13]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
+                                 --      worker's leases (lease -> time reserved), kept so a release counts once
+-- ARGV[1] in every script: the slot-freed pub/sub channel.
+local slotFreedChannel = ARGV[1]
+
+-- One clock for every process: Redis's. (Callers' clocks may disagree by seconds, and a
+-- balancer ahead of the others would sweep live workers.) Returns milliseconds and microseconds.
+local function clock()
+  local time = redis.call('TIME')
+  local seconds, micros = tonumber(time[1]), tonumber(time[2])
+  return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
+end
+
+-- A score in `free`: the free slots, plus a fraction that falls with the time the worker last
+-- took a task (or changed otherwise), so that among workers with as many free slots the one
+-- that waited longest goes first: ties are spread in turn, nobody is herded, at no extra cost.
+-- (The fraction repeats every 1000 s; the turn is briefly out of order when it wraps.)
+local fractionPeriodUs = 1000000000
+local function freeScore(free, nowUs)
+  return free + (fractionPeriodUs - 1 - nowUs % fractionPeriodUs) / fractionPeriodUs
+end
+
+local function freeOf(score)
+  return math.floor(tonumber(score))
+end
+
+-- The one place that changes a registered worker's slots outside the hot paths: it writes
+-- capacity and in flight, keeps the free set and the cluster totals in step, and tells waiting
+-- balancers when slots freed. capacity == nil removes the worker and everything it had.
+-- active == false keeps it registered but out of `free`.
+local function setWorker(worker, capacity, inflight, active, nowUs)
+  local oldScore = redis.call('ZSCORE', freeKey, worker)
+  local oldCapacity, oldFree = 0, 0
+  if oldScore then
+    oldCapacity = tonumber(redis.call('HGET', capacityKey, worker) or '0')
+    oldFree = math.max(0, freeOf(oldScore))
+  end
+  local newCapacity, newFree = 0, 0
+  if capacity == nil then
+    redis.call('ZREM', freeKey, worker)
+    redis.call('HDEL', capacityKey, worker)
+    redis.call('HDEL', inflightKey, worker)
+    redis.call('HDEL', addressKey, worker)
+    redis.call('ZREM', heartbeatKey, worker)
+    redis.call('SREM', drainingKey, worker)
+    redis.call('ZREM', unreachableKey, worker)
+    redis.call('HDEL', reservedKey, worker, worker .. '|before')
+    -- Its leases go with it: a worker that comes back says what it runs.
+    redis.call('DEL', leasesPrefix .. worker)
+  else
+    redis.call('HSET', capacityKey, worker, capacity)
+    redis.call('HSET', inflightKey, worker, inflight)
+    if active then
+      local free = capacity - inflight
+      -- An unchanged free count keeps its place among the tied.
+      if not oldScore or freeOf(oldScore) ~= free then redis.call('ZADD', freeKey, freeScore(free, nowUs), worker) end
+      newCapacity = capacity
+      newFree = math.max(0, free)
+    elseif oldScore then
+      redis.call('ZREM', freeKey, worker)
+    end
+  end
+  if newCapacity ~= oldCapacity then redis.call('HINCRBY', totalsKey, 'capacity', newCapacity - oldCapacity) end
+  if newFree ~= oldFree then redis.call('HINCRBY', totalsKey, 'free', newFree - oldFree) end
+  if newFree > oldFree and redis.call('ZCARD', waitingKey) > 0 then
+    redis.call('PUBLISH', slotFreedChannel, worker)
+  end
+end
+
+-- A registered worker's capacity, in-flight count, and whether it takes tasks (is in `free`).
+local function workerState(worker)
+  local capacity = redis.call('HGET', capacityKey, worker)
+  if not capacity then return nil end
+  return tonumber(capacity), tonumber(redis.call('HGET', inflightKey, worker) or '0'), redis.call('ZSCORE', freeKey, worker) ~= false
+end
+
+-- The workers changed (one joined or left, or an address changed): balancers re-read the list.
+local function directoryChanged(nowUs)
+  redis.call('SET', directoryKey, string.format('%d', nowUs))
+end
