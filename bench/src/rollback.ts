@@ -1,7 +1,7 @@
 /**
  * rollback: how fast POST /rollback takes the candidate cluster out of service. Three balancers
  * and the workers, each its own process, under open-loop load on one integration, all of it on
- * the candidate cluster; the control plane a process of its own too, a real Unleash server in this process.
+ * the candidate cluster; the control plane and a real Unleash server processes of their own too.
  *   1. comparison: the same change through the flag alone (PUT /traffic to 0%), timed until every
  *      balancer routes a probe to the baseline: what flag polling takes;
  *   2. rollbacks: POST /rollback, timed to the last balancer's acknowledgement; then the workers'

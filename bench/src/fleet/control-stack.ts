@@ -1,14 +1,14 @@
 /**
- * The control side of a fleet: a real Unleash server in this process (on a fresh schema of the
- * local PostgreSQL, see @headroom/unleash-local) and the control plane as a process of its own
- * (its CLI, as deployed: its answers are not slowed by Unleash or the benchmark sharing its event
- * loop), on the shared Redis under the benchmark's key prefix.
+ * The control side of a fleet, each a process of its own as deployed (so that neither slows the
+ * benchmark reading the control plane's answers): a real Unleash server (on a fresh schema of
+ * the local PostgreSQL, see unleash-process.ts) and the control plane (its CLI), on the shared
+ * Redis under the benchmark's key prefix.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { once } from '@headroom/common';
 import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck } from '@headroom/fleet';
-import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
+import * as path from 'node:path';
 import { deleteKeys } from './headroom-fleet';
 import { spawnUntilReady, type ManagedProcess } from './processes';
 
@@ -35,10 +35,13 @@ export interface ControlStack {
 const apiTimeoutMs = 15_000;
 const readyTimeoutMs = 30_000;
 const controlPlaneCli = require.resolve('@headroom/control-plane/dist/src/cli.js');
+const unleashScript = path.join(__dirname, 'unleash-process.js');
+/** Unleash takes a few seconds to start (migrations on a fresh schema). */
+const unleashReadyTimeoutMs = 60_000;
 
 /** `register` receives the clean-up as soon as there is something to clean up. */
 export async function startControlStack(keyPrefix: string, options: ControlStackOptions, register: (cleanup: () => Promise<void>) => void): Promise<ControlStack> {
-  let unleash: TestUnleash | undefined;
+  let unleashProcess: ManagedProcess | undefined;
   let controlPlane: ManagedProcess | undefined;
   const connections: Redis[] = [];
   const close = once(async () => {
@@ -46,11 +49,15 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
     // Only now: until it stopped, the control plane could write the override again.
     await deleteKeys(options.redisUrl, keyPrefix);
     for (const connection of connections) connection.disconnect();
-    await unleash?.stop();
+    await unleashProcess?.stop();
   });
   register(close);
 
-  unleash = await startTestUnleash();
+  const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
+  // GRACEFUL_SHUTDOWN_ENABLE=false: Unleash installs no signal handlers of its own; the script stops it.
+  const startedUnleash = await spawnUntilReady({ name: 'unleash', script: unleashScript, args: [], env: { ...env, GRACEFUL_SHUTDOWN_ENABLE: 'false' }, logDir: options.logDir, readyTimeoutMs: unleashReadyTimeoutMs });
+  unleashProcess = startedUnleash.process;
+  const unleash = { url: startedUnleash.ready.address, adminToken: String(startedUnleash.ready.adminToken), clientToken: String(startedUnleash.ready.clientToken) };
   const redis = connectRedis(options.redisUrl);
   connections.push(redis);
   await waitUntilReady(redis, options.redisUrl);
@@ -59,7 +66,7 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
     name: 'control-plane',
     script: controlPlaneCli,
     args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl],
-    env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn', UNLEASH_ADMIN_TOKEN: unleash.adminToken, HEADROOM_OPERATOR_TOKENS: `bench=${token}` },
+    env: { ...env, UNLEASH_ADMIN_TOKEN: unleash.adminToken, HEADROOM_OPERATOR_TOKENS: `bench=${token}` },
     logDir: options.logDir,
     readyTimeoutMs,
   });
