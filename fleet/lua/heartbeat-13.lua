@@ -19,14 +19,21 @@ local now, nowUs = clock()
 
 local known = redis.call('HGET', capacityKey, worker)
 local inflight = tonumber(redis.call('HGET', inflightKey, worker) or '0')
-local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before')
-local onTheirWay = tonumber(reserved[1] or '0') + tonumber(reserved[2] or '0')
-redis.call('HSET', reservedKey, worker, 0, worker .. '|before', reserved[1] or '0')
+local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before', worker .. '|dropped')
+local sinceLast, before = tonumber(reserved[1] or '0'), tonumber(reserved[2] or '0')
+local onTheirWay = sinceLast + before
 local settled = math.min(math.max(inflight, running), running + onTheirWay)
-if running == 0 and onTheirWay == 0 then
-  -- Nothing runs or is on its way: any lease record left is one nobody will release.
+-- This period's reservations become the period before (an idle worker's stay 0, 0); a drop is
+-- noted, so that the records of the leases dropped are cleared once the worker is idle.
+local dropped = settled < inflight
+if onTheirWay > 0 or dropped then
+  redis.call('HSET', reservedKey, worker, 0, worker .. '|before', sinceLast, worker .. '|dropped', (dropped or reserved[3]) and 1 or 0)
+end
+if running == 0 and onTheirWay == 0 and (reserved[3] == '1' or dropped) then
+  -- Nothing runs or is on its way: the lease records left are of leases nobody will release.
   redis.call('DEL', leasesPrefix .. worker)
-elseif settled < inflight and redis.call('HLEN', leasesPrefix .. worker) > 2 * capacity + 16 then
+  redis.call('HSET', reservedKey, worker .. '|dropped', 0)
+elseif dropped and redis.call('HLEN', leasesPrefix .. worker) > 2 * capacity + 16 then
   -- Lost leases pile up on a worker that never idles: start its records afresh (releases of what
   -- it runs now then change nothing, and its next heartbeats keep the count).
   redis.call('DEL', leasesPrefix .. worker)
@@ -43,5 +50,5 @@ local draining = ARGV[5] == '1' or drainRequested == 1
 local unreachableUntil = redis.call('ZSCORE', unreachableKey, worker)
 local unreachable = unreachableUntil and tonumber(unreachableUntil) > now
 if unreachableUntil and not unreachable then redis.call('ZREM', unreachableKey, worker) end
-setWorker(worker, capacity, settled, not draining and not unreachable, nowUs)
+setWorker(worker, capacity, settled, not draining and not unreachable, nowUs, known and { capacity = tonumber(known), inflight = inflight } or nil)
 return { drainRequested, settled, unreachable and 1 or 0 }

@@ -10,7 +10,12 @@ local bar = string.find(lease, '|', 1, true)
 if not bar then return 0 end
 local worker, nonce = string.sub(lease, 1, bar - 1), string.sub(lease, bar + 1)
 if redis.call('HDEL', leasesPrefix .. worker, nonce) == 0 then return 0 end
-if redis.call('HINCRBY', inflightKey, worker, -1) < 0 then redis.call('HSET', inflightKey, worker, 0) end
+if redis.call('HINCRBY', inflightKey, worker, -1) < 0 then
+  -- A heartbeat already dropped this lease from the count (it took longer than two periods to
+  -- arrive, or the worker said it no longer held it): its slot is free already.
+  redis.call('HSET', inflightKey, worker, 0)
+  return 1
+end
 -- Only an active worker is in `free` (XX): the slot returns keeping its place in the turn.
 local score = redis.call('ZADD', freeKey, 'XX', 'INCR', 1, worker)
 if score and freeOf(score) >= 1 then

@@ -14,8 +14,9 @@ local waitingKey = KEYS[8]       -- ZSET balancer -> expiry (ms): balancers with
 local waitingUserKey = KEYS[9]   -- ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could not connect to it; out of `free`
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
-local reservedKey = KEYS[11]     -- HASH worker -> leases reserved on it since its last heartbeat, and
-                                 --      "<worker>|before" -> in the period before that (tasks on their way to it)
+local reservedKey = KEYS[11]     -- HASH worker -> leases reserved on it since its last heartbeat,
+                                 --      "<worker>|before" -> in the period before that (tasks on their way to it),
+                                 --      "<worker>|dropped" -> 1 once a heartbeat dropped leases whose records remain
 local directoryKey = KEYS[12]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
 local leasesPrefix = KEYS[13]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved), kept so a release counts once
@@ -46,12 +47,14 @@ end
 -- The one place that changes a registered worker's slots outside the hot paths: it writes
 -- capacity and in flight, keeps the free set and the cluster totals in step, and tells waiting
 -- balancers when slots freed. capacity == nil removes the worker and everything it had.
--- active == false keeps it registered but out of `free`.
-local function setWorker(worker, capacity, inflight, active, nowUs)
+-- active == false keeps it registered but out of `free`. `stored` is what the caller already
+-- read of the worker ({ capacity, inflight }, nil when unknown): unchanged values are not
+-- written again (a heartbeat of a steady worker then writes nothing here).
+local function setWorker(worker, capacity, inflight, active, nowUs, stored)
   local oldScore = redis.call('ZSCORE', freeKey, worker)
   local oldCapacity, oldFree = 0, 0
   if oldScore then
-    oldCapacity = tonumber(redis.call('HGET', capacityKey, worker) or '0')
+    oldCapacity = stored and stored.capacity or tonumber(redis.call('HGET', capacityKey, worker) or '0')
     oldFree = math.max(0, freeOf(oldScore))
   end
   local newCapacity, newFree = 0, 0
@@ -63,12 +66,12 @@ local function setWorker(worker, capacity, inflight, active, nowUs)
     redis.call('ZREM', heartbeatKey, worker)
     redis.call('SREM', drainingKey, worker)
     redis.call('ZREM', unreachableKey, worker)
-    redis.call('HDEL', reservedKey, worker, worker .. '|before')
+    redis.call('HDEL', reservedKey, worker, worker .. '|before', worker .. '|dropped')
     -- Its leases go with it: a worker that comes back says what it runs.
     redis.call('DEL', leasesPrefix .. worker)
   else
-    redis.call('HSET', capacityKey, worker, capacity)
-    redis.call('HSET', inflightKey, worker, inflight)
+    if not stored or stored.capacity ~= capacity then redis.call('HSET', capacityKey, worker, capacity) end
+    if not stored or stored.inflight ~= inflight then redis.call('HSET', inflightKey, worker, inflight) end
     if active then
       local free = capacity - inflight
       -- An unchanged free count keeps its place among the tied.
