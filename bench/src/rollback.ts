@@ -59,7 +59,7 @@ export const fullSettings: RollbackSettings = {
   ],
   integration: 'bank-a',
   flagsRefreshIntervalMs: 1000,
-  load: { tasksPerSecond: 300, taskSleepMs: 30, maxOutstanding: 1024, callTimeoutMs: 10_000, warmupMs: 2000, maxDurationMs: 240_000 },
+  load: { tasksPerSecond: 150, taskSleepMs: 30, maxOutstanding: 1024, callTimeoutMs: 10_000, warmupMs: 2000, maxDurationMs: 240_000 },
   rollbacks: 20,
   leadInMs: 500,
   holdMs: 500,

@@ -9,7 +9,8 @@
  * fleet of unlike workers), priority (3, user-present tasks under a background spike), rollback (4,
  * how fast a rollback reaches every balancer), parallelism (5, one bank worker at max parallelism
  * 1..50), memory (6, 100,000 tasks queued at a balancer), scale (7, Redis's cost per task and per
- * worker, and what one Redis carries); gc-semispace (a parallel worker's GC time at two V8
+ * worker, and what one Redis carries; with issue 14's fleet-scale mode, the old ledger's scripts
+ * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
  * semi-space sizes). Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);

@@ -1,14 +1,19 @@
 /**
  * Keeps the scale benchmark from rotting: runs it in smoke mode (a private redis-server, a few
  * calls of each script, a tiny fleet) as its own process, as `npm run bench -- scale --smoke` would,
- * and checks the JSON it writes: every script and the fleet measured, the model filled in.
+ * and checks the JSON it writes: every script and the fleet measured, the model filled in. Its
+ * fleet-scale mode (issue 14) ran a few hundred simulated workers with the old ledger and the new:
+ * checks what must hold whatever the timing (tasks reserved and released, cost figures finite and
+ * positive, the ledger's counts in agreement with the simulated fleet: free = capacity - in flight
+ * on every worker, with tasks running and once every task ended). Never a time against a target.
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { scriptNames, type ScaleResult } from '../src/scale';
+import type { FleetScaleResult } from '../src/scale/fleet-scale';
 import { runSmoke } from './smoke-run';
 
-const timeoutMs = 60_000;
+const timeoutMs = 120_000;
 
 test('the scale benchmark runs end to end in smoke mode on a private Redis and fills in its model', { timeout: timeoutMs + 15_000 }, async (t) => {
   const result = await runSmoke<ScaleResult>(t, 'scale', timeoutMs);
@@ -28,4 +33,48 @@ test('the scale benchmark runs end to end in smoke mode on a private Redis and f
   }
   assert.ok(result.capacity.length > 0);
   for (const row of result.capacity) assert.ok(Number.isFinite(row.plannedTasksPerSecond) && row.plannedTasksPerSecond >= 0, JSON.stringify(row));
+  checkFleetScale(result.fleetScale);
+  assert.ok(result.goals.some((goal) => goal.name.startsWith('issue 14, new scripts')), JSON.stringify(result.goals.map((goal) => goal.name)));
 });
+
+function checkFleetScale(result: FleetScaleResult): void {
+  const settings = result.settings;
+  assert.deepEqual(
+    result.runs.map((run) => run.scripts),
+    ['old', 'new'],
+  );
+  for (const run of result.runs) {
+    const what = `${run.scripts}: ${JSON.stringify({ lastError: run.lastError, totals: run.totals })}`;
+    assert.equal(run.lastError, null, what);
+    assert.equal(run.totals.errors, 0, what);
+    assert.ok(run.totals.reserved > 0 && run.totals.releaseCalls > 0, what);
+    assert.ok(run.totals.heartbeats >= settings.sim.workers, what);
+    assert.ok(run.totals.sweeps > 0 && run.totals.directoryReads > 0, what);
+    assert.equal(run.totals.workersRemoved, 0, `no live worker is swept: ${what}`);
+
+    const rates = run.scripts === 'new' ? [...settings.sharedTasksPerSecond, ...settings.newOnlyTasksPerSecond] : settings.sharedTasksPerSecond;
+    assert.ok(run.loads.length >= 1 && run.loads.length <= rates.length, what);
+    for (const load of run.loads) {
+      assert.ok(load.windows.every((w) => w.sent.reserved > 0), `tasks reserved in every window: ${JSON.stringify(load.windows.map((w) => w.sent))}`);
+      assert.ok(Number.isFinite(load.perTaskUs.median) && load.perTaskUs.median > 0, `per task: ${JSON.stringify(load.perTaskUs)}`);
+      assert.ok(load.redisCpuUsPerSecond.median > 0 && load.shareOfThread.median > 0);
+      assert.ok((load.commandsPerTask.evalsha ?? 0) > 0, `a task runs scripts: ${JSON.stringify(load.commandsPerTask)}`);
+    }
+    assert.ok(Number.isFinite(run.perIdleWorkerSecondUs.median) && run.perIdleWorkerSecondUs.median > 0, JSON.stringify(run.perIdleWorkerSecondUs));
+    assert.ok(Number.isFinite(run.perBusyWorkerSecondUs.median), JSON.stringify(run.perBusyWorkerSecondUs));
+    assert.ok(Number.isFinite(run.tasksPerSecondAtPlannedShare), String(run.tasksPerSecondAtPlannedShare));
+
+    // The ledger agrees with the fleet: with tasks running, and once every task ended.
+    const { whileRunning, afterAllEnded } = run.consistency;
+    assert.equal(whileRunning.workers, settings.sim.workers);
+    assert.ok(whileRunning.tasksRunning > 0, 'tasks were running at the first check');
+    assert.equal(whileRunning.ledgerInflight, whileRunning.tasksRunning);
+    assert.deepEqual(whileRunning.mismatches, []);
+    assert.equal(afterAllEnded.workers, settings.sim.workers);
+    assert.equal(afterAllEnded.tasksReserved, afterAllEnded.releasesSent);
+    assert.equal(afterAllEnded.ledgerInflight, 0);
+    assert.equal(afterAllEnded.totalCapacity, settings.sim.workers * settings.sim.slotsPerWorker);
+    assert.equal(afterAllEnded.totalFree, afterAllEnded.totalCapacity);
+    assert.deepEqual(afterAllEnded.mismatches, []);
+  }
+}

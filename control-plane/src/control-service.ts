@@ -276,7 +276,9 @@ export class ControlService {
     };
     if (kind === 'rollback') {
       this.deps.metrics.observeRollback(propagated.propagationMs);
-      await this.saveRollback(record);
+      // Not awaited: the answer need not wait for it, and the durable outcome's conditional
+      // update, sent later on the same connection, reaches Redis after it.
+      void this.saveRollback(record);
     }
     this.announce(record);
     void this.makeDurable(record, propagated.previous);

@@ -1,0 +1,136 @@
+import { formatSpread } from '../report/stats';
+import { markdownTable } from '../report/table';
+import type { FleetScaleResult, FleetScaleRun, FleetWindow } from './fleet-scale';
+import { carriedAtPlannedShare, measuredLoad } from './fleet-scale-summary';
+
+const whole = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
+const name = (run: FleetScaleRun) => (run.scripts === 'new' ? 'new' : 'old (frozen copy)');
+
+/** "hincrby 4.97, zadd 1.98": most first, the negligible left out. */
+const counts = (values: Record<string, number>, digits = 2) =>
+  Object.entries(values)
+    .filter(([, n]) => n >= 0.05)
+    .sort(([, a], [, b]) => b - a)
+    .map(([command, n]) => `${command} ${n.toFixed(digits)}`)
+    .join(', ');
+
+/** Microseconds inside scripts per second over some windows (commandstats: EVALSHA and EVAL). */
+const scriptUsecPerSecond = (windows: readonly FleetWindow[]) => {
+  const seconds = windows.reduce((sum, w) => sum + w.seconds, 0);
+  const usec = windows.reduce((sum, w) => sum + (w.commands.evalsha?.usec ?? 0) + (w.commands.eval?.usec ?? 0), 0);
+  return usec / seconds;
+};
+
+/** Inside the scripts per idle and per busy worker-second: commandstats' time, which the machine's other work disturbs less than INFO cpu. */
+function insideScriptsPerWorkerSecond(run: FleetScaleRun, busyWorkers: number, workers: number): { idle: number; busy: number } {
+  const idle = (scriptUsecPerSecond(run.workersIdle) - scriptUsecPerSecond(run.empty)) / workers;
+  return { idle, busy: idle + (scriptUsecPerSecond(run.busy) - scriptUsecPerSecond(run.fleetIdle)) / busyWorkers };
+}
+
+/** Part 3 of the scale benchmark: old scripts against new with the issue's fleet. */
+export function fleetScaleTables(result: FleetScaleResult): string {
+  const { settings } = result;
+  const s = settings.sim;
+  const share = settings.plannedShareOfThread * 100;
+  const summary = markdownTable(
+    [
+      'scripts',
+      'per task, µs (at tasks/s)',
+      'of which inside scripts',
+      'per idle worker-second, µs',
+      `per busy worker-second (${s.slotsPerWorker} tasks), µs`,
+      'of which inside the heartbeat script, idle / busy',
+      'per balancer-second, µs',
+      "share of Redis's thread at that rate",
+      `tasks/s at ${share}% of the thread`,
+    ],
+    result.runs.map((run) => {
+      const load = measuredLoad(run);
+      const carried = carriedAtPlannedShare(run, settings);
+      return [
+        name(run),
+        load ? `${formatSpread(load.perTaskUs, 1)} at ${whole(load.tasksPerSecond.median)}/s` : 'n/a',
+        load ? load.scriptUsecPerTask.toFixed(1) : 'n/a',
+        formatSpread(run.perIdleWorkerSecondUs, 1),
+        formatSpread(run.perBusyWorkerSecondUs, 1),
+        ((inside) => `${inside.idle.toFixed(1)} / ${inside.busy.toFixed(1)}`)(insideScriptsPerWorkerSecond(run, settings.busyWorkers, s.workers)),
+        formatSpread(run.perBalancerSecondUs, 0),
+        load ? `${(load.shareOfThread.median * 100).toFixed(1)}%` : 'n/a',
+        carried.measured
+          ? `${whole(carried.tasksPerSecond)} (measured, at ${((carried.shareOfThread ?? 0) * 100).toFixed(1)}%; linear: ${whole(run.tasksPerSecondAtPlannedShare)})`
+          : `${whole(carried.tasksPerSecond)} (extrapolated, linear)`,
+      ];
+    }),
+  );
+  const loads = markdownTable(
+    ['scripts', 'target tasks/s', 'why this rate', 'reserved tasks/s', 'in flight (expected)', "Redis µs/s", 'share', 'per task, µs', 'inside scripts, µs', 'harness cores', 'harness kept up', 'ledger anomalies'],
+    result.runs.flatMap((run) =>
+      run.loads.map((load) => [
+        name(run),
+        whole(load.targetTasksPerSecond),
+        load.chosenAs,
+        whole(load.tasksPerSecond.median),
+        `${whole(load.inFlightAtStart.median)} (${whole(load.expectedInFlight)})`,
+        whole(load.redisCpuUsPerSecond.median),
+        `${(load.shareOfThread.median * 100).toFixed(1)}%`,
+        formatSpread(load.perTaskUs, 1),
+        load.scriptUsecPerTask.toFixed(1),
+        load.harnessCores.median.toFixed(2),
+        load.keptUp ? 'yes' : `no: ${load.whyNotKeptUp.join('; ')}`,
+        load.anomalies.length === 0 ? 'none' : load.anomalies.join('; '),
+      ]),
+    ),
+  );
+  const commands = markdownTable(
+    ['scripts', 'commands per task (at the rate above)', 'commands per idle worker-second', 'commands per busy worker-second'],
+    result.runs.map((run) => [name(run), counts(measuredLoad(run)?.commandsPerTask ?? {}), counts(run.commandsPerIdleWorkerSecond), counts(run.commandsPerBusyWorkerSecond)]),
+  );
+  const where = markdownTable(
+    ['scripts', 'µs inside each command per task (commandstats; inside scripts counted in evalsha too)'],
+    result.runs.map((run) => [name(run), counts(measuredLoad(run)?.usecPerTaskByCommand ?? {}, 1)]),
+  );
+  const consistency = markdownTable(
+    ['scripts', 'while running: tasks the workers run / ledger in flight', 'after every task ended: reserved / released / ledger in flight', 'totals free / capacity', 'mismatches'],
+    result.runs.map((run) => {
+      const c = run.consistency;
+      const mismatches = [...c.whileRunning.mismatches, ...c.afterAllEnded.mismatches];
+      return [
+        name(run),
+        `${whole(c.whileRunning.tasksRunning)} / ${whole(c.whileRunning.ledgerInflight)} on ${whole(c.whileRunning.workers)} workers`,
+        `${whole(c.afterAllEnded.tasksReserved)} / ${whole(c.afterAllEnded.releasesSent)} / ${whole(c.afterAllEnded.ledgerInflight)}`,
+        `${whole(c.afterAllEnded.totalFree)} / ${whole(c.afterAllEnded.totalCapacity)}`,
+        mismatches.length === 0 ? 'none' : mismatches.slice(0, 5).join('; '),
+      ];
+    }),
+  );
+  const linear = result.runs.map((run) => {
+    const load = measuredLoad(run);
+    const atGoalUs = load
+      ? run.emptyCpuUsPerSecond.median + s.workers * run.perIdleWorkerSecondUs.median + s.balancers * run.perBalancerSecondUs.median + settings.goalTasksPerSecond * load.perTaskUs.median
+      : Number.NaN;
+    return `- ${name(run)}: (${share}% x 1,000,000 µs − empty − workers × idle worker-second − balancers × balancer-second) ÷ per task = ${whole(run.tasksPerSecondAtPlannedShare)} tasks/s at ${share}% of the thread, from ${run.tasksPerSecondAtPlannedShareFrom}; at ${whole(settings.goalTasksPerSecond)} tasks/s the same costs would take ${((atGoalUs / 1e6) * 100).toFixed(0)}% of the thread.`;
+  });
+  return [
+    `Old scripts against new with the issue's fleet: ${whole(s.workers)} simulated workers of ${s.slotsPerWorker} slots in one cluster (\`baseline\`; the balancers also sweep and read the empty \`candidate\`, as real ones serve both) and ${s.balancers} simulated balancers, all in the benchmark's process, each on its own Redis connection as a real process has: a worker's connection carries its heartbeat every ${s.heartbeatIntervalMs} ms (the worker's default) and the release of each of its tasks; a balancer's carries its reserves (priority ${s.userPresentShare * 100}% user / ${100 - s.userPresentShare * 100}% background, waitIfNone true as Admission asks), a sweep of each cluster every ${s.sweepIntervalMs} ms and a directory read every ${s.directoryRefreshIntervalMs} ms, and it holds a subscriber connection. Nothing is multiplexed: no connection carries two simulated processes. Balancers' connections pipeline automatically (connectRedis), workers' do not in the harness (a worker seldom has two commands in one tick, and an ioredis pipeline per call was most of the harness's CPU); what Redis receives is the same. Tasks run a log-normal time (median ${s.durations.medianMs} ms, p99 ${s.durations.p99OverMedian}x the median, mean ${whole(result.meanTaskDurationMs)} ms); each load starts in its steady state (rate x mean in flight, each with the time left of a task found running) and runs ${settings.loadWarmUpMs} ms before ${settings.windows} windows of ${settings.loadWindowMs} ms (idle and busy states: ${settings.windows} windows of ${settings.idleWindowMs} ms); medians (min..max) over the windows of all repetitions. Old and new ran in turn (old, new${settings.repetitions > 1 ? `, ${settings.repetitions} times` : ''}), each time in a process of its own (a fresh heap) on a fresh private redis-server. Not simulated: what real processes send besides the ledger (worker reports and latency flushes, balancers' override heartbeats).`,
+    '',
+    summary,
+    '',
+    `Per idle worker-second = (workers idle − empty Redis) ÷ workers, connections included; per balancer-second = (balancers too − workers idle) ÷ balancers; per busy worker-second = per idle + (every worker running ${s.slotsPerWorker} tasks − idle fleet) ÷ workers; per task = (under load − idle fleet) ÷ tasks/s: its reserve and release and its lease's upkeep while it runs. Loads:`,
+    '',
+    loads,
+    '',
+    'Redis commands (INFO commandstats: a script is one evalsha, and its commands count again under their own names):',
+    '',
+    commands,
+    '',
+    where,
+    '',
+    `Consistency (free = capacity − in flight on every worker, checked in the ledger with tasks running and again after every task ended):`,
+    '',
+    consistency,
+    '',
+    `Linear in the rate, from the costs measured (what "extrapolated" means above; the harness, one Node process sharing the machine with Redis, drives about 4,000-5,000 tasks/s as ${whole(s.workers)} separate connections send them, not ${whole(settings.goalTasksPerSecond)}):`,
+    '',
+    ...linear,
+  ].join('\n');
+}

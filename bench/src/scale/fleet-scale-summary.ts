@@ -1,0 +1,142 @@
+/** A ledger's repetitions pooled into one run, and the issue's goals from them. */
+import type { Goal } from '../report/goals';
+import { spread } from '../report/stats';
+import { median, type FleetLoad, type FleetScaleResult, type FleetScaleRun, type FleetScaleSettings } from './fleet-scale';
+import type { SimCounters } from './sim-counters';
+
+/** Median over repetitions of each command's figure. */
+function medianRecords(records: readonly Record<string, number>[]): Record<string, number> {
+  const names = new Set(records.flatMap((r) => Object.keys(r)));
+  return Object.fromEntries([...names].map((name) => [name, median(records.map((r) => r[name] ?? 0))]));
+}
+
+/**
+ * A ledger's repetitions as one run: the windows of each state and load together, each figure the
+ * median (min..max) over all of them (each window's figure taken against its own repetition's
+ * baselines); loads pooled by their place (the same rates in every repetition); the consistency
+ * checks' mismatches of all.
+ */
+export function poolRuns(runs: readonly FleetScaleRun[], settings: FleetScaleSettings): FleetScaleRun {
+  const first = runs[0]!;
+  const all = <T>(of: (run: FleetScaleRun) => T[]) => runs.flatMap(of);
+  const loads: FleetLoad[] = [];
+  for (let i = 0; i < Math.max(...runs.map((run) => run.loads.length)); i++) {
+    const same = runs.map((run) => run.loads[i]).filter((load): load is FleetLoad => load !== undefined);
+    const windows = same.flatMap((load) => load.windows);
+    const perTaskUsByWindow = same.flatMap((load) => load.perTaskUsByWindow);
+    const label = (load: FleetLoad, text: string) => (runs.length > 1 ? `repetition ${same.indexOf(load) + 1}: ${text}` : text);
+    loads.push({
+      ...same[0]!,
+      windows,
+      tasksPerSecond: spread(windows.map((w) => w.sent.reserved / w.seconds)),
+      inFlightAtStart: spread(windows.map((w) => w.inFlightAtStart)),
+      redisCpuUsPerSecond: spread(windows.map((w) => w.redisCpuUsPerSecond)),
+      shareOfThread: spread(windows.map((w) => w.redisCpuUsPerSecond / 1e6)),
+      perTaskUs: spread(perTaskUsByWindow),
+      perTaskUsByWindow,
+      commandsPerTask: medianRecords(same.map((load) => load.commandsPerTask)),
+      usecPerTaskByCommand: medianRecords(same.map((load) => load.usecPerTaskByCommand)),
+      scriptUsecPerTask: median(same.map((load) => load.scriptUsecPerTask)),
+      keptUp: same.every((load) => load.keptUp),
+      whyNotKeptUp: same.flatMap((load) => load.whyNotKeptUp.map((why) => label(load, why))),
+      anomalies: same.flatMap((load) => load.anomalies.map((anomaly) => label(load, anomaly))),
+      harnessCores: spread(windows.map((w) => w.harnessCores)),
+    });
+  }
+  const perIdleWorkerSecondUsByWindow = all((run) => run.perIdleWorkerSecondUsByWindow);
+  const perBalancerSecondUsByWindow = all((run) => run.perBalancerSecondUsByWindow);
+  const perBusyWorkerSecondUsByWindow = all((run) => run.perBusyWorkerSecondUsByWindow);
+  const empty = all((run) => run.empty);
+  const pooled = { perIdleWorkerSecondUs: spread(perIdleWorkerSecondUsByWindow), perBalancerSecondUs: spread(perBalancerSecondUsByWindow), emptyUs: median(empty.map((w) => w.redisCpuUsPerSecond)) };
+  const highest = loads.filter((load) => load.keptUp).at(-1) ?? loads.at(-1);
+  const s = settings.sim;
+  const last = runs.at(-1)!;
+  const totals = structuredClone(first.totals);
+  for (const run of runs.slice(1)) {
+    for (const key of Object.keys(totals) as (keyof SimCounters)[]) {
+      if (key === 'refused') for (const [reason, n] of Object.entries(run.totals.refused)) totals.refused[reason] = (totals.refused[reason] ?? 0) + n;
+      else totals[key] += run.totals[key];
+    }
+  }
+  const mismatchesOf = (which: 'whileRunning' | 'afterAllEnded') =>
+    runs.flatMap((run, i) => run.consistency[which].mismatches.map((m) => (runs.length > 1 ? `repetition ${i + 1}: ${m}` : m)));
+  return {
+    ...first,
+    empty,
+    workersIdle: all((run) => run.workersIdle),
+    fleetIdle: all((run) => run.fleetIdle),
+    busy: all((run) => run.busy),
+    loads,
+    emptyCpuUsPerSecond: spread(empty.map((w) => w.redisCpuUsPerSecond)),
+    perIdleWorkerSecondUs: pooled.perIdleWorkerSecondUs,
+    perBalancerSecondUs: pooled.perBalancerSecondUs,
+    perBusyWorkerSecondUs: spread(perBusyWorkerSecondUsByWindow),
+    perIdleWorkerSecondUsByWindow,
+    perBalancerSecondUsByWindow,
+    perBusyWorkerSecondUsByWindow,
+    commandsPerIdleWorkerSecond: medianRecords(runs.map((run) => run.commandsPerIdleWorkerSecond)),
+    commandsPerBusyWorkerSecond: medianRecords(runs.map((run) => run.commandsPerBusyWorkerSecond)),
+    tasksPerSecondAtPlannedShare: highest
+      ? Math.max(0, (settings.plannedShareOfThread * 1e6 - pooled.emptyUs - s.workers * pooled.perIdleWorkerSecondUs.median - s.balancers * pooled.perBalancerSecondUs.median) / highest.perTaskUs.median)
+      : Number.NaN,
+    tasksPerSecondAtPlannedShareFrom: highest
+      ? `per task ${highest.perTaskUs.median.toFixed(1)} µs measured at ${highest.tasksPerSecond.median.toFixed(0)} tasks/s, per idle worker-second ${pooled.perIdleWorkerSecondUs.median.toFixed(1)} µs x ${s.workers} workers, per balancer-second ${pooled.perBalancerSecondUs.median.toFixed(0)} µs x ${s.balancers}, Redis empty ${pooled.emptyUs.toFixed(0)} µs/s (medians over ${runs.length} repetition${runs.length === 1 ? '' : 's'})`
+      : 'no load measured',
+    consistency: {
+      whileRunning: { ...last.consistency.whileRunning, mismatches: mismatchesOf('whileRunning') },
+      afterAllEnded: { ...last.consistency.afterAllEnded, mismatches: mismatchesOf('afterAllEnded') },
+    },
+    totals,
+    lastError: runs.map((run) => run.lastError).find((e) => e !== null) ?? null,
+    durationSeconds: runs.reduce((sum, run) => sum + run.durationSeconds, 0),
+  };
+}
+
+/** Issue 14's goals, from the new ledger's run; the old one's figures beside them, stated. */
+export function fleetScaleGoals(result: FleetScaleResult): Goal[] {
+  const { settings } = result;
+  const fleet = `${settings.sim.workers.toLocaleString('en-US')} workers x ${settings.sim.slotsPerWorker}, ${settings.sim.balancers} balancers`;
+  const goals: Goal[] = [];
+  for (const run of result.runs) {
+    const load = measuredLoad(run);
+    const scripts = run.scripts === 'new' ? 'new scripts' : 'old scripts (frozen copy)';
+    const atRate = load ? ` at ${Math.round(load.tasksPerSecond.median).toLocaleString('en-US')} tasks/s` : '';
+    const target = (bound: string) => (run.scripts === 'new' ? bound : 'state it (old, for comparison)');
+    const met = (ok: boolean): Goal['met'] => (run.scripts === 'new' ? ok : 'stated');
+    const perTask = load?.perTaskUs.median ?? Number.NaN;
+    goals.push({ name: `issue 14, ${scripts}: Redis thread per task (reserve + release + lease upkeep), ${fleet}${atRate}, µs`, target: target('≤ 20'), measured: perTask, digits: 1, met: met(perTask <= 20) });
+    goals.push({ name: `issue 14, ${scripts}: Redis thread per idle worker-second (heartbeats on the worker's own connection), µs`, target: target('≤ 25'), measured: run.perIdleWorkerSecondUs.median, digits: 1, met: met(run.perIdleWorkerSecondUs.median <= 25) });
+    goals.push({ name: `issue 14, ${scripts}: Redis thread per busy worker-second (${settings.sim.slotsPerWorker} tasks running), µs`, target: target('≤ 25'), measured: run.perBusyWorkerSecondUs.median, digits: 1, met: met(run.perBusyWorkerSecondUs.median <= 25) });
+    const carried = carriedAtPlannedShare(run, settings);
+    goals.push({
+      name: `issue 14, ${scripts}: tasks/s one Redis carries at ≤ ${settings.plannedShareOfThread * 100}% of its thread, ${fleet} (${
+        carried.measured ? `measured: ${((carried.shareOfThread ?? 0) * 100).toFixed(1)}% of the thread` : `extrapolated linearly from the costs measured${atRate}`
+      })`,
+      target: target(`≥ ${settings.goalTasksPerSecond.toLocaleString('en-US')}`),
+      measured: carried.tasksPerSecond,
+      met: met(carried.tasksPerSecond >= settings.goalTasksPerSecond),
+    });
+  }
+  return goals;
+}
+
+/** The load the per-task figures come from: the highest rate the harness drove as a real fleet would (else the highest tried). */
+export function measuredLoad(run: FleetScaleRun): FleetLoad | undefined {
+  return run.loads.filter((load) => load.keptUp).at(-1) ?? run.loads.at(-1);
+}
+
+/**
+ * Tasks/s one Redis carries at the planned share of its thread: measured when the harness drove,
+ * as a real fleet sends them, a rate that took between planned - 5 points and the planned share
+ * (the highest such), or the goal's rate within the share; else the linear extrapolation
+ * (tasksPerSecondAtPlannedShare) from the highest rate it drove.
+ */
+export function carriedAtPlannedShare(run: FleetScaleRun, settings: FleetScaleSettings): { tasksPerSecond: number; measured: boolean; shareOfThread: number | undefined } {
+  const planned = settings.plannedShareOfThread;
+  const there = run.loads.filter(
+    (l) => l.keptUp && l.shareOfThread.median <= planned && (l.shareOfThread.median >= planned - 0.05 || l.tasksPerSecond.median >= settings.goalTasksPerSecond),
+  );
+  const best = there.sort((a, b) => b.tasksPerSecond.median - a.tasksPerSecond.median)[0];
+  if (best) return { tasksPerSecond: best.tasksPerSecond.median, measured: true, shareOfThread: best.shareOfThread.median };
+  return { tasksPerSecond: run.tasksPerSecondAtPlannedShare, measured: false, shareOfThread: undefined };
+}
