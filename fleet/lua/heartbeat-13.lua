@@ -7,7 +7,8 @@
 -- and those nobody will release (a balancer died between reserve and dispatch, a release was
 -- lost). On their way can only be leases reserved since its previous heartbeat or in the
 -- period before that; so the count is set within [running, running + those reservations]:
--- a lost lease is dropped within two heartbeat periods, and leases Redis lost come back.
+-- a lost lease is dropped at the worker's third heartbeat after it was reserved (two to three
+-- periods), and leases Redis lost come back at the first.
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)
 --       6 running: leases the worker holds (admitted tasks whose release it has not yet sent)
