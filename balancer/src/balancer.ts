@@ -5,7 +5,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
+import { Ledger, maxLeasesWaiting, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
 import {
   BalancerService,
@@ -117,7 +117,11 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
 
   const counters = { submitted: 0, succeeded: 0, retries: 0, rerouted: 0, failedByCode: {} as Record<string, number> };
   const registry = deps.registry ?? new Registry();
-  const metrics = createBalancerMetrics(registry, () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }));
+  const metrics = createBalancerMetrics(
+    registry,
+    () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }),
+    () => ({ ...ledger.settleCounts, ...ledger.batchState(), maxWaiting: maxLeasesWaiting }),
+  );
   // Workers this balancer cannot connect to are marked unreachable in the ledger for all balancers.
   const ejection = new WorkerEjection(
     config,
@@ -205,6 +209,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
       switch (outcome.kind) {
         case 'done': {
+          // The worker answered and counted the answer; the slot is ours to give back (batched).
+          ledger.release(cluster, reservation.leaseId, 'answered').catch(() => undefined);
           const { response } = outcome;
           placement.runMs = response.runMs;
           const answer: SubmitResponse = { taskId: task.id, placement };
@@ -221,7 +227,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
           logger.debug({ workerId: reservation.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
           continue;
         case 'lost':
-          // The lease is left to expire: the worker may still be alive and running the task.
+          // No release from here: the worker may still be alive and running the task. It releases
+          // the lease itself when it sees the call gone; if it died, the sweep takes its leases.
           if (task.idempotent && attempt < config.maxDispatchAttempts) {
             skipWorkerIds.push(reservation.workerId);
             counters.retries++;

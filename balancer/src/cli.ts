@@ -22,6 +22,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'default baseline' },
   { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'default candidate' },
   { key: 'keptForUserPresentShare', flag: 'kept-for-user-present-share', env: 'HEADROOM_KEPT_FOR_USER_PRESENT_SHARE', valueName: 'S', description: 'share of capacity only user-present tasks may use, 0..1 (default 0.1)' },
+  { key: 'ledgerBatchWindowMs', flag: 'ledger-batch-window-ms', env: 'HEADROOM_LEDGER_BATCH_WINDOW_MS', valueName: 'MS', description: 'at most one call to the ledger per cluster in this time while busy, carrying every reservation and release made meanwhile; 0 sends each at once (default 2)' },
   { key: 'maxQueuedTasks', flag: 'max-queued-tasks', env: 'HEADROOM_MAX_QUEUED_TASKS', valueName: 'N', description: 'tasks that may wait for a slot (default 10000)' },
   { key: 'maxQueuedBytes', flag: 'max-queued-bytes', env: 'HEADROOM_MAX_QUEUED_BYTES', valueName: 'N', description: 'payload bytes the waiting tasks may hold (default 268435456)' },
   { key: 'maxPayloadBytes', flag: 'max-payload-bytes', env: 'HEADROOM_MAX_PAYLOAD_BYTES', valueName: 'N', description: 'default 1048576' },
@@ -48,6 +49,7 @@ const cliSchema = z
     baselineCluster: settings.name().default('baseline'),
     candidateCluster: settings.name().default('candidate'),
     keptForUserPresentShare: settings.share().default(0.1),
+    ledgerBatchWindowMs: settings.nonNegativeInt(1_000).default(2),
     metricsPort: settings.nonNegativeInt(65_535).optional(),
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: settings.keyPrefix(),
@@ -65,7 +67,7 @@ async function main(): Promise<void> {
   }
   const stopRequested = stopSignal();
   const config = parsed.config;
-  const { baselineCluster, candidateCluster, keptForUserPresentShare, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, tlsCert, tlsKey, tlsClientCa, workerTlsCa, workerTlsCert, workerTlsKey, workerTlsServerName, ...rest } = config;
+  const { baselineCluster, candidateCluster, keptForUserPresentShare, ledgerBatchWindowMs, redisUrl, keyPrefix, metricsPort, unleashUrl, unleashClientToken, flagsRefreshIntervalMs, candidateFlag, parallelismFlag, tlsCert, tlsKey, tlsClientCa, workerTlsCa, workerTlsCert, workerTlsKey, workerTlsServerName, ...rest } = config;
   const tls = serverTlsFromOptions({ tlsCert, tlsKey, tlsClientCa });
   const workerTls = workerTlsFromOptions({ workerTlsCa, workerTlsCert, workerTlsKey, workerTlsServerName });
   const options = { ...rest, ...(tls ? { tls } : {}), ...(workerTls ? { workerTls } : {}) };
@@ -83,7 +85,7 @@ async function main(): Promise<void> {
   await waitUntilReady(redis, redisUrl);
   const balancer = await createBalancer(
     { ...options, clusters: { baseline: baselineCluster, candidate: candidateCluster } },
-    { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) },
+    { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare, batchWindowMs: ledgerBatchWindowMs }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) },
   );
   const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(balancer.registry, options.host ?? '127.0.0.1', metricsPort);
   process.stdout.write(`${JSON.stringify({ event: 'ready', balancerId: balancer.balancerId, address: balancer.address, metricsPort: metricsServer?.port })}\n`);

@@ -28,7 +28,55 @@ export function createBalancerMetrics(
     maxQueued: number;
     maxQueuedBytes: number;
   },
+  readLedger: () => { calls: number; releases: number; reservations: number; waiting: number; refused: number; maxWaiting: number },
 ): BalancerMetrics {
+  // The ledger's batches (fleet/src/ledger-batcher.ts): leases per call is what Redis is spared.
+  new Counter({
+    name: 'headroom_balancer_ledger_calls_total',
+    help: 'Calls to the slot ledger that carried releases and reservations (each a batch)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readLedger().calls);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_ledger_leases_total',
+    help: 'Releases and reservations sent to the slot ledger, by kind',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      const ledger = readLedger();
+      this.reset();
+      this.inc({ kind: 'release' }, ledger.releases);
+      this.inc({ kind: 'reservation' }, ledger.reservations);
+    },
+  });
+  new Gauge({
+    name: 'headroom_balancer_ledger_leases_waiting',
+    help: 'Releases and reservations waiting for the next call to the slot ledger',
+    registers: [registry],
+    collect() {
+      this.set(readLedger().waiting);
+    },
+  });
+  new Gauge({
+    name: 'headroom_balancer_ledger_leases_waiting_limit',
+    help: 'Most releases, and most reservations, that may wait per cluster for a call to the slot ledger',
+    registers: [registry],
+    collect() {
+      this.set(readLedger().maxWaiting);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_ledger_leases_refused_total',
+    help: 'Releases and reservations refused because the limit of those waiting for the slot ledger was reached (Redis not keeping up)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readLedger().refused);
+    },
+  });
   new Gauge({
     name: 'headroom_balancer_queue_depth',
     help: 'Tasks waiting for a slot on this balancer',

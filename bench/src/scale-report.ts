@@ -16,7 +16,7 @@ const commandCounts = (counts: Record<string, number>) =>
 export function scaleTables(result: ScaleResult): string {
   const s = result.settings;
   const scripts = markdownTable(
-    ['script', 'µs inside the script (commandstats)', "µs of Redis's thread per call (INFO cpu)"],
+    ['operation', 'µs inside scripts per operation (commandstats)', "µs of Redis's thread per operation (INFO cpu)"],
     result.scripts.map((c) => [c.script, formatSpread(c.usecPerCall, 1), formatSpread(c.mainThreadCpuUsPerCall, 1)]),
   );
   const fleet = markdownTable(
@@ -48,7 +48,7 @@ export function scaleTables(result: ScaleResult): string {
   const b = result.perBalancerSecondUs.median;
   const t = result.perTaskUs.median;
   return [
-    `Scripts alone (${s.scripts.repetitions} repetition${s.scripts.repetitions === 1 ? '' : 's'}, median (min..max); ${s.scripts.callsPerScript} calls each, ${s.scripts.concurrency} in flight from one connection, ${s.scripts.workers} workers in the ledger, heartbeats carrying ${s.scripts.leasesPerHeartbeat} leases):`,
+    `Scripts alone (${s.scripts.repetitions} repetition${s.scripts.repetitions === 1 ? '' : 's'}, median (min..max); ${s.scripts.callsPerScript} operations each, ${s.scripts.concurrency} in flight from one connection (reservations and releases then go ${s.scripts.concurrency} to a settle call, as a busy balancer batches them; heartbeats and sweeps one per call), ${s.scripts.workers} workers in the ledger, heartbeats carrying ${s.scripts.leasesPerHeartbeat} leases):`,
     '',
     scripts,
     '',
@@ -56,7 +56,7 @@ export function scaleTables(result: ScaleResult): string {
     '',
     fleet,
     '',
-    `An idle worker costs Redis ${idle.toFixed(0)} µs a second: mostly its heartbeat, once a second (${heartbeatIdle.toFixed(0)} µs when heartbeats come pipelined on one connection, as in the scripts table; a worker's arrives alone on its own connection, so Redis also reads, parses and answers it by itself), and a report of its figures for the admin UI every few seconds (the SET above). A worker running ${s.scripts.leasesPerHeartbeat} tasks renews their leases with each heartbeat: ${result.busyWorkerExtraUs.toFixed(0)} µs more (heartbeat-busy − heartbeat-idle). Likewise a task's two scripts take ${reserveAndRelease.toFixed(0)} µs pipelined, against ${t.toFixed(0)} µs as real balancers and workers send them.`,
+    `An idle worker costs Redis ${idle.toFixed(0)} µs a second: mostly its heartbeat, once a second (${heartbeatIdle.toFixed(0)} µs when heartbeats come pipelined on one connection, as in the scripts table; a worker's arrives alone on its own connection, so Redis also reads, parses and answers it by itself), and a report of its figures for the admin UI every few seconds (the SET above). A worker running ${s.scripts.leasesPerHeartbeat} tasks costs ${result.busyWorkerExtraUs.toFixed(0)} µs more per heartbeat (heartbeat-busy − heartbeat-idle). Likewise a task's reservation and release take ${reserveAndRelease.toFixed(0)} µs in batches of ${s.scripts.concurrency}, against ${t.toFixed(0)} µs as the real balancers of this small fleet send them (a few tasks per batch window).`,
     '',
     `The model, with the medians (per busy worker-second W = ${w.toFixed(1)} µs, per balancer-second B = ${b.toFixed(0)} µs, per task T = ${t.toFixed(1)} µs): Redis runs commands on one thread, so a deployment fits while workers × W + balancers × B + tasks/s × T stays under the share of a second it may use (${s.plannedShareOfCore * 100}% planned, leaving the rest for bursts, balancers waking queued tasks over pub/sub, and persistence). tasks/s = (share × 1,000,000 − workers × W − balancers × B) ÷ T. With Redis Cluster, every key of one Headroom cluster shares a hash tag, so each cluster's ledger lives on one shard: a shard carries its cluster's workers and tasks, and every balancer's sweeps and reads of that cluster (counted here in full on every shard, which overstates it); tasks/s adds up over shards.`,
     '',

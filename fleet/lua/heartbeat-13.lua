@@ -4,33 +4,51 @@
 -- Its cost does not grow with what the worker runs: leases are not renewed one by one.
 --
 -- The count: the ledger's leases of the worker are those it runs, those on their way to it,
--- and those nobody will release (a balancer died between reserve and dispatch, a release was
--- lost). On their way can only be leases reserved since its previous heartbeat or in the
--- period before that; so the count is set within [running, running + those reservations]:
--- a lost lease is dropped at the worker's third heartbeat after it was reserved (two to three
--- periods), and leases Redis lost come back at the first.
+-- those it answered whose release is on its way back (the balancer that got the answer
+-- releases the lease, batched with its other calls), and those nobody will release (a balancer
+-- died between reserve and dispatch or before its release went out, a release was lost).
+-- On their way can only be leases reserved since its previous heartbeat or in the period
+-- before that; on their way back only answers given in the same two periods whose releases
+-- have not arrived (the worker counts its answers, the ledger the releases that followed one).
+-- So the count is set within [running + answered and not released, that + reservations of
+-- those periods]: a lost lease is dropped at the worker's third heartbeat after it was reserved
+-- or answered (two to three periods), and leases Redis lost come back at the first.
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)
---       6 running: leases the worker holds (admitted tasks whose release it has not yet sent)
+--       6 running: tasks the worker holds (admitted, neither answered nor released by itself)
+--       7 answered: tasks it has answered since it started (a count that only grows), whose
+--         release it leaves to the balancer that receives the answer
 -- Returns: { drain requested (0|1), in flight, marked unreachable (0|1) }
 --@include ledger
 local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
-local running = tonumber(ARGV[6])
+local running, answered = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now, nowUs = clock()
 
 local known = redis.call('HGET', capacityKey, worker)
 local inflight = tonumber(redis.call('HGET', inflightKey, worker) or '0')
-local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before', worker .. '|dropped')
+local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before', worker .. '|dropped', worker .. '|acked', worker .. '|e1', worker .. '|e2')
 local sinceLast, before = tonumber(reserved[1] or '0'), tonumber(reserved[2] or '0')
 local onTheirWay = sinceLast + before
-local settled = math.min(math.max(inflight, running), running + onTheirWay)
--- This period's reservations become the period before (an idle worker's stay 0, 0); a drop is
--- noted, so that the records of the leases dropped are cleared once the worker is idle.
-local dropped = settled < inflight
-if onTheirWay > 0 or dropped then
-  redis.call('HSET', reservedKey, worker, 0, worker .. '|before', sinceLast, worker .. '|dropped', (dropped or reserved[3]) and 1 or 0)
+local acked, answeredBefore, answeredTwoBefore = tonumber(reserved[4]), tonumber(reserved[5]), tonumber(reserved[6])
+if not acked or not answeredBefore or not answeredTwoBefore or answered < answeredBefore then
+  -- First heartbeat of this registration (or of a new process under the same id): releases of
+  -- answers given before it find no lease record and count for nothing.
+  acked, answeredBefore, answeredTwoBefore = answered, answered, answered
 end
-if running == 0 and onTheirWay == 0 and (reserved[3] == '1' or dropped) then
+-- More releases than answers: releases that followed answers from before this registration.
+if acked > answered then acked = answered end
+local comingBack = math.min(answered - acked, answered - answeredTwoBefore)
+local lower = running + comingBack
+local settled = math.min(math.max(inflight, lower), lower + onTheirWay)
+-- This period's reservations and answers become the period before (an idle worker's stay as
+-- they are); a drop is noted, so that the records of the leases dropped are cleared once the
+-- worker is idle.
+local dropped = settled < inflight
+if onTheirWay > 0 or dropped or answered ~= answeredBefore or answeredBefore ~= answeredTwoBefore or tonumber(reserved[4]) ~= acked then
+  redis.call('HSET', reservedKey, worker, 0, worker .. '|before', sinceLast, worker .. '|dropped', (dropped or reserved[3] == '1') and 1 or 0,
+    worker .. '|acked', acked, worker .. '|e1', answered, worker .. '|e2', answeredBefore)
+end
+if running == 0 and onTheirWay == 0 and comingBack == 0 and (reserved[3] == '1' or dropped) then
   -- Nothing runs or is on its way: the lease records left are of leases nobody will release.
   redis.call('DEL', leasesPrefix .. worker)
   redis.call('HSET', reservedKey, worker .. '|dropped', 0)

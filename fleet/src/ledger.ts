@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { clusterKeys, type ClusterKeys } from './keys';
 import { defineScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
+import { LedgerBatcher, type ReleaseEntry, type ReservationEntry, type SettleReply } from './ledger-batcher';
 
 export type LedgerPriority = 'user' | 'background';
 
@@ -13,13 +14,33 @@ export interface LedgerOptions {
   waiterTtlMs?: number;
   /** Share of each cluster's capacity kept for user-present tasks (0..1). @default 0.1 */
   keptForUserPresentShare?: number;
+  /**
+   * Releases and reservations are sent to Redis in batches, at most one call per cluster in
+   * this many ms: a busy process pays for one call per window instead of one per lease, and a
+   * lease waits at most this long (an idle process's calls go out at once). 0 sends each turn
+   * of the event loop's requests at once. @default 2
+   */
+  batchWindowMs?: number;
 }
 
 export const ledgerDefaults: Required<LedgerOptions> = {
   keyPrefix: 'hr',
   waiterTtlMs: 3_000,
   keptForUserPresentShare: 0.1,
+  batchWindowMs: 2,
 };
+
+/** Most releases, and most reservations, in one call to Redis. */
+export const maxLeasesPerCall = 64;
+/** Most releases, and most reservations, waiting per cluster for a call; more are refused as the ledger being unavailable. */
+export const maxLeasesWaiting = 10_000;
+
+/** How a lease ends. */
+export type ReleaseKind =
+  /** The worker answered the task and counted it among its answers (HeartbeatInput.answeredTasks): the balancer that got the answer releases. */
+  | 'answered'
+  /** Any other end: the task never reached a worker, the worker refused it, or the worker gave it back itself. */
+  | 'unused';
 
 export interface HeartbeatInput {
   workerId: string;
@@ -33,6 +54,12 @@ export interface HeartbeatInput {
    * the last two heartbeat periods (those may still be on their way).
    */
   runningTasks: number;
+  /**
+   * Tasks the worker answered since it started (only grows): their leases are released by the
+   * balancer that receives the answer, and the ledger counts an answer as running until that
+   * release arrives, or for two heartbeat periods if it never does.
+   */
+  answeredTasks: number;
 }
 
 export interface HeartbeatReply {
@@ -110,6 +137,9 @@ type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 export class Ledger {
   readonly options: Required<LedgerOptions>;
   private readonly keysByCluster = new Map<string, ClusterKeys>();
+  private readonly batchers = new Map<string, LedgerBatcher>();
+  /** Calls to Redis that carried releases and reservations, and how many of each: their ratio is the batch size. */
+  readonly settleCounts = { calls: 0, releases: 0, reservations: 0 };
 
   constructor(
     readonly redis: Redis,
@@ -130,31 +160,40 @@ export class Ledger {
   }
 
   async heartbeat(cluster: string, input: HeartbeatInput): Promise<HeartbeatReply> {
-    const reply = (await this.run('heartbeat', cluster, [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.runningTasks])) as [number, number, number];
+    const reply = (await this.run('heartbeat', cluster, [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.runningTasks, input.answeredTasks])) as [
+      number,
+      number,
+      number,
+    ];
     return { drainRequested: reply[0] === 1, inflight: reply[1], markedUnreachable: reply[2] === 1 };
   }
 
+  /**
+   * Takes a slot, batched with this process's other calls for the cluster (see `batchWindowMs`).
+   */
   async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
-    const skip = (request.skipWorkerIds ?? []).slice(0, maxSkippedWorkers);
-    const reply = (await this.run('reserve', cluster, [
-      request.priority,
-      this.options.keptForUserPresentShare,
-      randomUUID(),
-      request.balancerId,
-      this.options.waiterTtlMs,
-      request.waitIfNone ? 1 : 0,
-      request.targetWorkerId ?? '',
-      ...skip,
-    ])) as string[];
+    const reply = await this.guard('reserve', () =>
+      this.batcher(cluster).reserve({
+        balancerId: request.balancerId,
+        priority: request.priority,
+        waitIfNone: request.waitIfNone,
+        targetWorkerId: request.targetWorkerId ?? '',
+        nonce: randomUUID(),
+        skipWorkerIds: (request.skipWorkerIds ?? []).slice(0, maxSkippedWorkers),
+      }),
+    );
     if (reply[0] === 'ok') {
       return { ok: true, leaseId: reply[4]!, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
     }
     return { ok: false, reason: reply[1] as NoSlotReason };
   }
 
-  /** Gives a lease's slot back; true if the lease was still held. Idempotent. O(1): the lease id names its worker. */
-  async release(cluster: string, leaseId: string): Promise<boolean> {
-    return (await this.run('release', cluster, [leaseId])) === 1;
+  /**
+   * Gives a lease's slot back, batched like reservations; true if the lease was still held.
+   * Idempotent. O(1): the lease id names its worker.
+   */
+  async release(cluster: string, leaseId: string, kind: ReleaseKind = 'unused'): Promise<boolean> {
+    return this.guard('release', () => this.batcher(cluster).release({ kind, leaseId }));
   }
 
   /** Removes workers silent for `heartbeatTimeoutMs`, with their leases. */
@@ -285,10 +324,51 @@ export class Ledger {
     });
   }
 
+  /** Releases and reservations waiting for a call, and those refused because `maxLeasesWaiting` waited already, over all clusters. */
+  batchState(): { waiting: number; refused: number } {
+    let waiting = 0;
+    let refused = 0;
+    for (const batcher of this.batchers.values()) {
+      waiting += batcher.waiting;
+      refused += batcher.refused;
+    }
+    return { waiting, refused };
+  }
+
+  private batcher(cluster: string): LedgerBatcher {
+    let batcher = this.batchers.get(cluster);
+    if (!batcher) {
+      batcher = new LedgerBatcher((releases, reservations) => this.settle(cluster, releases, reservations), {
+        batchWindowMs: this.options.batchWindowMs,
+        maxPerCall: maxLeasesPerCall,
+        maxWaiting: maxLeasesWaiting,
+      });
+      // Bounded like the keys: a handful of clusters per process.
+      if (this.batchers.size < 1024) this.batchers.set(cluster, batcher);
+    }
+    return batcher;
+  }
+
+  private async settle(cluster: string, releases: readonly ReleaseEntry[], reservations: readonly ReservationEntry[]): Promise<SettleReply> {
+    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, releases.length];
+    for (const release of releases) args.push(release.kind, release.leaseId);
+    args.push(reservations.length);
+    for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.skipWorkerIds.length, ...r.skipWorkerIds);
+    this.settleCounts.calls++;
+    this.settleCounts.releases += releases.length;
+    this.settleCounts.reservations += reservations.length;
+    const [released, results] = (await this.call('settle', cluster, args)) as [number[], string[][]];
+    return { released, reservations: results };
+  }
+
   private run(script: string, cluster: string, args: (string | number)[]): Promise<unknown> {
+    return this.guard(script, () => this.call(script, cluster, args));
+  }
+
+  private call(script: string, cluster: string, args: (string | number)[]): Promise<unknown> {
     const keys = this.keys(cluster);
     const fn = (this.redis as unknown as Record<string, ScriptFn>)[script]!;
-    return this.guard(script, () => fn.call(this.redis, ...keys.all, keys.slotFreedChannel, ...args));
+    return fn.call(this.redis, ...keys.all, keys.slotFreedChannel, ...args);
   }
 
   private async guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {

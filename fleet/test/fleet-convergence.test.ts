@@ -37,7 +37,7 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
     const lane = async () => {
       for (let i = next++; i < workers.length; i = next++) {
         const w = workers[i]!;
-        await ledger.heartbeat('c', { workerId: w.workerId, address: w.address, capacity: slotsPerWorker, draining: false, runningTasks: w.running });
+        await ledger.heartbeat('c', { workerId: w.workerId, address: w.address, capacity: slotsPerWorker, draining: false, runningTasks: w.running, answeredTasks: 0 });
       }
     };
     await Promise.all(Array.from({ length: inFlight }, lane));

@@ -23,9 +23,9 @@ async function openLedger(t: import('node:test').TestContext, options: LedgerOpt
   return ledger;
 }
 
-/** A heartbeat of a worker that runs `runningTasks` tasks. */
-async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, runningTasks = 0) {
-  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, runningTasks });
+/** A heartbeat of a worker that runs `runningTasks` tasks and has answered `answeredTasks` since it started. */
+async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, runningTasks = 0, answeredTasks = 0) {
+  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, runningTasks, answeredTasks });
 }
 
 const user = { priority: 'user', balancerId: 'b1', waitIfNone: false } as const;
@@ -278,10 +278,17 @@ test('a heartbeat costs the same whatever the worker runs, and a lease costs O(1
   assert.ok(idleHeartbeat <= 10 && busyHeartbeat <= 14, `heartbeats: ${idleHeartbeat} (idle), ${busyHeartbeat} (busy) commands`);
   const userReserve = await commandsFor(() => ledger.reserve('c', user));
   const backgroundReserve = await commandsFor(() => ledger.reserve('c', background));
-  const release = await commandsFor(() => ledger.release('c', leases.pop()!));
+  const release = await commandsFor(() => ledger.release('c', leases.pop()!, 'answered'));
   assert.ok(userReserve <= 8, `user-present reserve: ${userReserve} commands`);
   assert.ok(backgroundReserve <= 10, `background reserve: ${backgroundReserve} commands`);
-  assert.ok(release <= 6, `release: ${release} commands`);
+  assert.ok(release <= 7, `release: ${release} commands`);
+  // In a batch, what a call costs is paid once: 16 background reservations and 16 releases in one call.
+  const callsBefore = ledger.settleCounts.calls;
+  const batch = await commandsFor(() =>
+    Promise.all([...Array.from({ length: 16 }, () => ledger.reserve('c', background)), ...leases.splice(-16).map((lease) => ledger.release('c', lease, 'answered'))]),
+  );
+  assert.equal(ledger.settleCounts.calls - callsBefore, 1, 'one call to Redis for the batch');
+  assert.ok(batch / 16 <= 11, `a reservation and a release in a batch of 16 each: ${batch / 16} commands`);
 });
 
 test('after FLUSHALL, heartbeats rebuild the ledger with the tasks still running', async (t) => {
@@ -369,6 +376,85 @@ test('a heartbeat settles the count: leases on their way count, finished ones do
   assert.equal((await ledger.snapshot('c')).totalFree, 1);
 });
 
+test("an answered task counts until the balancer's release arrives, however the heartbeat falls; a release that never comes is dropped two periods later", async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 4);
+  const a = await ledger.reserve('c', user);
+  const b = await ledger.reserve('c', user);
+  assert.ok(a.ok && b.ok);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 2, 0)).inflight, 2);
+  // The worker answered a; its heartbeat comes before the balancer's release: the slot stays counted.
+  for (let i = 0; i < 2; i++) assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 1)).inflight, 2, `heartbeat ${i + 1} after the answer`);
+  assert.equal(await ledger.release('c', a.leaseId, 'answered'), true);
+  assert.equal((await ledger.snapshot('c')).workers[0]!.freeSlots, 3, 'the release frees the slot once');
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 1)).inflight, 1);
+  // The worker answered b, and the balancer died before its release went out.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 2)).inflight, 1);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 2)).inflight, 1);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 2)).inflight, 0, 'dropped at the third heartbeat after the answer');
+  const snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree], [4, 4]);
+  // Had the release come late after all, it frees nothing twice.
+  await ledger.release('c', b.leaseId, 'answered');
+  assert.deepEqual([(await ledger.snapshot('c')).workers[0]!.freeSlots, (await ledger.snapshot('c')).totalFree], [4, 4]);
+});
+
+test('releases from before a worker registered again do not hide or free its new leases', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 3, 0, 100);
+  const old = await ledger.reserve('c', user);
+  assert.ok(old.ok);
+  await ledger.deregister('c', 'w1');
+  // The same process registers again (after a sweep) with its answered count going on.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 0, 101)).inflight, 0);
+  assert.equal(await ledger.release('c', old.leaseId, 'answered'), false, 'its lease left with the registration');
+  const fresh = await ledger.reserve('c', user);
+  assert.ok(fresh.ok);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 1, 101)).inflight, 1);
+  assert.equal(await ledger.release('c', fresh.leaseId, 'answered'), true);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 0, 102)).inflight, 0);
+  // A new process under the same id starts its count again from 0.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 0, 0)).inflight, 0);
+  assert.equal((await ledger.snapshot('c')).totalFree, 3);
+});
+
+test('reservations and releases made in the same turn go to Redis in one call, in the order asked', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  await addWorker(ledger, 'c', 'w2', 2);
+  const first = await Promise.all([ledger.reserve('c', user), ledger.reserve('c', user), ledger.reserve('c', user), ledger.reserve('c', user)]);
+  assert.ok(first.every((r) => r.ok));
+  const callsBefore = ledger.settleCounts.calls;
+  // Full: a fifth reservation gets a slot only because a release in its batch freed one first.
+  const [released, fifth, sixth] = await Promise.all([ledger.release('c', (first[0] as { leaseId: string }).leaseId), ledger.reserve('c', user), ledger.reserve('c', user)]);
+  assert.equal(ledger.settleCounts.calls - callsBefore, 1);
+  assert.equal(released, true);
+  assert.ok(fifth.ok && fifth.workerId === (first[0] as { workerId: string }).workerId);
+  assert.deepEqual(sixth, { ok: false, reason: 'full' });
+});
+
+test('a busy balancer makes at most one call per batch window; an idle one waits for nothing', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0, batchWindowMs: 50 });
+  await addWorker(ledger, 'c', 'w1', 100);
+  let startedAt = performance.now();
+  assert.ok((await ledger.reserve('c', user)).ok);
+  const idleMs = performance.now() - startedAt;
+  assert.ok(idleMs < 40, `the first call went out at once (${idleMs.toFixed(1)} ms)`);
+  startedAt = performance.now();
+  const callsBefore = ledger.settleCounts.calls;
+  // Ten reservations, one every 5 ms, all within one window of the previous call.
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < 10; i++) {
+    pending.push(ledger.reserve('c', user));
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await Promise.all(pending);
+  const calls = ledger.settleCounts.calls - callsBefore;
+  const tookMs = performance.now() - startedAt;
+  assert.ok(calls <= Math.ceil(tookMs / 50) + 1, `${calls} calls in ${tookMs.toFixed(0)} ms`);
+  assert.ok(calls < 10, `batched: ${calls} calls for 10 reservations`);
+});
+
 test('the directory version changes when a worker joins, leaves or moves, not at every heartbeat', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 2);
@@ -380,7 +466,7 @@ test('the directory version changes when a worker joins, leaves or moves, not at
   await addWorker(ledger, 'c', 'w22', 2);
   const joined = await ledger.addressesIfChanged('c', first.version);
   assert.ok(joined.changed && joined.addresses.size === 2);
-  await ledger.heartbeat('c', { workerId: 'w22', address: '127.0.0.1:9', capacity: 2, draining: false, runningTasks: 0 });
+  await ledger.heartbeat('c', { workerId: 'w22', address: '127.0.0.1:9', capacity: 2, draining: false, runningTasks: 0, answeredTasks: 0 });
   const moved = await ledger.addressesIfChanged('c', joined.version);
   assert.ok(moved.changed && moved.addresses.get('w22') === '127.0.0.1:9');
   await ledger.deregister('c', 'w22');

@@ -55,7 +55,7 @@ export const workerOptionsSchema = z
     latencyReportIntervalMs: settings.positiveInt(600_000).default(5000),
     /** TLS for the gRPC server balancers call; with clientCaFile, only balancers with a certificate that CA signed (mutual TLS). */
     tls: serverTlsSchema.optional(),
-    /** How often the worker reports its heap, GC, event loop and task figures for the admin UI. @default 2000 */
+    /** How often the worker reports its heap, GC, event loop and task figures for the admin UI; sent with the first heartbeat due after it (at least one heartbeat period apart). @default 2000 */
     reportIntervalMs: settings.positiveInt(600_000).default(2000),
   })
   .strict();
@@ -145,6 +145,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   };
   // Bounded by the gate: one entry per admitted task.
   const running = new Map<string, RunningTask>();
+  /** Tasks answered to a balancer since the worker started: that balancer releases their leases (see answer). */
+  let answeredTasks = 0;
+  /** How the ledger's lease ids for this worker begin ("<worker>|<nonce>"). */
+  const ledgerLeasePrefix = `${workerId}|`;
   let ownMaxParallelism = config.maxParallelism;
   let draining = false;
   let completed = 0;
@@ -198,9 +202,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     }
     const handler = deps.handlers[task.integration] ?? deps.handlers['*'];
     if (!handler) {
-      // The answer is final (no worker of this kind can run it), so the slot is ours to give back.
-      await releaseLease(request.leaseId);
-      return callback(null, {
+      // The answer is final (no worker of this kind can run it).
+      return answer(call, callback, request.leaseId, {
         workerId,
         runMs: 0,
         error: { code: workerErrorCodes.noHandler, message: `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)}` },
@@ -264,7 +267,6 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     } finally {
       clearTimeout(deadlineTimer);
       call.off('cancelled', onCancelled);
-      running.delete(request.leaseId);
       gate.leave();
       if (draining && gate.inflight === 0) drained?.();
     }
@@ -278,19 +280,32 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       latency.record(integration, Number(response.runMs));
       reporter.taskSucceeded(Number(response.runMs));
     }
-    // Release before answering, so that when the balancer hears the answer the slot is
-    // already free in the ledger: its next task finds it without waiting (one Redis round trip).
-    await releaseLease(request.leaseId);
-    callback(null, response);
+    await answer(call, callback, request.leaseId, response);
   }
 
-  async function releaseLease(leaseId: string): Promise<void> {
-    try {
-      await ledger.release(cluster, leaseId);
-    } catch (error) {
-      // No longer counted in the heartbeats (it left `running` before): they settle the ledger's count.
-      logger.warn({ err: error, leaseId }, 'could not release lease; the next heartbeats give its slot back');
+  /**
+   * Answers a task, and leaves `running` (if it was there). The balancer that receives the answer
+   * releases the lease, batched with its other calls to Redis; the worker counts its answers, and
+   * the ledger counts each as running until that release arrives (heartbeat-13.lua). When the
+   * balancer cancelled the call it will not release: the worker does, and counts the task as
+   * running until the release is through (a heartbeat sent meanwhile then still counts it).
+   */
+  async function answer(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>, leaseId: string, response: ExecuteResponse): Promise<void> {
+    if (call.cancelled) {
+      try {
+        await ledger.release(cluster, leaseId);
+      } catch (error) {
+        logger.warn({ err: error, leaseId }, 'could not release lease; the next heartbeats give its slot back');
+      }
+      running.delete(leaseId);
+    } else {
+      // Both in one step: a heartbeat sees the task either running or answered. Only leases the
+      // ledger gave out for this worker count (a caller that bypasses the ledger, as a benchmark's
+      // direct baseline does, sends ids of its own that no release will follow).
+      running.delete(leaseId);
+      if (leaseId.startsWith(ledgerLeasePrefix)) answeredTasks++;
     }
+    callback(null, response);
   }
 
   const profiler = new WorkerProfiler(workerId, logger);
@@ -310,9 +325,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       address,
       capacity: gate.maxParallelism,
       draining,
-      // Tasks leave `running` just before their release is sent on this same connection: Redis
-      // counts a release sent before this heartbeat first.
       runningTasks: running.size,
+      answeredTasks,
     });
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;
@@ -344,9 +358,18 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let heartbeatsStopped = false;
+  // A report outlives a few missed intervals, then expires: a dead worker's goes away on its own.
+  const reportTtlMs = Math.max(10_000, 3 * config.reportIntervalMs);
+  let nextReportAtMs = performance.now() + config.reportIntervalMs;
   const scheduleHeartbeat = () => {
     if (heartbeatsStopped) return;
     heartbeatTimer = setTimeout(() => {
+      // The report rides with the heartbeat: sent in the same turn, both go to Redis in one
+      // write on this connection (auto-pipelining), so Redis reads one request, not two.
+      if (performance.now() >= nextReportAtMs) {
+        nextReportAtMs = performance.now() + config.reportIntervalMs - config.heartbeatIntervalMs / 2;
+        reports.publish(workerId, reporter.next(), reportTtlMs).catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
+      }
       heartbeat()
         .catch((error: unknown) => {
           heartbeatFailures++;
@@ -370,12 +393,6 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'latency report failed; kept for the next one'));
   }, config.latencyReportIntervalMs);
   latencyTimer.unref();
-  // A report outlives a few missed intervals, then expires: a dead worker's goes away on its own.
-  const reportTtlMs = Math.max(10_000, 3 * config.reportIntervalMs);
-  const reportTimer = setInterval(() => {
-    reports.publish(workerId, reporter.next(), reportTtlMs).catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
-  }, config.reportIntervalMs);
-  reportTimer.unref();
   logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
 
   const leave = async () => {
@@ -383,7 +400,6 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     heartbeatsStopped = true;
     clearTimeout(heartbeatTimer);
     clearInterval(latencyTimer);
-    clearInterval(reportTimer);
     reporter.close();
     await reports.remove(workerId).catch((error: unknown) => logger.debug({ err: error }, 'could not remove the worker report; it expires'));
     await latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'last latency report failed'));

@@ -7,7 +7,9 @@ let scripts: ReturnType<typeof loadScripts> | undefined;
 /** The ledger of @headroom/fleet as built now, called as today's worker and balancer call it. */
 export const currentLedgerKind: FleetLedgerKind = {
   scripts: 'new',
-  description: 'the ledger of @headroom/fleet (fleet/src/ledger.ts and fleet/lua/ as built for this run; heartbeats carry the count of running tasks)',
+  releasedBy: 'balancer',
+  description:
+    'the ledger of @headroom/fleet (fleet/src/ledger.ts and fleet/lua/ as built for this run: heartbeats carry the counts of running and answered tasks; balancers release the leases of answered tasks, batched with their reservations)',
   open(redis: Redis, keyPrefix: string): FleetLedger {
     // One copy of the scripts' sources for the whole simulated fleet (the Ledger then finds them defined):
     // 4,000 copies would only swell this process's heap and its GC pauses.
@@ -16,14 +18,14 @@ export const currentLedgerKind: FleetLedgerKind = {
     // A balancer's directory: the version it last read, and how many workers it holds, per cluster.
     const directory = new Map<string, { version: string; workers: number }>();
     return {
-      async heartbeat(cluster, worker, running) {
-        await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningTasks: running.size });
+      async heartbeat(cluster, worker, running, answeredTasks) {
+        await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningTasks: running.size, answeredTasks });
       },
       async reserve(cluster, request) {
         const reservation = await ledger.reserve(cluster, request);
         return reservation.ok ? { ok: true, leaseId: reservation.leaseId, workerId: reservation.workerId } : reservation;
       },
-      release: (cluster, leaseId) => ledger.release(cluster, leaseId),
+      release: (cluster, leaseId, answered) => ledger.release(cluster, leaseId, answered ? 'answered' : 'unused'),
       async sweep(cluster, heartbeatTimeoutMs) {
         const swept = await ledger.sweep(cluster, heartbeatTimeoutMs);
         // Leases no longer expire one by one: a worker's go with it when it is swept.

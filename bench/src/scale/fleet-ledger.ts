@@ -37,9 +37,10 @@ export interface FleetLedger {
    * A worker's periodic heartbeat with what it runs: `running` holds the lease ids of its running
    * tasks (the old scripts renew each one; the new ledger is told only how many there are).
    */
-  heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>): Promise<void>;
+  heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>, answeredTasks: number): Promise<void>;
   reserve(cluster: string, request: { priority: TaskPriority; balancerId: string; waitIfNone: boolean; targetWorkerId?: string }): Promise<SimReservation>;
-  release(cluster: string, leaseId: string): Promise<boolean>;
+  /** `answered`: released by the balancer that received the worker's answer (see FleetLedgerKind.releasedBy). */
+  release(cluster: string, leaseId: string, answered: boolean): Promise<boolean>;
   /** A balancer's periodic sweep; leasesExpired is 0 where the ledger no longer expires leases. */
   sweep(cluster: string, heartbeatTimeoutMs: number): Promise<{ workersRemoved: number; leasesExpired: number }>;
   /** A balancer's periodic read of the worker directory (balancer/src/worker-directory.ts); returns the workers it holds. */
@@ -56,6 +57,12 @@ export interface FleetLedger {
 export interface FleetLedgerKind {
   /** 'old': the frozen copy of the scripts before issue 14; 'new': @headroom/fleet as built now. */
   readonly scripts: 'old' | 'new';
+  /**
+   * Who releases a task's lease when it ends: the worker on its own connection (old), or the
+   * balancer that gets the worker's answer, batched with its reservations (new; the worker's
+   * heartbeat then counts its answers).
+   */
+  readonly releasedBy: 'worker' | 'balancer';
   readonly description: string;
   open(redis: Redis, keyPrefix: string): FleetLedger;
 }

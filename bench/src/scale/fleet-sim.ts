@@ -2,10 +2,13 @@
  * A simulated fleet in this process: workers and balancers that call the slot ledger exactly as
  * the real ones do, each on its own Redis connection, with none of their other work (no gRPC, no
  * handlers). What each simulated process sends, and when:
- * - a worker (worker/src/worker.ts): a heartbeat every heartbeatIntervalMs with what it runs, on
- *   its own connection; the release of each task when it ends, on the same connection;
+ * - a worker (worker/src/worker.ts): a heartbeat every heartbeatIntervalMs with what it runs (and,
+ *   with the new ledger, how many tasks it answered), on its own connection; with the old
+ *   ledger, the release of each task when it ends, on the same connection;
  * - a balancer (balancer/src/balancer.ts, admission.ts, worker-directory.ts): a reserve per
- *   arriving task on its own connection (waitIfNone true, as Admission.tryReserve asks); a
+ *   arriving task on its own connection (waitIfNone true, as Admission.tryReserve asks), and
+ *   with the new ledger the release of each task it dispatched when the worker answers (the
+ *   Ledger batches both, as in a real balancer); a
  *   sweep of each of its two clusters every sweepIntervalMs; a read of each cluster's worker
  *   directory every directoryRefreshIntervalMs after the previous read ended; a subscriber
  *   connection for slot-freed messages. A task that found no slot waits in the balancer's queue
@@ -48,6 +51,8 @@ type ReserveMode = 'task' | 'steady-state' | 'hold';
 
 class SimWorker {
   readonly running = new Set<string>();
+  /** Tasks answered (the new ledger's heartbeat carries it). */
+  answered = 0;
   heartbeatUnderWay = false;
   readonly onHeartbeat: () => void;
   readonly onHeartbeatError: (error: unknown) => void;
@@ -85,6 +90,7 @@ class SimBalancer {
   readonly onReserveBackground: (reservation: SimReservation) => void;
 
   constructor(
+    readonly index: number,
     readonly balancerId: string,
     readonly connection: Redis,
     readonly subscriber: Redis,
@@ -100,6 +106,8 @@ class SimBalancer {
 interface WheelSlot {
   workers: number[];
   leases: string[];
+  /** The balancer that dispatched each task (it gets the answer). */
+  balancers: number[];
 }
 
 const maxQueuedPerBalancer = 10_000;
@@ -115,7 +123,7 @@ export class FleetSim {
   private readonly balancers: SimBalancer[] = [];
   private readonly wheel = new Map<number, WheelSlot>();
   private wheelDoneUpToMs = 0;
-  private readonly held: { worker: number; lease: string }[] = [];
+  private readonly held: { worker: number; lease: string; balancer: number }[] = [];
   private readonly durations: DurationSampler;
   private timer: NodeJS.Timeout | undefined;
   private heartbeatsFromMs = Number.NaN;
@@ -180,7 +188,7 @@ export class FleetSim {
         const connection = await connect();
         // As balancer/src/cli.ts opens its subscriber.
         const subscriber = await connect({ enableOfflineQueue: true, enableAutoPipelining: false });
-        const balancer = new SimBalancer(`b${i}`, connection, subscriber, kind.open(connection, keyPrefix), sim);
+        const balancer = new SimBalancer(i, `b${i}`, connection, subscriber, kind.open(connection, keyPrefix), sim);
         const channels = new Map([settings.cluster, settings.otherCluster].map((cluster) => [balancer.ledger.slotFreedChannel(cluster), cluster]));
         subscriber.on('message', () => {
           balancer.woken = true;
@@ -213,11 +221,11 @@ export class FleetSim {
     for (let from = 0; from < this.workers.length; from += this.settings.connectConcurrency) {
       await Promise.all(
         this.workers.slice(from, from + this.settings.connectConcurrency).map(async (w) => {
-          await w.ledger.heartbeat(cluster, w.identity, w.running);
+          await w.ledger.heartbeat(cluster, w.identity, w.running, w.answered);
           // A long-running worker's connection has sent its release script long ago: the first call of a
           // script on a connection goes as EVAL with the whole source (ioredis), which a real fleet does
           // not pay per task. Releasing a lease that does not exist changes nothing.
-          await w.ledger.release(cluster, `${w.identity.workerId}|00000000-0000-4000-8000-000000000000`);
+          if (this.kind.releasedBy === 'worker') await w.ledger.release(cluster, `${w.identity.workerId}|00000000-0000-4000-8000-000000000000`, false);
         }),
       );
     }
@@ -256,9 +264,9 @@ export class FleetSim {
   }
 
   async releaseHeld(signal: AbortSignal): Promise<void> {
-    for (const { worker, lease } of this.held.splice(0)) {
+    for (const { worker, lease, balancer } of this.held.splice(0)) {
       await this.waitForRoom(signal);
-      this.release(worker, lease);
+      this.release(worker, lease, balancer);
     }
     await this.quiesce(signal);
   }
@@ -273,7 +281,7 @@ export class FleetSim {
       for (let i = 0; i < slot.leases.length; i++) {
         await this.waitForRoom(signal);
         this.tasksRunning--;
-        this.release(slot.workers[i]!, slot.leases[i]!);
+        this.release(slot.workers[i]!, slot.leases[i]!, slot.balancers[i]!);
       }
     }
     await this.releaseHeld(signal);
@@ -284,10 +292,14 @@ export class FleetSim {
     this.taskEndsPaused = paused;
   }
 
-  /** Resolves when no call is under way and no balancer has a task queued. */
-  async quiesce(signal: AbortSignal, timeoutMs = 30_000): Promise<void> {
+  /**
+   * Resolves when no call is under way (or, with `reservesOnly`, no reservation: under load,
+   * tasks end all the time and their releases wait up to a batch window) and no balancer has a
+   * task queued.
+   */
+  async quiesce(signal: AbortSignal, timeoutMs = 30_000, reservesOnly = false): Promise<void> {
     const giveUpAt = performance.now() + timeoutMs;
-    while (this.outstanding > 0 || this.balancers.some((b) => b.queued.length > 0)) {
+    while ((reservesOnly ? this.outstandingReserves : this.outstanding) > 0 || this.balancers.some((b) => b.queued.length > 0)) {
       if (performance.now() > giveUpAt) throw new Error(`the simulated fleet did not quiesce within ${timeoutMs} ms (${this.outstanding} calls under way)`);
       signal.throwIfAborted();
       await new Promise((resolve) => setTimeout(resolve, 5));
@@ -343,7 +355,7 @@ export class FleetSim {
     // The balancer hands the task to the worker at once: it runs from now.
     this.workers[index]!.running.add(reservation.leaseId);
     if (this.mode === 'hold') {
-      this.held.push({ worker: index, lease: reservation.leaseId });
+      this.held.push({ worker: index, lease: reservation.leaseId, balancer: balancer.index });
       return;
     }
     this.tasksRunning++;
@@ -351,11 +363,12 @@ export class FleetSim {
     const endMs = Math.max(Math.floor(performance.now() + durationMs), this.wheelDoneUpToMs + 1);
     let slot = this.wheel.get(endMs);
     if (!slot) {
-      slot = { workers: [], leases: [] };
+      slot = { workers: [], leases: [], balancers: [] };
       this.wheel.set(endMs, slot);
     }
     slot.workers.push(index);
     slot.leases.push(reservation.leaseId);
+    slot.balancers.push(balancer.index);
   }
 
   failed(operation: string, error: unknown): void {
@@ -394,7 +407,7 @@ export class FleetSim {
       worker.heartbeatUnderWay = true;
       this.counters.heartbeats++;
       this.outstanding++;
-      worker.ledger.heartbeat(cluster, worker.identity, worker.running).then(worker.onHeartbeat, worker.onHeartbeatError);
+      worker.ledger.heartbeat(cluster, worker.identity, worker.running, worker.answered).then(worker.onHeartbeat, worker.onHeartbeatError);
     }
   }
 
@@ -447,19 +460,28 @@ export class FleetSim {
       this.wheel.delete(ms);
       for (let i = 0; i < slot.leases.length; i++) {
         this.tasksRunning--;
-        this.release(slot.workers[i]!, slot.leases[i]!);
+        this.release(slot.workers[i]!, slot.leases[i]!, slot.balancers[i]!);
       }
     }
     if (upTo > this.wheelDoneUpToMs) this.wheelDoneUpToMs = upTo;
   }
 
-  /** The worker's task ended: it stops counting it as running and releases its lease on its own connection. */
-  private release(workerIndex: number, leaseId: string): void {
+  /**
+   * The worker's task ended: it stops counting it as running, and either releases its lease on its
+   * own connection (old ledger) or counts its answer, whose lease the balancer that dispatched the
+   * task releases (new ledger; the answer reaches the balancer at once here).
+   */
+  private release(workerIndex: number, leaseId: string, balancerIndex: number): void {
     const worker = this.workers[workerIndex]!;
     worker.running.delete(leaseId);
     this.counters.releaseCalls++;
     this.outstanding++;
-    worker.ledger.release(this.settings.cluster, leaseId).then(this.onReleased, this.onReleaseError);
+    if (this.kind.releasedBy === 'worker') {
+      worker.ledger.release(this.settings.cluster, leaseId, false).then(this.onReleased, this.onReleaseError);
+      return;
+    }
+    worker.answered++;
+    this.balancers[balancerIndex]!.ledger.release(this.settings.cluster, leaseId, true).then(this.onReleased, this.onReleaseError);
   }
 
   private arrivals(now: number): void {
@@ -524,7 +546,7 @@ export class FleetSim {
         const balancer = this.balancers[this.nextBalancer++ % this.balancers.length]!;
         this.sendReserve(balancer, mode === 'hold' || Math.random() < this.settings.userPresentShare ? 'user' : 'background', targetOf?.(i));
       }
-      await this.quiesce(signal);
+      await this.quiesce(signal, 30_000, true);
     } finally {
       this.mode = 'task';
     }

@@ -11,6 +11,7 @@ let scripts: LuaScript[] | undefined;
 /** The frozen old ledger (legacy-ledger/), called as a real worker and balancer of that time called it. */
 export const legacyLedgerKind: FleetLedgerKind = {
   scripts: 'old',
+  releasedBy: 'worker',
   description: `the ledger before issue 14 (frozen copy in bench/src/scale/legacy-ledger/, leaseTtlMs ${legacyLeaseTtlMs}; heartbeats renew each running lease)`,
   open(redis: Redis, keyPrefix: string): FleetLedger {
     // One copy of the scripts' sources for the whole simulated fleet (the Ledger then finds them defined):

@@ -16,7 +16,10 @@ local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could n
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
 local reservedKey = KEYS[11]     -- HASH worker -> leases reserved on it since its last heartbeat,
                                  --      "<worker>|before" -> in the period before that (tasks on their way to it),
-                                 --      "<worker>|dropped" -> 1 once a heartbeat dropped leases whose records remain
+                                 --      "<worker>|dropped" -> 1 once a heartbeat dropped leases whose records remain,
+                                 --      "<worker>|acked" -> the worker's answered-task count that releases have matched,
+                                 --      "<worker>|e1", "<worker>|e2" -> its answered-task count at its last heartbeat
+                                 --      and at the one before (see heartbeat-13.lua)
 local directoryKey = KEYS[12]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
 local leasesPrefix = KEYS[13]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved), kept so a release counts once
@@ -66,7 +69,7 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
     redis.call('ZREM', heartbeatKey, worker)
     redis.call('SREM', drainingKey, worker)
     redis.call('ZREM', unreachableKey, worker)
-    redis.call('HDEL', reservedKey, worker, worker .. '|before', worker .. '|dropped')
+    redis.call('HDEL', reservedKey, worker, worker .. '|before', worker .. '|dropped', worker .. '|acked', worker .. '|e1', worker .. '|e2')
     -- Its leases go with it: a worker that comes back says what it runs.
     redis.call('DEL', leasesPrefix .. worker)
   else
