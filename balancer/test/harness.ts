@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { Ledger, connectRedis, type LedgerOptions } from '@headroom/fleet';
+import { Ledger, connectRedis, keyspacePattern, type LedgerOptions } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
 import type { FlagClient } from '@headroom/flags';
@@ -65,7 +65,7 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
     await Promise.all(fleet.balancers.map((b) => b.close()));
     await Promise.all(fleet.workers.map((w) => w.destroy()));
     if (redis.status === 'ready') {
-      const keys = await redis.keys(`{${options.keyPrefix}:*`);
+      const keys = await redis.keys(keyspacePattern(options.keyPrefix));
       if (keys.length > 0) await redis.del(...keys);
     }
     redis.disconnect();

@@ -10,7 +10,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { freePort, startPrivateRedis } from '@headroom/common/dist/src/testing';
-import { Ledger, WorkerReports, connectRedis, waitUntilReady } from '@headroom/fleet';
+import { Ledger, WorkerReports, connectRedis, controlKeys, keyspacePattern, latencyKeys, reportKeys, waitUntilReady } from '@headroom/fleet';
 import { makeCertificates } from './certificates';
 import { demoHandlersPath, startFleet, submit, task } from './harness';
 
@@ -38,8 +38,10 @@ test('a fleet runs as an ACL user allowed only keys and channels under its prefi
   const reports = new WorkerReports(fleet.redis, keyPrefix);
   await new Promise((resolve) => setTimeout(resolve, 600));
   assert.ok((await reports.read(['acl-worker'])).has('acl-worker'));
-  const keys = await fleet.redis.keys(`{${keyPrefix}*`);
-  for (const kind of ['latency', 'reports', 'control']) assert.ok(keys.some((key) => key.startsWith(`{${keyPrefix}:${kind}}`)), `${kind} keys: ${keys.join(', ')}`);
+  const keys = await fleet.redis.keys(keyspacePattern(keyPrefix));
+  for (const hashTag of [latencyKeys(keyPrefix).hashTag, reportKeys(keyPrefix).hashTag, controlKeys(keyPrefix).hashTag]) {
+    assert.ok(keys.some((key) => key.startsWith(hashTag)), `${hashTag} keys: ${keys.join(', ')}`);
+  }
 
   const wrong = spawnSync(process.execPath, [workerCli, '--cluster', 'baseline', '--handlers', demoHandlersPath, '--redis-url', `redis://headroom:not-the-${password}@127.0.0.1:${redis.port}`], { encoding: 'utf8', timeout: 8000 });
   assert.equal(wrong.status, 2, wrong.stderr);

@@ -87,7 +87,8 @@ export const fullSettings: ScaleSettings = {
     // Half the fleet busy: 60,000 leases, as many as 18,000 tasks/s keep in flight (the old scripts' busy fleet alone would take most of the thread).
     busyWorkers: 2_000,
     sharedTasksPerSecond: [2_000],
-    newOnlyTasksPerSecond: [],
+    // Batches grow with the rate (a balancer's calls carry what came in their window): the new ledger's cost per task falls as it rises.
+    newOnlyTasksPerSecond: [5_000, 10_000],
     loadAtPlannedShare: true,
     idleWindowMs: 2_000,
     loadWarmUpMs: 2_000,

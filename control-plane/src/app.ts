@@ -13,7 +13,7 @@ import { requestSchemas } from './api/schemas';
 import { AuditLog } from './audit';
 import { TokenAuth } from './auth';
 import { controlPlaneOptionsSchema, type ControlPlaneOptions } from './config';
-import { ControlService, overrideChangesChannel } from './control-service';
+import { ControlService } from './control-service';
 import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } from './errors';
 import { EventHub } from './event-hub';
 import { FleetView } from './fleet-view';
@@ -89,7 +89,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
 
   // Live events: audit entries, acknowledgements and rollbacks/resumes (answered, then durable)
   // from any control plane, figures on a timer.
-  const overrideChanges = overrideChangesChannel(keyPrefix);
+  const overrideChanges = override.store.keys.overrideChangeRecordsChannel;
   const onMessage = (channel: string, message: string) => {
     if (channel === audit.channel) events.broadcast('change', JSON.parse(message));
     else if (channel === override.store.keys.overrideAckedChannel) events.broadcast('ack', JSON.parse(message));

@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { LedgerUnavailableError } from '@headroom/fleet';
+import { LedgerUnavailableError, controlKeys } from '@headroom/fleet';
 
 export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild' | 'profile.start';
 
@@ -35,8 +35,9 @@ export class AuditLog {
     keyPrefix: string,
     private readonly maxEntries: number,
   ) {
-    this.key = `{${keyPrefix}:control}:audit`;
-    this.channel = `{${keyPrefix}:control}:audit-appended`;
+    const keys = controlKeys(keyPrefix);
+    this.key = keys.audit;
+    this.channel = keys.auditAppendedChannel;
   }
 
   async append(entry: NewAuditEntry): Promise<AuditEntry> {

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import type { BalancerRecord, OverrideChange, OverrideState, QueueDepth } from '@headroom/fleet';
+import { controlKeys, type BalancerRecord, type OverrideChange, type OverrideState, type QueueDepth } from '@headroom/fleet';
 import { parseTrafficSplit, sameTrafficSplit, type TrafficSplit } from '@headroom/flags';
 import type { AuditAction, AuditLog, NewAuditEntry } from './audit';
 import { controlScripts } from './control-scripts';
@@ -91,7 +91,7 @@ export class ControlService {
   private pendingChanges = 0;
   private overrideChangesRunning = 0;
   private readonly lastRollbackKey: string;
-  private readonly overrideChangesChannel: string;
+  private readonly overrideChangeRecordsChannel: string;
   private readonly durable: DurableOverride;
   private readonly scripts: ReturnType<typeof controlScripts>;
 
@@ -107,8 +107,9 @@ export class ControlService {
       logger: Logger;
     },
   ) {
-    this.lastRollbackKey = `{${deps.keyPrefix}:control}:last-rollback`;
-    this.overrideChangesChannel = overrideChangesChannel(deps.keyPrefix);
+    const keys = controlKeys(deps.keyPrefix);
+    this.lastRollbackKey = keys.lastRollback;
+    this.overrideChangeRecordsChannel = keys.overrideChangeRecordsChannel;
     this.durable = new DurableOverride({ traffic: deps.traffic, store: deps.override.store, inTurn: (write) => this.inTurn(write) });
     this.scripts = controlScripts(deps.redis);
   }
@@ -315,7 +316,7 @@ export class ControlService {
 
   /** To every control plane's event streams (`override-change`), through Redis. */
   private announce(record: OverrideChangeRecord): void {
-    this.deps.redis.publish(this.overrideChangesChannel, JSON.stringify(record)).catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an override change'));
+    this.deps.redis.publish(this.overrideChangeRecordsChannel, JSON.stringify(record)).catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an override change'));
   }
 
   /** Keeps the latest rollback's record; its durable state only replaces the same rollback's. */
@@ -377,11 +378,6 @@ function splitOf(flag: TrafficFlagState): TrafficSplit {
     defaultPercent: flag.defaultPercent,
     integrations: Object.fromEntries(Object.entries(flag.integrations).filter(([, t]) => !t.rolledBack).map(([name, t]) => [name, t.percent])),
   };
-}
-
-/** The channel `override-change` events travel on, so every control plane's streams get them. */
-export function overrideChangesChannel(keyPrefix: string): string {
-  return `{${keyPrefix}:control}:override-changes`;
 }
 
 /** What the answer (and the audit log) says an Unleash write failure leaves in effect. */

@@ -4,6 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { eventually } from '@headroom/common/dist/src/testing';
+import { ledgerDefaults, reportKeys } from '@headroom/fleet';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { json, mapLimit, submit, task } from '@headroom/balancer/dist/test/harness';
 import { createControlPlane } from '../src/index';
@@ -84,7 +85,7 @@ test('workers report heap, GC, event loop and task figures; clusters add them up
 
   // A worker that stops takes its report with it.
   await fleet.workers[1]!.close();
-  assert.equal(await fleet.redis.exists(`{${fleet.ledgerOptions.keyPrefix}:reports}:worker:figures-c1`), 0);
+  assert.equal(await fleet.redis.exists(reportKeys(fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix).worker('figures-c1')), 0);
 });
 
 test('the control plane serves the built UI: assets cached, index.html for app routes, security headers; CORS closed; /api stays JSON', async (t) => {
@@ -131,7 +132,7 @@ test('a worker balancers cannot reach shows as unreachable until its mark ends, 
   const stack = await startStack(t, unleash);
   const { fleet } = stack;
   await fleet.addWorker({ cluster: 'baseline', workerId: 'reachable-b1', maxParallelism: 2 });
-  await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, runningTasks: 0 });
+  await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, runningTasks: 0, answeredTasks: 0 });
   const mark = await fleet.ledger.markUnreachable('baseline', 'unreachable-b2', 60_000, 1);
   assert.equal(mark.result, 'marked');
   const workers = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null }[];

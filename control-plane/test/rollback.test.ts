@@ -2,6 +2,7 @@ import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { eventually } from '@headroom/common/dist/src/testing';
+import { controlKeys, ledgerDefaults } from '@headroom/fleet';
 import type { HandlerMap } from '@headroom/worker';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { demoHandlersPath, json, submit, task, type Fleet } from '@headroom/balancer/dist/test/harness';
@@ -231,7 +232,7 @@ test('a balancer started after a rollback applies it before its first task; a lo
   assert.equal(await clusterOf(fleet, 0, 'bank-a'), 'candidate');
 
   // Redis loses the override (a FLUSHALL, a failover): the control plane writes it again from Unleash.
-  await fleet.redis.del(`{${fleet.ledgerOptions.keyPrefix}:control}:override`);
+  await fleet.redis.del(controlKeys(fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix).override);
   await eventually('override rebuilt', 5000, async () => ((await stack.api('GET', '/traffic')).body.override?.integrations?.[0] === 'bank-b' ? true : undefined));
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.ok(traffic.override.version > rolledBack.overrideVersion);

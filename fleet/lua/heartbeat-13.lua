@@ -35,9 +35,13 @@ if not acked or not answeredBefore or not answeredTwoBefore or answered < answer
   -- answers given before it find no lease record and count for nothing.
   acked, answeredBefore, answeredTwoBefore = answered, answered, answered
 end
--- More releases than answers: releases that followed answers from before this registration.
-if acked > answered then acked = answered end
-local comingBack = math.min(answered - acked, answered - answeredTwoBefore)
+-- Releases can be ahead of answers: a release reached Redis before the heartbeat that was on its
+-- way with the answer's count (another connection), or followed an answer from before this
+-- registration. None is on its way back then; the excess is forgotten once nothing can be (the
+-- worker idle, no answer or reservation in the last two periods), not at once, so that the
+-- first case does not leave an answer unmatched.
+local comingBack = math.max(0, math.min(answered - acked, answered - answeredTwoBefore))
+if acked > answered and running == 0 and onTheirWay == 0 and answered == answeredTwoBefore then acked = answered end
 local lower = running + comingBack
 local settled = math.min(math.max(inflight, lower), lower + onTheirWay)
 -- This period's reservations and answers become the period before (an idle worker's stay as

@@ -47,3 +47,103 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   };
   return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };
 }
+
+/**
+ * A SCAN or KEYS pattern that matches every key and pub/sub channel under `prefix`: each one
+ * starts with a hash tag `{<prefix>:...}`. The prefix allows no glob characters, so it matches
+ * itself only. (An ACL rule `~{<prefix>*` is wider: it also admits prefixes that extend this one.)
+ */
+export function keyspacePattern(prefix: string): string {
+  return `{${prefix}:*`;
+}
+
+/**
+ * Redis key names of the control state: the rollback override and the balancers that follow it,
+ * and the control plane's audit log, last rollback and CPU profiles. Every key carries the hash
+ * tag `{<prefix>:control}`, so each script on them stays in one Redis Cluster slot.
+ */
+export interface ControlKeys {
+  /** Not a key: `{<prefix>:control}`, the start of every key here. */
+  readonly hashTag: string;
+  /** STRING: the rollback override, JSON `OverrideState` (written by lua/override/override-change-1.lua). */
+  readonly override: string;
+  /** ZSET: balancerId -> its last heartbeat (Redis's clock, ms). */
+  readonly balancers: string;
+  /** HASH: balancerId -> JSON `BalancerInfo`, as it said with its last heartbeat. */
+  readonly balancerInfo: string;
+  /** HASH: balancerId -> JSON `OverrideAck`, the override version it last applied. */
+  readonly acks: string;
+  /** Pub/sub channel: each new override (JSON `OverrideState`), for the balancers. */
+  readonly overrideChangedChannel: string;
+  /** Pub/sub channel: each acknowledgement (JSON `OverrideAck`), for the control planes. */
+  readonly overrideAckedChannel: string;
+  /** STREAM: the audit log, one entry per change (field `entry` -> JSON), capped with MAXLEN ~. */
+  readonly audit: string;
+  /** Pub/sub channel: each appended audit entry, JSON with its stream id, for the live event streams. */
+  readonly auditAppendedChannel: string;
+  /** STRING: the latest rollback's record, JSON (the control plane's `RollbackRecord`). */
+  readonly lastRollback: string;
+  /**
+   * Pub/sub channel: each rollback or resume record (the control plane's `OverrideChangeRecord`),
+   * when it is answered and again once Unleash was written, so every control plane's event stream
+   * gets it. Not `overrideChangedChannel`, which carries the override itself to the balancers.
+   */
+  readonly overrideChangeRecordsChannel: string;
+  /** STRING with an expiry: the fleet-wide CPU-profiling lock, its holder's JSON (with a unique token). */
+  readonly profileLock: string;
+  /** ZSET: profileId -> its start (Unix ms), the index of the profiles kept. */
+  readonly profiles: string;
+  /** HASH with an expiry, one per profile: `record` -> JSON, `cpuprofile` -> the gzipped .cpuprofile JSON. */
+  readonly profile: (profileId: string) => string;
+}
+
+export function controlKeys(prefix: string): ControlKeys {
+  const hashTag = `{${prefix}:control}`;
+  const key = (name: string) => `${hashTag}:${name}`;
+  return {
+    hashTag,
+    override: key('override'),
+    balancers: key('balancers'),
+    balancerInfo: key('balancer-info'),
+    acks: key('override-acks'),
+    overrideChangedChannel: key('override-changed'),
+    overrideAckedChannel: key('override-acked'),
+    audit: key('audit'),
+    auditAppendedChannel: key('audit-appended'),
+    lastRollback: key('last-rollback'),
+    overrideChangeRecordsChannel: key('override-changes'),
+    profileLock: key('profile-lock'),
+    profiles: key('profiles'),
+    profile: (profileId) => key(`profile:${profileId}`),
+  };
+}
+
+/** Redis key names of the workers' reports, under the hash tag `{<prefix>:reports}`: reading many is one MGET, on Redis Cluster too. */
+export interface ReportKeys {
+  /** Not a key: `{<prefix>:reports}`, the start of every key here. */
+  readonly hashTag: string;
+  /** STRING with an expiry, one per worker: its latest `WorkerReport` as JSON. */
+  readonly worker: (workerId: string) => string;
+}
+
+export function reportKeys(prefix: string): ReportKeys {
+  const hashTag = `{${prefix}:reports}`;
+  return { hashTag, worker: (workerId) => `${hashTag}:worker:${workerId}` };
+}
+
+/** Redis key names of the rolling latency summaries, under the hash tag `{<prefix>:latency}`. */
+export interface LatencyKeys {
+  /** Not a key: `{<prefix>:latency}`, the start of every key here. */
+  readonly hashTag: string;
+  /**
+   * HASH with an expiry, one per time slot (its start in Unix ms, a multiple of the slot length):
+   * `<cluster>\t<integration>\t<bucket>` -> tasks that succeeded in that latency bucket, and
+   * `<cluster>\t<integration>\tfailed` -> tasks that failed.
+   */
+  readonly slot: (slotStartMs: number) => string;
+}
+
+export function latencyKeys(prefix: string): LatencyKeys {
+  const hashTag = `{${prefix}:latency}`;
+  return { hashTag, slot: (slotStartMs) => `${hashTag}:${slotStartMs}` };
+}

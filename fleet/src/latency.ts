@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LedgerUnavailableError } from './errors';
+import { latencyKeys, type LatencyKeys } from './keys';
 
 /**
  * Rolling task-latency summaries in Redis, mergeable across workers and time: per time slot, a
@@ -29,11 +30,6 @@ export function latencyBucketOf(ms: number): number {
 /** The value a bucket stands for: the geometric middle of its bounds. */
 export function latencyBucketValueMs(bucket: number): number {
   return bucket === 0 ? 1 : 2 ** ((bucket - 0.5) / bucketsPerDoubling);
-}
-
-export function latencyKeys(prefix: string) {
-  const tag = `{${prefix}:latency}`;
-  return { slot: (slotStartMs: number) => `${tag}:${slotStartMs}` };
 }
 
 /** The field that counts failed tasks, in place of a bucket number. */
@@ -87,7 +83,7 @@ export class LatencyRecorder {
   private readonly slotMs: number;
   private readonly retentionMs: number;
   private readonly maxPendingSlots: number;
-  private readonly keys: ReturnType<typeof latencyKeys>;
+  private readonly keys: LatencyKeys;
   /** Samples dropped because Redis was away for longer than maxPendingSlots slots. */
   dropped = 0;
 

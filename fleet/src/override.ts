@@ -1,6 +1,7 @@
 import * as path from 'node:path';
 import type { Redis } from 'ioredis';
 import { LedgerUnavailableError } from './errors';
+import { controlKeys, type ControlKeys } from './keys';
 import { defineScripts, loadScripts, luaDir } from './script-loader';
 
 /**
@@ -57,28 +58,6 @@ export interface BalancerRecord extends BalancerInfo {
   lastHeartbeatUnixMs: number;
   /** The override version it last applied, if any. */
   ack: OverrideAck | undefined;
-}
-
-export interface ControlKeys {
-  readonly override: string;
-  readonly balancers: string;
-  readonly balancerInfo: string;
-  readonly acks: string;
-  readonly overrideChangedChannel: string;
-  readonly overrideAckedChannel: string;
-}
-
-/** The keys share one hash tag, `{<prefix>:control}`, so each script stays in one Redis Cluster slot. */
-export function controlKeys(prefix: string): ControlKeys {
-  const key = (name: string) => `{${prefix}:control}:${name}`;
-  return {
-    override: key('override'),
-    balancers: key('balancers'),
-    balancerInfo: key('balancer-info'),
-    acks: key('override-acks'),
-    overrideChangedChannel: key('override-changed'),
-    overrideAckedChannel: key('override-acked'),
-  };
 }
 
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;

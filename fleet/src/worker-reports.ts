@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LedgerUnavailableError } from './errors';
+import { reportKeys, type ReportKeys } from './keys';
 
 /** What a worker says of itself every few seconds, for the admin UI: runtime health and task figures over the last interval. */
 export interface WorkerReport {
@@ -26,17 +27,17 @@ const idsPerRead = 500;
  * leaves nothing behind. The keys share one hash tag: a read is one MGET, on Redis Cluster too.
  */
 export class WorkerReports {
-  private readonly tag: string;
+  private readonly keys: ReportKeys;
 
   constructor(
     private readonly redis: Redis,
     keyPrefix: string,
   ) {
-    this.tag = `{${keyPrefix}:reports}`;
+    this.keys = reportKeys(keyPrefix);
   }
 
   keyOf(workerId: string): string {
-    return `${this.tag}:worker:${workerId}`;
+    return this.keys.worker(workerId);
   }
 
   async publish(workerId: string, report: WorkerReport, ttlMs: number): Promise<void> {

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, readLatency, readLatencySlots } from '../src/index';
+import { LatencyHistogram, LatencyRecorder, connectRedis, keyspacePattern, latencyBucketOf, latencyBucketValueMs, latencyKeys, readLatency, readLatencySlots } from '../src/index';
 
 async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {
   const redis = connectRedis(url, { enableOfflineQueue: true });
@@ -30,7 +30,7 @@ test('a bucket stands for its latencies within 4.5%', () => {
 test('several workers report to Redis; a window merges them and leaves older slots out', async (t) => {
   const keyPrefix = uniquePrefix('latency');
   const redis = await connect(t, testRedisUrl, async (connection) => {
-    const keys = await connection.keys(`{${keyPrefix}:*`);
+    const keys = await connection.keys(keyspacePattern(keyPrefix));
     if (keys.length > 0) await connection.del(...keys);
   });
   const now = Date.now();
@@ -58,14 +58,14 @@ test('several workers report to Redis; a window merges them and leaves older slo
 
   const hour = await readLatency(redis, keyPrefix, 3_600_000, { nowUnixMs: now });
   assert.equal(hour.get('baseline')!.get('bank-a')!.total, 1200);
-  const ttl = await redis.pttl(`{${keyPrefix}:latency}:${now - (now % 10_000)}`);
+  const ttl = await redis.pttl(latencyKeys(keyPrefix).slot(now - (now % 10_000)));
   assert.ok(ttl > 3_500_000 && ttl <= 3_610_000, `slots expire after the retention: ${ttl}`);
 });
 
 test('failures are counted per slot apart from the latencies, and slots read oldest first', async (t) => {
   const keyPrefix = uniquePrefix('latency-slots');
   const redis = await connect(t, testRedisUrl, async (connection) => {
-    const keys = await connection.keys(`{${keyPrefix}:*`);
+    const keys = await connection.keys(keyspacePattern(keyPrefix));
     if (keys.length > 0) await connection.del(...keys);
   });
   const slotStart = 1_800_000_000_000;

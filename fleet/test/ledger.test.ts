@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
 import { testRedisUrl, uniquePrefix, startPrivateRedis, eventually } from '@headroom/common/dist/src/testing';
-import { Ledger, connectRedis, clusterKeys, type LedgerOptions } from '../src/index';
+import { Ledger, connectRedis, clusterKeys, keyspacePattern, type LedgerOptions } from '../src/index';
 
 async function openLedger(t: import('node:test').TestContext, options: LedgerOptions = {}, url = testRedisUrl) {
   const redis = connectRedis(url);
@@ -11,7 +11,7 @@ async function openLedger(t: import('node:test').TestContext, options: LedgerOpt
   const ledger = new Ledger(redis, { ...options, keyPrefix });
   t.after(async () => {
     try {
-      const keys = await redis.keys(`{${keyPrefix}:*`);
+      const keys = await redis.keys(keyspacePattern(keyPrefix));
       if (keys.length > 0) await redis.del(...keys);
     } catch {
       // A private Redis may be gone already (after hooks run in the order they were added),
@@ -397,6 +397,20 @@ test("an answered task counts until the balancer's release arrives, however the 
   // Had the release come late after all, it frees nothing twice.
   await ledger.release('c', b.leaseId, 'answered');
   assert.deepEqual([(await ledger.snapshot('c')).workers[0]!.freeSlots, (await ledger.snapshot('c')).totalFree], [4, 4]);
+});
+
+test('a release that reaches Redis before the heartbeat carrying its answer still matches it', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 4);
+  const a = await ledger.reserve('c', user);
+  assert.ok(a.ok);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 0)).inflight, 1);
+  // The worker answers; its heartbeat (sent just before, with the old counts) arrives after the balancer's release.
+  assert.equal(await ledger.release('c', a.leaseId, 'answered'), true);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 0)).inflight, 1, 'the late heartbeat still says the task runs');
+  // Then the worker's next heartbeat, with the answer counted: nothing is on its way back.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 1)).inflight, 0, 'the answer was matched by the release that came first');
+  assert.equal((await ledger.snapshot('c')).totalFree, 4);
 });
 
 test('releases from before a worker registered again do not hide or free its new leases', async (t) => {

@@ -3,7 +3,7 @@ import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
 import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { Ledger, connectRedis } from '@headroom/fleet';
+import { Ledger, connectRedis, keyspacePattern } from '@headroom/fleet';
 import { WorkerService, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
 import { createWorker, type HandlerMap, type WorkerOptions } from '../src/index';
 
@@ -16,7 +16,7 @@ async function start(t: import('node:test').TestContext, options: Partial<Worker
   t.after(async () => {
     client.close();
     await worker.destroy();
-    const keys = await redis.keys(`{${keyPrefix}:*`);
+    const keys = await redis.keys(keyspacePattern(keyPrefix));
     if (keys.length > 0) await redis.del(...keys);
     redis.disconnect();
   });

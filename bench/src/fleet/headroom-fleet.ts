@@ -2,6 +2,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
+import { keyspacePattern } from '@headroom/fleet';
 import { spawnUntilReady, type ManagedProcess, type ReadyLine } from './processes';
 
 export interface WorkerEndpoint {
@@ -155,7 +156,7 @@ async function allStarted<T>(starts: readonly Promise<T>[]): Promise<T[]> {
   return results.map((result) => (result as PromiseFulfilledResult<T>).value);
 }
 
-/** Deletes every key of the prefix: all keys carry the hash tag `{<prefix>:<cluster>}` or `{<prefix>:control}`. */
+/** Deletes every key of the prefix: all keys carry a hash tag `{<prefix>:...}` (see keyspacePattern). */
 export async function deleteKeys(redisUrl: string, keyPrefix: string): Promise<void> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1, enableOfflineQueue: false });
   redis.on('error', () => undefined);
@@ -163,12 +164,12 @@ export async function deleteKeys(redisUrl: string, keyPrefix: string): Promise<v
     await redis.connect();
     let cursor = '0';
     do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `{${keyPrefix}:*`, 'COUNT', 1000);
+      const [next, keys] = await redis.scan(cursor, 'MATCH', keyspacePattern(keyPrefix), 'COUNT', 1000);
       cursor = next;
       if (keys.length > 0) await redis.unlink(...keys);
     } while (cursor !== '0');
   } catch (error) {
-    process.stderr.write(`bench: could not delete the Redis keys {${keyPrefix}:*: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`bench: could not delete the Redis keys ${keyspacePattern(keyPrefix)}: ${error instanceof Error ? error.message : String(error)}\n`);
   } finally {
     redis.disconnect();
   }

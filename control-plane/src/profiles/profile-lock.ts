@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { LedgerUnavailableError } from '@headroom/fleet';
+import { LedgerUnavailableError, controlKeys } from '@headroom/fleet';
 import { controlScripts, type ControlScript } from '../control-scripts';
 
 /** Who holds the profiling lock. */
@@ -23,7 +23,7 @@ export class ProfileLock {
   private readonly scripts: ReturnType<typeof controlScripts>;
 
   constructor(redis: Redis, keyPrefix: string) {
-    this.key = `{${keyPrefix}:control}:profile-lock`;
+    this.key = controlKeys(keyPrefix).profileLock;
     this.scripts = controlScripts(redis);
   }
 

@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { Redis } from 'ioredis';
 import { freePort } from '@headroom/common';
+import { keyspacePattern } from '@headroom/fleet';
 
 /** True when a TCP connection to the URL's host and port succeeds within `timeoutMs`. */
 export function somethingListens(url: string, timeoutMs: number): Promise<boolean> {
@@ -69,12 +70,12 @@ export function portIsFree(port: number): Promise<boolean> {
 }
 
 /**
- * Deletes every key under a key prefix (`{<prefix>:<cluster>}:*`, `{<prefix>:control}:*`), a
- * batch at a time; returns how many. For a prefix that belongs to one run only.
+ * Deletes every key under a key prefix (`{<prefix>:<cluster>}:*`, `{<prefix>:control}:*`, ...:
+ * see keyspacePattern), a batch at a time; returns how many. For a prefix that belongs to one run only.
  */
 export async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
   // The prefix allows no glob characters (A-Z a-z 0-9 : . _ -), so it matches itself only.
-  const pattern = `{${keyPrefix}:*`;
+  const pattern = keyspacePattern(keyPrefix);
   let cursor = '0';
   let deleted = 0;
   do {
