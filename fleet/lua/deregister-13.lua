@@ -4,8 +4,9 @@
 -- Returns: 1 if the worker was registered, 0 if not
 --@include ledger
 local worker = ARGV[2]
-if not workerState(worker) then return 0 end
-setWorker(worker, nil)
+local state = workerState(worker)
+if not state then return 0 end
+setWorker(worker, nil, nil, false, nil, state)
 local _, nowUs = clock()
 directoryChanged(nowUs)
 return 1

@@ -5,8 +5,8 @@
 -- Returns: 1 if the worker is registered, 0 if not
 --@include ledger
 local worker = ARGV[2]
-local capacity, inflight = workerState(worker)
-if not capacity then return 0 end
+local state = workerState(worker)
+if not state then return 0 end
 redis.call('SADD', drainingKey, worker)
-setWorker(worker, capacity, inflight, false)
+setWorker(worker, state.capacity, state.inflight, false, nil, state)
 return 1

@@ -18,18 +18,20 @@
 --       6 running: tasks the worker holds (admitted, neither answered nor released by itself)
 --       7 answered: tasks it has answered since it started (a count that only grows), whose
 --         release it leaves to the balancer that receives the answer
+--       8 '1' when this process's previous heartbeat succeeded with the same address (the
+--         address is then not read to compare; a registration that was lost writes it anyway)
 -- Returns: { drain requested (0|1), in flight, marked unreachable (0|1) }
 --@include ledger
 local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local running, answered = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now, nowUs = clock()
 
-local known = redis.call('HGET', capacityKey, worker)
-local inflight = tonumber(redis.call('HGET', inflightKey, worker) or '0')
-local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before', worker .. '|dropped', worker .. '|acked', worker .. '|e1', worker .. '|e2')
+local state = workerState(worker)
+local inflight = state and state.inflight or 0
+local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
 local sinceLast, before = tonumber(reserved[1] or '0'), tonumber(reserved[2] or '0')
 local onTheirWay = sinceLast + before
-local acked, answeredBefore, answeredTwoBefore = tonumber(reserved[4]), tonumber(reserved[5]), tonumber(reserved[6])
+local acked, answeredBefore, answeredTwoBefore = tonumber(reserved[3]), tonumber(reserved[4]), tonumber(reserved[5])
 if not acked or not answeredBefore or not answeredTwoBefore or answered < answeredBefore then
   -- First heartbeat of this registration (or of a new process under the same id): releases of
   -- answers given before it find no lease record and count for nothing.
@@ -44,25 +46,18 @@ local comingBack = math.max(0, math.min(answered - acked, answered - answeredTwo
 if acked > answered and running == 0 and onTheirWay == 0 and answered == answeredTwoBefore then acked = answered end
 local lower = running + comingBack
 local settled = math.min(math.max(inflight, lower), lower + onTheirWay)
--- This period's reservations and answers become the period before (an idle worker's stay as
--- they are); a drop is noted, so that the records of the leases dropped are cleared once the
--- worker is idle.
-local dropped = settled < inflight
-if onTheirWay > 0 or dropped or answered ~= answeredBefore or answeredBefore ~= answeredTwoBefore or tonumber(reserved[4]) ~= acked then
-  redis.call('HSET', reservedKey, worker, 0, worker .. '|before', sinceLast, worker .. '|dropped', (dropped or reserved[3] == '1') and 1 or 0,
-    worker .. '|acked', acked, worker .. '|e1', answered, worker .. '|e2', answeredBefore)
+-- This period's reservations and answers become the period before (an idle worker's stay as they are).
+if onTheirWay > 0 or answered ~= answeredBefore or answeredBefore ~= answeredTwoBefore or tonumber(reserved[3]) ~= acked then
+  redis.call('HSET', reservedKey, worker, 0, worker .. '|before', sinceLast, worker .. '|acked', acked, worker .. '|e1', answered, worker .. '|e2', answeredBefore)
 end
-if running == 0 and onTheirWay == 0 and comingBack == 0 and (reserved[3] == '1' or dropped) then
-  -- Nothing runs or is on its way: the lease records left are of leases nobody will release.
-  redis.call('DEL', leasesPrefix .. worker)
-  redis.call('HSET', reservedKey, worker .. '|dropped', 0)
-elseif dropped and redis.call('HLEN', leasesPrefix .. worker) > 2 * capacity + 16 then
-  -- Lost leases pile up on a worker that never idles: start its records afresh (releases of what
-  -- it runs now then change nothing, and its next heartbeats keep the count).
+if settled < inflight then
+  -- Leases dropped: which ones is not known, so no lease record is kept. A release of a lease
+  -- from before then changes nothing (nothing is freed twice), and the slots of the tasks still
+  -- running are freed by the heartbeats that follow their end (at most one period late).
   redis.call('DEL', leasesPrefix .. worker)
 end
 
-if not known or redis.call('HGET', addressKey, worker) ~= address then
+if not state or ARGV[8] ~= '1' and redis.call('HGET', addressKey, worker) ~= address then
   redis.call('HSET', addressKey, worker, address)
   directoryChanged(nowUs)
 end
@@ -73,5 +68,5 @@ local draining = ARGV[5] == '1' or drainRequested == 1
 local unreachableUntil = redis.call('ZSCORE', unreachableKey, worker)
 local unreachable = unreachableUntil and tonumber(unreachableUntil) > now
 if unreachableUntil and not unreachable then redis.call('ZREM', unreachableKey, worker) end
-setWorker(worker, capacity, settled, not draining and not unreachable, nowUs, known and { capacity = tonumber(known), inflight = inflight } or nil)
+setWorker(worker, capacity, settled, not draining and not unreachable, nowUs, state)
 return { drainRequested, settled, unreachable and 1 or 0 }

@@ -7,8 +7,8 @@
 -- one that waited longest), or on one named worker, and records a lease for it. Draining
 -- workers and workers marked unreachable are not in `free`: they cost nothing.
 -- A release ends a lease and gives its slot back. Releasing a lease twice, or one whose worker
--- left (or whose record a heartbeat dropped), changes nothing: the worker's next heartbeat
--- settles its count either way. A release "answered" follows the worker's answer to the task:
+-- left (or whose record a heartbeat cleared), changes nothing: the worker's next heartbeats
+-- settle its count either way. A release "answered" follows the worker's answer to the task:
 -- the worker counted it among the tasks it answered, and the heartbeat matches the two counts.
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 share of capacity kept for user-present (0..1)  3 waiterTtlMs
@@ -42,17 +42,16 @@ for i = 1, releaseCount do
     end
     if held then
       done = 1
-      if redis.call('HINCRBY', inflightKey, worker, -1) < 0 then
-        -- A heartbeat already dropped this lease from the count (it took longer than two periods
-        -- to come back): its slot is free already.
-        redis.call('HSET', inflightKey, worker, 0)
-      else
-        -- Only an active worker is in `free` (XX): the slot returns keeping its place in the turn.
-        local score = redis.call('ZADD', freeKey, 'XX', 'INCR', 1, worker)
-        if score and freeOf(score) >= 1 then
+      -- A worker in `free` holds its count there (XX): the slot returns keeping its place in the
+      -- turn. One out of it (draining, marked unreachable) holds it in `inflight`.
+      local score = redis.call('ZADD', freeKey, 'XX', 'INCR', 1, worker)
+      if score then
+        if freeOf(score) >= 1 then
           freedInTotals = freedInTotals + 1
           freedWorker = worker
         end
+      elseif redis.call('HINCRBY', inflightKey, worker, -1) < 0 then
+        redis.call('HSET', inflightKey, worker, 0)
       end
     end
   end
@@ -125,7 +124,6 @@ for r = 1, reservationCount do
 
   if worker then
     -- The hot path: only what changes is written (free >= 1, so the totals lose exactly one).
-    redis.call('HINCRBY', inflightKey, worker, 1)
     redis.call('ZADD', freeKey, freeScore(free - 1, nowUs), worker)
     redis.call('HINCRBY', reservedKey, worker, 1)
     redis.call('HSET', leasesPrefix .. worker, nonce, now)

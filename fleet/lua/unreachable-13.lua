@@ -11,11 +11,11 @@
 --@include ledger
 local worker, forMs, maxShare = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local now, nowUs = clock()
-local capacity, inflight = workerState(worker)
-if not capacity then return { 'not-registered' } end
+local state = workerState(worker)
+if not state then return { 'not-registered' } end
 if forMs == 0 then
   redis.call('ZREM', unreachableKey, worker)
-  setWorker(worker, capacity, inflight, redis.call('SISMEMBER', drainingKey, worker) == 0, nowUs)
+  setWorker(worker, state.capacity, state.inflight, redis.call('SISMEMBER', drainingKey, worker) == 0, nowUs, state)
   return { 'cleared' }
 end
 if not redis.call('ZSCORE', unreachableKey, worker) then
@@ -24,5 +24,5 @@ if not redis.call('ZSCORE', unreachableKey, worker) then
   if marked + 1 > math.max(1, math.floor(maxShare * workers)) then return { 'too-many', marked, workers } end
 end
 redis.call('ZADD', unreachableKey, 'GT', now + forMs, worker)
-setWorker(worker, capacity, inflight, false)
+setWorker(worker, state.capacity, state.inflight, false, nowUs, state)
 return { 'marked', tonumber(redis.call('ZSCORE', unreachableKey, worker)) }

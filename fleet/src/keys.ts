@@ -8,6 +8,7 @@ export interface ClusterKeys {
   readonly all: readonly string[];
   readonly free: string;
   readonly capacity: string;
+  /** In-flight counts of the workers out of `free` (draining, marked unreachable); one in `free` holds its count in its score. */
   readonly inflight: string;
   readonly address: string;
   readonly heartbeat: string;

@@ -60,6 +60,12 @@ export interface HeartbeatInput {
    * release arrives, or for two heartbeat periods if it never does.
    */
   answeredTasks: number;
+  /**
+   * This process's previous heartbeat succeeded, with the same address: the ledger then skips
+   * reading the address to compare (a registration Redis lost is written in full anyway).
+   * @default false
+   */
+  addressUnchanged?: boolean;
 }
 
 export interface HeartbeatReply {
@@ -160,7 +166,7 @@ export class Ledger {
   }
 
   async heartbeat(cluster: string, input: HeartbeatInput): Promise<HeartbeatReply> {
-    const reply = (await this.run('heartbeat', cluster, [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.runningTasks, input.answeredTasks])) as [
+    const reply = (await this.run('heartbeat', cluster, [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.runningTasks, input.answeredTasks, input.addressUnchanged ? 1 : 0])) as [
       number,
       number,
       number,
@@ -267,6 +273,7 @@ export class Ledger {
         .multi()
         .hgetall(keys.capacity)
         .hgetall(keys.inflight)
+        .zrange(keys.free, 0, -1, 'WITHSCORES')
         .hgetall(keys.address)
         .zrange(keys.heartbeat, 0, -1, 'WITHSCORES')
         .smembers(keys.draining)
@@ -281,8 +288,8 @@ export class Ledger {
         if (error) throw error;
         return value;
       });
-      const [capacity, inflight, address, heartbeat, draining, totals, waiting, waitingUser, unreachable, time] = values as [
-        Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
+      const [capacity, inflightOutOfFree, free, address, heartbeat, draining, totals, waiting, waitingUser, unreachable, time] = values as [
+        Record<string, string>, Record<string, string>, string[], Record<string, string>, string[], string[],
         Record<string, string>, string[], string[], string[], [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
@@ -291,6 +298,9 @@ export class Ledger {
       const heartbeatMs = new Map<string, number>();
       for (let i = 0; i < heartbeat.length; i += 2) heartbeatMs.set(heartbeat[i]!, Number(heartbeat[i + 1]));
       const drainingSet = new Set(draining);
+      // A worker that takes tasks holds its count in its score (capacity - free slots); others in `inflight`.
+      const freeSlots = new Map<string, number>();
+      for (let i = 0; i < free.length; i += 2) freeSlots.set(free[i]!, freeSlotsOfScore(free[i + 1]!));
       const unreachableUntilMs = new Map<string, number>();
       for (let i = 0; i < unreachable.length; i += 2) {
         // An expired mark lasts until the worker's next heartbeat; it is shown as over.
@@ -300,7 +310,8 @@ export class Ledger {
         .sort()
         .map((workerId) => {
           const cap = Number(capacity[workerId]);
-          const used = Number(inflight[workerId] ?? 0);
+          const inFree = freeSlots.get(workerId);
+          const used = inFree === undefined ? Number(inflightOutOfFree[workerId] ?? 0) : cap - inFree;
           return {
             workerId,
             address: address[workerId] ?? '',
@@ -317,7 +328,7 @@ export class Ledger {
         workers,
         totalCapacity: Number(totals.capacity ?? 0),
         totalFree: Number(totals.free ?? 0),
-        leases: Object.values(inflight).reduce((sum, count) => sum + Number(count), 0),
+        leases: workers.reduce((sum, w) => sum + w.inflight, 0),
         waitingBalancers: unexpired(waiting),
         waitingUserPresentBalancers: unexpired(waitingUser),
       };

@@ -319,6 +319,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const reporter = new WorkerReporter();
 
   let markedUnreachable = false;
+  /** A heartbeat of this process got through: its address is in the ledger unless the ledger lost the worker (then written anyway). */
+  let heartbeatSucceeded = false;
   async function heartbeat(): Promise<void> {
     const reply = await ledger.heartbeat(cluster, {
       workerId,
@@ -327,7 +329,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       draining,
       runningTasks: running.size,
       answeredTasks,
+      addressUnchanged: heartbeatSucceeded,
     });
+    heartbeatSucceeded = true;
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;
       if (markedUnreachable) logger.warn({ address }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');

@@ -5,7 +5,9 @@ local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in fli
                                  --      the workers that take tasks (not draining, not marked unreachable): being in it
                                  --      is what "active" means
 local capacityKey = KEYS[2]      -- HASH worker -> max parallelism; every registered worker has one
-local inflightKey = KEYS[3]      -- HASH worker -> its leases: reserved and not yet released
+local inflightKey = KEYS[3]      -- HASH worker -> its leases (reserved and not yet released), for a worker out of
+                                 --      `free` only: one in `free` has capacity - its free slots (so a lease
+                                 --      costs no write here)
 local addressKey = KEYS[4]       -- HASH worker -> host:port of its gRPC server
 local heartbeatKey = KEYS[5]     -- ZSET worker -> time of its last heartbeat (ms)
 local drainingKey = KEYS[6]      -- SET  workers that take no new tasks
@@ -16,7 +18,6 @@ local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could n
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
 local reservedKey = KEYS[11]     -- HASH worker -> leases reserved on it since its last heartbeat,
                                  --      "<worker>|before" -> in the period before that (tasks on their way to it),
-                                 --      "<worker>|dropped" -> 1 once a heartbeat dropped leases whose records remain,
                                  --      "<worker>|acked" -> the worker's answered-task count that releases have matched,
                                  --      "<worker>|e1", "<worker>|e2" -> its answered-task count at its last heartbeat
                                  --      and at the one before (see heartbeat-13.lua)
@@ -47,17 +48,30 @@ local function freeOf(score)
   return math.floor(tonumber(score))
 end
 
+-- What the ledger holds of a registered worker: { capacity, inflight, score } (score: its
+-- score in `free`, false when it takes no tasks), or nil when it is not registered.
+local function workerState(worker)
+  local capacity = redis.call('HGET', capacityKey, worker)
+  if not capacity then return nil end
+  capacity = tonumber(capacity)
+  local score = redis.call('ZSCORE', freeKey, worker)
+  if score then return { capacity = capacity, inflight = capacity - freeOf(score), score = score } end
+  return { capacity = capacity, inflight = tonumber(redis.call('HGET', inflightKey, worker) or '0'), score = false }
+end
+
 -- The one place that changes a registered worker's slots outside the hot paths: it writes
 -- capacity and in flight, keeps the free set and the cluster totals in step, and tells waiting
 -- balancers when slots freed. capacity == nil removes the worker and everything it had.
--- active == false keeps it registered but out of `free`. `stored` is what the caller already
--- read of the worker ({ capacity, inflight }, nil when unknown): unchanged values are not
--- written again (a heartbeat of a steady worker then writes nothing here).
+-- active == false keeps it registered but out of `free` (its count then goes to `inflight`).
+-- `stored` is what the caller already read of the worker (workerState's table, nil when
+-- unknown): unchanged values are not written again (a heartbeat of a steady worker then writes
+-- nothing here).
 local function setWorker(worker, capacity, inflight, active, nowUs, stored)
-  local oldScore = redis.call('ZSCORE', freeKey, worker)
+  stored = stored or workerState(worker)
+  local oldScore = stored and stored.score
   local oldCapacity, oldFree = 0, 0
   if oldScore then
-    oldCapacity = stored and stored.capacity or tonumber(redis.call('HGET', capacityKey, worker) or '0')
+    oldCapacity = stored.capacity
     oldFree = math.max(0, freeOf(oldScore))
   end
   local newCapacity, newFree = 0, 0
@@ -69,20 +83,22 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
     redis.call('ZREM', heartbeatKey, worker)
     redis.call('SREM', drainingKey, worker)
     redis.call('ZREM', unreachableKey, worker)
-    redis.call('HDEL', reservedKey, worker, worker .. '|before', worker .. '|dropped', worker .. '|acked', worker .. '|e1', worker .. '|e2')
+    redis.call('HDEL', reservedKey, worker, worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
     -- Its leases go with it: a worker that comes back says what it runs.
     redis.call('DEL', leasesPrefix .. worker)
   else
     if not stored or stored.capacity ~= capacity then redis.call('HSET', capacityKey, worker, capacity) end
-    if not stored or stored.inflight ~= inflight then redis.call('HSET', inflightKey, worker, inflight) end
     if active then
       local free = capacity - inflight
       -- An unchanged free count keeps its place among the tied.
       if not oldScore or freeOf(oldScore) ~= free then redis.call('ZADD', freeKey, freeScore(free, nowUs), worker) end
+      -- Its count now lives in its score.
+      if stored and not oldScore and stored.inflight ~= 0 then redis.call('HDEL', inflightKey, worker) end
       newCapacity = capacity
       newFree = math.max(0, free)
-    elseif oldScore then
-      redis.call('ZREM', freeKey, worker)
+    else
+      if oldScore then redis.call('ZREM', freeKey, worker) end
+      if oldScore or not stored or stored.inflight ~= inflight then redis.call('HSET', inflightKey, worker, inflight) end
     end
   end
   if newCapacity ~= oldCapacity then redis.call('HINCRBY', totalsKey, 'capacity', newCapacity - oldCapacity) end
@@ -90,13 +106,6 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
   if newFree > oldFree and redis.call('ZCARD', waitingKey) > 0 then
     redis.call('PUBLISH', slotFreedChannel, worker)
   end
-end
-
--- A registered worker's capacity, in-flight count, and whether it takes tasks (is in `free`).
-local function workerState(worker)
-  local capacity = redis.call('HGET', capacityKey, worker)
-  if not capacity then return nil end
-  return tonumber(capacity), tonumber(redis.call('HGET', inflightKey, worker) or '0'), redis.call('ZSCORE', freeKey, worker) ~= false
 end
 
 -- The workers changed (one joined or left, or an address changed): balancers re-read the list.
