@@ -300,7 +300,12 @@ export class FleetSim {
   async quiesce(signal: AbortSignal, timeoutMs = 30_000, reservesOnly = false): Promise<void> {
     const giveUpAt = performance.now() + timeoutMs;
     while ((reservesOnly ? this.outstandingReserves : this.outstanding) > 0 || this.balancers.some((b) => b.queued.length > 0)) {
-      if (performance.now() > giveUpAt) throw new Error(`the simulated fleet did not quiesce within ${timeoutMs} ms (${this.outstanding} calls under way)`);
+      if (performance.now() > giveUpAt) {
+        const queued = this.balancers.reduce((sum, b) => sum + b.queued.length, 0);
+        throw new Error(
+          `the simulated fleet did not quiesce within ${timeoutMs} ms (${this.outstanding} calls under way, ${this.outstandingReserves} of them reservations; ${queued} tasks queued; refused so far: ${JSON.stringify(this.counters.refused)})`,
+        );
+      }
       signal.throwIfAborted();
       await new Promise((resolve) => setTimeout(resolve, 5));
     }
