@@ -544,6 +544,10 @@ export class FleetSim {
 
   /** Sends `count` reserves as fast as the bound on reserves under way lets it, through the balancers in turn. */
   private async reserveMany(count: number, mode: ReserveMode, targetOf: ((i: number) => string) | undefined, signal: AbortSignal): Promise<void> {
+    // Arrivals stop meanwhile (the caller sets the next rate after): the wait below is for these
+    // reservations, and with arrivals going on some would always be under way (each waits for its
+    // balancer's batch window).
+    this.setRate(0);
     this.mode = mode;
     try {
       for (let i = 0; i < count; i++) {
