@@ -132,7 +132,11 @@ for r = 1, reservationCount do
   else
     if wait then
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
-      if priority == 'user' then redis.call('ZADD', waitingUserKey, now + waiterTtlMs, balancer) end
+      if priority == 'user' then
+        redis.call('ZADD', waitingUserKey, now + waiterTtlMs, balancer)
+        -- The background reservations after it in this batch hold back too.
+        waitingUser = true
+      end
     end
     results[r] = { 'none', reason }
   end

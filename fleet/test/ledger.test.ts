@@ -458,6 +458,22 @@ test('reservations and releases made in the same turn go to Redis in one call, i
   assert.deepEqual(sixth, { ok: false, reason: 'full' });
 });
 
+test('in one batch, a user-present reservation that must wait holds back the background ones after it', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 1);
+  await addWorker(ledger, 'c', 'w2', 3);
+  assert.ok((await ledger.reserve('c', { ...user, targetWorkerId: 'w1' })).ok);
+  const [before, targeted, after] = await Promise.all([
+    ledger.reserve('c', { ...background, waitIfNone: true }),
+    ledger.reserve('c', { ...user, waitIfNone: true, targetWorkerId: 'w1' }),
+    ledger.reserve('c', { ...background, waitIfNone: true }),
+  ]);
+  assert.ok(before.ok && before.workerId === 'w2');
+  assert.deepEqual(targeted, { ok: false, reason: 'target-full' });
+  assert.deepEqual(after, { ok: false, reason: 'user-present-waiting' });
+  assert.equal((await ledger.snapshot('c')).workers.find((w) => w.workerId === 'w2')!.freeSlots, 2);
+});
+
 test('a busy balancer makes at most one call per batch window; an idle one waits for nothing', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0, batchWindowMs: 50 });
   await addWorker(ledger, 'c', 'w1', 100);
