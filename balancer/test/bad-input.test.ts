@@ -140,6 +140,14 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--worker-tls-cert, --worker-tls-key and --worker-tls-server-name need --worker-tls-ca/);
 
+  // The ledger's batch window: a bounded whole number of ms, named in the error.
+  result = run(balancerCli, ['--ledger-batch-window-ms=-1']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--ledger-batch-window-ms: got "-1", expected a number >= 0/);
+  result = run(balancerCli, [], { HEADROOM_LEDGER_BATCH_WINDOW_MS: '5000' });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /HEADROOM_LEDGER_BATCH_WINDOW_MS.*expected a number <= 1000/);
+
   result = run(balancerCli, ['--frobnicate', '1']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /Unknown option '--frobnicate'/);

@@ -131,6 +131,14 @@ test('user-present tasks go first; background waits and is shed first when the q
   assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="ok"\} 3$/m);
   assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",priority="background",outcome="HR_ERR_SHED"\} 1$/m);
   assert.match(text, /^headroom_balancer_queue_depth\{cluster="baseline",priority="background"\} 0$/m);
+  // The ledger's batches: calls, the leases they carried, and the bound on those waiting.
+  const counter = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? Number.NaN);
+  const calls = counter(/^headroom_balancer_ledger_calls_total (\d+)$/m);
+  const reservations = counter(/^headroom_balancer_ledger_leases_total\{kind="reservation"\} (\d+)$/m);
+  const releases = counter(/^headroom_balancer_ledger_leases_total\{kind="release"\} (\d+)$/m);
+  assert.ok(calls >= 1 && reservations >= 4 && releases >= 4 && calls <= reservations + releases, `${calls} calls for ${reservations} reservations and ${releases} releases`);
+  assert.match(text, /^headroom_balancer_ledger_leases_waiting_limit 10000$/m);
+  assert.match(text, /^headroom_balancer_ledger_leases_refused_total 0$/m);
 });
 
 test('no capacity before the deadline: DEADLINE_EXCEEDED, and the queue entry is gone', async (t) => {
