@@ -7,7 +7,12 @@ export interface ClusterKeys {
   /** KEYS of every ledger script, in the order lua/includes/ledger.lua binds them. */
   readonly all: readonly string[];
   readonly free: string;
-  readonly capacity: string;
+  /**
+   * HASH of every registered worker's state: `<worker>` -> its max parallelism, and its lease
+   * counts for the heartbeat's settling (`<worker>|reserved`, `|before`, `|acked`, `|e1`, `|e2`;
+   * see lua/heartbeat-12.lua), so that a heartbeat reads them with one command.
+   */
+  readonly workers: string;
   /** In-flight counts of the workers out of `free` (draining, marked unreachable); one in `free` holds its count in its score. */
   readonly inflight: string;
   readonly address: string;
@@ -16,10 +21,8 @@ export interface ClusterKeys {
   readonly totals: string;
   readonly waiting: string;
   readonly waitingUser: string;
-  /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-13.lua. */
+  /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-12.lua. */
   readonly unreachable: string;
-  /** Leases reserved on each worker since its last heartbeat, and in the period before. */
-  readonly reserved: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
   readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
@@ -33,7 +36,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const key = (name: string) => `${tag}:${name}`;
   const named = {
     free: key('free'),
-    capacity: key('capacity'),
+    workers: key('workers'),
     inflight: key('inflight'),
     address: key('address'),
     heartbeat: key('heartbeat'),
@@ -42,7 +45,6 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     waiting: key('waiting'),
     waitingUser: key('waiting-user'),
     unreachable: key('unreachable'),
-    reserved: key('reserved'),
     directoryVersion: key('directory-version'),
     leasesPrefix: key('leases:'),
   };

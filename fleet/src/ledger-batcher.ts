@@ -1,6 +1,6 @@
 /**
  * Collects one process's releases and reservations for one cluster and sends them to the ledger
- * together (lua/settle-13.lua): what Redis spends on a call (reading, parsing and answering the
+ * together (lua/settle-12.lua): what Redis spends on a call (reading, parsing and answering the
  * request, starting the script) is paid once per batch instead of once per lease.
  *
  * A call goes out at once when none went out in the last `batchWindowMs`; otherwise the batch

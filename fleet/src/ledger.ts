@@ -144,6 +144,8 @@ export class Ledger {
   readonly options: Required<LedgerOptions>;
   private readonly keysByCluster = new Map<string, ClusterKeys>();
   private readonly batchers = new Map<string, LedgerBatcher>();
+  /** The newest addresses this process read of each cluster, and their directory version: settle calls then answer without addresses. */
+  private readonly directories = new Map<string, { version: string; addresses: Map<string, string> }>();
   /** Calls to Redis that carried releases and reservations, and how many of each: their ratio is the batch size. */
   readonly settleCounts = { calls: 0, releases: 0, reservations: 0 };
 
@@ -262,7 +264,10 @@ export class Ledger {
     const version = (await this.guard('addresses', () => this.redis.get(keys.directoryVersion))) ?? 'none';
     if (version === knownVersion) return { changed: false };
     // Read after the version: a change in between shows at the next call.
-    return { changed: true, version, addresses: await this.addresses(cluster) };
+    const addresses = await this.addresses(cluster);
+    // Bounded like the keys: a handful of clusters per process.
+    if (version !== 'none' && (this.directories.has(cluster) || this.directories.size < 1024)) this.directories.set(cluster, { version, addresses });
+    return { changed: true, version, addresses };
   }
 
   /** The whole state of a cluster, for operators and tests (reads every worker: not for hot paths). */
@@ -271,7 +276,7 @@ export class Ledger {
     return this.guard('snapshot', async () => {
       const reply = await this.redis
         .multi()
-        .hgetall(keys.capacity)
+        .hgetall(keys.workers)
         .hgetall(keys.inflight)
         .zrange(keys.free, 0, -1, 'WITHSCORES')
         .hgetall(keys.address)
@@ -307,6 +312,8 @@ export class Ledger {
         if (Number(unreachable[i + 1]) > redisNowMs) unreachableUntilMs.set(unreachable[i]!, Number(unreachable[i + 1]));
       }
       const workers = Object.keys(capacity)
+        // The hash holds each worker's lease counts too, under "<worker>|<count>".
+        .filter((field) => !field.includes('|'))
         .sort()
         .map((workerId) => {
           const cap = Number(capacity[workerId]);
@@ -361,7 +368,8 @@ export class Ledger {
   }
 
   private async settle(cluster: string, releases: readonly ReleaseEntry[], reservations: readonly ReservationEntry[]): Promise<SettleReply> {
-    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, releases.length];
+    const directory = this.directories.get(cluster);
+    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', releases.length];
     for (const release of releases) args.push(release.kind, release.leaseId);
     args.push(reservations.length);
     for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.skipWorkerIds.length, ...r.skipWorkerIds);
@@ -369,6 +377,10 @@ export class Ledger {
     this.settleCounts.releases += releases.length;
     this.settleCounts.reservations += reservations.length;
     const [released, results] = (await this.call('settle', cluster, args)) as [number[], string[][]];
+    for (const result of results) {
+      // '': the version sent is current, so the directory read with it has the address.
+      if (result[0] === 'ok' && result[2] === '') result[2] = directory?.addresses.get(result[1]!) ?? (await this.redis.hget(this.keys(cluster).address, result[1]!)) ?? '';
+    }
     return { released, reservations: results };
   }
 

@@ -3,26 +3,28 @@
 -- KEYS, the same in every script, all sharing one hash tag per cluster, bound to names here:
 local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in flight) + a tie-break fraction in [0, 1);
                                  --      the workers that take tasks (not draining, not marked unreachable): being in it
-                                 --      is what "active" means
-local capacityKey = KEYS[2]      -- HASH worker -> max parallelism; every registered worker has one
+                                 --      is what "active" means, so a worker in it has no drain request and no
+                                 --      unreachable mark (the heartbeat reads neither for it)
+local workersKey = KEYS[2]       -- HASH of every registered worker's state, so that a heartbeat reads it with one
+                                 --      command: worker -> max parallelism (every registered worker has one), and
+                                 --      "<worker>|reserved" -> leases reserved on it since its last heartbeat,
+                                 --      "<worker>|before" -> in the period before that (tasks on their way to it),
+                                 --      "<worker>|acked" -> the worker's answered-task count that releases have matched,
+                                 --      "<worker>|e1", "<worker>|e2" -> its answered-task count at its last heartbeat
+                                 --      and at the one before (see heartbeat-12.lua)
 local inflightKey = KEYS[3]      -- HASH worker -> its leases (reserved and not yet released), for a worker out of
                                  --      `free` only: one in `free` has capacity - its free slots (so a lease
                                  --      costs no write here)
 local addressKey = KEYS[4]       -- HASH worker -> host:port of its gRPC server
-local heartbeatKey = KEYS[5]     -- ZSET worker -> time of its last heartbeat (ms)
+local heartbeatKey = KEYS[5]     -- ZSET worker -> time of its last heartbeat (ms): every registered worker is in it
 local drainingKey = KEYS[6]      -- SET  workers that take no new tasks
 local totalsKey = KEYS[7]        -- HASH capacity, free: sums over the workers in `free` (free counted as >= 0)
 local waitingKey = KEYS[8]       -- ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
 local waitingUserKey = KEYS[9]   -- ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could not connect to it; out of `free`
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
-local reservedKey = KEYS[11]     -- HASH worker -> leases reserved on it since its last heartbeat,
-                                 --      "<worker>|before" -> in the period before that (tasks on their way to it),
-                                 --      "<worker>|acked" -> the worker's answered-task count that releases have matched,
-                                 --      "<worker>|e1", "<worker>|e2" -> its answered-task count at its last heartbeat
-                                 --      and at the one before (see heartbeat-13.lua)
-local directoryKey = KEYS[12]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
-local leasesPrefix = KEYS[13]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
+local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
+local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved), kept so a release counts once
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
@@ -49,9 +51,10 @@ local function freeOf(score)
 end
 
 -- What the ledger holds of a registered worker: { capacity, inflight, score } (score: its
--- score in `free`, false when it takes no tasks), or nil when it is not registered.
-local function workerState(worker)
-  local capacity = redis.call('HGET', capacityKey, worker)
+-- score in `free`, false when it takes no tasks), or nil when it is not registered. `capacity`:
+-- its max parallelism when the caller read it already (nil: read here).
+local function workerState(worker, capacity)
+  capacity = capacity or redis.call('HGET', workersKey, worker)
   if not capacity then return nil end
   capacity = tonumber(capacity)
   local score = redis.call('ZSCORE', freeKey, worker)
@@ -77,17 +80,16 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
   local newCapacity, newFree = 0, 0
   if capacity == nil then
     redis.call('ZREM', freeKey, worker)
-    redis.call('HDEL', capacityKey, worker)
+    redis.call('HDEL', workersKey, worker, worker .. '|reserved', worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
     redis.call('HDEL', inflightKey, worker)
     redis.call('HDEL', addressKey, worker)
     redis.call('ZREM', heartbeatKey, worker)
     redis.call('SREM', drainingKey, worker)
     redis.call('ZREM', unreachableKey, worker)
-    redis.call('HDEL', reservedKey, worker, worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
     -- Its leases go with it: a worker that comes back says what it runs.
     redis.call('DEL', leasesPrefix .. worker)
   else
-    if not stored or stored.capacity ~= capacity then redis.call('HSET', capacityKey, worker, capacity) end
+    if not stored or stored.capacity ~= capacity then redis.call('HSET', workersKey, worker, capacity) end
     if active then
       local free = capacity - inflight
       -- An unchanged free count keeps its place among the tied.

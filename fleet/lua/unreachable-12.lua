@@ -20,7 +20,7 @@ if forMs == 0 then
 end
 if not redis.call('ZSCORE', unreachableKey, worker) then
   -- Marks that expired but were not yet ended by a heartbeat count too (briefly).
-  local marked, workers = redis.call('ZCARD', unreachableKey), redis.call('HLEN', capacityKey)
+  local marked, workers = redis.call('ZCARD', unreachableKey), redis.call('ZCARD', heartbeatKey)
   if marked + 1 > math.max(1, math.floor(maxShare * workers)) then return { 'too-many', marked, workers } end
 end
 redis.call('ZADD', unreachableKey, 'GT', now + forMs, worker)

@@ -26,12 +26,13 @@ local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local running, answered = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now, nowUs = clock()
 
-local state = workerState(worker)
+-- A steady worker's heartbeat is 4 commands: this read, its score, its heartbeat time and TIME.
+local stored = redis.call('HMGET', workersKey, worker, worker .. '|reserved', worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
+local state = stored[1] and workerState(worker, stored[1])
 local inflight = state and state.inflight or 0
-local reserved = redis.call('HMGET', reservedKey, worker, worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
-local sinceLast, before = tonumber(reserved[1] or '0'), tonumber(reserved[2] or '0')
+local sinceLast, before = tonumber(stored[2] or '0'), tonumber(stored[3] or '0')
 local onTheirWay = sinceLast + before
-local acked, answeredBefore, answeredTwoBefore = tonumber(reserved[3]), tonumber(reserved[4]), tonumber(reserved[5])
+local acked, answeredBefore, answeredTwoBefore = tonumber(stored[4]), tonumber(stored[5]), tonumber(stored[6])
 if not acked or not answeredBefore or not answeredTwoBefore or answered < answeredBefore then
   -- First heartbeat of this registration (or of a new process under the same id): releases of
   -- answers given before it find no lease record and count for nothing.
@@ -47,8 +48,8 @@ if acked > answered and running == 0 and onTheirWay == 0 and answered == answere
 local lower = running + comingBack
 local settled = math.min(math.max(inflight, lower), lower + onTheirWay)
 -- This period's reservations and answers become the period before (an idle worker's stay as they are).
-if onTheirWay > 0 or answered ~= answeredBefore or answeredBefore ~= answeredTwoBefore or tonumber(reserved[3]) ~= acked then
-  redis.call('HSET', reservedKey, worker, 0, worker .. '|before', sinceLast, worker .. '|acked', acked, worker .. '|e1', answered, worker .. '|e2', answeredBefore)
+if onTheirWay > 0 or answered ~= answeredBefore or answeredBefore ~= answeredTwoBefore or tonumber(stored[4]) ~= acked then
+  redis.call('HSET', workersKey, worker .. '|reserved', 0, worker .. '|before', sinceLast, worker .. '|acked', acked, worker .. '|e1', answered, worker .. '|e2', answeredBefore)
 end
 if settled < inflight then
   -- Leases dropped: which ones is not known, so no lease record is kept. A release of a lease
@@ -62,11 +63,15 @@ if not state or ARGV[8] ~= '1' and redis.call('HGET', addressKey, worker) ~= add
   directoryChanged(nowUs)
 end
 redis.call('ZADD', heartbeatKey, now, worker)
-local drainRequested = redis.call('SISMEMBER', drainingKey, worker)
-if ARGV[5] == '1' and drainRequested == 0 then redis.call('SADD', drainingKey, worker) end
+-- A worker in `free` has neither a drain request nor an unreachable mark: nothing to read.
+local drainRequested, unreachable = 0, false
+if not (state and state.score) or ARGV[5] == '1' then
+  drainRequested = redis.call('SISMEMBER', drainingKey, worker)
+  if ARGV[5] == '1' and drainRequested == 0 then redis.call('SADD', drainingKey, worker) end
+  local unreachableUntil = redis.call('ZSCORE', unreachableKey, worker)
+  unreachable = unreachableUntil and tonumber(unreachableUntil) > now
+  if unreachableUntil and not unreachable then redis.call('ZREM', unreachableKey, worker) end
+end
 local draining = ARGV[5] == '1' or drainRequested == 1
-local unreachableUntil = redis.call('ZSCORE', unreachableKey, worker)
-local unreachable = unreachableUntil and tonumber(unreachableUntil) > now
-if unreachableUntil and not unreachable then redis.call('ZREM', unreachableKey, worker) end
 setWorker(worker, capacity, settled, not draining and not unreachable, nowUs, state)
 return { drainRequested, settled, unreachable and 1 or 0 }

@@ -12,21 +12,24 @@
 -- the worker counted it among the tasks it answered, and the heartbeat matches the two counts.
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 share of capacity kept for user-present (0..1)  3 waiterTtlMs
---       4 number of releases R, then R pairs: kind ('answered'|'unused'), lease id
+--       4 the directory version (see directoryKey) whose addresses the caller holds ('' for none)
+--       5 number of releases R, then R pairs: kind ('answered'|'unused'), lease id
 --       then the number of reservations N, then N groups: priority ('user'|'background'),
 --       balancerId, wait (1: on failure, register the balancer as waiting), target worker ('' = least-loaded),
 --       lease nonce (unique), number of workers to skip S, then S worker ids
 -- Returns: { { 1|0 per release: whether a lease was released },
 --            { per reservation: { 'ok', worker, address, free slots it had, lease id } or { 'none', reason } } }
+--   The address is '' when the caller's directory version is current: it has every address then,
+--   and one read of the version costs less than one of an address per reservation.
 --   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full'
 --   The lease id is "<worker>|<nonce>": a release finds the worker's leases from it.
 --@include ledger
-local keptShare, waiterTtlMs = tonumber(ARGV[2]), tonumber(ARGV[3])
+local keptShare, waiterTtlMs, knownDirectory = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now, nowUs = clock()
 
 -- Releases. The totals' free count and the wake-up are written once for the batch.
 local released, freedInTotals, freedWorker = {}, 0, nil
-local at = 4
+local at = 5
 local releaseCount = tonumber(ARGV[at])
 for i = 1, releaseCount do
   local kind, lease = ARGV[at + 2 * i - 1], ARGV[at + 2 * i]
@@ -37,8 +40,8 @@ for i = 1, releaseCount do
     local held = redis.call('HDEL', leasesPrefix .. worker, nonce) == 1
     -- The answer it follows is matched even when the lease's record is gone (a heartbeat
     -- dropped it, or Redis lost it), as long as the worker is registered.
-    if kind == 'answered' and (held or redis.call('HEXISTS', capacityKey, worker) == 1) then
-      redis.call('HINCRBY', reservedKey, worker .. '|acked', 1)
+    if kind == 'answered' and (held or redis.call('HEXISTS', workersKey, worker) == 1) then
+      redis.call('HINCRBY', workersKey, worker .. '|acked', 1)
     end
     if held then
       done = 1
@@ -66,6 +69,7 @@ local totals = nil
 local totalCapacity, totalFree = 0, 0
 local taken = 0
 local waitingUser = nil
+local addressesKnown = nil
 for r = 1, reservationCount do
   local priority, balancer, wait = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3] == '1'
   local target, nonce, skipCount = ARGV[at + 4], ARGV[at + 5], tonumber(ARGV[at + 6])
@@ -125,10 +129,11 @@ for r = 1, reservationCount do
   if worker then
     -- The hot path: only what changes is written (free >= 1, so the totals lose exactly one).
     redis.call('ZADD', freeKey, freeScore(free - 1, nowUs), worker)
-    redis.call('HINCRBY', reservedKey, worker, 1)
+    redis.call('HINCRBY', workersKey, worker .. '|reserved', 1)
     redis.call('HSET', leasesPrefix .. worker, nonce, now)
     taken = taken + 1
-    results[r] = { 'ok', worker, redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }
+    if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end
+    results[r] = { 'ok', worker, addressesKnown and '' or redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }
   else
     if wait then
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
