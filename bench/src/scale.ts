@@ -80,7 +80,7 @@ export const fullSettings: ScaleSettings = {
   plannedShareOfCore: 0.5,
   // The issue's fleet, each ledger at 2,000 tasks/s (the old scripts' half thread is near 2,300), then at
   // the rate its costs say takes half the thread. The harness (one Node process, 4,040 connections, on a
-  // 2-core machine shared with Redis and other work) drives about 10,000 as a real fleet sends them (balancers batching): above
+  // 2-core machine shared with Redis and other work) drives about 20,000 as a real fleet sends them (balancers batching): above
   // that it says so, and the figure at half a thread is extrapolated from the highest rate it drove.
   fleetScale: {
     sim: { ...fleetSim, workers: 4_000, balancers: 20 },
@@ -88,7 +88,7 @@ export const fullSettings: ScaleSettings = {
     busyWorkers: 2_000,
     sharedTasksPerSecond: [2_000],
     // Batches grow with the rate (a balancer's calls carry what came in their window): the new ledger's cost per task falls as it rises.
-    newOnlyTasksPerSecond: [5_000, 10_000],
+    newOnlyTasksPerSecond: [5_000, 10_000, 20_000],
     loadAtPlannedShare: true,
     idleWindowMs: 2_000,
     loadWarmUpMs: 2_000,
