@@ -12,7 +12,9 @@
 -- have not arrived (the worker counts its answers, the ledger the releases that followed one).
 -- So the count is set within [running + answered and not released, that + reservations of
 -- those periods]: a lost lease is dropped at the worker's third heartbeat after it was reserved
--- or answered (two to three periods), and leases Redis lost come back at the first.
+-- or answered (two to three periods), and leases Redis lost come back at the first. (A
+-- heartbeat that Redis runs after releases of answers it does not report yet raises the count
+-- to what it says runs less those tasks: their releases ended them already.)
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)
 --       6 running: tasks the worker holds (admitted, neither answered nor released by itself)
@@ -44,9 +46,12 @@ end
 -- worker idle, no answer or reservation in the last two periods), not at once, so that the
 -- first case does not leave an answer unmatched.
 local comingBack = math.max(0, math.min(answered - acked, answered - answeredTwoBefore))
+-- In the first case the worker still counts those tasks as running, but their releases ended
+-- them: they do not raise the count (they would stay counted while leases are on their way).
+local endedButRunning = math.max(0, acked - answered)
 if acked > answered and running == 0 and onTheirWay == 0 and answered == answeredTwoBefore then acked = answered end
 local lower = running + comingBack
-local settled = math.min(math.max(inflight, lower), lower + onTheirWay)
+local settled = math.min(math.max(inflight, lower - endedButRunning), lower + onTheirWay)
 -- This period's reservations and answers become the period before (an idle worker's stay as they are).
 if onTheirWay > 0 or answered ~= answeredBefore or answeredBefore ~= answeredTwoBefore or tonumber(stored[4]) ~= acked then
   redis.call('HSET', workersKey, worker .. '|reserved', 0, worker .. '|before', sinceLast, worker .. '|acked', acked, worker .. '|e1', answered, worker .. '|e2', answeredBefore)
