@@ -129,7 +129,7 @@ export function fleetScaleTables(result: FleetScaleResult): string {
     '',
     consistency,
     '',
-    `Linear in the rate, from the costs measured (what "extrapolated" means above; the harness, one Node process sharing the machine with Redis, drives about 4,000-5,000 tasks/s as ${whole(s.workers)} separate connections send them, not ${whole(settings.goalTasksPerSecond)}):`,
+    `Linear in the rate, from the costs measured at the highest rate the harness drove (what "extrapolated" means above: the cost per task falls as the rate rises, since batches grow, so a line from one rate understates what a higher one carries):`,
     '',
     ...linear,
   ].join('\n');
