@@ -261,10 +261,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     counters.submitted++;
     const receivedAt = performance.now();
     let labels = { cluster: 'none', priority: 'none' };
+    // Where the task is routed now: a rollback can move it to the baseline while it waits.
+    let route: { cluster: string } | undefined;
     const fail = (error: unknown) => {
       const serviceError = toServiceError(error);
       const code = String(serviceError.metadata?.get('headroom-error-code')[0]);
-      countFailure(labels, code);
+      countFailure(route ? { ...labels, cluster: route.cluster } : labels, code);
       if (code === balancerErrorCodes.internal) logger.error({ err: error }, 'submit failed');
       callback(serviceError);
     };
@@ -275,23 +277,24 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       return fail(error);
     }
     if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }));
-    const route = { cluster: chooseCluster(task) };
+    route = { cluster: chooseCluster(task) };
     const priority = task.priority === 'USER_PRESENT' ? 'user_present' : 'background';
     labels = { cluster: route.cluster, priority };
     const abort = new AbortController();
     const onCancelled = () => abort.abort();
     call.on('cancelled', onCancelled);
     inflightSubmits++;
-    run(task, route, abort.signal)
+    const routed = route;
+    run(task, routed, abort.signal)
       .then(
         (answer) => {
           counters.succeeded++;
-          labels = { cluster: route.cluster, priority };
+          labels = { cluster: routed.cluster, priority };
           metrics.tasks.inc({ ...labels, outcome: 'ok' });
           // Time in the balancer itself: all of it but the wait for a slot and the handler's run.
           const { queueWaitMs, runMs } = answer.placement ?? {};
           const overheadMs = performance.now() - receivedAt - Number(queueWaitMs ?? 0) - Number(runMs ?? 0);
-          metrics.dispatchOverhead.observe({ cluster: route.cluster }, Math.max(0, overheadMs) / 1000);
+          metrics.dispatchOverhead.observe({ cluster: routed.cluster }, Math.max(0, overheadMs) / 1000);
           callback(null, answer);
         },
         fail,

@@ -1,0 +1,31 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { eventually } from '@headroom/common/dist/src/testing';
+import { OverrideStore, ledgerDefaults } from '@headroom/fleet';
+import { startFleet, submit, task } from './harness';
+
+const json = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+test('a task a rollback moved to the baseline and that then fails is counted under the baseline', async (t) => {
+  const fleet = await startFleet(t);
+  // The candidate's only slot is held by a long task; the baseline has no worker at first.
+  await fleet.addWorker({ cluster: 'candidate', workerId: 'cand-1', maxParallelism: 1 });
+  const balancer = await fleet.addBalancer({ candidatePercent: 100 });
+  const client = fleet.clients[0]!;
+  const long = submit(client, task({ payload: json({ sleepMs: 1500 }) }));
+  await eventually('the long task runs', 3000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const doomed = submit(client, task({ payload: json({ sleepMs: 10 }), deadlineUnixMs: Date.now() + 1000 }));
+  await eventually('a task queued for the candidate', 3000, () => (balancer.stats().queue.queued === 1 ? true : undefined));
+
+  await new OverrideStore(fleet.redis, fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix).change({ operation: 'rollback-all' }, 'test');
+  await eventually('the balancer applied the rollback', 3000, () => (balancer.stats().rerouted === 1 ? true : undefined));
+  // In the baseline queue it finds no worker before its deadline.
+  const failed = await doomed;
+  assert.ok(!failed.ok, JSON.stringify(failed));
+  const metrics = await balancer.registry.metrics();
+  const outcome = failed.code;
+  assert.match(metrics, new RegExp(`^headroom_balancer_tasks_total\\{cluster="baseline",priority="user_present",outcome="${outcome}"\\} 1$`, 'm'));
+  assert.doesNotMatch(metrics, new RegExp(`^headroom_balancer_tasks_total\\{cluster="candidate",priority="user_present",outcome="${outcome}"\\}`, 'm'));
+  assert.ok((await long).ok, 'the running task finished on the candidate');
+  assert.match(await balancer.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="candidate",priority="user_present",outcome="ok"\} 1$/m);
+});
