@@ -109,7 +109,15 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
 
   result = run(workerCli, ['--cluster', 'baseline', '--handlers', 'x.js', '--redis-url', 'http://nope']);
   assert.equal(result.status, 2, result.stderr);
-  assert.match(result.stderr, /--redis-url: got "http:\/\/nope", expected a URL such as redis:\/\/127\.0\.0\.1:6379/);
+  assert.match(result.stderr, /--redis-url: got "http:\/\/nope", expected a URL such as redis:\/\/127\.0\.0\.1:6379, or redis\+sentinel:\/\//);
+  // Sentinel: the primary's name is required, a sentinel's port must be a port, and a password is never echoed.
+  result = run(balancerCli, ['--redis-url', 'redis+sentinel://:s3cret@127.0.0.1:26379']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--redis-url: got "redis\+sentinel:\/\/:\*\*\*@127\.0\.0\.1:26379", expected the primary's name after the sentinels/);
+  assert.doesNotMatch(result.stderr, /s3cret/);
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', 'x.js'], { REDIS_URL: 'redis+sentinel://127.0.0.1:99999/mymaster' });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /REDIS_URL \(env\): got "redis\+sentinel:\/\/127\.0\.0\.1:99999\/mymaster", sentinel "127\.0\.0\.1:99999": expected host or host:port \(port 1-65535\)/);
 
   // Flags from Unleash: a URL that is not http(s), or no client token with it.
   result = run(balancerCli, ['--unleash-url', 'ftp://flags']);

@@ -29,9 +29,9 @@ export function usageText(synopsis: string, specs: readonly OptionSpec[]): strin
   return [synopsis, ...lines, `${'  --help'.padEnd(width)}this text`].join('\n');
 }
 
-/** The password of a URL (redis://user:secret@host) replaced by ***: values are echoed in errors and logs. */
+/** The password of a URL (redis://user:secret@host, and a sentinelPassword parameter) replaced by ***: values are echoed in errors and logs. */
 export function withoutPassword(text: string): string {
-  return text.replace(/\/\/([^/@:\s]*):[^/@\s]*@/g, '//$1:***@');
+  return text.replace(/\/\/([^/@:\s]*):[^/@\s]*@/g, '//$1:***@').replace(/([?&]sentinelPassword=)[^&\s]*/g, '$1***');
 }
 
 /** Flags win over env. Throws ConfigError naming the flag or env variable, the value and what is accepted. */

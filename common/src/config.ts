@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConfigError } from './errors';
+import { parseRedisUrl } from './redis-url';
 
 /**
  * Validates `input` against `schema`, filling defaults. On failure throws one ConfigError
@@ -42,7 +43,14 @@ export const settings = {
   share: () => z.coerce.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1'),
   name: () =>
     z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'expected 1-64 characters of a-z, 0-9, ".", "_", "-", starting with a letter or digit'),
-  redisUrl: () => z.string().regex(/^rediss?:\/\//, 'expected a URL such as redis://127.0.0.1:6379'),
+  redisUrl: () =>
+    z.string().superRefine((value, ctx) => {
+      try {
+        parseRedisUrl(value);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: (error as Error).message, input: value });
+      }
+    }),
   keyPrefix: () => z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
   hostPort: () => z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'expected host:port, e.g. 127.0.0.1:7001'),
 };

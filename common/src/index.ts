@@ -9,3 +9,4 @@ export * from './metrics-server';
 export * from './net';
 export * from './process-metrics';
 export * from './runtime-sampler';
+export * from './redis-url';

@@ -50,6 +50,70 @@ export async function startPrivateRedis(extraArgs: readonly string[] = []): Prom
   return { url: `redis://127.0.0.1:${port}`, port, start, stop };
 }
 
+export interface SentinelRedis {
+  /** `redis+sentinel://` URL of the three sentinels and the primary's name: what Headroom is given. */
+  readonly url: string;
+  readonly primaryName: string;
+  /** The two redis-servers: `nodes[0]` starts as the primary, `nodes[1]` as its replica. */
+  readonly nodes: readonly [PrivateRedis, PrivateRedis];
+  readonly sentinelPorts: readonly number[];
+  /** Sentinel's down-after-milliseconds: how long a primary must be silent before it is replaced. */
+  readonly downAfterMs: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * A primary, its replica and three sentinels (quorum 2), all on free ports: redis-server in
+ * Sentinel mode, the same program Debian's redis-sentinel runs. Sentinels rewrite their
+ * configuration files, so each gets one of its own in a temporary directory.
+ */
+export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRedis> {
+  const primary = await startPrivateRedis();
+  const replica = await startPrivateRedis(['--replicaof', '127.0.0.1', String(primary.port)]);
+  const primaryName = 'hr-primary';
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hr-sentinel-'));
+  const sentinels: ChildProcess[] = [];
+  const sentinelPorts: number[] = [];
+  const stop = async () => {
+    await Promise.all(
+      sentinels.map((child) => {
+        if (child.exitCode !== null) return undefined;
+        const exited = new Promise((resolve) => child.once('exit', resolve));
+        child.kill('SIGKILL');
+        return exited;
+      }),
+    );
+    await Promise.all([primary.stop(true), replica.stop(true)]);
+  };
+  try {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const file = path.join(dir, `sentinel-${port}.conf`);
+      fs.writeFileSync(
+        file,
+        [
+          `port ${port}`,
+          'bind 127.0.0.1',
+          `dir ${dir}`,
+          `sentinel monitor ${primaryName} 127.0.0.1 ${primary.port} 2`,
+          `sentinel down-after-milliseconds ${primaryName} ${downAfterMs}`,
+          `sentinel failover-timeout ${primaryName} 10000`,
+          `sentinel parallel-syncs ${primaryName} 1`,
+          '',
+        ].join('\n'),
+      );
+      sentinels.push(spawn('redis-server', [file, '--sentinel'], { stdio: 'ignore' }));
+      sentinelPorts.push(port);
+      await waitForPort(port, 5000);
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const hosts = sentinelPorts.map((port) => `127.0.0.1:${port}`).join(',');
+  return { url: `redis+sentinel://${hosts}/${primaryName}`, primaryName, nodes: [primary, replica], sentinelPorts, downAfterMs, stop };
+}
+
 export async function waitForPort(port: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Redis } from 'ioredis';
 import { Ledger } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
-import { startPrivateRedis, type PrivateRedis } from '@headroom/common/dist/src/testing';
+import { startPrivateRedis, startSentinelRedis, type PrivateRedis, type SentinelRedis } from '@headroom/common/dist/src/testing';
 import { connected, demoHandlersPath, spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
 
 const root = path.join(__dirname, '..', '..', '..');
@@ -55,6 +55,8 @@ export interface StackOptions {
   /** Extra balancer CLI flags, e.g. --max-queued-tasks. */
   balancerArgs?: string[];
   flags?: FlagSource;
+  /** 'sentinel': a primary, a replica and three sentinels, every process given the redis+sentinel:// URL. @default 'single' */
+  redis?: 'single' | 'sentinel';
 }
 
 interface FleetProcess {
@@ -76,7 +78,11 @@ export interface BalancerProcess extends FleetProcess {
 }
 
 export interface FaultStack {
+  /** The Redis the stack started on (with Sentinel: the first primary). */
   readonly redis: PrivateRedis;
+  /** What every process was given: redis://, or redis+sentinel:// with Sentinel. */
+  readonly redisUrl: string;
+  readonly sentinel: SentinelRedis | undefined;
   /** A connection of the suite's own, to read the ledger (and flush it). */
   readonly ledgerRedis: Redis;
   readonly ledger: Ledger;
@@ -137,17 +143,21 @@ export async function startBalancerProcess(t: TestContext, redisUrl: string, bal
 
 /** Starts Redis, then the workers, then the balancers (which read the ledger at start). */
 export async function startStack(t: TestContext, options: StackOptions): Promise<FaultStack> {
-  const redis = await startPrivateRedis();
-  t.after(() => redis.stop(true));
-  const ledgerRedis = await connected(redis.url);
+  const sentinel = options.redis === 'sentinel' ? await startSentinelRedis() : undefined;
+  const redis = sentinel ? sentinel.nodes[0] : await startPrivateRedis();
+  t.after(() => (sentinel ? sentinel.stop() : redis.stop(true)));
+  const redisUrl = sentinel ? sentinel.url : redis.url;
+  const ledgerRedis = await connected(redisUrl);
   t.after(() => ledgerRedis.disconnect());
-  const workers = await Promise.all(options.workers.map((spec) => startWorkerProcess(t, redis.url, spec, options.flags)));
+  const workers = await Promise.all(options.workers.map((spec) => startWorkerProcess(t, redisUrl, spec, options.flags)));
   const balancers = await Promise.all(
-    Array.from({ length: options.balancerCount }, (_, i) => startBalancerProcess(t, redis.url, `b${i}`, options.balancerArgs, options.flags)),
+    Array.from({ length: options.balancerCount }, (_, i) => startBalancerProcess(t, redisUrl, `b${i}`, options.balancerArgs, options.flags)),
   );
   const clusters = [...new Set(options.workers.map((w) => w.cluster))].sort();
   return {
     redis,
+    redisUrl,
+    sentinel,
     ledgerRedis,
     ledger: new Ledger(ledgerRedis, { keyPrefix }),
     workers,

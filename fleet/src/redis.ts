@@ -1,21 +1,42 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { ConfigError, silentLogger, withoutPassword, type Logger } from '@headroom/common';
+import { ConfigError, parseRedisUrl, silentLogger, withoutPassword, type Logger } from '@headroom/common';
+
+/** Reconnect quickly: a restarted Redis, or a replica Sentinel promoted, must be rebuilt within a few heartbeats. */
+const reconnectDelayMs = (attempt: number) => Math.min(50 * attempt, 500);
 
 /**
- * A Redis connection for ledger work. Commands are not queued while Redis is away
- * (the offline queue would be unbounded): they fail at once, and callers retry on their
- * own schedule. Commands issued in one tick go out in one pipeline.
+ * A Redis connection for ledger work, to one Redis or to the primary Sentinel names (see
+ * parseRedisUrl for the URL forms). Commands are not queued while Redis is away (the offline
+ * queue would be unbounded): they fail at once, and callers retry on their own schedule.
+ * Commands issued in one tick go out in one pipeline.
  */
 export function connectRedis(url: string, options: RedisOptions = {}, logger: Logger = silentLogger): Redis {
-  const redis = new Redis(url, {
+  const defaults: RedisOptions = {
     enableAutoPipelining: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    // Reconnect quickly: a restarted Redis must be rebuilt within a few heartbeats.
-    retryStrategy: (attempt) => Math.min(50 * attempt, 500),
+    retryStrategy: reconnectDelayMs,
     lazyConnect: false,
-    ...options,
-  });
+  };
+  const location = parseRedisUrl(url);
+  const redis =
+    location.kind === 'single'
+      ? new Redis(url, { ...defaults, ...options })
+      : new Redis({
+          ...defaults,
+          sentinels: location.sentinels,
+          name: location.primaryName,
+          // Asked again at each reconnect: after a failover, the sentinels name the new primary.
+          sentinelRetryStrategy: reconnectDelayMs,
+          // Sentinel announces a promotion (+switch-master): move at once rather than at the next failed command.
+          failoverDetector: true,
+          ...(location.username ? { username: location.username } : {}),
+          ...(location.password !== undefined ? { password: location.password } : {}),
+          ...(location.sentinelUsername ? { sentinelUsername: location.sentinelUsername } : {}),
+          ...(location.sentinelPassword !== undefined ? { sentinelPassword: location.sentinelPassword } : {}),
+          ...(location.tls ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
+          ...options,
+        });
   // Connection errors are retried by ioredis; failed commands reach their callers.
   // Without a listener each reconnect attempt would print an "Unhandled error event".
   redis.on('error', (error: Error) => logger.debug({ err: error }, 'redis connection error'));

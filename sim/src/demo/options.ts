@@ -54,8 +54,11 @@ export const demoOptionsSchema = z
     balancerPort: settings.nonNegativeInt(65_535).default(7700),
     /** Port of the control plane's REST API; 0 picks a free port. @default 8080, or a free port when 8080 is taken */
     controlPlanePort: settings.nonNegativeInt(65_535).optional(),
-    /** @default 'redis://127.0.0.1:6379' */
-    redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
+    /** @default 'redis://127.0.0.1:6379'. One Redis: the demo starts a private one when nothing answers there. */
+    redisUrl: settings
+      .redisUrl()
+      .refine((url) => /^rediss?:\/\//.test(url), 'the demo runs on one Redis: expected redis:// or rediss:// (Sentinel is for the components run on their own)')
+      .default('redis://127.0.0.1:6379'),
     /** Ledger key prefix; by default one of its own per run, `demo:<random>`. */
     keyPrefix: keyPrefixSetting.optional(),
     /** Stop after this long once the load runs; 0 runs until Ctrl-C. @default 0 */
