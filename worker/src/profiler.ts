@@ -1,7 +1,7 @@
 import { Session } from 'node:inspector/promises';
 import * as grpc from '@grpc/grpc-js';
 import { HeadroomError, silentLogger, sleep, type Logger } from '@headroom/common';
-import { metadataKeys, profileLimits, type ProfileRequest__Output, type ProfileResponse } from '@headroom/proto';
+import { UnreadableRequest, metadataKeys, profileLimits, type ProfileRequest__Output, type ProfileResponse } from '@headroom/proto';
 import { workerErrorCodes } from './errors';
 
 /** V8's sampling interval, DevTools' default: a 60 s profile of a busy worker stays within a few MiB. */
@@ -26,8 +26,15 @@ export class WorkerProfiler {
     private readonly logger: Logger = silentLogger,
   ) {}
 
-  /** The gRPC handler. Refusals carry metadata "headroom-error-code", as Execute's do. */
-  readonly handle: grpc.handleUnaryCall<ProfileRequest__Output, ProfileResponse> = (call, callback) => {
+  /**
+   * The gRPC handler. Refusals carry metadata "headroom-error-code", as Execute's do. The request
+   * is an UnreadableRequest when its bytes did not decode (the worker registers it with
+   * withTolerantDeserializers): the caller's mistake, not the worker's.
+   */
+  readonly handle: grpc.handleUnaryCall<ProfileRequest__Output | UnreadableRequest, ProfileResponse> = (call, callback) => {
+    if (call.request instanceof UnreadableRequest) {
+      return callback(refusal(grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `the message is not a valid ${call.request.messageType}: ${call.request.reason}`));
+    }
     const { durationMs, workerId } = call.request;
     if (this.stopped) return callback(refusal(grpc.status.UNAVAILABLE, workerErrorCodes.workerStopped, `worker ${this.workerId} is stopping`));
     if (workerId !== this.workerId) {

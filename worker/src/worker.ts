@@ -165,7 +165,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     // not grpc-js's RESOURCE_EXHAUSTED ("full") / INTERNAL (see proto/src/unreadable-requests.ts for why this way).
     interceptors: [
       receiveLimitInterceptor({
-        methodPaths: [WorkerService.service.Execute.path],
+        methodPaths: [WorkerService.service.Execute.path, WorkerService.service.Profile.path],
         errorCodeKey: metadataKeys.errorCode,
         tooLarge: () => {
           const metadata = new grpc.Metadata();
@@ -309,7 +309,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   const profiler = new WorkerProfiler(workerId, logger);
-  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute']), { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
+  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
   const boundPort = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, credentials, (error, port) => (error ? reject(error) : resolve(port))),
   );
