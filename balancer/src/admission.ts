@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
 import { ledgerErrorCodes, type Ledger, type LedgerPriority, type QueueDepth, type Reservation } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
@@ -15,7 +15,7 @@ export interface AdmissionOptions {
   balancerId: string;
   clusters: readonly string[];
   /** A connection for pub/sub only (it is put in subscriber mode). */
-  subscriber: Redis;
+  subscriber: RedisConnection;
   /** Tasks waiting for a slot on this balancer, all clusters together. */
   maxQueuedTasks: number;
   /** Payload bytes those tasks may hold, all together. */

@@ -2,7 +2,7 @@ import * as os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, maxLeasesWaiting, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
@@ -36,9 +36,9 @@ import { createBalancerMetrics } from './metrics';
 
 export interface BalancerDependencies {
   /** Ledger connection (not closed by the balancer). */
-  redis: Redis;
+  redis: RedisConnection;
   /** A second connection, used only for pub/sub (not closed by the balancer). */
-  subscriber: Redis;
+  subscriber: RedisConnection;
   ledger?: LedgerOptions;
   logger?: Logger;
   /** Unleash flags: the candidate-cluster flag decides each task's cluster (else the static split from the options). */

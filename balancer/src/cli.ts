@@ -36,7 +36,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', env: 'HEADROOM_HEARTBEAT_TIMEOUT_MS', valueName: 'MS', description: 'a worker silent this long leaves the ledger (default 3000)' },
   { key: 'balancerId', flag: 'balancer-id', env: 'HEADROOM_BALANCER_ID', valueName: 'ID', description: 'default <hostname>-<pid>-<random>' },
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
-  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, or redis+sentinel://host:port,host:port/<primary name> (default redis://127.0.0.1:6379)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
   ...serverTlsOptionSpecs,
   ...workerTlsOptionSpecs,

@@ -1,9 +1,8 @@
 import type { TestContext } from 'node:test';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Redis } from 'ioredis';
 import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { Ledger, connectRedis, keyspacePattern, type LedgerOptions } from '@headroom/fleet';
+import { Ledger, connectRedis, keyspacePattern, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
 import type { FlagClient } from '@headroom/flags';
@@ -18,7 +17,7 @@ export const demoHandlersPath = path.join(__dirname, '..', '..', '..', 'sim', 'd
 const demoHandlers = (require(demoHandlersPath) as { handlers: HandlerMap }).handlers;
 
 export interface Fleet {
-  redis: Redis;
+  redis: RedisConnection;
   ledger: Ledger;
   ledgerOptions: LedgerOptions;
   workers: Worker[];
@@ -28,7 +27,7 @@ export interface Fleet {
   addBalancer(options?: BalancerOptions, flags?: FlagClient, logger?: BalancerDependencies['logger']): Promise<Balancer>;
 }
 
-export async function connected(url = testRedisUrl, subscriber = false): Promise<Redis> {
+export async function connected(url = testRedisUrl, subscriber = false): Promise<RedisConnection> {
   const redis = connectRedis(url, subscriber ? { enableOfflineQueue: true, enableAutoPipelining: false } : {});
   await new Promise((resolve) => redis.once('ready', resolve));
   return redis;

@@ -1,7 +1,7 @@
 /**
  * Helpers for Headroom's own tests: real Redis, isolated per test. Not used at run time.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as net from 'node:net';
 import * as fs from 'node:fs';
@@ -112,6 +112,53 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
   }
   const hosts = sentinelPorts.map((port) => `127.0.0.1:${port}`).join(',');
   return { url: `redis+sentinel://${hosts}/${primaryName}`, primaryName, nodes: [primary, replica], sentinelPorts, downAfterMs, stop };
+}
+
+export interface RedisClusterNodes {
+  /** `redis+cluster://` URL of every node: what Headroom is given. */
+  readonly url: string;
+  /** Each node as started (the first `primaries` began as primaries, the rest as their replicas). */
+  readonly nodes: readonly PrivateRedis[];
+  /** cluster-node-timeout: how long a primary must be silent before its replica takes over. */
+  readonly nodeTimeoutMs: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * A Redis Cluster of `primaries` primaries, each with one replica, on free ports (redis-server
+ * with cluster-enabled, joined by `redis-cli --cluster create`); resolves once every node says
+ * the cluster is ok.
+ */
+export async function startRedisCluster(primaries = 3, nodeTimeoutMs = 1000): Promise<RedisClusterNodes> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hr-cluster-'));
+  const nodes: PrivateRedis[] = [];
+  const stop = async () => {
+    await Promise.all(nodes.map((node) => node.stop(true)));
+  };
+  try {
+    for (let i = 0; i < primaries * 2; i++) {
+      const nodeDir = path.join(dir, `node-${i}`);
+      fs.mkdirSync(nodeDir);
+      nodes.push(await startPrivateRedis(['--cluster-enabled', 'yes', '--cluster-config-file', path.join(nodeDir, 'nodes.conf'), '--cluster-node-timeout', String(nodeTimeoutMs)]));
+    }
+    const created = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
+    if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+    // Ok on every node, and every primary's replica in sync: a replica that never synced does not take over.
+    await eventually('every node to say the cluster is ok, every replica online', 20_000, () => {
+      let replicasOnline = 0;
+      for (const node of nodes) {
+        const info = spawnSync('redis-cli', ['-p', String(node.port), 'cluster', 'info'], { encoding: 'utf8', timeout: 5000 });
+        if (!/cluster_state:ok/.test(info.stdout)) return undefined;
+        const replication = spawnSync('redis-cli', ['-p', String(node.port), 'info', 'replication'], { encoding: 'utf8', timeout: 5000 });
+        if (/role:master/.test(replication.stdout) && /slave0:.*state=online/.test(replication.stdout)) replicasOnline++;
+      }
+      return replicasOnline === primaries ? true : undefined;
+    });
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { url: `redis+cluster://${nodes.map((node) => `127.0.0.1:${node.port}`).join(',')}`, nodes, nodeTimeoutMs, stop };
 }
 
 export async function waitForPort(port: number, timeoutMs: number): Promise<void> {

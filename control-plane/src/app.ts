@@ -2,7 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import helmet from 'helmet';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { Registry } from 'prom-client';
 import { channelSecurity } from '@headroom/proto';
 import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
@@ -28,9 +28,9 @@ import { TrafficFlag } from './unleash/traffic-flag';
 
 export interface ControlPlaneDependencies {
   /** Not closed by the control plane. */
-  redis: Redis;
+  redis: RedisConnection;
   /** A second connection for pub/sub only (not closed by the control plane). */
-  subscriber: Redis;
+  subscriber: RedisConnection;
   /** The ledger's key prefix. @default 'hr' */
   keyPrefix?: string;
   logger?: Logger;

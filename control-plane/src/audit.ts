@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { LedgerUnavailableError, controlKeys } from '@headroom/fleet';
 
 export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild' | 'profile.start';
@@ -31,7 +31,7 @@ export class AuditLog {
   readonly channel: string;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     keyPrefix: string,
     private readonly maxEntries: number,
   ) {

@@ -33,7 +33,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements (default 2000)' },
   { key: 'uiDir', flag: 'ui-dir', env: 'HEADROOM_UI_DIR', valueName: 'PATH|none', description: 'the built admin UI served at / (default ui/dist/app of this install, when built; none: no UI)' },
   ...workerTlsOptionSpecs,
-  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, or redis+sentinel://host:port,host:port/<primary name> (default redis://127.0.0.1:6379)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
 ];
 

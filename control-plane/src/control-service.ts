@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
 import { controlKeys, type BalancerRecord, type OverrideChange, type OverrideState, type QueueDepth } from '@headroom/fleet';
 import { parseTrafficSplit, sameTrafficSplit, type TrafficSplit } from '@headroom/flags';
@@ -97,7 +97,7 @@ export class ControlService {
 
   constructor(
     private readonly deps: {
-      redis: Redis;
+      redis: RedisConnection;
       keyPrefix: string;
       traffic: TrafficFlag;
       parallelism: ParallelismFlag;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { LatencyHistogram, latencyDefaults, readLatency, readLatencySlots } from '@headroom/fleet';
 
 export interface LatencySummary {
@@ -28,7 +28,7 @@ export interface LatencyView {
  * candidate/baseline: the figure that says whether more parallelism slows tasks down. Read
  * from the workers' rolling histograms in Redis, so no Prometheus is needed.
  */
-export async function latencyView(redis: Redis, keyPrefix: string, clusters: { baseline: string; candidate: string }, windowMs: number): Promise<LatencyView> {
+export async function latencyView(redis: RedisConnection, keyPrefix: string, clusters: { baseline: string; candidate: string }, windowMs: number): Promise<LatencyView> {
   const histograms = await readLatency(redis, keyPrefix, windowMs);
   const baseline = histograms.get(clusters.baseline) ?? new Map<string, LatencyHistogram>();
   const candidate = histograms.get(clusters.candidate) ?? new Map<string, LatencyHistogram>();
@@ -69,7 +69,7 @@ export interface LatencySeries {
  * added their counts: `settleMs` after it ended (they report every 5 s by default).
  */
 export async function latencySeries(
-  redis: Redis,
+  redis: RedisConnection,
   keyPrefix: string,
   clusters: { baseline: string; candidate: string },
   windowMs: number,

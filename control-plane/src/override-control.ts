@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { parseAck, type BalancerRecord, type OverrideAck, type OverrideChange, type OverrideState, type OverrideStore } from '@headroom/fleet';
 
 export interface Acknowledgement {
@@ -58,7 +58,7 @@ export class OverrideControl {
 
   constructor(
     readonly store: OverrideStore,
-    private readonly subscriber: Redis,
+    private readonly subscriber: RedisConnection,
     private readonly options: { balancerLiveWithinMs: number; ackTimeoutMs: number },
   ) {}
 

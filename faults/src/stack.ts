@@ -6,10 +6,9 @@
 import type { TestContext } from 'node:test';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import type { Redis } from 'ioredis';
-import { Ledger } from '@headroom/fleet';
+import { Ledger, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
-import { startPrivateRedis, startSentinelRedis, type PrivateRedis, type SentinelRedis } from '@headroom/common/dist/src/testing';
+import { startPrivateRedis, startRedisCluster, startSentinelRedis, type PrivateRedis, type RedisClusterNodes, type SentinelRedis } from '@headroom/common/dist/src/testing';
 import { connected, demoHandlersPath, spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
 
 const root = path.join(__dirname, '..', '..', '..');
@@ -55,8 +54,12 @@ export interface StackOptions {
   /** Extra balancer CLI flags, e.g. --max-queued-tasks. */
   balancerArgs?: string[];
   flags?: FlagSource;
-  /** 'sentinel': a primary, a replica and three sentinels, every process given the redis+sentinel:// URL. @default 'single' */
-  redis?: 'single' | 'sentinel';
+  /**
+   * 'sentinel': a primary, a replica and three sentinels, every process given the
+   * redis+sentinel:// URL; 'cluster': a Redis Cluster of 3 primaries with a replica each, given
+   * redis+cluster://. @default 'single'
+   */
+  redis?: 'single' | 'sentinel' | 'cluster';
 }
 
 interface FleetProcess {
@@ -78,13 +81,14 @@ export interface BalancerProcess extends FleetProcess {
 }
 
 export interface FaultStack {
-  /** The Redis the stack started on (with Sentinel: the first primary). */
+  /** The Redis the stack started on (with Sentinel: the first primary; with a cluster: its first node). */
   readonly redis: PrivateRedis;
   /** What every process was given: redis://, or redis+sentinel:// with Sentinel. */
   readonly redisUrl: string;
   readonly sentinel: SentinelRedis | undefined;
+  readonly cluster: RedisClusterNodes | undefined;
   /** A connection of the suite's own, to read the ledger (and flush it). */
-  readonly ledgerRedis: Redis;
+  readonly ledgerRedis: RedisConnection;
   readonly ledger: Ledger;
   readonly workers: WorkerProcess[];
   readonly balancers: BalancerProcess[];
@@ -144,9 +148,10 @@ export async function startBalancerProcess(t: TestContext, redisUrl: string, bal
 /** Starts Redis, then the workers, then the balancers (which read the ledger at start). */
 export async function startStack(t: TestContext, options: StackOptions): Promise<FaultStack> {
   const sentinel = options.redis === 'sentinel' ? await startSentinelRedis() : undefined;
-  const redis = sentinel ? sentinel.nodes[0] : await startPrivateRedis();
-  t.after(() => (sentinel ? sentinel.stop() : redis.stop(true)));
-  const redisUrl = sentinel ? sentinel.url : redis.url;
+  const cluster = options.redis === 'cluster' ? await startRedisCluster() : undefined;
+  const redis = sentinel ? sentinel.nodes[0] : cluster ? cluster.nodes[0]! : await startPrivateRedis();
+  t.after(() => (sentinel ? sentinel.stop() : cluster ? cluster.stop() : redis.stop(true)));
+  const redisUrl = sentinel?.url ?? cluster?.url ?? redis.url;
   const ledgerRedis = await connected(redisUrl);
   t.after(() => ledgerRedis.disconnect());
   const workers = await Promise.all(options.workers.map((spec) => startWorkerProcess(t, redisUrl, spec, options.flags)));
@@ -158,6 +163,7 @@ export async function startStack(t: TestContext, options: StackOptions): Promise
     redis,
     redisUrl,
     sentinel,
+    cluster,
     ledgerRedis,
     ledger: new Ledger(ledgerRedis, { keyPrefix }),
     workers,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis';
 import { LedgerUnavailableError } from './errors';
 import { latencyKeys, type LatencyKeys } from './keys';
 
@@ -88,7 +88,7 @@ export class LatencyRecorder {
   dropped = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     private readonly options: LatencyRecorderOptions,
   ) {
     this.slotMs = options.slotMs ?? latencyDefaults.slotMs;
@@ -167,7 +167,7 @@ export interface LatencySlot {
 }
 
 /** Histograms by cluster, then integration, merged over the slots of the last `windowMs`. */
-export async function readLatency(redis: Redis, keyPrefix: string, windowMs: number, options: { slotMs?: number; nowUnixMs?: number } = {}): Promise<LatencyByCluster> {
+export async function readLatency(redis: RedisConnection, keyPrefix: string, windowMs: number, options: { slotMs?: number; nowUnixMs?: number } = {}): Promise<LatencyByCluster> {
   const merged: LatencyByCluster = new Map();
   for (const slot of await readLatencySlots(redis, keyPrefix, windowMs, options)) {
     for (const [cluster, byIntegration] of slot.clusters) {
@@ -182,7 +182,7 @@ export async function readLatency(redis: Redis, keyPrefix: string, windowMs: num
  * window is at most the retention, so this reads at most retentionMs / slotMs + 1 keys.
  */
 export async function readLatencySlots(
-  redis: Redis,
+  redis: RedisConnection,
   keyPrefix: string,
   windowMs: number,
   options: { slotMs?: number; nowUnixMs?: number } = {},

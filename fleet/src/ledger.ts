@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis';
 import { clusterKeys, type ClusterKeys } from './keys';
 import { defineScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
@@ -150,7 +150,7 @@ export class Ledger {
   readonly settleCounts = { calls: 0, releases: 0, reservations: 0 };
 
   constructor(
-    readonly redis: Redis,
+    readonly redis: RedisConnection,
     options: LedgerOptions = {},
   ) {
     this.options = { ...ledgerDefaults, ...stripUndefined(options) };

@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis';
 import { LedgerUnavailableError } from './errors';
 import { controlKeys, type ControlKeys } from './keys';
 import { defineScripts, loadScripts, luaDir } from './script-loader';
@@ -70,7 +70,7 @@ export class OverrideStore {
   readonly keys: ControlKeys;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     keyPrefix: string,
   ) {
     this.keys = controlKeys(keyPrefix);

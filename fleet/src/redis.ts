@@ -1,16 +1,23 @@
-import { Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { ConfigError, parseRedisUrl, silentLogger, withoutPassword, type Logger } from '@headroom/common';
 
 /** Reconnect quickly: a restarted Redis, or a replica Sentinel promoted, must be rebuilt within a few heartbeats. */
 const reconnectDelayMs = (attempt: number) => Math.min(50 * attempt, 500);
 
 /**
- * A Redis connection for ledger work, to one Redis or to the primary Sentinel names (see
- * parseRedisUrl for the URL forms). Commands are not queued while Redis is away (the offline
- * queue would be unbounded): they fail at once, and callers retry on their own schedule.
- * Commands issued in one tick go out in one pipeline.
+ * What every part of Headroom talks to Redis through: one Redis (also the primary Sentinel
+ * names) or a Redis Cluster. Every multi-key command, transaction and script stays in one hash
+ * tag, so both serve the same calls.
  */
-export function connectRedis(url: string, options: RedisOptions = {}, logger: Logger = silentLogger): Redis {
+export type RedisConnection = Redis | Cluster;
+
+/**
+ * A Redis connection for ledger work, to one Redis, to the primary Sentinel names, or to a Redis
+ * Cluster (see parseRedisUrl for the URL forms). Commands are not queued while Redis is away (the
+ * offline queue would be unbounded): they fail at once, and callers retry on their own schedule.
+ * Commands issued in one tick go out in one pipeline (per node, in a cluster).
+ */
+export function connectRedis(url: string, options: RedisOptions = {}, logger: Logger = silentLogger): RedisConnection {
   const defaults: RedisOptions = {
     enableAutoPipelining: true,
     enableOfflineQueue: false,
@@ -19,10 +26,24 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
     lazyConnect: false,
   };
   const location = parseRedisUrl(url);
-  const redis =
+  const credentials = {
+    ...(location.kind !== 'single' && location.username ? { username: location.username } : {}),
+    ...(location.kind !== 'single' && location.password !== undefined ? { password: location.password } : {}),
+  };
+  const redis: RedisConnection =
     location.kind === 'single'
       ? new Redis(url, { ...defaults, ...options })
-      : new Redis({
+      : location.kind === 'cluster'
+        ? new Cluster(location.nodes, {
+            enableAutoPipelining: options.enableAutoPipelining ?? true,
+            enableOfflineQueue: options.enableOfflineQueue ?? false,
+            clusterRetryStrategy: reconnectDelayMs,
+            // A failover moves slots: follow MOVED and re-read the slots at once.
+            retryDelayOnMoved: 0,
+            // Per node: what a connection to it needs; queueing and reconnecting are the cluster's.
+            redisOptions: { maxRetriesPerRequest: 0, ...credentials, ...(location.tls ? { tls: {} } : {}) },
+          })
+        : new Redis({
           ...defaults,
           sentinels: location.sentinels,
           name: location.primaryName,
@@ -30,8 +51,7 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
           sentinelRetryStrategy: reconnectDelayMs,
           // Sentinel announces a promotion (+switch-master): move at once rather than at the next failed command.
           failoverDetector: true,
-          ...(location.username ? { username: location.username } : {}),
-          ...(location.password !== undefined ? { password: location.password } : {}),
+          ...credentials,
           ...(location.sentinelUsername ? { sentinelUsername: location.sentinelUsername } : {}),
           ...(location.sentinelPassword !== undefined ? { sentinelPassword: location.sentinelPassword } : {}),
           ...(location.tls ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
@@ -48,7 +68,7 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
  * for a pub/sub connection too before subscribing: ioredis sends a SUBSCRIBE at once even
  * while connecting, and its ready check then fails.
  */
-export function waitUntilReady(redis: Redis, url = `redis://${redis.options.host ?? '127.0.0.1'}:${redis.options.port ?? 6379}`, timeoutMs = 10_000): Promise<void> {
+export function waitUntilReady(redis: RedisConnection, url = redis instanceof Redis ? `redis://${redis.options.host ?? '127.0.0.1'}:${redis.options.port ?? 6379}` : 'the Redis Cluster', timeoutMs = 10_000): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
     // The last error says why (refused, WRONGPASS, TLS); without one, nothing answered.

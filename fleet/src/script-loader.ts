@@ -1,6 +1,6 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis';
 
 /** Where the ledger's Lua scripts live: one script per file, named `<name>-<numKeys>.lua`. */
 export const luaDir = path.join(__dirname, '..', '..', 'lua');
@@ -30,7 +30,7 @@ export function loadScripts(dir = luaDir): LuaScript[] {
  * Registers each script as a command on `redis` (ioredis sends EVALSHA and falls back to
  * EVAL on NOSCRIPT, so scripts survive a Redis restart or SCRIPT FLUSH).
  */
-export function defineScripts(redis: Redis, scripts: readonly LuaScript[] = loadScripts()): void {
+export function defineScripts(redis: RedisConnection, scripts: readonly LuaScript[] = loadScripts()): void {
   for (const script of scripts) {
     if (typeof (redis as unknown as Record<string, unknown>)[script.name] === 'function') continue;
     redis.defineCommand(script.name, { numberOfKeys: script.numberOfKeys, lua: script.source });

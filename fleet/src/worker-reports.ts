@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from './redis';
 import { LedgerUnavailableError } from './errors';
 import { reportKeys, type ReportKeys } from './keys';
 
@@ -30,7 +30,7 @@ export class WorkerReports {
   private readonly keys: ReportKeys;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     keyPrefix: string,
   ) {
     this.keys = reportKeys(keyPrefix);

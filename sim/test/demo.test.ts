@@ -5,6 +5,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { freePort, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
 import { Ledger, connectRedis } from '@headroom/fleet';
+import type { Redis } from 'ioredis';
 import { startTestUnleash } from '@headroom/unleash-local';
 import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/demo/control-plane-api';
 import { deleteKeysUnder } from '../src/demo/redis';
@@ -274,7 +275,7 @@ async function waitForLiveData(uiUrl: string, apiUrl: string, token: string, sta
 test('npm start runs the whole system with its own Unleash, the control plane, the UI, 2 balancers and the bank simulator; live data within a minute; the printed commands join a balancer and a worker of each cluster; Ctrl-C leaves nothing behind', { timeout: 180_000 }, async (t) => {
   const keyPrefix = uniquePrefix('demo');
   const [port, controlPlanePort] = [await freePort(), await freePort()];
-  const redis = connectRedis(testRedisUrl);
+  const redis = connectRedis(testRedisUrl) as Redis;
   t.after(async () => {
     await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();

@@ -29,7 +29,7 @@ const flags: readonly OptionSpec[] = [
   { key: 'maxUpstreamConnections', flag: 'max-upstream-connections', env: 'HEADROOM_MAX_UPSTREAM_CONNECTIONS', valueName: 'N', description: "connections the handlers' shared HTTP agent opens per upstream origin (default 64)" },
   { key: 'maxOldSpaceSizeMb', flag: 'max-old-space-size-mb', env: 'HEADROOM_MAX_OLD_SPACE_SIZE_MB', valueName: 'MIB', description: "V8's old-generation heap limit (node --max-old-space-size; default Node's)" },
   { key: 'maxSemiSpaceSizeMb', flag: 'max-semi-space-size-mb', env: 'HEADROOM_MAX_SEMI_SPACE_SIZE_MB', valueName: 'MIB', description: "V8's young-generation semi-space size: larger means fewer scavenges (node --max-semi-space-size; default Node's)" },
-  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, or redis+sentinel://host:port,host:port/<primary name> (default redis://127.0.0.1:6379)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
   ...serverTlsOptionSpecs,
   ...flagOptionSpecs.filter((spec) => spec.key !== 'candidateFlag'),

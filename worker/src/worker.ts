@@ -17,7 +17,7 @@ import {
   type ExecuteRequest__Output,
   type ExecuteResponse,
 } from '@headroom/proto';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { Registry } from 'prom-client';
 import { createWorkerMetrics } from './metrics';
 import { createUpstreamAgent } from './upstream-agent';
@@ -64,7 +64,7 @@ export type WorkerOptions = z.input<typeof workerOptionsSchema>;
 
 export interface WorkerDependencies {
   /** Ledger connection (the worker does not close it). */
-  redis: Redis;
+  redis: RedisConnection;
   handlers: HandlerMap;
   ledger?: LedgerOptions;
   logger?: Logger;

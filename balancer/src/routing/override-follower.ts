@@ -1,11 +1,11 @@
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import type { Logger } from '@headroom/common';
 import { noOverride, overrideCovers, parseOverride, type BalancerInfo, type OverrideState, type OverrideStore } from '@headroom/fleet';
 
 export interface OverrideFollowerOptions {
   store: OverrideStore;
   /** The balancer's pub/sub connection (shared with the admission queue). */
-  subscriber: Redis;
+  subscriber: RedisConnection;
   balancerId: string;
   /** Heartbeats register the balancer and catch up on a missed override. */
   heartbeatIntervalMs: number;

@@ -5,9 +5,8 @@
  * Redis under the benchmark's key prefix.
  */
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { once } from '@headroom/common';
-import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck } from '@headroom/fleet';
+import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck, type RedisConnection } from '@headroom/fleet';
 import * as path from 'node:path';
 import { deleteKeys } from './headroom-fleet';
 import { spawnUntilReady, type ManagedProcess } from './processes';
@@ -43,7 +42,7 @@ const unleashReadyTimeoutMs = 60_000;
 export async function startControlStack(keyPrefix: string, options: ControlStackOptions, register: (cleanup: () => Promise<void>) => void): Promise<ControlStack> {
   let unleashProcess: ManagedProcess | undefined;
   let controlPlane: ManagedProcess | undefined;
-  const connections: Redis[] = [];
+  const connections: RedisConnection[] = [];
   const close = once(async () => {
     await controlPlane?.stop();
     // Only now: until it stopped, the control plane could write the override again.

@@ -168,7 +168,8 @@ export class FleetSim {
     const sim = new FleetSim(kind, settings);
     try {
       const connect = async (options: Parameters<typeof connectRedis>[1] = {}) => {
-        const redis = connectRedis(redisUrl, options);
+        // The benchmark's private redis-server: one Redis.
+        const redis = connectRedis(redisUrl, options) as Redis;
         await waitUntilReady(redis, redisUrl);
         return redis;
       };

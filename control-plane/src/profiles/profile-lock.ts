@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { LedgerUnavailableError, controlKeys } from '@headroom/fleet';
 import { controlScripts, type ControlScript } from '../control-scripts';
 
@@ -22,7 +22,7 @@ export class ProfileLock {
   readonly key: string;
   private readonly scripts: ReturnType<typeof controlScripts>;
 
-  constructor(redis: Redis, keyPrefix: string) {
+  constructor(redis: RedisConnection, keyPrefix: string) {
     this.key = controlKeys(keyPrefix).profileLock;
     this.scripts = controlScripts(redis);
   }

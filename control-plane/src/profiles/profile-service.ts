@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { HeadroomError, once, type Logger } from '@headroom/common';
 import type { AuditLog } from '../audit';
 import { apiErrorCodes } from '../errors';
@@ -28,7 +28,7 @@ export class ProfileService {
   private readonly running = new Map<string, { abort: AbortController; done: Promise<void> }>();
 
   constructor(
-    private readonly deps: { redis: Redis; keyPrefix: string; fleet: FleetView; audit: AuditLog; logger: Logger; options: ProfileStoreOptions; workerSecurity: ChannelSecurity },
+    private readonly deps: { redis: RedisConnection; keyPrefix: string; fleet: FleetView; audit: AuditLog; logger: Logger; options: ProfileStoreOptions; workerSecurity: ChannelSecurity },
   ) {
     this.lock = new ProfileLock(deps.redis, deps.keyPrefix);
     this.store = new ProfileStore(deps.redis, deps.keyPrefix, deps.options);

@@ -1,6 +1,6 @@
 import { promisify } from 'node:util';
 import { gunzip, gzip } from 'node:zlib';
-import type { Redis } from 'ioredis';
+import type { RedisConnection } from '@headroom/fleet';
 import { LedgerUnavailableError, controlKeys, type ControlKeys } from '@headroom/fleet';
 import type { ProfileSummary } from './cpuprofile';
 
@@ -45,7 +45,7 @@ export class ProfileStore {
   private readonly keys: ControlKeys;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisConnection,
     keyPrefix: string,
     readonly options: ProfileStoreOptions,
   ) {

@@ -163,7 +163,8 @@ class Demo {
     write('starting Redis... ');
     const redisUrl = await this.startRedis();
     if (this.stopping) return;
-    this.ledgerRedis = connectRedis(redisUrl);
+    // One Redis: the demo refuses Sentinel and cluster URLs (see options.ts).
+    this.ledgerRedis = connectRedis(redisUrl) as Redis;
     this.ledger = new Ledger(this.ledgerRedis, { keyPrefix: this.keyPrefix });
 
     const unleash = await this.control.startUnleash();
