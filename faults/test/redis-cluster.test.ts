@@ -1,19 +1,44 @@
 /**
  * Headroom on a real Redis Cluster: 3 primaries with a replica each (redis-server with
- * cluster-enabled), every process given the redis+cluster:// URL. With the key prefix "hr", the
+ * cluster-enabled), every process (workers, balancers, the control plane; flags from a real
+ * Unleash) given the redis+cluster:// URL. With the key prefix "hr", the
  * baseline's ledger ({hr:baseline}), the candidate's ({hr:candidate}) and the control keys
  * ({hr:control}) land on three different shards. The primary of the baseline's shard is killed
- * (kill -9) under load: the candidate keeps being served throughout, and the baseline comes back
- * once the cluster promoted the replica. THE INVARIANT (src/invariant.ts) is checked after.
+ * (kill -9) under load: the candidate keeps being served throughout, the control plane keeps
+ * making changes, and the baseline comes back once the cluster promoted the replica. THE INVARIANT (src/invariant.ts) is checked after.
  */
-import { test } from 'node:test';
+import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { clusterKeys, controlKeys } from '@headroom/fleet';
-import { FleetWatch, TaskLog, demoTask, finishCase, keyPrefix, latencyMs, msUntil, percentile, sleep, startClosedLoad, startStack, type Submission } from '../src/index';
+import {
+  FleetWatch,
+  TaskLog,
+  demoTask,
+  finishCase,
+  keyPrefix,
+  latencyMs,
+  msUntil,
+  percentile,
+  readWorker,
+  sleep,
+  startClosedLoad,
+  startControlPlaneProcess,
+  startStack,
+  startUnleashProcess,
+  uniqueFlags,
+  type Submission,
+  type UnleashProcess,
+} from '../src/index';
 
 const healthyLatencyMs = 1500;
+
+let unleash: UnleashProcess;
+before(async () => {
+  unleash = await startUnleashProcess();
+});
+after(() => unleash?.close());
 
 function clusterOf(s: Submission): string | undefined {
   return s.answer?.ok ? s.answer.response.placement?.cluster : undefined;
@@ -30,6 +55,7 @@ async function primaryPortOf(node: Redis, key: string): Promise<number> {
 
 test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shard\'s primary stops only the cluster on it, until its replica takes over', async (t) => {
   const startedAtMs = performance.now();
+  const flags = uniqueFlags(unleash);
   const stack = await startStack(t, {
     redis: 'cluster',
     workers: [
@@ -37,8 +63,11 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
       ...['c0', 'c1'].map((workerId) => ({ workerId, cluster: 'candidate', maxParallelism: 3 })),
     ],
     balancerCount: 2,
-    balancerArgs: ['--candidate-percent', '50'],
+    flags,
   });
+  const control = await startControlPlaneProcess(t, stack.redisUrl, unleash.adminToken, flags, ['bank-a', 'bank-b']);
+  // bank-a to the candidate, bank-b to the baseline.
+  assert.equal((await control.api('PUT', '/traffic', { integrations: { 'bank-a': 100, 'bank-b': 0 } })).status, 200);
   const cluster = stack.cluster!;
   const ports = cluster.nodes.map((node) => node.port);
   const ask = async <T>(fn: (node: Redis) => Promise<T>, avoidPort?: number): Promise<T> => {
@@ -63,12 +92,17 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
     lanes: 16,
     maxDurationMs: 40_000,
     balancerFor: (lane) => stack.balancers[lane % 2]!,
-    taskFor: (lane, seq) => demoTask({ priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND', sleepMs: 40 + (seq % 5) * 20, deadlineMs: 20_000 }),
+    taskFor: (lane, seq) =>
+      demoTask({ integration: seq % 2 === 0 ? 'bank-a' : 'bank-b', priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND', sleepMs: 40 + (seq % 5) * 20, deadlineMs: 20_000 }),
   });
-  await msUntil('both clusters serve tasks', 10_000, () => ['baseline', 'candidate'].every((c) => log.submissions.some((s) => clusterOf(s) === c)));
+  await msUntil('both clusters serve tasks', 20_000, () => ['baseline', 'candidate'].every((c) => log.submissions.some((s) => clusterOf(s) === c)));
   await sleep(500);
   const killedAtMs = performance.now();
   await cluster.nodes.find((node) => node.port === baselinePrimary)!.stop(true);
+  // The control plane (its keys on a third shard, the flags in Unleash) keeps making changes meanwhile.
+  const changed = await control.api('PUT', '/parallelism', { clusters: { candidate: 2 } });
+  const changeAnsweredMs = Math.round(performance.now() - killedAtMs);
+  assert.equal(changed.status, 200, JSON.stringify(changed.body));
   const promotedMs = await msUntil('the replica took over the baseline\'s slots', 20_000, async () => {
     try {
       return (await ask((node) => primaryPortOf(node, baselineKey), baselinePrimary)) !== baselinePrimary;
@@ -76,6 +110,9 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
       return false;
     }
   }, killedAtMs);
+  assert.ok(changeAnsweredMs < promotedMs, `the change was answered (${changeAnsweredMs} ms after the kill) before the replica took over (${promotedMs} ms)`);
+  const candidateParallelismMs = await msUntil('the candidate workers at max parallelism 2', 15_000, async () =>
+    (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2), killedAtMs);
   const baselineBackMs = await msUntil('a baseline task sent after the promotion was served', 20_000, () =>
     log.submissions.some((s) => s.submittedAtMs > killedAtMs + promotedMs && clusterOf(s) === 'baseline'), killedAtMs);
   await sleep(1500);
@@ -87,7 +124,7 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
   const result = await finishCase(t, stack, log, watch, {
     name: 'Redis Cluster shard failover (kill -9 of the baseline shard\'s primary)',
     startedAtMs,
-    measuredMs: { nodeTimeout: cluster.nodeTimeoutMs, promoted: promotedMs, baselineServedAgain: baselineBackMs, candidateP99DuringOutage },
+    measuredMs: { nodeTimeout: cluster.nodeTimeoutMs, promoted: promotedMs, baselineServedAgain: baselineBackMs, candidateP99DuringOutage, changeAnswered: changeAnsweredMs, candidateParallelismChanged: candidateParallelismMs },
     figures: { candidateTasksDuringOutage: duringOutage.length },
   });
   assert.ok(duringOutage.length >= 10, `the candidate kept being served while the baseline's shard was down: ${duringOutage.length} tasks`);
