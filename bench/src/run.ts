@@ -36,10 +36,14 @@ import { rollbackMarkdown, rollbackTables } from './rollback-report';
 import { runRouting } from './routing';
 import { runScale } from './scale';
 import { scaleMarkdown, scaleTables } from './scale-report';
+import { runSoakBenchmark } from './soak';
+import { soakMarkdown, soakTables } from './soak-report';
 import { routingMarkdown, routingTables } from './routing-report';
 
 interface RunOptions {
   smoke: boolean;
+  /** soak only: how long it runs. */
+  minutes: number;
   outPath: string | undefined;
   cpuProfileDir: string | undefined;
   command: string;
@@ -67,7 +71,11 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   // On a private redis-server of its own: REDIS_URL is not used.
   scale: (options) => report('scale', options, runScale(common(options)), { tables: scaleTables, markdown: scaleMarkdown }),
   'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
+  // Issue 19; runs only when named (30 minutes by default: --minutes N).
+  soak: (options) => report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
 };
+/** What `npm run bench` runs when no benchmark is named: all but the soak. */
+const defaultBenchmarks = Object.keys(benchmarks).filter((name) => name !== 'soak');
 
 /** Writes the JSON, prints the tables, and refreshes the benchmark's section of bench/RESULTS.md. */
 async function report<R>(name: string, options: RunOptions, running: Promise<R>, format: { tables(result: R): string; markdown(result: R): string }): Promise<void> {
@@ -84,14 +92,14 @@ async function report<R>(name: string, options: RunOptions, running: Promise<R>,
   }
 }
 
-const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR]`;
+const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)]`;
 
 // First Ctrl-C (or SIGTERM): stop the load and clean up (children, Redis keys). Second: leave at once.
 const interrupted = new AbortController();
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
-    options: { smoke: { type: 'boolean', default: false }, out: { type: 'string' }, 'cpu-prof-dir': { type: 'string' }, help: { type: 'boolean', default: false } },
+    options: { smoke: { type: 'boolean', default: false }, out: { type: 'string' }, 'cpu-prof-dir': { type: 'string' }, minutes: { type: 'string', default: '30' }, help: { type: 'boolean', default: false } },
     allowPositionals: true,
     strict: true,
   });
@@ -104,7 +112,12 @@ async function main(): Promise<number> {
     process.stderr.write(`unknown benchmark ${unknown.join(', ')}; expected one of: ${Object.keys(benchmarks).join(', ')}\n${usage}\n`);
     return 2;
   }
-  const names = positionals.length > 0 ? positionals : Object.keys(benchmarks);
+  const minutes = Number(values.minutes);
+  if (!Number.isInteger(minutes) || minutes < 1 || minutes > 24 * 60) {
+    process.stderr.write(`--minutes: got ${JSON.stringify(values.minutes)}, expected a whole number of minutes from 1 to 1440\n${usage}\n`);
+    return 2;
+  }
+  const names = positionals.length > 0 ? positionals : defaultBenchmarks;
   if (values.out && names.length > 1) {
     process.stderr.write('--out takes one benchmark: name it\n');
     return 2;
@@ -121,7 +134,7 @@ async function main(): Promise<number> {
   }
   for (const name of names) {
     process.stdout.write(`${name}${values.smoke ? ' (smoke)' : ''}\n`);
-    await benchmarks[name]!({ smoke: values.smoke, outPath: values.out, cpuProfileDir: values['cpu-prof-dir'], command, signal: interrupted.signal });
+    await benchmarks[name]!({ smoke: values.smoke, minutes, outPath: values.out, cpuProfileDir: values['cpu-prof-dir'], command, signal: interrupted.signal });
   }
   return 0;
 }

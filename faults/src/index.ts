@@ -8,3 +8,4 @@ export * from './case';
 export * from './control-plane';
 export * from './bank';
 export * from './unleash/process';
+export * from './soak';

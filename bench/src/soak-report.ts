@@ -1,0 +1,51 @@
+import type { SoakResult } from './soak';
+import { formatMachine } from './report/machine';
+import { markdownTable } from './report/table';
+
+const mib = (bytes: number) => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+function formatValue(value: number, unit: string): string {
+  if (unit === 'bytes') return mib(value);
+  if (unit === 'seconds') return `${(value * 1000).toFixed(1)} ms`;
+  return value.toFixed(1);
+}
+
+export function soakTables(result: SoakResult): string {
+  const { soak } = result;
+  const tasks = soak.tasks;
+  const summary = markdownTable(
+    ['minutes', 'lanes / slots', 'tasks', 'ok', 'coded errors', 'lost', 'faults', 'growing series'],
+    [[String(soak.minutes), `${soak.lanes} / ${soak.slots}`, String(tasks.submitted), String(tasks.ok), String(tasks.submitted - tasks.ok - tasks.lost - tasks.connectionErrors), String(tasks.lost), String(soak.faults.length), soak.judged ? String(soak.grew.length) : 'not judged (under 10 min)']],
+  );
+  const latency = markdownTable(
+    ['quarter', 'answered', 'p50 ms', 'p99 ms'],
+    soak.latencyByQuarter.map((q, i) => [String(i + 1), String(q.answered), String(q.p50), String(q.p99)]),
+  );
+  // One row per process kind and metric: the steepest series of each.
+  const steepest = new Map<string, (typeof soak.series)[number]>();
+  for (const s of soak.series) {
+    const [process, metric] = s.name.split('/') as [string, string];
+    const key = `${process.split(':')[0]}/${metric}`;
+    const held = steepest.get(key);
+    if (!held || s.slopePerHour > held.slopePerHour) steepest.set(key, s);
+  }
+  const series = markdownTable(
+    ['what (steepest series of its kind)', 'points fitted', 'mean', 'slope per hour', 'grows'],
+    [...steepest].sort(([a], [b]) => a.localeCompare(b)).map(([key, s]) => [`${key} (${s.name.split('/')[0]})`, String(s.points), formatValue(s.mean, s.unit), `${s.slopePerHour >= 0 ? '+' : ''}${formatValue(s.slopePerHour, s.unit)}`, s.grows ? 'YES' : 'no']),
+  );
+  return [summary, latency, series].join('\n\n');
+}
+
+export function soakMarkdown(result: SoakResult): string {
+  return `## soak
+
+- Date: ${result.startedAt}
+- Machine: ${formatMachine(result.machine)}
+- Command: \`${result.command}\`
+- Setup: the fault suite's soak (faults/src/soak.ts): 3 baseline and 2 candidate workers of 4 slots running the bank integration against the bank simulator, 2 balancers, the control plane and a real Unleash (on the test PostgreSQL), a private Redis; ${result.soak.lanes} clients in a closed loop (70% of the ${result.soak.slots} slots), half the tasks to the candidate. Faults in turn, one every ${Math.round((result.soak.minutes * 60) / 5)} s at most 5 min apart: ${[...new Set(result.soak.faults.map((f) => f.what))].join('; ')}. Every ${result.soak.sampleEveryMs / 1000} s: each process's heap used, RSS, active handles and event-loop delay p99 (its /metrics), the ledger's keys (DBSIZE) and Redis's used memory. Slopes are least squares over the samples after the first fifth of the run (Redis's from its last restart on); a process started again is a series of its own. A series grows without bound when its slope passes half its mean per hour and a floor (20 MiB/h heap, 40 MiB/h RSS, 20 handles/h, 50 keys/h, 20 MiB/h Redis memory); judged on runs of 10 minutes or more.
+
+${soakTables(result)}
+
+Faults: ${result.soak.faults.map((f) => `${f.atSeconds} s ${f.what}`).join('; ')}.
+${result.soak.grew.length > 0 ? `\nGrew: ${result.soak.grew.join('; ')}.\n` : ''}`;
+}

@@ -1,0 +1,225 @@
+/**
+ * The soak: the whole system under a steady load for minutes to hours, with the faults of
+ * production coming back in turn (a worker killed and started again, a rollback and its resume,
+ * a Redis restart, an Unleash restart), sampling what grows when something leaks: every
+ * process's heap, RSS, handles and event-loop delay, the ledger's keys and Redis's memory, and
+ * task latency. A series that keeps growing (a least-squares slope, per hour) fails the run.
+ */
+import type { TestContext } from 'node:test';
+import { performance } from 'node:perf_hooks';
+import { startBankSimulator, bankUrlEnv } from './bank';
+import { finishCase, sleep } from './case';
+import { startControlPlaneProcess, uniqueFlags } from './control-plane';
+import { TaskLog, startClosedLoad } from './load';
+import { parseMetrics, scrapeMetrics, type MetricsText } from './metrics';
+import { latencyMs, percentile } from './report';
+import { startStack, startWorkerProcess, type WorkerSpec } from './stack';
+import type { UnleashProcess } from './unleash/process';
+import { FleetWatch } from './watch';
+import { task } from '@headroom/balancer/dist/test/harness';
+import type { SoakReport, SoakSeries } from '@headroom/bench/dist/src/soak';
+
+export type { SoakReport, SoakSeries };
+
+export interface SoakOptions {
+  minutes: number;
+  sampleEveryMs: number;
+  /** Started by the caller (it takes seconds); the soak stops and starts it again. */
+  unleash: UnleashProcess;
+  progress?: (line: string) => void;
+}
+
+const baselineSpecs: WorkerSpec[] = ['w0', 'w1', 'w2'].map((workerId) => ({ workerId, cluster: 'baseline', maxParallelism: 4, handlers: 'bank' }));
+const candidateSpecs: WorkerSpec[] = ['c0', 'c1'].map((workerId) => ({ workerId, cluster: 'candidate', maxParallelism: 4, handlers: 'bank' }));
+/** The run's first fifth is warm-up (code compiled, connections opened, caches filled): not fitted. */
+const warmUpShare = 0.2;
+/** Growth per hour that fails a series, by what it measures: relative to its mean, and at least this much. */
+const growthLimits: Record<string, { relative: number; absolute: number }> = {
+  heap: { relative: 0.5, absolute: 20 * 2 ** 20 },
+  rss: { relative: 0.5, absolute: 40 * 2 ** 20 },
+  handles: { relative: 0.5, absolute: 20 },
+  keys: { relative: 0.5, absolute: 50 },
+  memory: { relative: 0.5, absolute: 20 * 2 ** 20 },
+};
+
+/** Least-squares slope of value over time, per hour. */
+export function slopePerHour(points: readonly { atMs: number; value: number }[]): number {
+  const n = points.length;
+  if (n < 2) return 0;
+  const meanT = points.reduce((a, p) => a + p.atMs, 0) / n;
+  const meanV = points.reduce((a, p) => a + p.value, 0) / n;
+  let num = 0;
+  let den = 0;
+  for (const p of points) {
+    num += (p.atMs - meanT) * (p.value - meanV);
+    den += (p.atMs - meanT) ** 2;
+  }
+  return den === 0 ? 0 : (num / den) * 3_600_000;
+}
+
+export async function runSoak(t: TestContext, options: SoakOptions): Promise<SoakReport> {
+  const say = options.progress ?? (() => undefined);
+  const startedAtMs = performance.now();
+  const durationMs = options.minutes * 60_000;
+  const bank = await startBankSimulator(t);
+  process.env[bankUrlEnv] = bank.url;
+  const flags = uniqueFlags(options.unleash);
+  const stack = await startStack(t, { workers: [...baselineSpecs, ...candidateSpecs], balancerCount: 2, flags });
+  const control = await startControlPlaneProcess(t, stack.redisUrl, options.unleash.adminToken, flags, ['bank-a', 'bank-b']);
+  const traffic = await control.api('PUT', '/traffic', { integrations: { 'bank-a': 50, 'bank-b': 50 } });
+  if (traffic.status !== 200) throw new Error(`PUT /traffic answered ${traffic.status}: ${JSON.stringify(traffic.body)}`);
+
+  const slots = [...baselineSpecs, ...candidateSpecs].reduce((sum, spec) => sum + spec.maxParallelism, 0);
+  // 70% of the slots kept busy: each lane sends its next task when the last is answered.
+  const lanes = Math.round(0.7 * slots);
+  const log = new TaskLog();
+  const watch = new FleetWatch(stack).start();
+  const loadStartedAtMs = performance.now();
+  const load = startClosedLoad(t, log, {
+    lanes,
+    maxTasks: Math.ceil(options.minutes * 60 * 400),
+    maxDurationMs: durationMs + 60_000,
+    balancerFor: (lane) => stack.balancers[lane % 2]!,
+    // The account and one page of transactions, one task in eight with a user waiting.
+    taskFor: (_lane, seq) => task({ integration: seq % 2 === 0 ? 'bank-a' : 'bank-b', priority: seq % 8 === 0 ? 'USER_PRESENT' : 'BACKGROUND', payload: Buffer.from(JSON.stringify({ maxPages: 1 })), deadlineUnixMs: Date.now() + 30_000 }),
+  });
+
+  const faults: SoakReport['faults'] = [];
+  const at = () => Math.round((performance.now() - loadStartedAtMs) / 1000);
+  let redisRestartedAtMs = 0;
+  const faultsInTurn: [string, () => Promise<void>][] = [
+    [
+      'kill -9 a worker, start it again 2 s later',
+      async () => {
+        const victim = stack.liveWorkers('baseline')[faults.length % 3]!;
+        await stack.stop(victim, 'SIGKILL');
+        await sleep(2000);
+        stack.workers.push(await startWorkerProcess(t, stack.redisUrl, baselineSpecs.find((s) => s.workerId === victim.id)!, flags));
+      },
+    ],
+    [
+      'roll bank-a back, resume it 3 s later',
+      async () => {
+        const rollback = await control.api('POST', '/rollback', { integration: 'bank-a', reason: 'soak' });
+        if (rollback.status !== 200) throw new Error(`POST /rollback answered ${rollback.status}`);
+        await sleep(3000);
+        const resume = await control.api('POST', '/resume', { integration: 'bank-a', reason: 'soak' });
+        if (resume.status !== 200) throw new Error(`POST /resume answered ${resume.status}`);
+      },
+    ],
+    [
+      'restart Redis (empty: no persistence)',
+      async () => {
+        await stack.redis.stop(true);
+        await sleep(300);
+        await stack.redis.start();
+        redisRestartedAtMs = performance.now();
+      },
+    ],
+    [
+      'restart Unleash',
+      async () => {
+        await options.unleash.stop();
+        await sleep(2000);
+        await options.unleash.start();
+      },
+    ],
+  ];
+  const cycleMs = Math.min(durationMs / (faultsInTurn.length + 1), 5 * 60_000);
+
+  const samples = new Map<string, { unit: string; points: { atMs: number; value: number }[] }>();
+  const record = (name: string, unit: string, value: number) => {
+    let series = samples.get(name);
+    if (!series) samples.set(name, (series = { unit, points: [] }));
+    series.points.push({ atMs: performance.now(), value });
+  };
+  const sampleProcess = (name: string, metrics: MetricsText) => {
+    record(`${name}/heap`, 'bytes', metrics.value('nodejs_heap_size_used_bytes'));
+    record(`${name}/rss`, 'bytes', metrics.value('process_resident_memory_bytes'));
+    record(`${name}/handles`, 'handles', metrics.value('nodejs_active_handles_total'));
+    record(`${name}/eventloop-p99`, 'seconds', metrics.value('nodejs_eventloop_lag_p99_seconds'));
+  };
+  const sample = async () => {
+    const processes = [...stack.liveWorkers(), ...stack.liveBalancers()];
+    await Promise.all(
+      processes.map(async (p) => {
+        try {
+          sampleProcess(`${p.kind}:${p.id}:${p.process.child.pid}`, await scrapeMetrics(p.metricsPort));
+        } catch {
+          // A process being killed or restarted misses a sample.
+        }
+      }),
+    );
+    try {
+      const response = await fetch(`${control.url}/api/v1/metrics`, { signal: AbortSignal.timeout(2500) });
+      sampleProcess(`control-plane:${control.process.child.pid}`, parseMetrics(await response.text()));
+    } catch {
+      // Missed once.
+    }
+    try {
+      record('redis/keys', 'keys', await stack.ledgerRedis.dbsize());
+      const memory = /used_memory:(\d+)/.exec(await stack.ledgerRedis.info('memory'));
+      if (memory) record('redis/memory', 'bytes', Number(memory[1]));
+    } catch {
+      // Redis restarting.
+    }
+  };
+
+  let nextFaultAtMs = loadStartedAtMs + cycleMs;
+  let nextSampleAtMs = loadStartedAtMs;
+  while (performance.now() - loadStartedAtMs < durationMs) {
+    const now = performance.now();
+    if (now >= nextSampleAtMs) {
+      nextSampleAtMs += options.sampleEveryMs;
+      await sample();
+    }
+    if (now >= nextFaultAtMs) {
+      nextFaultAtMs += cycleMs;
+      const [what, run] = faultsInTurn[faults.length % faultsInTurn.length]!;
+      faults.push({ atSeconds: at(), what });
+      say(`soak ${at()} s: ${what}`);
+      await run();
+    }
+    await sleep(Math.max(0, Math.min(nextSampleAtMs, nextFaultAtMs) - performance.now()));
+  }
+  await load.stop();
+  const endedAtMs = performance.now();
+  const result = await finishCase(t, stack, log, watch, {
+    name: `soak (${options.minutes} min)`,
+    startedAtMs,
+    convergeTimeoutMs: 15_000,
+    measuredMs: { duration: Math.round(endedAtMs - loadStartedAtMs) },
+    figures: { faults: faults.length },
+  });
+
+  const judged = options.minutes >= 10;
+  const warmUpEndsAtMs = loadStartedAtMs + warmUpShare * durationMs;
+  const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
+    // Redis restarted empty: its keys and memory are fitted from the restart on.
+    const fromMs = name.startsWith('redis/') ? Math.max(warmUpEndsAtMs, redisRestartedAtMs) : warmUpEndsAtMs;
+    const fitted = points.filter((p) => p.atMs >= fromMs);
+    const mean = fitted.length > 0 ? fitted.reduce((a, p) => a + p.value, 0) / fitted.length : 0;
+    const slope = slopePerHour(fitted);
+    const limit = growthLimits[name.split('/')[1]!];
+    const grows = judged && limit !== undefined && fitted.length >= 8 && slope > Math.max(limit.absolute, limit.relative * mean);
+    return { name, unit, points: fitted.length, mean, slopePerHour: slope, grows };
+  });
+  const quarterMs = (endedAtMs - loadStartedAtMs) / 4;
+  const latencyByQuarter = [0, 1, 2, 3].map((q) => {
+    const answered = log.answeredBetween(loadStartedAtMs + q * quarterMs, loadStartedAtMs + (q + 1) * quarterMs).filter((s) => s.answer?.ok);
+    const latencies = answered.map(latencyMs);
+    return { p50: Math.round(percentile(latencies, 50)), p99: Math.round(percentile(latencies, 99)), answered: answered.length };
+  });
+  return {
+    minutes: options.minutes,
+    sampleEveryMs: options.sampleEveryMs,
+    lanes,
+    slots,
+    tasks: result.tally,
+    faults,
+    latencyByQuarter,
+    series,
+    grew: series.filter((s) => s.grows).map((s) => `${s.name}: +${Math.round(s.slopePerHour)} ${s.unit}/h (mean ${Math.round(s.mean)})`),
+    judged,
+  };
+}
