@@ -2,7 +2,8 @@
 /**
  * Benchmarks of Headroom. Programs, not tests: they print a table, write JSON to bench/results/
  * and refresh bench/RESULTS.md, and exit 0 whatever the figures (non-zero only when a benchmark broke).
- *   npm run bench                      every benchmark
+ *   npm run bench                      every benchmark but the soak
+ *   npm run bench -- soak --minutes 30 the soak (issue 19): runs only when named
  *   npm run bench -- overhead          one
  *   npm run bench -- overhead --smoke  seconds, tiny load (what the test runs)
  * Benchmarks (issue 7's numbering): overhead (1, the balancer's cost), routing (2, slot policies on a
@@ -11,7 +12,8 @@
  * 1..50), memory (6, 100,000 tasks queued at a balancer), scale (7, Redis's cost per task and per
  * worker, and what one Redis carries; with issue 14's fleet-scale mode, the old ledger's scripts
  * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
- * semi-space sizes). Each refreshes its section of bench/RESULTS.md and the table at its top.
+ * semi-space sizes); soak (the whole system for --minutes with faults in turn, judged on what grows).
+ * Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);
  * scale needs redis-server on the PATH (it starts a private one).

@@ -3,7 +3,9 @@
  * production coming back in turn (a worker killed and started again, a rollback and its resume,
  * a Redis restart, an Unleash restart), sampling what grows when something leaks: every
  * process's heap, RSS, handles and event-loop delay, the ledger's keys and Redis's memory, and
- * task latency. A series that keeps growing (a least-squares slope, per hour) fails the run.
+ * task latency. A series that keeps growing (a least-squares slope over the run's second half,
+ * per hour) fails the run; the latency summaries' keys, which fill up to a known bound over
+ * their retention, fail it when they pass that bound.
  */
 import type { TestContext } from 'node:test';
 import { performance } from 'node:perf_hooks';
@@ -13,7 +15,8 @@ import { startControlPlaneProcess, uniqueFlags } from './control-plane';
 import { TaskLog, startClosedLoad } from './load';
 import { parseMetrics, scrapeMetrics, type MetricsText } from './metrics';
 import { latencyMs, percentile } from './report';
-import { startStack, startWorkerProcess, type WorkerSpec } from './stack';
+import { keyPrefix, startStack, startWorkerProcess, type WorkerSpec } from './stack';
+import { latencyDefaults } from '@headroom/fleet';
 import type { UnleashProcess } from './unleash/process';
 import { FleetWatch } from './watch';
 import { task } from '@headroom/balancer/dist/test/harness';
@@ -31,14 +34,21 @@ export interface SoakOptions {
 
 const baselineSpecs: WorkerSpec[] = ['w0', 'w1', 'w2'].map((workerId) => ({ workerId, cluster: 'baseline', maxParallelism: 4, handlers: 'bank' }));
 const candidateSpecs: WorkerSpec[] = ['c0', 'c1'].map((workerId) => ({ workerId, cluster: 'candidate', maxParallelism: 4, handlers: 'bank' }));
-/** The run's first fifth is warm-up (code compiled, connections opened, caches filled): not fitted. */
-const warmUpShare = 0.2;
+/**
+ * Slopes are fitted over the run's second half: the first is warm-up (code compiled, connections
+ * opened, V8's heap grown to its working size, caches filled).
+ */
+const fittedFromShare = 0.5;
+/** Heap and RSS rise and fall with each GC: the lowest of each run of this many samples is fitted (what survives a collection). */
+const samplesPerLow = 4;
+/** The latency summaries: one key per slot, kept for a retention (fleet/src/latency.ts); they fill up to that bound, then stay. */
+const latencyKeysBound = Math.ceil(latencyDefaults.retentionMs / latencyDefaults.slotMs) + 10;
 /** Growth per hour that fails a series, by what it measures: relative to its mean, and at least this much. */
 const growthLimits: Record<string, { relative: number; absolute: number }> = {
   heap: { relative: 0.5, absolute: 20 * 2 ** 20 },
   rss: { relative: 0.5, absolute: 40 * 2 ** 20 },
   handles: { relative: 0.5, absolute: 20 },
-  keys: { relative: 0.5, absolute: 50 },
+  'keys-besides-latency': { relative: 0.5, absolute: 50 },
   memory: { relative: 0.5, absolute: 20 * 2 ** 20 },
 };
 
@@ -157,7 +167,10 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
       // Missed once.
     }
     try {
-      record('redis/keys', 'keys', await stack.ledgerRedis.dbsize());
+      const all = await stack.ledgerRedis.dbsize();
+      const latencyKeys = (await stack.ledgerRedis.keys(`{${keyPrefix}:latency}:*`)).length;
+      record('redis/keys-besides-latency', 'keys', all - latencyKeys);
+      record('redis/latency-keys', 'keys', latencyKeys);
       const memory = /used_memory:(\d+)/.exec(await stack.ledgerRedis.info('memory'));
       if (memory) record('redis/memory', 'bytes', Number(memory[1]));
     } catch {
@@ -193,15 +206,28 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   });
 
   const judged = options.minutes >= 10;
-  const warmUpEndsAtMs = loadStartedAtMs + warmUpShare * durationMs;
+  const fittedFromMs = loadStartedAtMs + fittedFromShare * durationMs;
   const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
-    // Redis restarted empty: its keys and memory are fitted from the restart on.
-    const fromMs = name.startsWith('redis/') ? Math.max(warmUpEndsAtMs, redisRestartedAtMs) : warmUpEndsAtMs;
-    const fitted = points.filter((p) => p.atMs >= fromMs);
+    const metric = name.split('/')[1]!;
+    // Redis restarted empty: its keys and memory are fitted from a minute after the restart on.
+    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, redisRestartedAtMs + 60_000) : fittedFromMs;
+    let fitted = points.filter((p) => p.atMs >= fromMs);
+    if (metric === 'heap' || metric === 'rss') {
+      const lows: typeof fitted = [];
+      for (let i = 0; i + samplesPerLow <= fitted.length; i += samplesPerLow) {
+        const run = fitted.slice(i, i + samplesPerLow);
+        lows.push(run.reduce((low, p) => (p.value < low.value ? p : low)));
+      }
+      fitted = lows;
+    }
     const mean = fitted.length > 0 ? fitted.reduce((a, p) => a + p.value, 0) / fitted.length : 0;
     const slope = slopePerHour(fitted);
-    const limit = growthLimits[name.split('/')[1]!];
-    const grows = judged && limit !== undefined && fitted.length >= 8 && slope > Math.max(limit.absolute, limit.relative * mean);
+    const limit = growthLimits[metric];
+    const grows =
+      judged &&
+      (metric === 'latency-keys'
+        ? points.some((p) => p.value > latencyKeysBound)
+        : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
     return { name, unit, points: fitted.length, mean, slopePerHour: slope, grows };
   });
   const quarterMs = (endedAtMs - loadStartedAtMs) / 4;
