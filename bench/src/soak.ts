@@ -13,6 +13,9 @@ export interface SoakSeries {
   /** What was sampled: `<process>/<metric>`, or `redis/<metric>`; a process started again is a new series. */
   name: string;
   unit: string;
+  /** Samples taken. */
+  sampled: number;
+  /** Points fitted (after the warm-up; for heap and RSS, the lowest of every few samples). */
   points: number;
   mean: number;
   /** Least-squares slope over the samples after the warm-up, per hour. */

@@ -228,7 +228,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
       (metric === 'latency-keys'
         ? points.some((p) => p.value > latencyKeysBound)
         : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
-    return { name, unit, points: fitted.length, mean, slopePerHour: slope, grows };
+    return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows };
   });
   const quarterMs = (endedAtMs - loadStartedAtMs) / 4;
   const latencyByQuarter = [0, 1, 2, 3].map((q) => {

@@ -31,7 +31,7 @@ test(`soak: ${minutes} min at 70% of the slots with faults in turn; nothing lost
     'every fault came once at least',
   );
   // Every process was sampled (workers, balancers, the control plane) and Redis too.
-  for (const kind of ['worker:', 'balancer:', 'control-plane:', 'redis/']) assert.ok(report.series.some((s) => s.name.startsWith(kind) && s.points >= 3), `${kind} sampled: ${report.series.map((s) => `${s.name} ${s.points}`).join(', ')}`);
+  for (const kind of ['worker:', 'balancer:', 'control-plane:', 'redis/']) assert.ok(report.series.some((s) => s.name.startsWith(kind) && s.sampled >= 3), `${kind} sampled: ${report.series.map((s) => `${s.name} ${s.sampled}`).join(', ')}`);
   assert.ok(report.latencyByQuarter.every((q) => q.answered > 0), `served in every quarter: ${JSON.stringify(report.latencyByQuarter)}`);
   if (report.judged) assert.deepEqual(report.grew, [], 'no series grows without bound');
 });
