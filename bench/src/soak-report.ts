@@ -33,7 +33,16 @@ export function soakTables(result: SoakResult): string {
     ['what (steepest series of its kind)', 'points fitted', 'mean', 'slope per hour', 'grows'],
     [...steepest].sort(([a], [b]) => a.localeCompare(b)).map(([key, s]) => [`${key} (${s.name.split('/')[0]})`, String(s.points), formatValue(s.mean, s.unit), `${s.slopePerHour >= 0 ? '+' : ''}${formatValue(s.slopePerHour, s.unit)}`, s.grows ? 'YES' : 'no']),
   );
-  return [summary, latency, series].join('\n\n');
+  const edges = soak.latencyFirstAndLast;
+  const firstAndLast = markdownTable(
+    ['window', 'answered', 'p50 ms', 'p99 ms'],
+    [
+      [`first ${edges.minutes} min`, String(edges.first.answered), String(edges.first.p50), String(edges.first.p99)],
+      [`last ${edges.minutes} min`, String(edges.last.answered), String(edges.last.p50), String(edges.last.p99)],
+      ['last / first', '', '', `${edges.p99Ratio.toFixed(2)}x (at most 1.2x)`],
+    ],
+  );
+  return [summary, latency, firstAndLast, series].join('\n\n');
 }
 
 export function soakMarkdown(result: SoakResult): string {
@@ -42,7 +51,7 @@ export function soakMarkdown(result: SoakResult): string {
 - Date: ${result.startedAt}
 - Machine: ${formatMachine(result.machine)}
 - Command: \`${result.command}\`
-- Setup: the fault suite's soak (faults/src/soak.ts): 3 baseline and 2 candidate workers of 4 slots running the bank integration against the bank simulator, 2 balancers, the control plane and a real Unleash (on the test PostgreSQL), a private Redis; ${result.soak.lanes} clients in a closed loop (70% of the ${result.soak.slots} slots), half the tasks to the candidate. Faults in turn, one every ${Math.round((result.soak.minutes * 60) / 5)} s at most 5 min apart: ${[...new Set(result.soak.faults.map((f) => f.what))].join('; ')}. Every ${result.soak.sampleEveryMs / 1000} s: each process's heap used, RSS, active handles and event-loop delay p99 (its /metrics), Redis's keys (the latency summaries' apart) and used memory. Slopes are least squares over the run's second half (Redis's from a minute after its last restart on), heap and RSS through the lowest of every 4 samples (what survives a GC); a process started again is a series of its own. A series grows without bound when its slope passes half its mean per hour and a floor (20 MiB/h heap, 40 MiB/h RSS, 20 handles/h, 50 keys/h, 20 MiB/h Redis memory); the latency summaries' keys (one per 10 s slot, kept an hour) when they pass their bound (370). Judged on runs of 10 minutes or more.
+- Setup: the fault suite's soak (faults/src/soak.ts): 3 baseline and 2 candidate workers of 4 slots running the bank integration against the bank simulator, 2 balancers, the control plane and a real Unleash (on the test PostgreSQL), a private Redis; ${result.soak.lanes} clients in a closed loop (70% of the ${result.soak.slots} slots), half the tasks to the candidate. Faults in turn, one every ${Math.round((result.soak.minutes * 60) / 5)} s at most 5 min apart: ${[...new Set(result.soak.faults.map((f) => f.what))].join('; ')}. Every ${result.soak.sampleEveryMs / 1000} s: each process's heap used, heap after its last full collection (\`headroom_heap_after_major_gc_bytes\`), RSS, active handles and event-loop delay p99 (its /metrics), Redis's keys and used memory, each with the latency summaries apart. Slopes are least squares after the first 5 minutes (of the run, and of a process started again, which is a series of its own; Redis's from a minute after its restart on), heap used and RSS through the lowest of every 4 samples. Fails on: heap after GC growing more than 1 MiB/h in any process; Redis's memory besides the latency summaries more than 1 MiB/h; RSS, handles and keys growing more than half their mean per hour and a floor (40 MiB/h, 20 handles/h, 50 keys/h); the latency summaries' keys (one per 10 s slot, kept an hour) passing their bound (370); task latency p99 of the last 5 minutes above 1.2x the first 5's; any task lost. Judged on runs of 10 minutes or more.
 
 ${soakTables(result)}
 

@@ -18,7 +18,7 @@ export interface SoakSeries {
   /** Points fitted (after the warm-up; for heap and RSS, the lowest of every few samples). */
   points: number;
   mean: number;
-  /** Least-squares slope over the samples after the warm-up, per hour. */
+  /** Least-squares slope over the samples after the warm-up (the first 5 minutes of the run and of the process), per hour. */
   slopePerHour: number;
   /** Whether the slope counts as growth without bound (only judged on runs of 10 minutes or more). */
   grows: boolean;
@@ -34,8 +34,10 @@ export interface SoakReport {
   faults: { atSeconds: number; what: string }[];
   /** Task latency (client side, ms) in each quarter of the run. */
   latencyByQuarter: { p50: number; p99: number; answered: number }[];
+  /** Task latency in the first and the last 5 minutes (a half each for shorter runs); their p99 ratio is judged (≤ 1.2). */
+  latencyFirstAndLast: { minutes: number; first: { p50: number; p99: number; answered: number }; last: { p50: number; p99: number; answered: number }; p99Ratio: number };
   series: SoakSeries[];
-  /** Series that grew; empty for a run that passes. */
+  /** Series that grew, and latency if its p99 rose; empty for a run that passes. */
   grew: string[];
   judged: boolean;
 }

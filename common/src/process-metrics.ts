@@ -19,7 +19,9 @@ const gcKinds = new Map<number, string>([
  * `nodejs_gc_duration_seconds{kind}`: minor = scavenge, major = mark-sweep-compact,
  * incremental = incremental marking, weakcb = weak callbacks), plus
  * `headroom_eventloop_utilization_ratio` (share of time the event loop was busy since the
- * previous scrape) and `headroom_heap_limit_bytes` (V8's heap size limit, to compare use with).
+ * previous scrape), `headroom_heap_limit_bytes` (V8's heap size limit, to compare use with) and
+ * `headroom_heap_after_major_gc_bytes` (heap used just after the last full collection: what
+ * survives, so a leak shows as a rising line instead of the saw-tooth of `nodejs_heap_size_used_bytes`).
  */
 export function registerProcessMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
@@ -34,10 +36,18 @@ export function registerProcessMetrics(registry: Registry): void {
     buckets: gcDurationBuckets,
     registers: [registry],
   });
+  const heapAfterMajorGc = new Gauge({
+    name: 'headroom_heap_after_major_gc_bytes',
+    help: 'Heap used just after the last major (mark-sweep-compact) collection (0 until the first)',
+    registers: [registry],
+  });
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       const kind = gcKinds.get((entry as { detail?: { kind?: number } }).detail?.kind ?? -1) ?? 'other';
       gcDuration.observe({ kind }, entry.duration / 1000);
+      // Read when perf_hooks delivers the entry, a few milliseconds after the collection: what
+      // was allocated since is small next to what survived.
+      if (kind === 'major') heapAfterMajorGc.set(v8.getHeapStatistics().used_heap_size);
     }
   }).observe({ entryTypes: ['gc'] });
   let previous: EventLoopUtilization = performance.eventLoopUtilization();

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { PerformanceObserver } from 'node:perf_hooks';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
 import { Registry } from 'prom-client';
 import { registerProcessMetrics } from '../src/index';
 
@@ -32,4 +34,28 @@ test('process metrics: every GC pause is counted, event-loop utilisation and hea
   assert.match(text, /^headroom_eventloop_utilization_ratio [\d.e-]+$/m);
   assert.match(text, /^headroom_heap_limit_bytes \d{7,}$/m);
   assert.match(text, /^nodejs_heap_size_used_bytes \d+$/m);
+});
+
+test('process metrics: the heap after a full collection follows what survives it, not the garbage', async () => {
+  const registry = new Registry();
+  registerProcessMetrics(registry);
+  // A full collection on demand, as `node --expose-gc` gives it.
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const afterGc = async () => {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 50)); // perf_hooks delivers the entry
+    const match = /^headroom_heap_after_major_gc_bytes (\d+)$/m.exec(await registry.metrics());
+    assert.ok(match, 'the gauge is exposed');
+    return Number(match[1]);
+  };
+  const empty = await afterGc();
+  assert.ok(empty > 1_000_000, `a heap after GC of ${empty} bytes`);
+  let kept: string[] = Array.from({ length: 200_000 }, (_, i) => `kept item ${i}`.padEnd(100, '.'));
+  const full = await afterGc();
+  assert.ok(full - empty > 20_000_000, `kept ~25 MB: ${empty} -> ${full} bytes`);
+  assert.equal(kept.length, 200_000);
+  kept = [];
+  const freed = await afterGc();
+  assert.ok(full - freed > 20_000_000, `freed: ${full} -> ${freed} bytes`);
 });
