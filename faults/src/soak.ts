@@ -128,9 +128,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     [
       'restart Redis (empty: no persistence)',
       async () => {
-        await stack.redis.stop(true);
-        await sleep(300);
-        await stack.redis.start();
+        await stack.restartRedis(300);
         redisRestartedAtMs = performance.now();
       },
     ],

@@ -6,6 +6,8 @@
 import type { TestContext } from 'node:test';
 import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
+import { Redis } from 'ioredis';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Ledger, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
 import { startPrivateRedis, startRedisCluster, startSentinelRedis, type PrivateRedis, type RedisClusterNodes, type SentinelRedis } from '@headroom/common/dist/src/testing';
@@ -57,7 +59,8 @@ export interface StackOptions {
   /**
    * 'sentinel': a primary, a replica and three sentinels, every process given the
    * redis+sentinel:// URL; 'cluster': a Redis Cluster of 3 primaries with a replica each, given
-   * redis+cluster://. @default 'single'
+   * redis+cluster://. @default 'cluster' when HEADROOM_TEST_REDIS=cluster (the suite run again
+   * on a cluster: faults-on-cluster.test.ts), else 'single'
    */
   redis?: 'single' | 'sentinel' | 'cluster';
 }
@@ -96,6 +99,10 @@ export interface FaultStack {
   worker(workerId: string): WorkerProcess;
   liveWorkers(cluster?: string): WorkerProcess[];
   liveBalancers(): BalancerProcess[];
+  /** Kills every Redis node at once and starts them again `downMs` later: empty (no persistence), a cluster keeps its slot map (nodes.conf). */
+  restartRedis(downMs: number): Promise<void>;
+  /** FLUSHALL on every primary. */
+  flushRedis(): Promise<void>;
   /**
    * Sends `signal` and waits for the process to exit (SIGKILL after `exitTimeoutMs`, and the
    * answer says so); it counts as dead from the moment of the signal.
@@ -147,8 +154,9 @@ export async function startBalancerProcess(t: TestContext, redisUrl: string, bal
 
 /** Starts Redis, then the workers, then the balancers (which read the ledger at start). */
 export async function startStack(t: TestContext, options: StackOptions): Promise<FaultStack> {
-  const sentinel = options.redis === 'sentinel' ? await startSentinelRedis() : undefined;
-  const cluster = options.redis === 'cluster' ? await startRedisCluster() : undefined;
+  const kind = options.redis ?? (process.env.HEADROOM_TEST_REDIS === 'cluster' ? 'cluster' : 'single');
+  const sentinel = kind === 'sentinel' ? await startSentinelRedis() : undefined;
+  const cluster = kind === 'cluster' ? await startRedisCluster() : undefined;
   const redis = sentinel ? sentinel.nodes[0] : cluster ? cluster.nodes[0]! : await startPrivateRedis();
   t.after(() => (sentinel ? sentinel.stop() : cluster ? cluster.stop() : redis.stop(true)));
   const redisUrl = sentinel?.url ?? cluster?.url ?? redis.url;
@@ -176,6 +184,23 @@ export async function startStack(t: TestContext, options: StackOptions): Promise
     },
     liveWorkers: (cluster) => workers.filter((w) => w.alive && (cluster === undefined || w.cluster === cluster)),
     liveBalancers: () => balancers.filter((b) => b.alive),
+    async restartRedis(downMs) {
+      const nodes = sentinel?.nodes ?? cluster?.nodes ?? [redis];
+      await Promise.all(nodes.map((node) => node.stop(true)));
+      await sleep(downMs);
+      await Promise.all(nodes.map((node) => node.start()));
+    },
+    async flushRedis() {
+      const nodes = sentinel?.nodes ?? cluster?.nodes ?? [redis];
+      for (const node of nodes) {
+        const connection = new Redis(node.url);
+        try {
+          if (((await connection.role()) as unknown[])[0] === 'master') await connection.flushall();
+        } finally {
+          connection.disconnect();
+        }
+      }
+    },
     async stop(target, signal, exitTimeoutMs = 20_000) {
       target.alive = false;
       let timer: NodeJS.Timeout | undefined;

@@ -125,11 +125,9 @@ for (const fault of ['restart', 'flushall'] as const) {
     const faultAtMs = performance.now();
     if (fault === 'restart') {
       // No persistence: the restarted Redis is empty, as after losing its data.
-      await stack.redis.stop(true);
-      await sleep(300);
-      await stack.redis.start();
+      await stack.restartRedis(300);
     } else {
-      await stack.ledgerRedis.flushall();
+      await stack.flushRedis();
     }
     const ledgerRebuiltMs = await msUntil(
       'every worker back in the ledger',
