@@ -33,7 +33,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'ejectionBackoffMs', flag: 'ejection-backoff-ms', env: 'HEADROOM_EJECTION_BACKOFF_MS', valueName: 'MS', description: 'first time an ejected worker is skipped before its health check, doubled each time it fails (default 10000)' },
   { key: 'maxEjectionBackoffMs', flag: 'max-ejection-backoff-ms', env: 'HEADROOM_MAX_EJECTION_BACKOFF_MS', valueName: 'MS', description: 'longest that doubling goes (default 300000)' },
   { key: 'maxEjectedShare', flag: 'max-ejected-share', env: 'HEADROOM_MAX_EJECTED_SHARE', valueName: 'S', description: "most of a cluster's workers ejected at once, 0..1, at least one (default 0.5)" },
-  { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', env: 'HEADROOM_HEARTBEAT_TIMEOUT_MS', valueName: 'MS', description: 'a worker silent this long leaves the ledger (default 3000)' },
+  { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', env: 'HEADROOM_HEARTBEAT_TIMEOUT_MS', valueName: 'MS', description: 'a worker silent this long leaves the ledger (default 3000; times workers ÷ 1,000 in a cluster of more)' },
   { key: 'balancerId', flag: 'balancer-id', env: 'HEADROOM_BALANCER_ID', valueName: 'ID', description: 'default <hostname>-<pid>-<random>' },
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port (default redis://127.0.0.1:6379)' },

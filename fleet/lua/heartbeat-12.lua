@@ -22,13 +22,15 @@
 --         release it leaves to the balancer that receives the answer
 --       8 '1' when this process's previous heartbeat succeeded with the same address (the
 --         address is then not read to compare; a registration that was lost writes it anyway)
--- Returns: { drain requested (0|1), in flight, marked unreachable (0|1) }
+-- Returns: { drain requested (0|1), in flight, marked unreachable (0|1), workers in the cluster
+--   (the worker's period scales with it above a size: Ledger.heartbeatScale) }
 --@include ledger
 local worker, address, capacity = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local running, answered = tonumber(ARGV[6]), tonumber(ARGV[7])
 local now, nowUs = clock()
 
--- A steady worker's heartbeat is 4 commands: this read, its score, its heartbeat time and TIME.
+-- A steady worker's heartbeat is 5 commands: this read, its score, its heartbeat time, the
+-- cluster's size and TIME.
 local stored = redis.call('HMGET', workersKey, worker, worker .. '|reserved', worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
 local state = stored[1] and workerState(worker, stored[1])
 local inflight = state and state.inflight or 0
@@ -79,4 +81,4 @@ if not (state and state.score) or ARGV[5] == '1' then
 end
 local draining = ARGV[5] == '1' or drainRequested == 1
 setWorker(worker, capacity, settled, not draining and not unreachable, nowUs, state)
-return { drainRequested, settled, unreachable and 1 or 0 }
+return { drainRequested, settled, unreachable and 1 or 0, redis.call('ZCARD', heartbeatKey) }

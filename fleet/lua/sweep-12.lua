@@ -3,10 +3,15 @@
 -- each heartbeat settles its worker's count.
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 heartbeatTimeoutMs  3 limit (most workers removed per call)
+--       4 workersAtFullHeartbeatRate: above this many workers, heartbeat periods and this
+--         timeout grow in proportion (Ledger.heartbeatScale; a worker is told its scale by its
+--         heartbeat). A fleet that shrank by more than 3x within one period may have workers
+--         swept before their next heartbeat, which registers them again with what they run.
 -- Returns: { workers removed }
 --@include ledger
 local now, nowUs = clock()
-local dead = redis.call('ZRANGEBYSCORE', heartbeatKey, '-inf', now - tonumber(ARGV[2]), 'LIMIT', 0, tonumber(ARGV[3]))
+local scale = math.max(1, redis.call('ZCARD', heartbeatKey) / tonumber(ARGV[4]))
+local dead = redis.call('ZRANGEBYSCORE', heartbeatKey, '-inf', now - tonumber(ARGV[2]) * scale, 'LIMIT', 0, tonumber(ARGV[3]))
 for _, worker in ipairs(dead) do setWorker(worker, nil) end
 if #dead > 0 then directoryChanged(nowUs) end
 redis.call('ZREMRANGEBYSCORE', waitingKey, '-inf', now)

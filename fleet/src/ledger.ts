@@ -21,6 +21,15 @@ export interface LedgerOptions {
    * of the event loop's requests at once. @default 2
    */
   batchWindowMs?: number;
+  /**
+   * A cluster of more workers than this spreads its heartbeats out: each worker's heartbeat
+   * period (HeartbeatReply.heartbeatScale) and the sweep's timeout are multiplied by workers ÷
+   * this, so a cluster's heartbeats cost Redis about this many calls per configured period
+   * whatever its size (4,000 workers at the worker's 1 s default: one heartbeat each every 4 s).
+   * Every process of an installation must use the same value; the CLIs keep the default.
+   * @default 1000
+   */
+  workersAtFullHeartbeatRate?: number;
 }
 
 export const ledgerDefaults: Required<LedgerOptions> = {
@@ -28,6 +37,7 @@ export const ledgerDefaults: Required<LedgerOptions> = {
   waiterTtlMs: 3_000,
   keptForUserPresentShare: 0.1,
   batchWindowMs: 2,
+  workersAtFullHeartbeatRate: 1000,
 };
 
 /** Most releases, and most reservations, in one call to Redis. */
@@ -75,6 +85,12 @@ export interface HeartbeatReply {
   inflight: number;
   /** Balancers could not connect to this worker (at the address it advertises) and take no slot on it for now. */
   markedUnreachable: boolean;
+  /**
+   * What the worker multiplies its heartbeat period by until its next heartbeat: 1 up to
+   * `workersAtFullHeartbeatRate` workers in its cluster, workers ÷ that above (the sweep's
+   * timeout grows alike).
+   */
+  heartbeatScale: number;
 }
 
 export interface ReserveRequest {
@@ -134,6 +150,15 @@ export function freeSlotsOfScore(score: string | number): number {
   return Math.floor(Number(score));
 }
 
+/**
+ * How much longer than configured a cluster of `workers` waits between heartbeats (and before a
+ * silent worker is swept): 1 up to `workersAtFullRate`, proportional above. The sweep script
+ * computes the same (lua/sweep-12.lua).
+ */
+export function heartbeatScale(workers: number, workersAtFullRate: number): number {
+  return Math.max(1, workers / workersAtFullRate);
+}
+
 type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
 
 /**
@@ -172,8 +197,9 @@ export class Ledger {
       number,
       number,
       number,
+      number,
     ];
-    return { drainRequested: reply[0] === 1, inflight: reply[1], markedUnreachable: reply[2] === 1 };
+    return { drainRequested: reply[0] === 1, inflight: reply[1], markedUnreachable: reply[2] === 1, heartbeatScale: heartbeatScale(reply[3], this.options.workersAtFullHeartbeatRate) };
   }
 
   /**
@@ -204,9 +230,12 @@ export class Ledger {
     return this.guard('release', () => this.batcher(cluster).release({ kind, leaseId }));
   }
 
-  /** Removes workers silent for `heartbeatTimeoutMs`, with their leases. */
+  /**
+   * Removes workers silent for `heartbeatTimeoutMs` (times the cluster's heartbeat scale, see
+   * `workersAtFullHeartbeatRate`), with their leases.
+   */
   async sweep(cluster: string, heartbeatTimeoutMs: number, limit = 1000): Promise<{ workersRemoved: number }> {
-    const [workersRemoved] = (await this.run('sweep', cluster, [heartbeatTimeoutMs, limit])) as [number];
+    const [workersRemoved] = (await this.run('sweep', cluster, [heartbeatTimeoutMs, limit, this.options.workersAtFullHeartbeatRate])) as [number];
     return { workersRemoved };
   }
 

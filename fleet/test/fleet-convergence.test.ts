@@ -31,13 +31,15 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
   const ledger = new Ledger(connection, { keyPrefix: 'convergence', keptForUserPresentShare: 0.1 });
   const workers: SimulatedWorker[] = Array.from({ length: workerCount }, (_, i) => ({ workerId: `w${i}`, address: `10.0.${Math.floor(i / 250)}.${i % 250}:7800`, running: 0 }));
 
+  /** What the last heartbeat of the round told its worker to multiply its period by. */
+  let heartbeatScale = 0;
   const heartbeatRound = async () => {
     const startedAt = performance.now();
     let next = 0;
     const lane = async () => {
       for (let i = next++; i < workers.length; i = next++) {
         const w = workers[i]!;
-        await ledger.heartbeat('c', { workerId: w.workerId, address: w.address, capacity: slotsPerWorker, draining: false, runningTasks: w.running, answeredTasks: 0 });
+        heartbeatScale = (await ledger.heartbeat('c', { workerId: w.workerId, address: w.address, capacity: slotsPerWorker, draining: false, runningTasks: w.running, answeredTasks: 0 })).heartbeatScale;
       }
     };
     await Promise.all(Array.from({ length: inFlight }, lane));
@@ -56,6 +58,9 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
   // A busy fleet, filled through the ledger as balancers fill it: every reserve lands on a
   // worker, which runs the task (so says its next heartbeat).
   await heartbeatRound();
+  // 4,000 workers beat every 4 s instead of every second (LedgerOptions.workersAtFullHeartbeatRate):
+  // a round of heartbeats is what a period holds, however long.
+  assert.equal(heartbeatScale, workerCount / 1000);
   const tasks = Math.floor(workerCount * slotsPerWorker * 0.6);
   let reserved = 0;
   await Promise.all(

@@ -23,7 +23,7 @@ const flags: readonly OptionSpec[] = [
   { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'gRPC server interface (default 127.0.0.1)' },
   { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'gRPC server port (default 0: any free port)' },
   { key: 'advertiseHost', flag: 'advertise-host', env: 'HEADROOM_ADVERTISE_HOST', valueName: 'HOST', description: 'host balancers dial, checked at start: it must resolve (default --host)' },
-  { key: 'heartbeatIntervalMs', flag: 'heartbeat-interval-ms', env: 'HEADROOM_HEARTBEAT_INTERVAL_MS', valueName: 'MS', description: 'default 1000' },
+  { key: 'heartbeatIntervalMs', flag: 'heartbeat-interval-ms', env: 'HEADROOM_HEARTBEAT_INTERVAL_MS', valueName: 'MS', description: 'default 1000; times workers ÷ 1,000 in a cluster of more' },
   { key: 'drainTimeoutMs', flag: 'drain-timeout-ms', env: 'HEADROOM_DRAIN_TIMEOUT_MS', valueName: 'MS', description: 'longest a drain waits for running tasks (default 300000)' },
   { key: 'metricsPort', flag: 'metrics-port', env: 'HEADROOM_METRICS_PORT', valueName: 'PORT', description: 'serve Prometheus metrics at /metrics (default off)' },
   { key: 'maxUpstreamConnections', flag: 'max-upstream-connections', env: 'HEADROOM_MAX_UPSTREAM_CONNECTIONS', valueName: 'N', description: "connections the handlers' shared HTTP agent opens per upstream origin (default 64)" },

@@ -43,7 +43,12 @@ export const workerOptionsSchema = z
     port: settings.nonNegativeInt(65_535).default(0),
     /** Host balancers dial; defaults to `host`. Checked at start: it must resolve. */
     advertiseHost: z.string().min(1).optional(),
-    /** @default 1000 */
+    /**
+     * Between heartbeats; in a cluster of more than 1,000 workers, times workers ÷ 1,000 (the
+     * ledger spreads a large cluster's heartbeats: LedgerOptions.workersAtFullHeartbeatRate).
+     * Shorter repairs the ledger sooner (a lost slot comes back in 2 to 3 periods, a registration
+     * Redis lost in 1) and costs Redis more (one call per worker per period). @default 1000
+     */
     heartbeatIntervalMs: settings.positiveInt(60_000).default(1000),
     /** Longest a drain waits for running tasks before the worker leaves anyway. @default 300000 */
     drainTimeoutMs: settings.positiveInt(24 * 3600_000).default(300_000),
@@ -321,6 +326,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   let markedUnreachable = false;
   /** A heartbeat of this process got through: its address is in the ledger unless the ledger lost the worker (then written anyway). */
   let heartbeatSucceeded = false;
+  // A large cluster spreads its heartbeats out (the ledger says by how much: LedgerOptions.workersAtFullHeartbeatRate).
+  let heartbeatScale = 1;
   async function heartbeat(): Promise<void> {
     const reply = await ledger.heartbeat(cluster, {
       workerId,
@@ -332,6 +339,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       addressUnchanged: heartbeatSucceeded,
     });
     heartbeatSucceeded = true;
+    heartbeatScale = reply.heartbeatScale;
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;
       if (markedUnreachable) logger.warn({ address }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');
@@ -380,7 +388,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
           logger.warn({ err: error }, 'heartbeat failed');
         })
         .finally(scheduleHeartbeat);
-    }, config.heartbeatIntervalMs);
+    }, config.heartbeatIntervalMs * heartbeatScale);
     heartbeatTimer.unref();
   };
 

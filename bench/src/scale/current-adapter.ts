@@ -19,7 +19,7 @@ export const currentLedgerKind: FleetLedgerKind = {
     const directory = new Map<string, { version: string; workers: number }>();
     return {
       async heartbeat(cluster, worker, running, answeredTasks) {
-        await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningTasks: running.size, answeredTasks, addressUnchanged: true });
+        return (await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningTasks: running.size, answeredTasks, addressUnchanged: true })).heartbeatScale;
       },
       async reserve(cluster, request) {
         const reservation = await ledger.reserve(cluster, request);

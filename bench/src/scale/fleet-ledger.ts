@@ -36,8 +36,10 @@ export interface FleetLedger {
   /**
    * A worker's periodic heartbeat with what it runs: `running` holds the lease ids of its running
    * tasks (the old scripts renew each one; the new ledger is told only how many there are).
+   * Resolves to what the worker multiplies its period by until its next heartbeat (the new
+   * ledger's HeartbeatReply.heartbeatScale; 1 with the old scripts).
    */
-  heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>, answeredTasks: number): Promise<void>;
+  heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>, answeredTasks: number): Promise<number>;
   reserve(cluster: string, request: { priority: TaskPriority; balancerId: string; waitIfNone: boolean; targetWorkerId?: string }): Promise<SimReservation>;
   /** `answered`: released by the balancer that received the worker's answer (see FleetLedgerKind.releasedBy). */
   release(cluster: string, leaseId: string, answered: boolean): Promise<boolean>;

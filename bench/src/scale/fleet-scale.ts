@@ -133,6 +133,8 @@ export interface FleetScaleRun {
   perBusyWorkerSecondUsByWindow: number[];
   commandsPerIdleWorkerSecond: Record<string, number>;
   commandsPerBusyWorkerSecond: Record<string, number>;
+  /** A worker's heartbeat period as the fleet ran: the real default times the scale the ledger answered for its size (1 with the old scripts). */
+  heartbeatPeriodMs: number;
   /** Tasks/s at plannedShareOfThread: (share x 1,000,000 - empty - workers x idle worker-second - balancers x balancer-second) / per task, per task from the highest rate measured. */
   tasksPerSecondAtPlannedShare: number;
   tasksPerSecondAtPlannedShareFrom: string;
@@ -240,7 +242,7 @@ export async function runOne(
     progress(`${label}: opening ${s.workers} worker and ${s.balancers} x 2 balancer connections to redis-server ${redisVersion} (pid ${server.pid})`);
     sim = await FleetSim.open(kind, server.url, `bench:fleet-scale:${kind.scripts}`, { ...s, cluster: 'baseline', otherCluster: 'candidate' });
     await sim.startWorkers();
-    await sleep(s.heartbeatIntervalMs, signal);
+    await sleep(sim.heartbeatPeriodMs, signal);
     const workersIdle = await measureWindows(sim, reader, n, settings.idleWindowMs, signal);
     sim.startBalancers();
     await sleep(Math.min(s.sweepIntervalMs, s.directoryRefreshIntervalMs) / 2, signal);
@@ -337,7 +339,7 @@ export async function runOne(
     // Last, as nothing needs the fleet idle again: busyWorkers workers each running slotsPerWorker tasks that do not end.
     await sim.holdBusyWorkers(settings.busyWorkers, s.slotsPerWorker, signal);
     // Every busy worker heartbeats at least once with its tasks before the first window.
-    await sleep(s.heartbeatIntervalMs + 100, signal);
+    await sleep(sim.heartbeatPeriodMs + 100, signal);
     const busy = await measureWindows(sim, reader, n, settings.idleWindowMs, signal);
     const perBusyWorkerSecondUsByWindow = busy.map((w) => perIdleWorkerSecondUs.median + (w.redisCpuUsPerSecond - fleetIdleUs) / settings.busyWorkers);
     const perBusyWorkerSecondUs = spread(perBusyWorkerSecondUsByWindow);
@@ -367,6 +369,7 @@ export async function runOne(
       perBusyWorkerSecondUsByWindow,
       commandsPerIdleWorkerSecond,
       commandsPerBusyWorkerSecond,
+      heartbeatPeriodMs: sim.heartbeatPeriodMs,
       tasksPerSecondAtPlannedShare,
       tasksPerSecondAtPlannedShareFrom: highest
         ? `per task ${highest.perTaskUs.median.toFixed(1)} µs measured at ${highest.tasksPerSecond.median.toFixed(0)} tasks/s, per idle worker-second ${perIdleWorkerSecondUs.median.toFixed(1)} µs x ${s.workers} workers, per balancer-second ${perBalancerSecondUs.median.toFixed(0)} µs x ${s.balancers}, Redis empty ${emptyUs.toFixed(0)} µs/s`
@@ -390,7 +393,7 @@ async function checkConsistency(sim: FleetSim, s: FleetScaleSettings['sim'], sig
   sim.pauseTaskEnds(true);
   await sim.quiesce(signal);
   // One heartbeat of every worker with what it runs now.
-  await sleep(s.heartbeatIntervalMs + 100, signal);
+  await sleep(sim.heartbeatPeriodMs + 100, signal);
   const running = sim.runningByWorker();
   const duringCounts = await ledger.counts('baseline');
   const whileRunning = {
@@ -402,7 +405,7 @@ async function checkConsistency(sim: FleetSim, s: FleetScaleSettings['sim'], sig
   if (duringCounts.workers.length !== s.workers) whileRunning.mismatches.push(`${duringCounts.workers.length} workers in the ledger, ${s.workers} in the fleet`);
   sim.pauseTaskEnds(false);
   await sim.endAllTasks(signal);
-  await sleep(s.heartbeatIntervalMs + 100, signal);
+  await sleep(sim.heartbeatPeriodMs + 100, signal);
   const afterCounts = await ledger.counts('baseline');
   const afterAllEnded = {
     workers: afterCounts.workers.length,

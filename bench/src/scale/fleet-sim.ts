@@ -54,7 +54,7 @@ class SimWorker {
   /** Tasks answered (the new ledger's heartbeat carries it). */
   answered = 0;
   heartbeatUnderWay = false;
-  readonly onHeartbeat: () => void;
+  readonly onHeartbeat: (scale: number) => void;
   readonly onHeartbeatError: (error: unknown) => void;
 
   constructor(
@@ -64,9 +64,10 @@ class SimWorker {
     readonly ledger: FleetLedger,
     sim: FleetSim,
   ) {
-    this.onHeartbeat = () => {
+    this.onHeartbeat = (scale) => {
       this.heartbeatUnderWay = false;
       sim.outstanding--;
+      sim.heartbeatScale = scale;
     };
     this.onHeartbeatError = (error) => {
       this.heartbeatUnderWay = false;
@@ -126,8 +127,11 @@ export class FleetSim {
   private readonly held: { worker: number; lease: string; balancer: number }[] = [];
   private readonly durations: DurationSampler;
   private timer: NodeJS.Timeout | undefined;
-  private heartbeatsFromMs = Number.NaN;
+  /** When the next worker's heartbeat is due: the workers take turns, evenly over the period. */
+  private nextHeartbeatAtMs = Number.NaN;
   private heartbeatSeq = 0;
+  /** What the workers' period is multiplied by, as the ledger last answered (every worker of the cluster is told the same). */
+  heartbeatScale = 1;
   private balancersRunning = false;
   private tasksPerSecond = 0;
   private rateFromMs = 0;
@@ -216,13 +220,13 @@ export class FleetSim {
     return this.tasksRunning + this.held.length;
   }
 
-  /** Every worker heartbeats once (all of them registered when this resolves), then every heartbeatIntervalMs, spread evenly over the period. */
+  /** Every worker heartbeats once (all of them registered when this resolves), then once a period (heartbeatPeriodMs), spread evenly over it. */
   async startWorkers(): Promise<void> {
     const { cluster } = this.settings;
     for (let from = 0; from < this.workers.length; from += this.settings.connectConcurrency) {
       await Promise.all(
         this.workers.slice(from, from + this.settings.connectConcurrency).map(async (w) => {
-          await w.ledger.heartbeat(cluster, w.identity, w.running, w.answered);
+          this.heartbeatScale = await w.ledger.heartbeat(cluster, w.identity, w.running, w.answered);
           // A long-running worker's connection has sent its release script long ago: the first call of a
           // script on a connection goes as EVAL with the whole source (ioredis), which a real fleet does
           // not pay per task. Releasing a lease that does not exist changes nothing.
@@ -230,7 +234,12 @@ export class FleetSim {
         }),
       );
     }
-    this.heartbeatsFromMs = performance.now();
+    this.nextHeartbeatAtMs = performance.now() + this.heartbeatPeriodMs / this.workers.length;
+  }
+
+  /** A worker's heartbeat period: the real worker's, times the scale its ledger answers. */
+  get heartbeatPeriodMs(): number {
+    return this.settings.heartbeatIntervalMs * this.heartbeatScale;
   }
 
   /** Balancers start sweeping and reading the directory, each at its own phase. */
@@ -400,12 +409,13 @@ export class FleetSim {
   }
 
   private heartbeats(now: number): void {
-    if (Number.isNaN(this.heartbeatsFromMs)) return;
+    if (Number.isNaN(this.nextHeartbeatAtMs)) return;
     const n = this.workers.length;
-    const { cluster, heartbeatIntervalMs } = this.settings;
-    while (this.heartbeatsFromMs + ((this.heartbeatSeq + n) * heartbeatIntervalMs) / n <= now) {
+    const { cluster } = this.settings;
+    while (this.nextHeartbeatAtMs <= now) {
       const worker = this.workers[this.heartbeatSeq % n]!;
       this.heartbeatSeq++;
+      this.nextHeartbeatAtMs += this.heartbeatPeriodMs / n;
       if (worker.heartbeatUnderWay) {
         this.counters.heartbeatsLate++;
         continue;

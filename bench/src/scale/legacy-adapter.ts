@@ -22,6 +22,7 @@ export const legacyLedgerKind: FleetLedgerKind = {
       async heartbeat(cluster, worker, running) {
         // As the old worker did: `runningLeaseIds: [...running.keys()]`.
         await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningLeaseIds: [...running] });
+        return 1;
       },
       async reserve(cluster, request) {
         const reservation = await ledger.reserve(cluster, request);
