@@ -102,7 +102,8 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
           '',
         ].join('\n'),
       );
-      sentinels.push(spawn('redis-server', [file, '--sentinel'], { stdio: 'ignore' }));
+      // Debian's redis-sentinel (the package of that name), as production runs it.
+      sentinels.push(spawn('redis-sentinel', [file], { stdio: 'ignore' }));
       sentinelPorts.push(port);
       await waitForPort(port, 5000);
     }
