@@ -20,9 +20,23 @@ const gcKinds = new Map<number, string>([
  * incremental = incremental marking, weakcb = weak callbacks), plus
  * `headroom_eventloop_utilization_ratio` (share of time the event loop was busy since the
  * previous scrape), `headroom_heap_limit_bytes` (V8's heap size limit, to compare use with) and
- * `headroom_heap_after_major_gc_bytes` (heap used just after the last full collection: what
- * survives, so a leak shows as a rising line instead of the saw-tooth of `nodejs_heap_size_used_bytes`).
+ * `headroom_heap_after_major_gc_bytes` (heap used outside the young generation just after the last
+ * full collection: what survives, so a leak shows as a rising line instead of the saw-tooth of
+ * `nodejs_heap_size_used_bytes`).
  */
+/**
+ * What survived the last collection: the heap used outside the young generation. Read when
+ * perf_hooks delivers the GC entry, a few milliseconds after the collection; what was allocated
+ * since is almost all in the young generation (new_space), left out so that it does not blur the
+ * figure (a busy process allocates megabytes in those milliseconds).
+ */
+function heapSurvivingGc(): number {
+  return v8
+    .getHeapSpaceStatistics()
+    .filter((space) => space.space_name !== 'new_space')
+    .reduce((sum, space) => sum + space.space_used_size, 0);
+}
+
 export function registerProcessMetrics(registry: Registry): void {
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
   // prom-client 15 records only the first GC of each batch perf_hooks delivers, and misses
@@ -38,16 +52,14 @@ export function registerProcessMetrics(registry: Registry): void {
   });
   const heapAfterMajorGc = new Gauge({
     name: 'headroom_heap_after_major_gc_bytes',
-    help: 'Heap used just after the last major (mark-sweep-compact) collection (0 until the first)',
+    help: 'Heap used outside the young generation just after the last major (mark-sweep-compact) collection (0 until the first)',
     registers: [registry],
   });
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       const kind = gcKinds.get((entry as { detail?: { kind?: number } }).detail?.kind ?? -1) ?? 'other';
       gcDuration.observe({ kind }, entry.duration / 1000);
-      // Read when perf_hooks delivers the entry, a few milliseconds after the collection: what
-      // was allocated since is small next to what survived.
-      if (kind === 'major') heapAfterMajorGc.set(v8.getHeapStatistics().used_heap_size);
+      if (kind === 'major') heapAfterMajorGc.set(heapSurvivingGc());
     }
   }).observe({ entryTypes: ['gc'] });
   let previous: EventLoopUtilization = performance.eventLoopUtilization();

@@ -43,6 +43,13 @@ const candidateSpecs: WorkerSpec[] = ['c0', 'c1'].map((workerId) => ({ workerId,
 const warmUpMs = 5 * 60_000;
 /** Heap and RSS rise and fall with each GC: the lowest of each run of this many samples is fitted (what survives a collection). */
 const samplesPerLow = 4;
+/**
+ * What survives a full collection rises and falls too, over minutes: V8 keeps code and weakly
+ * held objects through several collections and lets them go at a later, memory-reducing one
+ * (measured: a balancer's figure climbs 3-4 MiB over 3 minutes, then falls back to where it
+ * was). Its floor over each window of this length is fitted: a leak raises the floor.
+ */
+const heapFloorWindowMs = 5 * 60_000;
 /** The latency summaries: one key per slot, kept for a retention (fleet/src/latency.ts); they fill up to that bound, then stay. */
 const latencyKeysBound = Math.ceil(latencyDefaults.retentionMs / latencyDefaults.slotMs) + 10;
 /**
@@ -228,10 +235,11 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     // A process started again warms up again; Redis restarted empty refills its keys for a minute.
     const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, (points[0]?.atMs ?? 0) + warmUpMs);
     let fitted = points.filter((p) => p.atMs >= fromMs);
-    if (metric === 'heap' || metric === 'rss') {
+    const perLow = metric === 'heap' || metric === 'rss' ? samplesPerLow : metric === 'heap-after-gc' ? Math.max(1, Math.round(heapFloorWindowMs / options.sampleEveryMs)) : 1;
+    if (perLow > 1) {
       const lows: typeof fitted = [];
-      for (let i = 0; i + samplesPerLow <= fitted.length; i += samplesPerLow) {
-        const run = fitted.slice(i, i + samplesPerLow);
+      for (let i = 0; i + perLow <= fitted.length; i += perLow) {
+        const run = fitted.slice(i, i + perLow);
         lows.push(run.reduce((low, p) => (p.value < low.value ? p : low)));
       }
       fitted = lows;
@@ -244,7 +252,8 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
       (metric === 'latency-keys'
         ? points.some((p) => p.value > latencyKeysBound)
         : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
-    return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows };
+    const values = points.map((p): [number, number] => [Math.round((p.atMs - loadStartedAtMs) / 1000), p.value]);
+    return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows, values };
   });
   const latencyBetween = (fromMs: number, toMs: number) => {
     const answered = log.answeredBetween(fromMs, toMs).filter((s) => s.answer?.ok);
