@@ -2,7 +2,7 @@ import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { Registry } from 'prom-client';
 import { startFlagClient, type FlagClient } from '@headroom/flags';
-import type { RunningUnleash } from '@headroom/unleash-local';
+import { testSchema, type RunningUnleash, type TestSchema } from '@headroom/unleash-local';
 import { connected, startFleet, type Fleet } from '@headroom/balancer/dist/test/harness';
 import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '../src/index';
 
@@ -13,6 +13,8 @@ export interface Stack {
   fleet: Fleet;
   controlPlane: ControlPlane;
   flagNames: { candidateCluster: string; maxParallelism: string };
+  /** The control plane's schema on the test PostgreSQL (its audit log), dropped when the test ends. */
+  database: TestSchema;
   /** A flag client of its own (refreshing every 100 ms) with a registry to read its metrics. */
   newFlagClient(): Promise<{ flags: FlagClient; registry: Registry }>;
   /** Calls the API as the operator (or with the given token; null sends none). */
@@ -28,6 +30,8 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   const unique = randomBytes(4).toString('hex');
   const flagNames = { candidateCluster: `test-${unique}.candidate-cluster`, maxParallelism: `test-${unique}.max-parallelism` };
+  const database = testSchema();
+  t.after(() => database.drop());
   const subscriber = await connected(undefined, true);
   const controlPlane = await createControlPlane(
     {
@@ -38,6 +42,7 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
         { name: 'victor', role: 'viewer', token: viewerToken },
       ],
       balancerLiveWithinMs: 2000,
+      database: { url: database.url, schema: database.schema },
       ...options,
     },
     { redis: fleet.redis, subscriber, keyPrefix: fleet.ledgerOptions.keyPrefix! },
@@ -52,6 +57,7 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
     fleet,
     controlPlane,
     flagNames,
+    database,
     async newFlagClient() {
       const registry = new Registry();
       const flags = await startFlagClient(
