@@ -31,7 +31,6 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
   const unique = randomBytes(4).toString('hex');
   const flagNames = { candidateCluster: `test-${unique}.candidate-cluster`, maxParallelism: `test-${unique}.max-parallelism` };
   const database = testSchema();
-  t.after(() => database.drop());
   const subscriber = await connected(undefined, true);
   const controlPlane = await createControlPlane(
     {
@@ -46,10 +45,16 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
       ...options,
     },
     { redis: fleet.redis, subscriber, keyPrefix: fleet.ledgerOptions.keyPrefix! },
-  );
+  ).catch(async (error: unknown) => {
+    subscriber.disconnect();
+    await database.drop();
+    throw error;
+  });
+  // After hooks run in the order registered: the schema goes once the control plane stopped.
   t.after(async () => {
     await controlPlane.close();
     subscriber.disconnect();
+    await database.drop();
   });
   const clients: FlagClient[] = [];
   t.after(() => clients.forEach((client) => client.close()));

@@ -32,3 +32,20 @@ export function testSchema(prefix = 'hr_audit'): TestSchema {
     drop: async () => void (await query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)),
   };
 }
+
+export interface TestDatabase {
+  /** postgres://…/<the database>: for a process whose schema cannot be chosen (the demo uses "headroom"). */
+  readonly url: string;
+  /** Drops the database, ending the sessions still on it. */
+  drop(): Promise<void>;
+}
+
+/** A fresh database on the test PostgreSQL, for a test that runs a whole program. */
+export async function testDatabase(prefix = 'hr_test'): Promise<TestDatabase> {
+  const name = `${prefix}_${randomBytes(5).toString('hex')}`;
+  const admin = testSchema();
+  await admin.query(`CREATE DATABASE "${name}"`);
+  const url = new URL(testPostgresUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: async () => void (await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)) };
+}
