@@ -1,5 +1,6 @@
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
+import { testRedisUrl } from '@headroom/common/dist/src/testing';
 import { Registry } from 'prom-client';
 import { startFlagClient, type FlagClient } from '@headroom/flags';
 import { testSchema, type RunningUnleash, type TestSchema } from '@headroom/unleash-local';
@@ -26,12 +27,12 @@ export interface Stack {
  * and flags of their own in the given Unleash (flag names are unique per stack, so tests sharing
  * one Unleash server never see each other's flags).
  */
-export async function startStack(t: TestContext, unleash: RunningUnleash, options: Partial<ControlPlaneOptions> = {}): Promise<Stack> {
-  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+export async function startStack(t: TestContext, unleash: RunningUnleash, options: Partial<ControlPlaneOptions> = {}, redisUrl = testRedisUrl): Promise<Stack> {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 }, redisUrl);
   const unique = randomBytes(4).toString('hex');
   const flagNames = { candidateCluster: `test-${unique}.candidate-cluster`, maxParallelism: `test-${unique}.max-parallelism` };
   const database = testSchema();
-  const subscriber = await connected(undefined, true);
+  const subscriber = await connected(redisUrl, true);
   const controlPlane = await createControlPlane(
     {
       integrations: ['bank-a', 'bank-b'],
