@@ -34,12 +34,18 @@ function database(t: import('node:test').TestContext) {
 async function startControlPlane(t: import('node:test').TestContext, options: Partial<ControlPlaneOptions> & Pick<ControlPlaneOptions, 'database'>) {
   const redis = await connected();
   const subscriber = await connected(undefined, true);
-  t.after(() => {
+  const disconnect = () => {
     redis.disconnect();
     subscriber.disconnect();
+  };
+  const controlPlane = await createControlPlane({ unleash: noUnleash, tokens, ...options }, { redis, subscriber, keyPrefix: uniquePrefix('audit-schema') }).catch((error: unknown) => {
+    disconnect();
+    throw error;
   });
-  const controlPlane = await createControlPlane({ unleash: noUnleash, tokens, ...options }, { redis, subscriber, keyPrefix: uniquePrefix('audit-schema') });
-  t.after(() => controlPlane.close());
+  t.after(async () => {
+    await controlPlane.close();
+    disconnect();
+  });
   return controlPlane;
 }
 
