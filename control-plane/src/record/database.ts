@@ -24,6 +24,8 @@ export function openDatabase(config: DatabaseConfig, logger: Logger): Database {
     query_timeout: config.statementTimeoutMs + 1000,
     keepAlive: true,
     idleTimeoutMillis: 30_000,
+    // Idle connections do not keep a process that is done from exiting.
+    allowExitOnIdle: true,
     application_name: 'headroom-control-plane',
   });
   // A connection that breaks while idle, or while a client is checked out between queries, emits
