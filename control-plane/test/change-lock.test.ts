@@ -4,6 +4,7 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import { startTestUnleash, testPostgresUrl, type TestUnleash } from '@headroom/unleash-local';
 import { connected } from '@headroom/balancer/dist/test/harness';
@@ -75,7 +76,7 @@ test('two control planes given conflicting PUT /traffic at the same moment, 50 t
 
     const flag = (await stack.api('GET', '/traffic')).body.flag;
     const { name: _name, ...state } = flag as FlagState & { name: string };
-    const equalTo = bodies.findIndex((body) => JSON.stringify(flagOf(body)) === JSON.stringify(state));
+    const equalTo = bodies.findIndex((body) => isDeepStrictEqual(flagOf(body), state));
     assert.ok(equalTo >= 0, `round ${round}: the flag ${JSON.stringify(state)} is one of the bodies exactly`);
 
     const entries = ((await stack.api('GET', '/audit?action=traffic.set&limit=2')).body.entries as Entry[]).reverse();
