@@ -81,6 +81,8 @@ export class AuditLog {
   /** Records what already took effect: written now, or kept in the outbox until PostgreSQL is back. Never rejects. */
   async record(entry: NewAuditEntry): Promise<void> {
     const timed: TimedAuditEntry = { ...entry, atUnixMs: Date.now() };
+    // Older entries first: the record keeps the order things happened in.
+    if (this.outbox.length > 0) await this.flush();
     if (this.outbox.length === 0) {
       try {
         this.announce(await this.deps.store.insert(this.deps.database.pool, timed));
