@@ -44,8 +44,12 @@ function metric(text: string, name: string): number {
 
 test('audit entries are kept in PostgreSQL: they survive a Redis restart and a FLUSHALL, and GET /audit pages and filters them', async (t) => {
   const redis = await startPrivateRedis();
+  const stack = await startStack(t, unleash, {}, redis.url).catch(async (error: unknown) => {
+    await redis.stop(true);
+    throw error;
+  });
+  // After hooks run in the order registered: Redis goes last, once the stack has stopped.
   t.after(() => redis.stop(true));
-  const stack = await startStack(t, unleash, {}, redis.url);
 
   assert.equal((await stack.api('PUT', '/traffic', { defaultPercent: 10 })).status, 200);
   assert.equal((await stack.api('PUT', '/parallelism', { clusters: { candidate: 8 } })).status, 200);
