@@ -327,7 +327,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
       ...profilePaths({ ok, errors, body, read, write }, profileRequestSchemas(schemas.workerId)),
       '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), override-change (a rollback or resume when answered, and again when its Unleash write is done or failed), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
       '/healthz': { get: { summary: 'The process is up', security: [], responses: { 200: ok('OK', { type: 'object' }) } } },
-      '/readyz': { get: { summary: 'Redis and Unleash answer, and the flags exist', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },
+      '/readyz': { get: { summary: 'Redis, Unleash and PostgreSQL (the audit log) answer, and the flags exist; auditOutbox: entries waiting for PostgreSQL', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },
       '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { 200: { description: 'text/plain; version=0.0.4' } } } },
       '/openapi.json': { get: { summary: 'This document', security: [], responses: { 200: { description: 'OpenAPI 3.1' } } } },
     },
