@@ -24,6 +24,7 @@ import { createControlMetrics } from './metrics';
 import { OverrideControl } from './override-control';
 import { AuditStore } from './record/audit-store';
 import { ChangeLock } from './record/change-lock';
+import { importLegacyAuditStream } from './record/legacy-import';
 import { openDatabase } from './record/database';
 import { migrate } from './record/migrations';
 import { UnleashAdmin } from './unleash/admin-client';
@@ -79,6 +80,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     throw error;
   }
   const store = new AuditStore(database);
+  await importLegacyAuditStream({ database, store, redis: deps.redis, keyPrefix, logger });
   const audit = new AuditLog({ database, store, redis: deps.redis, keyPrefix, outboxMaxEntries: config.auditOutboxMaxEntries, metrics, logger });
   const changes = new ChangeLock({
     database,

@@ -31,14 +31,14 @@ function database(t: import('node:test').TestContext) {
   return { schema, opened };
 }
 
-async function startControlPlane(t: import('node:test').TestContext, options: Partial<ControlPlaneOptions> & Pick<ControlPlaneOptions, 'database'>) {
+async function startControlPlane(t: import('node:test').TestContext, options: Partial<ControlPlaneOptions> & Pick<ControlPlaneOptions, 'database'>, keyPrefix = uniquePrefix('audit-schema')) {
   const redis = await connected();
   const subscriber = await connected(undefined, true);
   const disconnect = () => {
     redis.disconnect();
     subscriber.disconnect();
   };
-  const controlPlane = await createControlPlane({ unleash: noUnleash, tokens, ...options }, { redis, subscriber, keyPrefix: uniquePrefix('audit-schema') }).catch((error: unknown) => {
+  const controlPlane = await createControlPlane({ unleash: noUnleash, tokens, ...options }, { redis, subscriber, keyPrefix }).catch((error: unknown) => {
     disconnect();
     throw error;
   });
@@ -138,4 +138,44 @@ test('database settings are checked at start: the message names the setting and 
   assert.equal(unreachable.status, 1, unreachable.stderr);
   assert.match(unreachable.stderr, /PostgreSQL \(postgres:\/\/olga:\*\*\*@127\.0\.0\.1:9\/nowhere\) could not be reached for the audit schema migrations at start/);
   assert.doesNotMatch(unreachable.stderr, /s3cret-pw/);
+});
+
+test('the Redis stream the audit log was before is copied into PostgreSQL at start, once, oldest first with its own times; then it is deleted', async (t) => {
+  const { schema, opened } = database(t);
+  const keyPrefix = uniquePrefix('audit-legacy');
+  const key = `{${keyPrefix}:control}:audit`;
+  const redis = await connected();
+  t.after(async () => {
+    await redis.del(key);
+    redis.disconnect();
+  });
+  const old = [
+    { id: '1700000000000-0', entry: { atUnixMs: 1700000000000, actor: 'olga', action: 'traffic.set', target: 'default', before: { defaultPercent: 0 }, after: { defaultPercent: 5 }, outcome: 'ok' } },
+    { id: '1700000060000-0', entry: { atUnixMs: 1700000060000, actor: 'olga', action: 'rollback', target: 'all', before: null, after: { durable: 'done' }, outcome: 'ok', reason: 'p95 ratio 2' } },
+    { id: '1700000120000-0', entry: 'not JSON' },
+    { id: '1700000180000-0', entry: { atUnixMs: 1700000180000, actor: 'rita', action: 'resume', target: 'all', before: null, after: null, outcome: 'failed', error: 'Unleash could not be reached' } },
+  ];
+  const seed = async () => {
+    for (const { id, entry } of old) await redis.xadd(key, id, 'entry', typeof entry === 'string' ? entry : JSON.stringify(entry));
+  };
+  await seed();
+  // Long ago: a retention that would delete them is not what this test is about.
+  const first = await startControlPlane(t, { database: { url: schema.url, schema: schema.schema }, auditRetentionDays: 36_500 }, keyPrefix);
+  const copied = await first.audit.list({ limit: 10 });
+  assert.deepEqual(
+    copied.map((e) => [e.atUnixMs, e.actor, e.action, e.target, e.outcome, e.reason ?? null, e.error ?? null]),
+    [
+      [1700000180000, 'rita', 'resume', 'all', 'failed', null, 'Unleash could not be reached'],
+      [1700000060000, 'olga', 'rollback', 'all', 'ok', 'p95 ratio 2', null],
+      [1700000000000, 'olga', 'traffic.set', 'default', 'ok', null, null],
+    ],
+  );
+  assert.deepEqual(copied[2]!.after, { defaultPercent: 5 });
+  assert.ok(Number(copied[0]!.id) > Number(copied[2]!.id), 'oldest first');
+  assert.equal(await redis.exists(key), 0, 'the stream is deleted once copied');
+
+  // The same stream again (a replica that had not seen the delete, a start that died before it): nothing is copied twice.
+  await seed();
+  await startControlPlane(t, { database: { url: schema.url, schema: schema.schema }, auditRetentionDays: 36_500 }, keyPrefix);
+  assert.equal((await opened.pool.query(`SELECT count(*)::int AS n FROM "${schema.schema}".audit_entries`)).rows[0].n, 3);
 });

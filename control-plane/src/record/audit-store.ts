@@ -60,6 +60,28 @@ export class AuditStore {
     return toEntry(result.rows[0]!);
   }
 
+  /** Copies an entry of the old Redis stream, once: returns false when it was copied before. */
+  async importLegacy(on: pg.ClientBase, entry: TimedAuditEntry, legacyRedisId: string): Promise<boolean> {
+    const result = await on.query(
+      `INSERT INTO ${this.table} (at, actor, action, target, request, before, after, outcome, error, reason, legacy_redis_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (legacy_redis_id) DO NOTHING`,
+      [
+        new Date(entry.atUnixMs),
+        entry.actor,
+        entry.action,
+        entry.target,
+        json(entry.request),
+        json(entry.before),
+        json(entry.after),
+        entry.outcome,
+        entry.error ?? null,
+        entry.reason ?? null,
+        legacyRedisId,
+      ],
+    );
+    return (result.rowCount ?? 0) > 0;
+  }
+
   async list(query: AuditQuery): Promise<AuditEntry[]> {
     const conditions: string[] = [];
     const values: unknown[] = [];

@@ -29,6 +29,11 @@ export const migrations: readonly { name: string; sql: (schema: string) => strin
       CREATE INDEX audit_entries_action_id ON ${schema}.audit_entries (action, id);
       CREATE INDEX audit_entries_actor_id ON ${schema}.audit_entries (actor, id);`,
   },
+  {
+    // Entries copied from the Redis stream the audit log was before: its id makes the copy idempotent.
+    name: '0002-legacy-redis-id',
+    sql: (schema) => `ALTER TABLE ${schema}.audit_entries ADD COLUMN legacy_redis_id text UNIQUE;`,
+  },
 ];
 
 /** Which migrations a schema has: umzug's storage, in the same transaction as the migrations. */
