@@ -128,10 +128,10 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.match(result.stderr, /--unleash-client-token \(env UNLEASH_CLIENT_TOKEN\): required with --unleash-url/);
 
   const controlPlaneCli = path.join(repoRoot, 'control-plane', 'dist', 'src', 'cli.js');
-  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x']);
+  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--operator-tokens \(env HEADROOM_OPERATOR_TOKENS\): at least one API token is required/);
-  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--integrations', 'Bank A'], { HEADROOM_OPERATOR_TOKENS: 'ops=short' });
+  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--integrations', 'Bank A'], { HEADROOM_OPERATOR_TOKENS: 'ops=short' });
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--integrations: got "Bank A", expected 1-64 characters of a-z/);
   assert.match(result.stderr, /HEADROOM_OPERATOR_TOKENS \(env\): expected NAME=TOKEN pairs/);
@@ -144,7 +144,7 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(workerCli, ['--cluster', 'baseline', '--handlers', demoHandlersPath, '--tls-cert', '/nonexistent/server.pem', '--tls-key', '/nonexistent/server.key']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /tls\.keyFile: cannot read \/nonexistent\/server\.key/);
-  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--worker-tls-cert', 'client.pem'], { HEADROOM_OPERATOR_TOKENS: 'ops=0123456789abcdef' });
+  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--worker-tls-cert', 'client.pem'], { HEADROOM_OPERATOR_TOKENS: 'ops=0123456789abcdef' });
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--worker-tls-cert, --worker-tls-key and --worker-tls-server-name need --worker-tls-ca/);
 

@@ -22,6 +22,11 @@ import { latencySeries, latencyView } from './latency-view';
 import { adminUi } from './admin-ui';
 import { createControlMetrics } from './metrics';
 import { OverrideControl } from './override-control';
+import { AuditStore } from './record/audit-store';
+import { ChangeLock } from './record/change-lock';
+import { importLegacyAuditStream } from './record/legacy-import';
+import { openDatabase } from './record/database';
+import { migrate } from './record/migrations';
 import { UnleashAdmin } from './unleash/admin-client';
 import { ParallelismFlag } from './unleash/parallelism-flag';
 import { TrafficFlag } from './unleash/traffic-flag';
@@ -43,10 +48,15 @@ export interface ControlPlane {
   readonly port: number;
   readonly registry: Registry;
   readonly service: ControlService;
+  /** The audit log (PostgreSQL, with its outbox). */
+  readonly audit: AuditLog;
   close(): Promise<void>;
 }
 
-/** Starts the control plane: flags exist in Unleash (or are being created) and the API listens when this resolves. */
+/**
+ * Starts the control plane: the audit schema is migrated (PostgreSQL must answer), flags exist in
+ * Unleash (or are being created) and the API listens when this resolves.
+ */
 export async function createControlPlane(options: ControlPlaneOptions, deps: ControlPlaneDependencies): Promise<ControlPlane> {
   const config = parseConfig('control plane options', controlPlaneOptionsSchema, options);
   // Checked first: a wrong directory stops the start before anything runs.
@@ -61,8 +71,31 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   const traffic = new TrafficFlag(admin, config.unleash.candidateFlag, config.integrations);
   const parallelism = new ParallelismFlag(admin, config.unleash.parallelismFlag, clusters);
   const override = new OverrideControl(new OverrideStore(deps.redis, keyPrefix), deps.subscriber, config);
-  const audit = new AuditLog(deps.redis, keyPrefix, config.auditMaxEntries);
-  const service = new ControlService({ redis: deps.redis, keyPrefix, traffic, parallelism, override, audit, metrics, logger });
+  const database = openDatabase(config.database, logger);
+  try {
+    const applied = await migrate(database);
+    if (applied.length > 0) logger.info({ applied, schema: config.database.schema }, 'migrated the audit schema');
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  const store = new AuditStore(database);
+  await importLegacyAuditStream({ database, store, redis: deps.redis, keyPrefix, logger });
+  const audit = new AuditLog({ database, store, redis: deps.redis, keyPrefix, outboxMaxEntries: config.auditOutboxMaxEntries, metrics, logger });
+  const changes = new ChangeLock({
+    database,
+    store,
+    audit,
+    lockName: `${config.unleash.project}/${config.unleash.environment}/${config.unleash.candidateFlag}/${config.unleash.parallelismFlag}`,
+    waitMs: config.changeLockWaitMs,
+    statementTimeoutMs: config.database.statementTimeoutMs,
+    logger,
+  });
+  const service = new ControlService({ redis: deps.redis, keyPrefix, traffic, parallelism, override, audit, changes, metrics, logger });
+  const retentionMs = config.auditRetentionDays * 24 * 3_600_000;
+  await audit.prune(retentionMs);
+  const pruneTimer = setInterval(() => void audit.prune(retentionMs), auditPruneIntervalMs);
+  pruneTimer.unref();
   const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters);
   const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept }, workerSecurity });
   const events = new EventHub(config.maxEventStreams, metrics);
@@ -74,7 +107,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   let ensureTimer: NodeJS.Timeout | undefined;
   const ensureFlags = async () => {
     try {
-      const removed = [...(await traffic.ensure()), ...(await parallelism.ensure())];
+      const removed = await service.ensureFlags();
       if (removed.length > 0) logger.warn({ removed }, 'removed flag strategies the control plane does not manage');
       await service.rebuildOverrideIfLost('start');
       flagsReady = true;
@@ -144,12 +177,13 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   app.get('/api/v1/openapi.json', (_request, response) => void response.json(document));
   app.get('/api/v1/healthz', (_request, response) => void response.json({ ok: true }));
   app.get('/api/v1/readyz', async (_request, response) => {
-    const [redisOk, unleashOk] = await Promise.all([
+    const [redisOk, unleashOk, databaseOk] = await Promise.all([
       deps.redis.ping().then(() => true, () => false),
       admin.healthy(),
+      database.pool.query('SELECT 1').then(() => true, () => false),
     ]);
-    const ready = redisOk && unleashOk && flagsReady;
-    response.status(ready ? 200 : 503).json({ ready, redis: redisOk, unleash: unleashOk, flags: flagsReady });
+    const ready = redisOk && unleashOk && databaseOk && flagsReady;
+    response.status(ready ? 200 : 503).json({ ready, redis: redisOk, unleash: unleashOk, database: databaseOk, flags: flagsReady, auditOutbox: audit.outboxDepth });
   });
   app.get('/api/v1/metrics', async (_request, response) => {
     response.setHeader('content-type', registry.contentType);
@@ -198,6 +232,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearTimeout(ensureTimer);
     clearInterval(figuresTimer);
     clearInterval(overrideTimer);
+    clearInterval(pruneTimer);
     // A rollback answered just before is still being written to Unleash: let it finish (bounded).
     await service.settle(closeSettleMs);
     events.closeAll();
@@ -208,9 +243,14 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       server.close(() => resolve());
       server.closeAllConnections();
     });
+    await audit.close();
+    await database.close();
   });
-  return { url, port, registry, service, close };
+  return { url, port, registry, service, audit, close };
 }
+
+/** How often audit entries past their retention are deleted. */
+const auditPruneIntervalMs = 3_600_000;
 
 /** How long close() lets Unleash writes under way finish (one Admin API call times out after 5 s). */
 const closeSettleMs = 6000;

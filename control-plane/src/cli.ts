@@ -9,11 +9,11 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
-import { ConfigError, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
+import { ConfigError, withoutPassword, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
 import { createControlPlane } from './app';
-import { apiTokenSchema, type ApiToken } from './config';
+import { apiTokenSchema, controlPlaneOptionsSchema, databaseSchema, type ApiToken } from './config';
 
 const optionSpecs: readonly OptionSpec[] = [
   { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'HTTP interface (default 127.0.0.1)' },
@@ -35,6 +35,11 @@ const optionSpecs: readonly OptionSpec[] = [
   ...workerTlsOptionSpecs,
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port (default redis://127.0.0.1:6379)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+  { key: 'databaseUrl', flag: 'database-url', env: 'HEADROOM_DATABASE_URL', valueName: 'URL', description: 'PostgreSQL for the audit log and the lock on changes: postgres://user:password@host:5432/database (required)' },
+  { key: 'databaseSchema', flag: 'database-schema', env: 'HEADROOM_DATABASE_SCHEMA', valueName: 'NAME', description: 'schema of its own there, created and migrated at start; never public (default headroom)' },
+  { key: 'auditRetentionDays', flag: 'audit-retention-days', env: 'HEADROOM_AUDIT_RETENTION_DAYS', valueName: 'DAYS', description: 'audit entries older than this are deleted (default 365)' },
+  { key: 'auditOutboxMaxEntries', flag: 'audit-outbox-max-entries', env: 'HEADROOM_AUDIT_OUTBOX_MAX_ENTRIES', valueName: 'N', description: 'audit entries of rollbacks etc. kept in memory while PostgreSQL is away (default 1000; more are dropped and logged)' },
+  { key: 'changeLockWaitMs', flag: 'change-lock-wait-ms', env: 'HEADROOM_CHANGE_LOCK_WAIT_MS', valueName: 'MS', description: "longest a change waits for another control plane's change (default 15000; then HR_ERR_BUSY)" },
 ];
 
 /** "name=token,name=token" */
@@ -78,6 +83,11 @@ const cliSchema = z
     ...workerTlsOptionsShape,
     redisUrl: settings.redisUrl().default('redis://127.0.0.1:6379'),
     keyPrefix: settings.keyPrefix(),
+    databaseUrl: databaseSchema.shape.url,
+    databaseSchema: databaseSchema.shape.schema,
+    auditRetentionDays: controlPlaneOptionsSchema.shape.auditRetentionDays,
+    auditOutboxMaxEntries: controlPlaneOptionsSchema.shape.auditOutboxMaxEntries,
+    changeLockWaitMs: controlPlaneOptionsSchema.shape.changeLockWaitMs,
   })
   .strict();
 
@@ -138,6 +148,10 @@ async function main(): Promise<void> {
       },
       tokens,
       ackTimeoutMs: c.ackTimeoutMs,
+      database: { url: c.databaseUrl, schema: c.databaseSchema },
+      auditRetentionDays: c.auditRetentionDays,
+      auditOutboxMaxEntries: c.auditOutboxMaxEntries,
+      changeLockWaitMs: c.changeLockWaitMs,
       ...(uiDirectory ? { uiDirectory } : {}),
       ...(workerTls ? { workerTls } : {}),
     },
@@ -154,6 +168,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`headroom-control-plane: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`headroom-control-plane: ${withoutPassword(error instanceof Error ? error.message : String(error))}\n`);
   process.exit(error instanceof ConfigError ? 2 : 1);
 });

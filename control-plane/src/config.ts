@@ -16,6 +16,37 @@ export const apiTokenSchema = z
   .strict();
 export type ApiToken = z.output<typeof apiTokenSchema>;
 
+const databaseUrlWords = 'expected a PostgreSQL URL such as postgres://user:password@host:5432/database';
+
+/** Where the control plane keeps its record: a schema of its own, never Unleash's tables. */
+export const databaseSchema = z
+  .object({
+    /** postgres://user:password@host:5432/database (also ?sslmode=...). */
+    url: z.string({ error: databaseUrlWords }).refine((value) => {
+      try {
+        const url = new URL(value);
+        return (url.protocol === 'postgres:' || url.protocol === 'postgresql:') && url.hostname !== '';
+      } catch {
+        return false;
+      }
+    }, databaseUrlWords),
+    /** Created when missing; its tables are migrated at start. Never `public` (where Unleash keeps its tables). @default 'headroom' */
+    schema: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'expected 1-63 characters of a-z, 0-9, "_", not starting with a digit')
+      .refine((name) => name !== 'public' && !name.startsWith('pg_'), 'expected a schema of its own: not public (Unleash keeps its tables there) nor pg_*')
+      .default('headroom'),
+    /** Connections kept open. @default 5 */
+    poolMax: settings.positiveInt(100).default(5),
+    /** Longest a connection attempt waits. @default 2000 */
+    connectTimeoutMs: settings.positiveInt(60_000).default(2000),
+    /** Longest a statement runs (a change's lock wait excepted: changeLockWaitMs). @default 5000 */
+    statementTimeoutMs: settings.positiveInt(600_000).default(5000),
+  })
+  .strict();
+export type DatabaseOptions = z.input<typeof databaseSchema>;
+export type DatabaseConfig = z.output<typeof databaseSchema>;
+
 export const controlPlaneOptionsSchema = z
   .object({
     /** @default '127.0.0.1' */
@@ -51,8 +82,18 @@ export const controlPlaneOptionsSchema = z
     ackTimeoutMs: settings.positiveInt(60_000).default(2000),
     /** A balancer silent this long is not waited for. @default 3000 */
     balancerLiveWithinMs: settings.positiveInt(600_000).default(3000),
-    /** Audit entries kept (oldest dropped). @default 10000 */
-    auditMaxEntries: settings.positiveInt(10_000_000).default(10_000),
+    /** PostgreSQL: the audit log, and the lock that lets one control plane at a time change Unleash. */
+    database: databaseSchema,
+    /** Audit entries older than this many days are deleted (checked at start and every hour). @default 365 */
+    auditRetentionDays: settings.positiveInt(36_500).default(365),
+    /**
+     * Audit entries of rollbacks, resumes, drains and profiles kept in memory while PostgreSQL cannot
+     * be reached, written once it is back; past this many, new ones are dropped (logged at error
+     * level, counted in headroom_control_audit_outbox_dropped_total). @default 1000
+     */
+    auditOutboxMaxEntries: settings.positiveInt(100_000).default(1000),
+    /** Longest a change waits for another control plane's change to Unleash to end (then HR_ERR_BUSY). @default 15000 */
+    changeLockWaitMs: settings.positiveInt(600_000).default(15_000),
     /** @default 100 */
     maxEventStreams: settings.positiveInt(10_000).default(100),
     /** How often live figures go to event streams. @default 2000 */

@@ -3,6 +3,7 @@ import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
 import { controlKeys, type BalancerRecord, type OverrideChange, type OverrideState, type QueueDepth } from '@headroom/fleet';
 import { parseTrafficSplit, sameTrafficSplit, type TrafficSplit } from '@headroom/flags';
 import type { AuditAction, AuditLog, NewAuditEntry } from './audit';
+import type { ChangeLock, ChangeUnit } from './record/change-lock';
 import { controlScripts } from './control-scripts';
 import { allIntegrations, DurableOverride } from './durable-override';
 import { apiErrorCodes } from './errors';
@@ -103,6 +104,8 @@ export class ControlService {
       parallelism: ParallelismFlag;
       override: OverrideControl;
       audit: AuditLog;
+      /** One control plane at a time changes Unleash (a PostgreSQL advisory lock); entries of changes are written under it. */
+      changes: ChangeLock;
       metrics: ControlMetrics;
       logger: Logger;
     },
@@ -110,7 +113,12 @@ export class ControlService {
     const keys = controlKeys(deps.keyPrefix);
     this.lastRollbackKey = keys.lastRollback;
     this.overrideChangeRecordsChannel = keys.overrideChangeRecordsChannel;
-    this.durable = new DurableOverride({ traffic: deps.traffic, store: deps.override.store, inTurn: (write) => this.inTurn(write) });
+    this.durable = new DurableOverride({
+      traffic: deps.traffic,
+      store: deps.override.store,
+      inTurn: (write) => this.inTurn(write),
+      locked: (scope, write) => this.durableWrite(scope, write),
+    });
     this.scripts = controlScripts(deps.redis);
   }
 
@@ -149,18 +157,21 @@ export class ControlService {
     return balancers.map((b) => toView(b, override));
   }
 
+  /** Under the change lock: the flag is read, written and recorded while no other control plane changes it. */
   setTraffic(change: TrafficChange, actor: string): Promise<TrafficView> {
     return this.serialised(async () => {
       const target = [change.defaultPercent !== undefined ? 'default' : undefined, ...Object.keys(change.integrations ?? {})].filter(Boolean).join(',');
-      try {
-        const { before, after } = await this.deps.traffic.setPercents(change);
-        await this.record('traffic.set', actor, target, before, after);
-        this.deps.metrics.flagChanges.inc({ flag: 'traffic', outcome: 'ok' });
-      } catch (error) {
-        await this.recordFailure('traffic.set', actor, target, change, error);
-        this.deps.metrics.flagChanges.inc({ flag: 'traffic', outcome: 'failed' });
-        throw error;
-      }
+      await this.deps.changes.run('a traffic change', async (unit) => {
+        try {
+          const { before, after } = await this.deps.traffic.setPercents(change);
+          await unit.record({ actor, action: 'traffic.set', target, request: change, before, after, outcome: 'ok' });
+          this.deps.metrics.flagChanges.inc({ flag: 'traffic', outcome: 'ok' });
+        } catch (error) {
+          await unit.record(failure('traffic.set', actor, target, change, error));
+          this.deps.metrics.flagChanges.inc({ flag: 'traffic', outcome: 'failed' });
+          throw error;
+        }
+      });
       return this.traffic();
     });
   }
@@ -170,18 +181,20 @@ export class ControlService {
   }
 
   setParallelism(change: ParallelismByCluster, actor: string): Promise<ParallelismByCluster> {
-    return this.serialised(async () => {
+    return this.serialised(() => {
       const target = Object.keys(change).join(',');
-      try {
-        const { before, after } = await this.deps.parallelism.set(change);
-        await this.record('parallelism.set', actor, target, before, after);
-        this.deps.metrics.flagChanges.inc({ flag: 'parallelism', outcome: 'ok' });
-        return after;
-      } catch (error) {
-        await this.recordFailure('parallelism.set', actor, target, change, error);
-        this.deps.metrics.flagChanges.inc({ flag: 'parallelism', outcome: 'failed' });
-        throw error;
-      }
+      return this.deps.changes.run('a parallelism change', async (unit: ChangeUnit) => {
+        try {
+          const { before, after } = await this.deps.parallelism.set(change);
+          await unit.record({ actor, action: 'parallelism.set', target, request: { clusters: change }, before, after, outcome: 'ok' });
+          this.deps.metrics.flagChanges.inc({ flag: 'parallelism', outcome: 'ok' });
+          return after;
+        } catch (error) {
+          await unit.record(failure('parallelism.set', actor, target, { clusters: change }, error));
+          this.deps.metrics.flagChanges.inc({ flag: 'parallelism', outcome: 'failed' });
+          throw error;
+        }
+      });
     });
   }
 
@@ -205,8 +218,14 @@ export class ControlService {
     return this.changeOverride('resume', scope, actor);
   }
 
+  /** The drain took effect in Redis: recorded now, or through the outbox when PostgreSQL is away. */
   drainRecorded(actor: string, workerId: string, cluster: string, reason: string | undefined): Promise<void> {
-    return this.record('worker.drain', actor, workerId, null, { cluster, draining: true }, reason);
+    return this.deps.audit.record({ actor, action: 'worker.drain', target: workerId, request: reason === undefined ? {} : { reason }, before: null, after: { cluster, draining: true }, outcome: 'ok', ...(reason ? { reason } : {}) });
+  }
+
+  /** Creates what is missing in Unleash, under the change lock (replicas starting together do not both add strategies). */
+  ensureFlags(): Promise<string[]> {
+    return this.deps.changes.run('setting up the flags', async () => [...(await this.deps.traffic.ensure()), ...(await this.deps.parallelism.ensure())]);
   }
 
   /** Resolves when the Unleash writes under way (rollbacks' and resumes' included) have ended, or after `timeoutMs`. */
@@ -233,7 +252,7 @@ export class ControlService {
       if (when === 'start') {
         this.deps.logger.info({ override: rebuilt }, 'no override in Redis yet: wrote the one Unleash implies');
       } else {
-        await this.record('override.rebuild', 'control-plane', 'all', null, rebuilt);
+        await this.deps.audit.record({ actor: 'control-plane', action: 'override.rebuild', target: 'all', before: null, after: rebuilt, outcome: 'ok' });
         this.deps.logger.warn({ override: rebuilt }, 'the override was missing in Redis: rebuilt from Unleash');
       }
       return true;
@@ -300,10 +319,11 @@ export class ControlService {
       this.deps.metrics.rollbacks.inc({ scope: record.scope === allIntegrations ? 'all' : 'integration', outcome: outcome.ok ? 'ok' : 'not-durable' });
     }
     const after = { override: record.override, propagationMs: record.propagationMs, acknowledged: record.acknowledged.length, missing: record.missing, durable: record.durable };
-    await this.appendAudit({
+    await this.deps.audit.record({
       actor: record.actor,
       action: record.kind,
       target: record.scope,
+      request: { ...(record.scope === allIntegrations ? {} : { integration: record.scope }), ...(record.reason ? { reason: record.reason } : {}) },
       before: previous ?? null,
       after,
       outcome: outcome.ok ? 'ok' : 'failed',
@@ -330,16 +350,21 @@ export class ControlService {
     }
   }
 
-  private async record(action: AuditAction, actor: string, target: string, before: unknown, after: unknown, reason?: string): Promise<void> {
-    await this.appendAudit({ actor, action, target, before, after, outcome: 'ok', ...(reason ? { reason } : {}) });
-  }
-
-  private async recordFailure(action: AuditAction, actor: string, target: string, attempted: unknown, error: unknown): Promise<void> {
-    await this.appendAudit({ actor, action, target, before: null, after: attempted, outcome: 'failed', error: messageOf(error) });
-  }
-
-  private async appendAudit(entry: NewAuditEntry): Promise<void> {
-    await this.deps.audit.append(entry).catch((error: unknown) => this.deps.logger.error({ err: error, action: entry.action, target: entry.target }, 'could not write the audit log'));
+  /**
+   * A rollback's or resume's Unleash write, under the change lock. When PostgreSQL cannot be
+   * reached, "all" is written without it: that write is one switch of the flag's environment
+   * (no read, nothing another change could interleave with), and the rollback it makes durable
+   * has already taken effect. One integration's write rewrites its whole strategy from a read, so
+   * it needs the lock: it fails, and rolling back again once PostgreSQL is back retries it.
+   */
+  private async durableWrite<T>(scope: string, write: () => Promise<T>): Promise<T> {
+    try {
+      return await this.deps.changes.run(`the Unleash write of a rollback or resume of ${scope}`, write);
+    } catch (error) {
+      if (scope !== allIntegrations || !isHeadroomError(error, apiErrorCodes.databaseUnavailable)) throw error;
+      this.deps.logger.warn({ err: error }, 'PostgreSQL away: switching the flag for all integrations without the change lock (a single write)');
+      return write();
+    }
   }
 
   /** One change at a time (each reads Unleash, then writes it); at most maxPendingChanges wait. */
@@ -393,6 +418,11 @@ function parseRollbackRecord(json: string): RollbackRecord {
   const record = JSON.parse(json) as Partial<Omit<RollbackRecord, 'durable'>> & { durable?: DurableState | boolean };
   const durable: DurableState = record.durable === true ? 'done' : record.durable === false ? 'failed' : (record.durable ?? 'pending');
   return { kind: 'rollback', reason: null, expected: [], durableError: null, durableAtUnixMs: null, ...record, durable } as RollbackRecord;
+}
+
+/** The entry of a change that failed: what was asked, and why it failed. */
+function failure(action: AuditAction, actor: string, target: string, attempted: unknown, error: unknown): NewAuditEntry {
+  return { actor, action, target, request: attempted, before: null, after: attempted, outcome: 'failed', error: messageOf(error) };
 }
 
 function messageOf(error: unknown): string {

@@ -32,6 +32,8 @@ export class DurableOverride {
       store: OverrideStore;
       /** Runs `write` in turn with the control plane's other Unleash changes (each reads, then writes). */
       inTurn<T>(write: () => Promise<T>): Promise<T>;
+      /** Runs `write` holding the lock that serialises Unleash changes across control planes. */
+      locked<T>(scope: OverrideScope, write: () => Promise<T>): Promise<T>;
     },
   ) {}
 
@@ -55,7 +57,7 @@ export class DurableOverride {
         this.running++;
         const startedAt = performance.now();
         try {
-          await this.write(scope);
+          await this.deps.locked(scope, () => this.write(scope));
           return { ok: true as const, durationMs: performance.now() - startedAt };
         } catch (error) {
           return { ok: false as const, durationMs: performance.now() - startedAt, error: messageOf(error) };

@@ -13,6 +13,10 @@ export const apiErrorCodes = {
   unleashFailed: 'HR_ERR_UNLEASH_FAILED',
   /** Redis could not be reached. */
   ledgerUnavailable: 'HR_ERR_LEDGER_UNAVAILABLE',
+  /** PostgreSQL (the audit log, and the lock on changes) could not be reached: a change is refused rather than made without a record. */
+  databaseUnavailable: 'HR_ERR_DATABASE_UNAVAILABLE',
+  /** At start: the audit schema was migrated by a newer control plane than this one. */
+  databaseSchemaTooNew: 'HR_ERR_DATABASE_SCHEMA_TOO_NEW',
   tooManyStreams: 'HR_ERR_TOO_MANY_STREAMS',
   /** Too many changes wait their turn (they run one at a time). */
   busy: 'HR_ERR_BUSY',
@@ -36,6 +40,7 @@ const httpStatusByCode: Record<string, number> = {
   [apiErrorCodes.unleashFailed]: 502,
   [apiErrorCodes.profileFailed]: 502,
   [apiErrorCodes.ledgerUnavailable]: 503,
+  [apiErrorCodes.databaseUnavailable]: 503,
   [apiErrorCodes.tooManyStreams]: 503,
   [apiErrorCodes.busy]: 503,
 };

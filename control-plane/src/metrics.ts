@@ -7,6 +7,10 @@ export interface ControlMetrics {
   /** A rollback's or resume's Unleash write, made after the answer. */
   observeUnleashWrite(kind: 'rollback' | 'resume', outcome: { ok: boolean; durationMs: number }): void;
   eventStreams: Gauge;
+  /** Audit entries waiting in memory for PostgreSQL. */
+  outboxDepth: Gauge;
+  /** Audit entries dropped because the outbox was full. */
+  outboxDropped: Counter;
   requests: Counter<'method' | 'status'>;
 }
 
@@ -40,6 +44,12 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
       unleashWrites.observe({ kind, outcome: outcome.ok ? 'ok' : 'failed' }, outcome.durationMs / 1000);
     },
     eventStreams: new Gauge({ name: 'headroom_control_event_streams', help: 'Open /api/v1/events streams', registers: [registry] }),
+    outboxDepth: new Gauge({ name: 'headroom_control_audit_outbox_entries', help: 'Audit entries of rollbacks, resumes, drains and profiles waiting in memory for PostgreSQL', registers: [registry] }),
+    outboxDropped: new Counter({
+      name: 'headroom_control_audit_outbox_dropped_total',
+      help: 'Audit entries dropped because the outbox was full (auditOutboxMaxEntries) while PostgreSQL was away; each is logged at error level',
+      registers: [registry],
+    }),
     requests: new Counter({ name: 'headroom_control_http_requests_total', help: 'API requests by method and status', labelNames: ['method', 'status'], registers: [registry] }),
   };
 }

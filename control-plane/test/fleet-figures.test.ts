@@ -123,7 +123,15 @@ test('the control plane serves the built UI: assets cached, index.html for app r
   assert.deepEqual([missing.status, missing.body.error.code], [404, 'HR_ERR_NOT_FOUND']);
 
   await assert.rejects(
-    createControlPlane({ uiDirectory: path.join(directory, 'nope'), unleash: { url: unleash.url, adminToken: unleash.adminToken }, tokens: [{ name: 'o', role: 'operator', token: 'x'.repeat(16) }] }, { redis: stack.fleet.redis, subscriber: stack.fleet.redis }),
+    createControlPlane(
+      {
+        uiDirectory: path.join(directory, 'nope'),
+        unleash: { url: unleash.url, adminToken: unleash.adminToken },
+        tokens: [{ name: 'o', role: 'operator', token: 'x'.repeat(16) }],
+        database: { url: stack.database.url, schema: stack.database.schema },
+      },
+      { redis: stack.fleet.redis, subscriber: stack.fleet.redis },
+    ),
     /uiDirectory: no index.html in .*nope; build the UI with npm run build/,
   );
 });

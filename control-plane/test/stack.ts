@@ -1,8 +1,9 @@
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
+import { testRedisUrl } from '@headroom/common/dist/src/testing';
 import { Registry } from 'prom-client';
 import { startFlagClient, type FlagClient } from '@headroom/flags';
-import type { RunningUnleash } from '@headroom/unleash-local';
+import { testSchema, type RunningUnleash, type TestSchema } from '@headroom/unleash-local';
 import { connected, startFleet, type Fleet } from '@headroom/balancer/dist/test/harness';
 import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '../src/index';
 
@@ -13,6 +14,8 @@ export interface Stack {
   fleet: Fleet;
   controlPlane: ControlPlane;
   flagNames: { candidateCluster: string; maxParallelism: string };
+  /** The control plane's schema on the test PostgreSQL (its audit log), dropped when the test ends. */
+  database: TestSchema;
   /** A flag client of its own (refreshing every 100 ms) with a registry to read its metrics. */
   newFlagClient(): Promise<{ flags: FlagClient; registry: Registry }>;
   /** Calls the API as the operator (or with the given token; null sends none). */
@@ -24,11 +27,12 @@ export interface Stack {
  * and flags of their own in the given Unleash (flag names are unique per stack, so tests sharing
  * one Unleash server never see each other's flags).
  */
-export async function startStack(t: TestContext, unleash: RunningUnleash, options: Partial<ControlPlaneOptions> = {}): Promise<Stack> {
-  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+export async function startStack(t: TestContext, unleash: RunningUnleash, options: Partial<ControlPlaneOptions> = {}, redisUrl = testRedisUrl): Promise<Stack> {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 }, redisUrl);
   const unique = randomBytes(4).toString('hex');
   const flagNames = { candidateCluster: `test-${unique}.candidate-cluster`, maxParallelism: `test-${unique}.max-parallelism` };
-  const subscriber = await connected(undefined, true);
+  const database = testSchema();
+  const subscriber = await connected(redisUrl, true);
   const controlPlane = await createControlPlane(
     {
       integrations: ['bank-a', 'bank-b'],
@@ -38,13 +42,20 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
         { name: 'victor', role: 'viewer', token: viewerToken },
       ],
       balancerLiveWithinMs: 2000,
+      database: { url: database.url, schema: database.schema },
       ...options,
     },
     { redis: fleet.redis, subscriber, keyPrefix: fleet.ledgerOptions.keyPrefix! },
-  );
+  ).catch(async (error: unknown) => {
+    subscriber.disconnect();
+    await database.drop();
+    throw error;
+  });
+  // After hooks run in the order registered: the schema goes once the control plane stopped.
   t.after(async () => {
     await controlPlane.close();
     subscriber.disconnect();
+    await database.drop();
   });
   const clients: FlagClient[] = [];
   t.after(() => clients.forEach((client) => client.close()));
@@ -52,6 +63,7 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
     fleet,
     controlPlane,
     flagNames,
+    database,
     async newFlagClient() {
       const registry = new Registry();
       const flags = await startFlagClient(

@@ -205,7 +205,7 @@ test('the API documents itself; health, readiness and metrics answer without a t
   assert.deepEqual(Object.keys(trafficBody.properties).sort(), ['defaultPercent', 'integrations']);
   assert.equal(trafficBody.additionalProperties, false);
   assert.deepEqual((await stack.api('GET', '/healthz', undefined, null)).body, { ok: true });
-  assert.deepEqual((await stack.api('GET', '/readyz', undefined, null)).body, { ready: true, redis: true, unleash: true, flags: true });
+  assert.deepEqual((await stack.api('GET', '/readyz', undefined, null)).body, { ready: true, redis: true, unleash: true, database: true, flags: true, auditOutbox: 0 });
   const metrics = await stack.api('GET', '/metrics', undefined, null);
   assert.match(String(metrics.body), /headroom_control_rollback_propagation_seconds/);
   assert.equal((await stack.api('GET', '/nothing-here')).status, 404);

@@ -55,7 +55,7 @@ test('recording rules follow level:metric:operations; alerts carry a severity, a
   }
   const alerts = rules.flatMap(({ rule }) => (rule.alert ? [rule.alert] : []));
   // The alerts the deployment promises (deploy/prometheus/alerts.yml), each unit-tested.
-  for (const expected of ['HeadroomCandidateLatencyP50High', 'HeadroomGcTimeHigh', 'HeadroomEventLoopDelayHigh', 'HeadroomHeapNearLimit', 'HeadroomRollbackOverrideActive']) {
+  for (const expected of ['HeadroomCandidateLatencyP50High', 'HeadroomGcTimeHigh', 'HeadroomEventLoopDelayHigh', 'HeadroomHeapNearLimit', 'HeadroomRollbackOverrideActive', 'HeadroomAuditOutboxWaiting', 'HeadroomAuditEntriesDropped']) {
     assert.ok(alerts.includes(expected), `${expected} in ${alerts.join(', ')}`);
   }
 });

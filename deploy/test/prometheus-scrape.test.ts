@@ -10,7 +10,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { eventually, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
-import { startTestUnleash } from '@headroom/unleash-local';
+import { startTestUnleash, testSchema } from '@headroom/unleash-local';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import * as grpc from '@grpc/grpc-js';
 import { connected, json, spawnReady, submit, task, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
@@ -137,13 +137,18 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
 
   const shared = ['--redis-url', testRedisUrl, '--key-prefix', keyPrefix];
   const flagArgs = ['--unleash-url', unleash.url, '--unleash-client-token', unleash.clientToken, '--flags-refresh-interval-ms', '200'];
+  // The control plane's audit log: a schema of this test's own, dropped once the process stopped.
+  const database = testSchema('hr_deploy');
   const controlPlane = await spawnReady(t, controlPlaneCli, [
     ...shared,
     '--port', '0',
     '--unleash-url', unleash.url,
     '--unleash-admin-token', unleash.adminToken,
     '--operator-tokens', `deploy-test=${operatorToken}`,
+    '--database-url', database.url,
+    '--database-schema', database.schema,
   ]);
+  t.after(() => database.drop());
   processes.push(controlPlane);
   const controlPlaneUrl = (controlPlane.ready as unknown as { url: string }).url;
   const api = async (method: string, apiPath: string, body?: unknown) => {

@@ -2,6 +2,7 @@
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
+import { testSchema } from '@headroom/unleash-local';
 import { cliPaths, keyPrefix, readyTimeoutMs, type FlagSource } from './stack';
 
 const apiTimeoutMs = 15_000;
@@ -32,7 +33,12 @@ export function uniqueFlags(unleash: { url: string; clientToken: string }): Flag
 
 export async function startControlPlaneProcess(t: TestContext, redisUrl: string, adminToken: string, flags: FlagSource, integrations: string[]): Promise<ControlPlaneProcess> {
   const operatorToken = randomBytes(16).toString('hex');
+  // Its audit log: a schema of its own on the test PostgreSQL, dropped once the process stopped
+  // (after hooks run in the order registered).
+  const database = testSchema('hr_faults');
   const process = await spawnReady(t, cliPaths.controlPlane, [
+    '--database-url', database.url,
+    '--database-schema', database.schema,
     '--port', '0',
     '--redis-url', redisUrl,
     '--key-prefix', keyPrefix,
@@ -43,7 +49,11 @@ export async function startControlPlaneProcess(t: TestContext, redisUrl: string,
     '--integrations', integrations.join(','),
     '--operator-tokens', `faults=${operatorToken}`,
     '--ui-dir', 'none',
-  ], readyTimeoutMs);
+  ], readyTimeoutMs).catch(async (error: unknown) => {
+    await database.drop();
+    throw error;
+  });
+  t.after(() => database.drop());
   const url = (process.ready as unknown as { url: string }).url;
   return {
     url,

@@ -62,7 +62,7 @@ export function keyspacePattern(prefix: string): string {
 
 /**
  * Redis key names of the control state: the rollback override and the balancers that follow it,
- * and the control plane's audit log, last rollback and CPU profiles. Every key carries the hash
+ * and the control plane's audit announcements, last rollback and CPU profiles. Every key carries the hash
  * tag `{<prefix>:control}`, so each script on them stays in one Redis Cluster slot.
  */
 export interface ControlKeys {
@@ -80,9 +80,7 @@ export interface ControlKeys {
   readonly overrideChangedChannel: string;
   /** Pub/sub channel: each acknowledgement (JSON `OverrideAck`), for the control planes. */
   readonly overrideAckedChannel: string;
-  /** STREAM: the audit log, one entry per change (field `entry` -> JSON), capped with MAXLEN ~. */
-  readonly audit: string;
-  /** Pub/sub channel: each appended audit entry, JSON with its stream id, for the live event streams. */
+  /** Pub/sub channel: each audit entry written (the log itself is in PostgreSQL), JSON with its id, for the live event streams. */
   readonly auditAppendedChannel: string;
   /** STRING: the latest rollback's record, JSON (the control plane's `RollbackRecord`). */
   readonly lastRollback: string;
@@ -111,7 +109,6 @@ export function controlKeys(prefix: string): ControlKeys {
     acks: key('override-acks'),
     overrideChangedChannel: key('override-changed'),
     overrideAckedChannel: key('override-acked'),
-    audit: key('audit'),
     auditAppendedChannel: key('audit-appended'),
     lastRollback: key('last-rollback'),
     overrideChangeRecordsChannel: key('override-changes'),

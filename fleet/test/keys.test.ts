@@ -18,7 +18,6 @@ test('control keys share the hash tag {<prefix>:control}', () => {
       acks: '{hr:control}:override-acks',
       overrideChangedChannel: '{hr:control}:override-changed',
       overrideAckedChannel: '{hr:control}:override-acked',
-      audit: '{hr:control}:audit',
       auditAppendedChannel: '{hr:control}:audit-appended',
       lastRollback: '{hr:control}:last-rollback',
       overrideChangeRecordsChannel: '{hr:control}:override-changes',

@@ -6,7 +6,7 @@ import * as path from 'node:path';
 import { freePort, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
 import { Ledger, connectRedis } from '@headroom/fleet';
 import type { Redis } from 'ioredis';
-import { startTestUnleash } from '@headroom/unleash-local';
+import { startTestUnleash, testDatabase } from '@headroom/unleash-local';
 import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/demo/control-plane-api';
 import { deleteKeysUnder } from '../src/demo/redis';
 
@@ -405,7 +405,10 @@ test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a pr
   const unleash = await startTestUnleash();
   t.after(() => unleash.stop());
   const nothingThere = `redis://127.0.0.1:${await freePort()}`;
-  const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken };
+  // With a given Unleash the control plane's audit log needs a PostgreSQL too: a database of this test's own.
+  const database = await testDatabase('hr_demo');
+  t.after(() => database.drop());
+  const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken, HEADROOM_DATABASE_URL: database.url };
   const run = await runDemo(
     ['--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--candidate-percent', '100', '--baseline-workers', '2', '--candidate-workers', '1', '--redis-url', nothingThere, '--workload', 'sleep'],
     { env, timeoutMs: 50_000 },
@@ -466,6 +469,7 @@ test('an invalid option exits 2 with a message naming it and what it accepts', a
   assert.equal(noTokens.code, 2);
   assert.match(noTokens.stderr, /--unleash-admin-token: required/);
   assert.match(noTokens.stderr, /--unleash-client-token: required/);
+  assert.match(noTokens.stderr, /--database-url: required/);
 
   const tokenAlone = await runDemo(['--unleash-client-token', 'secret-client-token']);
   assert.equal(tokenAlone.code, 2);
@@ -485,7 +489,7 @@ test('without Redis and without redis-server it says how to get Redis and exits 
 test('a given Unleash that does not answer stops the demo with a message naming UNLEASH_URL, exit 1', async () => {
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   const run = await runDemo(['--balancer-port', '0', '--control-plane-port', '0', '--redis-url', testRedisUrl], {
-    env: { ...process.env, UNLEASH_URL: nowhere, UNLEASH_ADMIN_TOKEN: 'admin-token', UNLEASH_CLIENT_TOKEN: 'client-token' },
+    env: { ...process.env, UNLEASH_URL: nowhere, UNLEASH_ADMIN_TOKEN: 'admin-token', UNLEASH_CLIENT_TOKEN: 'client-token', HEADROOM_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
   });
   assert.equal(run.code, 1, run.stdout + run.stderr);
   assert.match(run.stderr, new RegExp(`Unleash at ${nowhere} \\(--unleash-url, UNLEASH_URL\\): GET /health failed`));

@@ -201,6 +201,7 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
         tokens: [{ name: 'olga', role: 'operator', token: operatorToken }],
         uiDirectory,
         figuresIntervalMs: 300,
+        database: { url: stack.database.url, schema: stack.database.schema },
       },
       { redis: stack.fleet.redis, subscriber, keyPrefix: stack.fleet.ledgerOptions.keyPrefix! },
     );

@@ -10,6 +10,7 @@ import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck, 
 import * as path from 'node:path';
 import { deleteKeys } from './headroom-fleet';
 import { spawnUntilReady, type ManagedProcess } from './processes';
+import { testSchema } from '@headroom/unleash-local';
 
 export interface ControlStackOptions {
   redisUrl: string;
@@ -43,12 +44,15 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
   let unleashProcess: ManagedProcess | undefined;
   let controlPlane: ManagedProcess | undefined;
   const connections: RedisConnection[] = [];
+  // The control plane's audit log: a schema of its own on the test PostgreSQL.
+  const database = testSchema('hr_bench');
   const close = once(async () => {
     await controlPlane?.stop();
     // Only now: until it stopped, the control plane could write the override again.
     await deleteKeys(options.redisUrl, keyPrefix);
     for (const connection of connections) connection.disconnect();
     await unleashProcess?.stop();
+    await database.drop().catch(() => undefined);
   });
   register(close);
 
@@ -64,7 +68,7 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
   const started = await spawnUntilReady({
     name: 'control-plane',
     script: controlPlaneCli,
-    args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl],
+    args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl, '--database-url', database.url, '--database-schema', database.schema],
     env: { ...env, UNLEASH_ADMIN_TOKEN: unleash.adminToken, HEADROOM_OPERATOR_TOKENS: `bench=${token}` },
     logDir: options.logDir,
     readyTimeoutMs,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { RequestSchemas } from './schemas';
+import { auditActions, type RequestSchemas } from './schemas';
 import { profilePaths } from './profile-openapi';
 import { profileRequestSchemas } from './profile-schemas';
 
@@ -208,11 +208,12 @@ const latency: JsonSchema = {
 const auditEntry: JsonSchema = {
   type: 'object',
   properties: {
-    id: { type: 'string' },
-    atUnixMs: { type: 'integer' },
+    id: { type: 'string', description: 'A whole number as text, in the order entries were written (PostgreSQL)' },
+    atUnixMs: { type: 'integer', description: 'When it happened' },
     actor: { type: 'string' },
-    action: { type: 'string', enum: ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild', 'profile.start'] },
+    action: { type: 'string', enum: [...auditActions] },
     target: { type: 'string' },
+    request: { description: 'What was asked: the request body as validated (absent for the control plane’s own repairs)' },
     before: {},
     after: {},
     outcome: { type: 'string', enum: ['ok', 'failed'] },
@@ -241,7 +242,7 @@ const errorDescriptions: Record<number, string> = {
   413: 'Body too large',
   415: 'Body is not application/json',
   502: 'Unleash failed; the message says what was and was not changed',
-  503: 'Redis unavailable, or too many event streams',
+  503: 'Redis or PostgreSQL unavailable (HR_ERR_LEDGER_UNAVAILABLE, HR_ERR_DATABASE_UNAVAILABLE), too many changes waiting (HR_ERR_BUSY), or too many event streams; nothing was changed',
 };
 
 /** The API's contract, served at /api/v1/openapi.json. Request bodies come from the same zod schemas that validate them. */
@@ -313,10 +314,12 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
       '/balancers': { get: { summary: 'Live balancers and the override version each applied', responses: { 200: ok('Balancers', { type: 'object', properties: { balancers: { type: 'array', items: balancer } } }), ...read } } },
       '/audit': {
         get: {
-          summary: 'Every change: who, when, what, before and after (newest first)',
+          summary: 'Every change: who, when, what was asked, before and after (newest first), from PostgreSQL',
           parameters: [
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000, default: 100 } },
-            { name: 'before', in: 'query', schema: { type: 'string' }, description: 'An entry id: page back from it' },
+            { name: 'before', in: 'query', schema: { type: 'string', pattern: '^[1-9]\\d{0,17}$' }, description: 'An entry id: page back from it (entries with smaller ids)' },
+            { name: 'action', in: 'query', schema: { type: 'string', enum: [...auditActions] }, description: 'Only entries of this action' },
+            { name: 'actor', in: 'query', schema: { type: 'string' }, description: 'Only entries of this actor (a token name, or control-plane)' },
           ],
           responses: { 200: ok('Entries', { type: 'object', properties: { entries: { type: 'array', items: auditEntry } } }), ...read, ...errors(400) },
         },
@@ -324,7 +327,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
       ...profilePaths({ ok, errors, body, read, write }, profileRequestSchemas(schemas.workerId)),
       '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), override-change (a rollback or resume when answered, and again when its Unleash write is done or failed), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
       '/healthz': { get: { summary: 'The process is up', security: [], responses: { 200: ok('OK', { type: 'object' }) } } },
-      '/readyz': { get: { summary: 'Redis and Unleash answer, and the flags exist', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },
+      '/readyz': { get: { summary: 'Redis, Unleash and PostgreSQL (the audit log) answer, and the flags exist; auditOutbox: entries waiting for PostgreSQL', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },
       '/metrics': { get: { summary: 'Prometheus metrics', security: [], responses: { 200: { description: 'text/plain; version=0.0.4' } } } },
       '/openapi.json': { get: { summary: 'This document', security: [], responses: { 200: { description: 'OpenAPI 3.1' } } } },
     },

@@ -103,7 +103,7 @@ export function apiRoutes(deps: RouteDeps): express.Router {
 
   router.get('/audit', async (request, response) => {
     const query = parseRequest(deps.schemas.auditQuery, request.query, 'query');
-    response.json({ entries: await deps.audit.list(query.limit, query.before) });
+    response.json({ entries: await deps.audit.list({ limit: query.limit, beforeId: query.before, action: query.action, actor: query.actor }) });
   });
 
   router.get('/events', async (_request, response) => {

@@ -2,6 +2,10 @@ import { z } from 'zod';
 import { maxParallelismLimit } from '@headroom/flags';
 import { userKeyedMap } from '@headroom/common';
 import { InvalidRequestError, type FieldProblem } from '../errors';
+import type { AuditAction } from '../audit';
+
+/** The actions an audit entry can have (GET /audit?action=...). */
+export const auditActions = ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild', 'profile.start'] as const satisfies readonly AuditAction[];
 
 const percent = z
   .number({ error: 'expected a whole number from 0 to 100' })
@@ -54,7 +58,9 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
     auditQuery: z
       .object({
         limit: z.coerce.number({ error: 'expected a whole number from 1 to 1000' }).int().min(1, 'expected a whole number from 1 to 1000').max(1000, 'expected a whole number from 1 to 1000').default(100),
-        before: z.string().regex(/^\d{1,20}-\d{1,20}$/, 'expected an audit entry id such as 1700000000000-0').optional(),
+        before: z.string().regex(/^[1-9]\d{0,17}$/, 'expected an audit entry id such as 1234 (the id of the last entry of the page before)').optional(),
+        action: z.enum(auditActions, { error: `expected one of ${auditActions.join(', ')}` }).optional(),
+        actor: z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, 'expected a token name (1-64 characters of A-Z, a-z, 0-9, ".", "_", "@", "-")').optional(),
       })
       .strict(),
     workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"'),

@@ -63,7 +63,7 @@ export class ProfileService {
     };
     try {
       await this.store.create(record);
-      await this.deps.audit.append({ actor, action: 'profile.start', target: worker.workerId, before: null, after: { profileId, durationMs: request.durationMs, cluster: worker.cluster }, outcome: 'ok' });
+      await this.deps.audit.record({ actor, action: 'profile.start', target: worker.workerId, request: { workerId: request.workerId, durationMs: request.durationMs }, before: null, after: { profileId, durationMs: request.durationMs, cluster: worker.cluster }, outcome: 'ok' });
     } catch (error) {
       await attempt.release().catch(() => undefined);
       throw error;

@@ -23,6 +23,8 @@ export interface UnleashAccess {
   clientToken: string;
   /** Ours (embedded, stopped at exit) or the given one. */
   embedded: boolean;
+  /** PostgreSQL for the control plane's audit log: the embedded one, or --database-url. */
+  databaseUrl: string;
 }
 
 const scripts = {
@@ -68,14 +70,14 @@ export class DemoControl {
 
   /** The given Unleash if it answers, else a real one of our own on an embedded PostgreSQL. */
   async startUnleash(): Promise<UnleashAccess> {
-    const { unleashUrl, unleashAdminToken, unleashClientToken } = this.config;
-    if (unleashUrl !== undefined && unleashAdminToken !== undefined && unleashClientToken !== undefined) {
+    const { unleashUrl, unleashAdminToken, unleashClientToken, databaseUrl } = this.config;
+    if (unleashUrl !== undefined && unleashAdminToken !== undefined && unleashClientToken !== undefined && databaseUrl !== undefined) {
       const url = unleashUrl.replace(/\/+$/, '');
       write(`checking Unleash at ${url}... `);
       const problem = await unleashProblem(url, timeouts.unleashAnswerMs);
       if (problem) throw new StartError(`Unleash at ${url} (--unleash-url, UNLEASH_URL): ${problem}. Fix it, or leave UNLEASH_URL unset and the demo runs an Unleash of its own.`);
       say('ok');
-      return { url, adminToken: unleashAdminToken, clientToken: unleashClientToken, embedded: false };
+      return { url, adminToken: unleashAdminToken, clientToken: unleashClientToken, embedded: false, databaseUrl };
     }
     // A fresh data directory per run: Unleash makes its initial API tokens only in an empty
     // database, a flag left rolled back by an earlier run would skew this one, and two demos
@@ -92,7 +94,7 @@ export class DemoControl {
     const ready = await child.waitForEvent('ready', timeouts.unleashReadyMs);
     const url = String(ready.url);
     say(`ok (${url}, pid ${child.pid}; PostgreSQL pid ${String(ready.postgresPid)})`);
-    return { url, adminToken: String(ready.adminToken), clientToken: String(ready.clientToken), embedded: true };
+    return { url, adminToken: String(ready.adminToken), clientToken: String(ready.clientToken), embedded: true, databaseUrl: this.config.databaseUrl ?? String(ready.databaseUrl) };
   }
 
   /**
@@ -106,7 +108,8 @@ export class DemoControl {
       'control-plane',
       scripts.controlPlane,
       ['--port', String(port), '--integrations', this.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', ledger.keyPrefix, '--redis-url', ledger.redisUrl],
-      controlPlaneSecretsEnv(this.apiTokens, unleash.adminToken),
+      // The database URL holds a password: by env, as the tokens.
+      { ...controlPlaneSecretsEnv(this.apiTokens, unleash.adminToken), HEADROOM_DATABASE_URL: unleash.databaseUrl },
     );
     this.controlPlane = child;
     const ready = await child.waitForEvent('ready', timeouts.controlPlaneReadyMs);

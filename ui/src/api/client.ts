@@ -34,6 +34,8 @@ const changesNothing = new Set([
   'HR_ERR_BODY_TOO_LARGE',
   'HR_ERR_BUSY',
   'HR_ERR_PROFILE_LOCKED',
+  // PostgreSQL (the audit log) away: a traffic or parallelism change is refused before it starts.
+  'HR_ERR_DATABASE_UNAVAILABLE',
 ]);
 
 export class ApiError extends Error {

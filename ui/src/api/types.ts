@@ -142,6 +142,8 @@ export interface AuditEntry {
   actor: string;
   action: string;
   target: string;
+  /** What was asked: the request's body as validated. */
+  request?: unknown;
   before: unknown;
   after: unknown;
   outcome: 'ok' | 'failed';

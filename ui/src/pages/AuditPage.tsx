@@ -114,6 +114,12 @@ function AuditRow({ entry }: { entry: AuditEntry }) {
       <td>
         <details className="json-details">
           <summary>JSON</summary>
+          {entry.request !== undefined && (
+            <>
+              <p className="json-label">Asked</p>
+              <JsonValue value={entry.request} />
+            </>
+          )}
           <p className="json-label">Before</p>
           <JsonValue value={entry.before} />
           <p className="json-label">After</p>
@@ -137,7 +143,7 @@ function merge(current: AuditEntry[], more: AuditEntry[]): AuditEntry[] {
   return [...byId.values()].sort((a, b) => compareIds(b.id, a.id)).slice(0, maxShownEntries);
 }
 
-/** Redis stream ids: "<ms>-<seq>", compared as numbers. */
+/** Ids are whole numbers as text (PostgreSQL's, in the order entries were written); "<ms>-<seq>" (the Redis stream ids of before) compare too. */
 function compareIds(a: string, b: string): number {
   const [aMs = 0, aSeq = 0] = a.split('-').map(Number);
   const [bMs = 0, bSeq = 0] = b.split('-').map(Number);
