@@ -32,6 +32,11 @@ const pruneBatchRows = 10_000;
 const pruneMaxBatches = 100;
 
 /** The audit log's table (`<schema>.audit_entries`, made by migrations.ts). */
+/** An entry's values for the columns (at, actor, action, target, request, before, after, outcome, error, reason), in that order. */
+function entryValues(entry: TimedAuditEntry): unknown[] {
+  return [new Date(entry.atUnixMs), entry.actor, entry.action, entry.target, json(entry.request), json(entry.before), json(entry.after), entry.outcome, entry.error ?? null, entry.reason ?? null];
+}
+
 export class AuditStore {
   private readonly table: string;
 
@@ -44,18 +49,7 @@ export class AuditStore {
     const result = await on.query<AuditRow>(
       `INSERT INTO ${this.table} (at, actor, action, target, request, before, after, outcome, error, reason)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-      [
-        new Date(entry.atUnixMs),
-        entry.actor,
-        entry.action,
-        entry.target,
-        json(entry.request),
-        json(entry.before),
-        json(entry.after),
-        entry.outcome,
-        entry.error ?? null,
-        entry.reason ?? null,
-      ],
+      entryValues(entry),
     );
     return toEntry(result.rows[0]!);
   }
@@ -65,19 +59,7 @@ export class AuditStore {
     const result = await on.query(
       `INSERT INTO ${this.table} (at, actor, action, target, request, before, after, outcome, error, reason, legacy_redis_id)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (legacy_redis_id) DO NOTHING`,
-      [
-        new Date(entry.atUnixMs),
-        entry.actor,
-        entry.action,
-        entry.target,
-        json(entry.request),
-        json(entry.before),
-        json(entry.after),
-        entry.outcome,
-        entry.error ?? null,
-        entry.reason ?? null,
-        legacyRedisId,
-      ],
+      [...entryValues(entry), legacyRedisId],
     );
     return (result.rowCount ?? 0) > 0;
   }
