@@ -18,25 +18,46 @@ export interface WorkerChannelsOptions {
   security: ChannelSecurity;
   /** Most worker channels kept open; beyond it the least recently used one is closed. */
   maxChannels: number;
+  /** How often an open connection to a worker is pinged (ms): 10 s unless a test shortens it. */
+  keepaliveTimeMs?: number;
 }
 
-/** One cached gRPC channel per worker address; channels of workers that left are closed. */
+interface Channel {
+  client: WorkerClient;
+  /** Calls on it that have not ended. */
+  calls: number;
+  /** Set when it left the cache: it closes when its last call ends. */
+  closing: boolean;
+}
+
+/**
+ * One cached gRPC channel per worker address; channels of workers that left are closed once the
+ * calls they carry have ended. (Closed at once, grpc-js ends the connection at its next
+ * keepalive ping and with it every task still running there: a worker that missed a few
+ * heartbeats would lose its long tasks.)
+ */
 export class WorkerChannels {
   // Insertion order is use order (re-inserted on use), so the first entry is the least recently used.
-  private readonly clients = new Map<string, WorkerClient>();
+  private readonly channels = new Map<string, Channel>();
+  // Channels that left the cache with calls under way, by address (a worker that comes back
+  // before they end takes its channel back). At most one per address, so bounded as the calls are.
+  private readonly closing = new Map<string, Channel>();
 
   constructor(private readonly options: WorkerChannelsOptions) {}
 
+  /** Channels open: cached, and closing behind calls under way. */
   get size(): number {
-    return this.clients.size;
+    return this.channels.size + this.closing.size;
   }
 
-  private client(address: string): WorkerClient {
-    let client = this.clients.get(address);
-    if (client) {
-      this.clients.delete(address);
+  private channel(address: string): Channel {
+    let channel = this.channels.get(address) ?? this.closing.get(address);
+    if (channel) {
+      this.channels.delete(address);
+      this.closing.delete(address);
+      channel.closing = false;
     } else {
-      client = new WorkerService(address, this.options.security.credentials, {
+      const client = new WorkerService(address, this.options.security.credentials, {
         ...this.options.security.options,
         'grpc.max_send_message_length': this.options.maxSendMessageBytes,
         'grpc.max_receive_message_length': this.options.maxSendMessageBytes,
@@ -44,42 +65,62 @@ export class WorkerChannels {
         // in grpc-js 1.14 a server without channelz does not track its sessions, so
         // forceShutdown() would leave open calls running.)
         'grpc.enable_channelz': 0,
-        'grpc.keepalive_time_ms': 10_000,
+        'grpc.keepalive_time_ms': this.options.keepaliveTimeMs ?? 10_000,
         'grpc.keepalive_timeout_ms': 5_000,
         // Retry to connect quickly after a worker restarts on the same address.
         'grpc.initial_reconnect_backoff_ms': 100,
         'grpc.max_reconnect_backoff_ms': 1_000,
       });
-      if (this.clients.size >= this.options.maxChannels) {
-        const [oldest, oldClient] = this.clients.entries().next().value as [string, WorkerClient];
-        this.clients.delete(oldest);
-        oldClient.close();
+      channel = { client, calls: 0, closing: false };
+      if (this.channels.size >= this.options.maxChannels) {
+        const [oldest, oldChannel] = this.channels.entries().next().value as [string, Channel];
+        this.retire(oldest, oldChannel);
       }
     }
-    this.clients.set(address, client);
-    return client;
+    this.channels.set(address, channel);
+    return channel;
   }
 
-  /** Closes the channels of addresses not in `live`. */
+  private retire(address: string, channel: Channel): void {
+    this.channels.delete(address);
+    if (channel.calls === 0) {
+      channel.client.close();
+      return;
+    }
+    channel.closing = true;
+    this.closing.set(address, channel);
+  }
+
+  private callEnded(address: string, channel: Channel): void {
+    channel.calls--;
+    if (channel.closing && channel.calls === 0) {
+      channel.client.close();
+      if (this.closing.get(address) === channel) this.closing.delete(address);
+    }
+  }
+
+  /** Closes the channels of addresses not in `live` (each once its calls have ended). */
   keepOnly(live: ReadonlySet<string>): void {
-    for (const [address, client] of this.clients) {
-      if (!live.has(address)) {
-        this.clients.delete(address);
-        client.close();
-      }
+    for (const [address, channel] of this.channels) {
+      if (!live.has(address)) this.retire(address, channel);
     }
   }
 
   closeAll(): void {
-    for (const client of this.clients.values()) client.close();
-    this.clients.clear();
+    for (const channel of this.channels.values()) channel.client.close();
+    for (const channel of this.closing.values()) channel.client.close();
+    this.channels.clear();
+    this.closing.clear();
   }
 
   /** `onStartedOrEnded` runs once: when the worker says the task started, or when the call ends. */
   execute(address: string, request: ExecuteRequest, deadlineUnixMs: number, signal: AbortSignal, onStartedOrEnded?: () => void): Promise<DispatchOutcome> {
     return new Promise((resolve) => {
       let started = false;
-      const call = this.client(address).execute(request, { deadline: deadlineUnixMs }, (error, response) => {
+      const channel = this.channel(address);
+      channel.calls++;
+      const call = channel.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
+        this.callEnded(address, channel);
         onStartedOrEnded?.();
         signal.removeEventListener('abort', onAbort);
         if (!error) return resolve({ kind: 'done', response: response! });

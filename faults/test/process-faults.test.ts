@@ -156,9 +156,10 @@ test('a worker blocks its event loop for 4 s: its heartbeats lapse, it gets no t
     taskFor: (lane, seq) => demoTask({ priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND', sleepMs: 50 + (seq % 3) * 50, deadlineMs: 15_000 }),
   });
   await sleep(600);
-  // CPU-bound for 4 s, then 2.5 s of waiting: still running when its worker comes back.
+  // CPU-bound for 4 s, then 7 s of waiting: still running when its worker comes back, and
+  // after the load has stopped, when its count is compared.
   const blockedAtMs = performance.now();
-  const blocker = log.submit(stack.balancers[0]!, demoTask({ cpuMs: 4000, sleepMs: 2500, deadlineMs: 20_000 }));
+  const blocker = log.submit(stack.balancers[0]!, demoTask({ cpuMs: 4000, sleepMs: 7000, deadlineMs: 25_000 }));
   let victim: string | undefined;
   const leftLedgerMs = await msUntil(
     'a worker to leave the ledger',
@@ -185,16 +186,18 @@ test('a worker blocks its event loop for 4 s: its heartbeats lapse, it gets no t
     blockedAtMs,
   );
   const rejoinedAtMs = blockedAtMs + rejoinedMs;
-  // Its in-flight count is right once back: the ledger holds what the worker itself counts
-  // (the blocker is still running: its lease was swept with the worker and declared again).
+  await sleep(1500);
+  await load.stop();
+  // Its in-flight count is right once back: with the load stopped (under load the ledger also
+  // counts leases on their way to it and releases on their way back, so it is above what the
+  // worker runs as often as not), the ledger holds what the worker itself counts: the blocker,
+  // still running, whose lease was swept with the worker and declared again.
   let ownInflight = 0;
   await msUntil('the ledger to count what the worker runs', 3000, async () => {
     const [ledger, own] = await Promise.all([ledgerInflight(stack, victim!), readWorker(stack.worker(victim!))]);
     ownInflight = own.inflight;
     return ledger === own.inflight && own.inflight >= 1;
   });
-  await sleep(1500);
-  await load.stop();
   const blockerAnswer = await blocker;
 
   const othersDuringBlock = log.answeredBetween(leftAtMs, rejoinedAtMs).filter((s) => placedOn(s) !== victim);
