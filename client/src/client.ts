@@ -1,0 +1,276 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { parseConfig, settings } from '@headroom/common';
+import { BalancerService, channelSecurity, clientTlsSchema, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
+import { BalancerUnreachableError, CancelledError, ClientOverloadedError, HeadroomClientError, InvalidTaskError, TaskFailedError, errorFromStatus } from './errors';
+import { retryDelayMs, retryable, type RetryPolicy } from './retry-policy';
+
+const clientOptionsSchema = z
+  .object({
+    /** The balancers to spread tasks over (host:port); one that cannot be reached is tried last for balancerDownMs. */
+    balancers: z.array(settings.hostPort()).min(1, 'expected at least one balancer').max(64, 'expected at most 64 balancers'),
+    /** TLS to the balancers (their CA, and a client certificate when they ask for one); plain text without. */
+    tls: clientTlsSchema.optional(),
+    retry: z
+      .object({
+        maxAttempts: settings.positiveInt(20).default(4),
+        minDelayMs: settings.positiveInt(60_000).default(100),
+        maxDelayMs: settings.positiveInt(600_000).default(5_000),
+      })
+      .strict()
+      .prefault({}),
+    /** The task's deadline when submit is given none (ms from now): the balancer's default task timeout. */
+    defaultDeadlineMs: settings.positiveInt(7 * 24 * 3600_000).default(30_000),
+    /** Submits under way at most; more are refused at once with ClientOverloadedError. */
+    maxInFlight: settings.positiveInt(1_000_000).default(10_000),
+    /** How long a balancer that could not be reached is tried only after the others (ms). */
+    balancerDownMs: settings.nonNegativeInt(600_000).default(2_000),
+    /** The largest answer accepted (bytes): a task's result and its envelope. */
+    maxReceiveMessageBytes: settings.positiveInt(2 ** 31 - 1).default(64 * 1024 * 1024 + 64 * 1024),
+  })
+  .strict()
+  .refine((o) => o.retry.minDelayMs <= o.retry.maxDelayMs, { message: 'retry.minDelayMs must not exceed retry.maxDelayMs', path: ['retry', 'minDelayMs'] });
+
+export type ClientOptions = z.input<typeof clientOptionsSchema>;
+
+export type TaskPriority = 'USER_PRESENT' | 'BACKGROUND';
+
+export interface SubmitRequest {
+  /** Which integration's handler runs it, e.g. "bank-a". */
+  integration: string;
+  /** The account or item the task concerns. */
+  key: string;
+  /** USER_PRESENT when a person waits for the answer (served first); BACKGROUND by default. */
+  priority?: TaskPriority;
+  /** The handler's input. */
+  payload?: Uint8Array | string;
+  /** Your id for the task, echoed in logs and the answer; a random UUID by default. */
+  id?: string;
+  /** Time allowed from now (ms), queueing, retries and running included; defaultDeadlineMs by default. */
+  deadlineMs?: number;
+  /** Aborting it cancels the task: the balancer drops it from its queue or cancels it on its worker. */
+  signal?: AbortSignal;
+  /** Running it twice is harmless: it may then be sent again after it may have run (a worker or balancer lost). */
+  idempotent?: boolean;
+}
+
+/** Where and how the task ran. */
+export interface TaskPlacement {
+  cluster: string;
+  workerId: string;
+  /** Time it waited in the balancer for a free slot (ms). */
+  queueWaitMs: number;
+  /** Time the handler ran, measured by the worker (ms). */
+  runMs: number;
+  /** Workers the balancer tried (1 when the first took it). */
+  workerAttempts: number;
+}
+
+export interface SubmitResult {
+  taskId: string;
+  /** What the handler returned. */
+  result: Buffer;
+  placement: TaskPlacement;
+  /** The balancer that answered (host:port). */
+  balancer: string;
+  /** Calls made for the task, retries included. */
+  attempts: number;
+}
+
+export interface ClientStats {
+  inFlight: number;
+  submitted: number;
+  succeeded: number;
+  /** Calls sent again after a retryable error. */
+  retries: number;
+  /** Failures by code; codes past the 100th distinct one count under "other". */
+  failedByCode: Record<string, number>;
+}
+
+export interface HeadroomClient {
+  /** Runs one task; rejects with a HeadroomClientError subclass (see errors.ts) when it does not succeed. */
+  submit(request: SubmitRequest): Promise<SubmitResult>;
+  stats(): ClientStats;
+  /** Closes the connections; submits under way fail. */
+  close(): void;
+}
+
+interface Target {
+  address: string;
+  client: BalancerClient;
+  /** Until then (Date.now() ms) it is tried only after the others: it could not be reached. */
+  downUntilMs: number;
+}
+
+/** How long after the task's deadline the call itself ends: the balancer answers a coded error at the deadline. */
+const answerGraceMs = 1000;
+const maxCountedCodes = 100;
+const priorities: ReadonlySet<string> = new Set(['USER_PRESENT', 'BACKGROUND']);
+
+export function createClient(options: ClientOptions): HeadroomClient {
+  const config = parseConfig('Headroom client options', clientOptionsSchema, options);
+  const security = channelSecurity(config.tls, 'tls');
+  const targets: Target[] = config.balancers.map((address) => ({
+    address,
+    client: new BalancerService(address, security.credentials, {
+      ...security.options,
+      'grpc.max_receive_message_length': config.maxReceiveMessageBytes,
+      'grpc.max_send_message_length': -1,
+      // Reconnect soon after a balancer restarts.
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 2_000,
+    }),
+    downUntilMs: 0,
+  }));
+  const policy: RetryPolicy = config.retry;
+  const stats: ClientStats = { inFlight: 0, submitted: 0, succeeded: 0, retries: 0, failedByCode: {} };
+  let next = 0;
+
+  /** The next balancer in turn that this task has not tried in this round, preferring those not down. */
+  function pick(tried: ReadonlySet<Target>): Target {
+    const now = Date.now();
+    let down: Target | undefined;
+    for (let i = 0; i < targets.length; i++) {
+      const target = targets[(next + i) % targets.length]!;
+      if (tried.has(target)) continue;
+      if (target.downUntilMs <= now) {
+        next = (next + i + 1) % targets.length;
+        return target;
+      }
+      down ??= target;
+    }
+    return down ?? targets[next++ % targets.length]!;
+  }
+
+  function countFailure(code: string): void {
+    const counted = code in stats.failedByCode || Object.keys(stats.failedByCode).length < maxCountedCodes ? code : 'other';
+    stats.failedByCode[counted] = (stats.failedByCode[counted] ?? 0) + 1;
+  }
+
+  function call(target: Target, task: Task & { deadlineUnixMs: number }, signal: AbortSignal | undefined): Promise<Omit<SubmitResult, 'attempts'>> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => pending.cancel();
+      const pending = target.client.submit({ task }, { deadline: task.deadlineUnixMs + answerGraceMs }, (error, response) => {
+        signal?.removeEventListener('abort', onAbort);
+        if (error) {
+          return reject(signal?.aborted ? cancelledByCaller(signal, target.address) : errorFromStatus(error, target.address));
+        }
+        const answer = response as SubmitResponse__Output;
+        const placement: TaskPlacement = {
+          cluster: answer.placement?.cluster ?? '',
+          workerId: answer.placement?.workerId ?? '',
+          queueWaitMs: answer.placement?.queueWaitMs ?? 0,
+          runMs: answer.placement?.runMs ?? 0,
+          workerAttempts: answer.placement?.attempts ?? 0,
+        };
+        if (answer.error) {
+          const { code, message, retryAfterMs } = answer.error;
+          return reject(new TaskFailedError(code, message, placement, { balancer: target.address, ...(retryAfterMs > 0 ? { retryAfterMs } : {}) }));
+        }
+        resolve({ taskId: answer.taskId, result: answer.result ?? Buffer.alloc(0), placement, balancer: target.address });
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  async function run(request: SubmitRequest): Promise<SubmitResult> {
+    const task = taskOf(request, config.defaultDeadlineMs);
+    const idempotent = request.idempotent === true;
+    const { signal } = request;
+    const tried = new Set<Target>();
+    for (let attempt = 1; ; attempt++) {
+      if (signal?.aborted) throw cancelledByCaller(signal, undefined, attempt - 1);
+      const target = pick(tried);
+      try {
+        return { ...(await call(target, task, signal)), attempts: attempt };
+      } catch (thrown) {
+        const error = thrown as HeadroomClientError;
+        error.attempts = attempt;
+        const unreachable = error instanceof BalancerUnreachableError;
+        if (unreachable) target.downUntilMs = Date.now() + config.balancerDownMs;
+        if (attempt >= policy.maxAttempts || signal?.aborted || !retryable(error, idempotent)) throw error;
+        tried.add(target);
+        if (tried.size >= targets.length) tried.clear();
+        // Another balancer takes a task that one could not: no wait while one is left to try.
+        const elsewhere = (unreachable || error.code === 'HR_ERR_SHUTTING_DOWN') && targets.some((t) => !tried.has(t) && t.downUntilMs <= Date.now());
+        const delayMs = elsewhere ? 0 : retryDelayMs(policy, attempt, error);
+        if (Date.now() + delayMs >= task.deadlineUnixMs) throw error;
+        stats.retries++;
+        if (delayMs > 0 && !(await sleepUnlessAborted(delayMs, signal))) throw cancelledByCaller(signal!, undefined, attempt);
+      }
+    }
+  }
+
+  return {
+    async submit(request) {
+      if (stats.inFlight >= config.maxInFlight) {
+        countFailure(ClientOverloadedError.code);
+        throw new ClientOverloadedError(`${stats.inFlight} submits are under way, the limit is ${config.maxInFlight} (maxInFlight)`);
+      }
+      stats.inFlight++;
+      stats.submitted++;
+      try {
+        const result = await run(request);
+        stats.succeeded++;
+        return result;
+      } catch (error) {
+        countFailure(error instanceof HeadroomClientError ? error.code : 'HR_ERR_INTERNAL');
+        throw error;
+      } finally {
+        stats.inFlight--;
+      }
+    },
+    stats: () => ({ ...stats, failedByCode: { ...stats.failedByCode } }),
+    close() {
+      for (const target of targets) target.client.close();
+    },
+  };
+}
+
+/** The task as sent, or InvalidTaskError naming the field (the balancer checks the limits it alone knows). */
+function taskOf(request: SubmitRequest, defaultDeadlineMs: number): Task & { deadlineUnixMs: number } {
+  const invalid = (field: string, message: string) => new InvalidTaskError(`${field}: ${message}`);
+  if (typeof request !== 'object' || request === null) throw invalid('request', 'expected an object');
+  for (const field of ['integration', 'key'] as const) {
+    if (typeof request[field] !== 'string' || request[field].length === 0) throw invalid(field, `got ${JSON.stringify(request[field])}, expected a non-empty string`);
+  }
+  if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length === 0)) throw invalid('id', `got ${JSON.stringify(request.id)}, expected a non-empty string`);
+  const priority = request.priority ?? 'BACKGROUND';
+  if (!priorities.has(priority)) throw invalid('priority', `got ${JSON.stringify(priority)}, expected USER_PRESENT or BACKGROUND`);
+  const deadlineMs = request.deadlineMs ?? defaultDeadlineMs;
+  if (!Number.isSafeInteger(deadlineMs) || deadlineMs <= 0) throw invalid('deadlineMs', `got ${JSON.stringify(request.deadlineMs)}, expected a whole number of milliseconds > 0`);
+  const { payload } = request;
+  if (payload !== undefined && typeof payload !== 'string' && !(payload instanceof Uint8Array)) throw invalid('payload', 'expected a string or a Uint8Array');
+  if (request.signal !== undefined && !(request.signal instanceof AbortSignal)) throw invalid('signal', 'expected an AbortSignal');
+  return {
+    id: request.id ?? randomUUID(),
+    key: request.key,
+    integration: request.integration,
+    priority,
+    payload: payload === undefined ? Buffer.alloc(0) : typeof payload === 'string' ? Buffer.from(payload) : payload,
+    deadlineUnixMs: Date.now() + deadlineMs,
+    idempotent: request.idempotent === true,
+  };
+}
+
+function cancelledByCaller(signal: AbortSignal, balancer: string | undefined, attempts?: number): CancelledError {
+  const error = new CancelledError('cancelled by the AbortSignal given to submit', { balancer, cause: signal.reason });
+  if (attempts !== undefined) error.attempts = attempts;
+  return error;
+}
+
+/** Resolves true after `ms`, or false as soon as `signal` aborts. */
+function sleepUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve(true);
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
