@@ -1,13 +1,11 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { ConfigError } from '@headroom/common';
-import { demoHandlersPath, startFleet, submit, task } from './harness';
+import { cliPaths, handlersPaths, startFleet, submit, task } from '@headroom/testkit';
 import { createBalancer } from '../src/index';
 
-const repoRoot = path.join(__dirname, '..', '..', '..');
 
 test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', async (t) => {
   const fleet = await startFleet(t);
@@ -86,8 +84,7 @@ test('bad options stop the balancer at start with a message naming the setting',
 });
 
 test('the CLIs refuse bad flags and env with exit code 2, naming the setting', () => {
-  const balancerCli = path.join(repoRoot, 'balancer', 'dist', 'src', 'cli.js');
-  const workerCli = path.join(repoRoot, 'worker', 'dist', 'src', 'cli.js');
+  const { balancer: balancerCli, worker: workerCli, controlPlane: controlPlaneCli } = cliPaths;
   const run = (cli: string, args: string[], env: Record<string, string> = {}) =>
     spawnSync(process.execPath, [cli, ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 20_000 });
 
@@ -123,11 +120,10 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(balancerCli, ['--unleash-url', 'ftp://flags']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--unleash-url: got "ftp:\/\/flags", expected an http\(s\) URL/);
-  result = run(workerCli, ['--cluster', 'baseline', '--handlers', demoHandlersPath, '--unleash-url', 'http://127.0.0.1:1']);
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', handlersPaths.demo, '--unleash-url', 'http://127.0.0.1:1']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--unleash-client-token \(env UNLEASH_CLIENT_TOKEN\): required with --unleash-url/);
 
-  const controlPlaneCli = path.join(repoRoot, 'control-plane', 'dist', 'src', 'cli.js');
   result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--operator-tokens \(env HEADROOM_OPERATOR_TOKENS\): at least one API token is required/);
@@ -141,7 +137,7 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(balancerCli, ['--tls-cert', 'server.pem']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--tls-cert and --tls-key \(env HEADROOM_TLS_CERT, HEADROOM_TLS_KEY\) go together/);
-  result = run(workerCli, ['--cluster', 'baseline', '--handlers', demoHandlersPath, '--tls-cert', '/nonexistent/server.pem', '--tls-key', '/nonexistent/server.key']);
+  result = run(workerCli, ['--cluster', 'baseline', '--handlers', handlersPaths.demo, '--tls-cert', '/nonexistent/server.pem', '--tls-key', '/nonexistent/server.key']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /tls\.keyFile: cannot read \/nonexistent\/server\.key/);
   result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--worker-tls-cert', 'client.pem'], { HEADROOM_OPERATOR_TOKENS: 'ops=0123456789abcdef' });

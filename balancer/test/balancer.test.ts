@@ -1,9 +1,9 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import type { HandlerMap } from '@headroom/worker';
-import { json, mapLimit, startFleet, submit, task } from './harness';
+import { json, mapLimit, startFleet, submit, task } from '@headroom/testkit';
 
 test('a task runs on a worker and the answer says where and how', async (t) => {
   const fleet = await startFleet(t);

@@ -8,14 +8,13 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
-import { freePort, startPrivateRedis } from '@headroom/common/dist/src/testing';
+import { freePort, startPrivateRedis } from '@headroom/testkit';
 import { Ledger, WorkerReports, connectRedis, controlKeys, keyspacePattern, latencyKeys, reportKeys, waitUntilReady } from '@headroom/fleet';
 import { makeCertificates } from './certificates';
-import { demoHandlersPath, startFleet, submit, task } from './harness';
+import { cliPaths, handlersPaths, startFleet, submit, task } from '@headroom/testkit';
 
 const password = 'ACL-pass-0123456789';
-const workerCli = path.join(__dirname, '..', '..', '..', 'worker', 'dist', 'src', 'cli.js');
+const workerCli = cliPaths.worker;
 const keyPrefix = 'acl-fleet';
 
 test('a fleet runs as an ACL user allowed only keys and channels under its prefix; wrong credentials fail fast, named and redacted', async (t) => {
@@ -43,7 +42,7 @@ test('a fleet runs as an ACL user allowed only keys and channels under its prefi
     assert.ok(keys.some((key) => key.startsWith(hashTag)), `${hashTag} keys: ${keys.join(', ')}`);
   }
 
-  const wrong = spawnSync(process.execPath, [workerCli, '--cluster', 'baseline', '--handlers', demoHandlersPath, '--redis-url', `redis://headroom:not-the-${password}@127.0.0.1:${redis.port}`], { encoding: 'utf8', timeout: 8000 });
+  const wrong = spawnSync(process.execPath, [workerCli, '--cluster', 'baseline', '--handlers', handlersPaths.demo, '--redis-url', `redis://headroom:not-the-${password}@127.0.0.1:${redis.port}`], { encoding: 'utf8', timeout: 8000 });
   assert.equal(wrong.status, 2, wrong.stderr);
   assert.match(wrong.stderr, /redisUrl: could not use Redis at redis:\/\/headroom:\*\*\*@127\.0\.0\.1:\d+: WRONGPASS/);
   assert.doesNotMatch(wrong.stderr, new RegExp(password));
@@ -54,7 +53,7 @@ test('Redis over TLS: rediss:// in REDIS_URL, trusting the CA through NODE_EXTRA
   const tlsPort = await freePort();
   const redis = await startPrivateRedis(['--tls-port', String(tlsPort), '--tls-cert-file', file('server.pem'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.pem'), '--tls-auth-clients', 'no']);
   t.after(() => redis.stop(true));
-  const worker = spawn(process.execPath, [workerCli, '--cluster', 'baseline', '--worker-id', 'tls-redis-worker', '--handlers', demoHandlersPath, '--redis-url', `rediss://127.0.0.1:${tlsPort}`], {
+  const worker = spawn(process.execPath, [workerCli, '--cluster', 'baseline', '--worker-id', 'tls-redis-worker', '--handlers', handlersPaths.demo, '--redis-url', `rediss://127.0.0.1:${tlsPort}`], {
     env: { ...process.env, NODE_EXTRA_CA_CERTS: file('ca.pem'), LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { OverrideStore, ledgerDefaults } from '@headroom/fleet';
-import { startFleet, submit, task } from './harness';
+import { startFleet, submit, task } from '@headroom/testkit';
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 

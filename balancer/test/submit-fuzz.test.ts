@@ -9,7 +9,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import fc from 'fast-check';
-import { startFleet } from './harness';
+import { startFleet } from '@headroom/testkit';
 
 const maxPayloadBytes = 1000;
 const maxTaskTimeoutMs = 60_000;

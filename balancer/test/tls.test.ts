@@ -3,7 +3,7 @@ import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { BalancerService, channelSecurity, serverTlsFromOptions, workerTlsFromOptions, type BalancerClient } from '@headroom/proto';
 import { makeCertificates } from './certificates';
-import { startFleet, submit, task } from './harness';
+import { startFleet, submit, task } from '@headroom/testkit';
 
 function client(address: string, credentials: grpc.ChannelCredentials, t: TestContext): BalancerClient {
   const balancerClient = new BalancerService(address, credentials);

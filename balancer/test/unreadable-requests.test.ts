@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { startFleet } from './harness';
+import { startFleet } from '@headroom/testkit';
 
 const maxPayloadBytes = 1000;
 /** maxPayloadBytes plus the room the balancer keeps for the other fields. */

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { channelSecurity, type ExecuteRequest } from '@headroom/proto';
 import { WorkerChannels, type DispatchOutcome } from '../src/worker-channels';
-import { startFleet } from './harness';
+import { startFleet } from '@headroom/testkit';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -19,7 +19,7 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { sleep } from '@headroom/common';
 import { Ledger } from '@headroom/fleet';
-import { findOnPath, startPrivateRedisServer } from '@headroom/sim/dist/src/demo/redis';
+import { findOnPath, startPrivateRedisServer } from '@headroom/sim';
 import { Cleanups } from './fleet/cleanups';
 import { benchKeyPrefix, benchPlace, startProcessFleet } from './fleet/headroom-fleet';
 import { LoadGenerator } from './load/generator';

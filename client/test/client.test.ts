@@ -1,10 +1,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as net from 'node:net';
-import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { eventually, testRedisUrl } from '@headroom/common/dist/src/testing';
-import { startFleet, spawnReady } from '@headroom/balancer/dist/test/harness';
+import { cliPaths, eventually, spawnReady, startFleet, testRedisUrl } from '@headroom/testkit';
 import { TaskFailedError as HandlerError, type HandlerMap } from '@headroom/worker';
 import {
   BalancerLostError,
@@ -19,7 +17,6 @@ import {
   type HeadroomClient,
 } from '../src/index';
 
-const balancerCli = path.join(__dirname, '..', '..', '..', 'balancer', 'dist', 'src', 'cli.js');
 
 /** Tasks of "hold" run until the test lets them go (or their signal aborts); "echo" answers its payload. */
 class Held {
@@ -158,7 +155,7 @@ test('a balancer that cannot be reached is skipped at once; tasks on one killed 
   const { fleet, held } = await setUp(t, { maxParallelism: 8 });
   const dead = await deadAddress();
   const survivor = fleet.balancers[0]!.address;
-  const victim = await spawnReady(t, balancerCli, ['--redis-url', testRedisUrl, '--key-prefix', fleet.ledgerOptions.keyPrefix!, '--heartbeat-timeout-ms', '1000']);
+  const victim = await spawnReady(t, cliPaths.balancer, ['--redis-url', testRedisUrl, '--key-prefix', fleet.ledgerOptions.keyPrefix!, '--heartbeat-timeout-ms', '1000']);
 
   // Unreachable: tried, marked down, and the task goes on to the next balancer without a wait.
   const unreachableFirst = clientOf(t, [dead, survivor], { balancerDownMs: 60_000 });

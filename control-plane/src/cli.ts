@@ -105,11 +105,14 @@ function readTokensFile(path: string): ApiToken[] {
   return parsed.data;
 }
 
-/** ui/dist/app next to this package in the install (repository or image). */
-const defaultUiDirectory = path.resolve(__dirname, '..', '..', '..', 'ui', 'dist', 'app');
+/**
+ * Where the built admin UI is looked for: inside the installed package (`npm pack` copies it
+ * there, scripts/pack-ui.mjs), then ui/dist/app next to this package (the repository or image).
+ */
+const defaultUiDirectories = [path.resolve(__dirname, '..', '..', 'ui-dist'), path.resolve(__dirname, '..', '..', '..', 'ui', 'dist', 'app')];
 
 function builtUi(): string | undefined {
-  return fs.existsSync(path.join(defaultUiDirectory, 'index.html')) ? defaultUiDirectory : undefined;
+  return defaultUiDirectories.find((directory) => fs.existsSync(path.join(directory, 'index.html')));
 }
 
 async function main(): Promise<void> {
@@ -126,7 +129,7 @@ async function main(): Promise<void> {
   const workerTls = workerTlsFromOptions(c);
   const logger = createLogger('headroom-control-plane');
   const uiDirectory = c.uiDir === 'none' ? undefined : (c.uiDir ?? builtUi());
-  if (c.uiDir === undefined && uiDirectory === undefined) logger.warn({ looked: defaultUiDirectory }, 'no built admin UI found (npm run build makes it); serving the API only');
+  if (c.uiDir === undefined && uiDirectory === undefined) logger.warn({ looked: defaultUiDirectories }, 'no built admin UI found (npm run build makes it); serving the API only');
   const redis = connectRedis(c.redisUrl, {}, logger);
   const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
   await waitUntilReady(redis, c.redisUrl);

@@ -5,3 +5,6 @@ export type { TrafficView, RollbackRecord, OverrideChangeRecord, DurableState, B
 export type { ClusterSummary, WorkerSummary } from './fleet-view';
 export type { ProfileRecord, ProfileStatus } from './profiles/profile-store';
 export type { ProfileSummary, FunctionSelfTime } from './profiles/cpuprofile';
+export type { AuditEntry } from './audit';
+export type { Caller } from './auth';
+export type { LatencySeries } from './latency-view';

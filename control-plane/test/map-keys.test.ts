@@ -7,7 +7,7 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { startStack, type Stack } from './stack';
+import { startStack, type Stack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

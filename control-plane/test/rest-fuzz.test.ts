@@ -12,9 +12,9 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { startStack, type Stack } from './stack';
+import { startStack, type Stack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

@@ -1,16 +1,16 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { controlKeys, ledgerDefaults } from '@headroom/fleet';
 import type { HandlerMap } from '@headroom/worker';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { demoHandlersPath, json, submit, task, type Fleet } from '@headroom/balancer/dist/test/harness';
-import { followEvents, startStack, type Stack } from './stack';
+import { handlersPaths, json, submit, task, type Fleet } from '@headroom/testkit';
+import { followEvents, startStack, type Stack } from '@headroom/testkit';
 import { unleashProxy } from './unleash-proxy';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const demo = (require(demoHandlersPath) as { handlers: HandlerMap }).handlers;
+const demo = (require(handlersPaths.demo) as { handlers: HandlerMap }).handlers;
 
 let unleash: TestUnleash;
 before(async () => {

@@ -9,17 +9,15 @@ import * as assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import { eventually, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { eventually, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { startTestUnleash, testSchema } from '@headroom/unleash-local';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import * as grpc from '@grpc/grpc-js';
-import { connected, json, spawnReady, submit, task, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
+import { cliPaths, connected, json, spawnReady, submit, task, type ReadyProcess } from '@headroom/testkit';
 import { dashboardExpressions, readDashboard, readPrometheusConfig, readRules, recordedNames, ruleFilePaths, substituteVariables, usedMetricNames, type PrometheusConfig } from './artefacts';
 import { startPrometheus, type PrometheusServer } from './prometheus-server';
 
-const workerCli = require.resolve('@headroom/worker/dist/src/cli.js');
-const balancerCli = require.resolve('@headroom/balancer/dist/src/cli.js');
-const controlPlaneCli = require.resolve('@headroom/control-plane/dist/src/cli.js');
+const { worker: workerCli, balancer: balancerCli, controlPlane: controlPlaneCli } = cliPaths;
 const handlersModule = path.join(__dirname, 'fixtures', 'handlers.js');
 const operatorToken = 'deploy-test-operator-0123456789';
 

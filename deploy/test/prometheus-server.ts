@@ -7,7 +7,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { stringify as toYaml } from 'yaml';
-import { freePort } from '@headroom/common/dist/src/testing';
+import { freePort } from '@headroom/testkit';
 
 export interface PrometheusServer {
   readonly url: string;

@@ -1,6 +1,6 @@
 /** The simulated bank upstream (sim/src/bank) as a process, with its incidents API. */
 import type { TestContext } from 'node:test';
-import { spawnReady } from '@headroom/balancer/dist/test/harness';
+import { spawnReady } from '@headroom/testkit';
 import { cliPaths, readyTimeoutMs } from './stack';
 
 export interface BankSimulatorProcess {

@@ -4,7 +4,7 @@
  */
 import type { TestContext } from 'node:test';
 import { performance } from 'node:perf_hooks';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { assertInvariant, codedErrors, type InvariantOptions, type InvariantResult } from './invariant';
 import { recordCase, type CaseReport } from './report';
 import type { TaskLog } from './load';

@@ -1,7 +1,7 @@
 /** The control plane CLI as a process of its own, on the stack's Redis and a real Unleash. */
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
-import { spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
+import { spawnReady, type ReadyProcess } from '@headroom/testkit';
 import { testSchema } from '@headroom/unleash-local';
 import { cliPaths, keyPrefix, readyTimeoutMs, type FlagSource } from './stack';
 

@@ -13,7 +13,7 @@ import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { clusterKeys, freeSlotsOfScore } from '@headroom/fleet';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { scrapeMetrics } from './metrics';
 import { readWorker, type FleetWatch } from './watch';
 import { keyPrefix, type FaultStack } from './stack';

@@ -6,7 +6,7 @@
 import type { TestContext } from 'node:test';
 import { performance } from 'node:perf_hooks';
 import type { Task } from '@headroom/proto';
-import { json, submit, task, type SubmitResult } from '@headroom/balancer/dist/test/harness';
+import { json, submit, task, type SubmitResult } from '@headroom/testkit';
 import type { BalancerProcess } from './stack';
 
 /** How long a client waits for an answer beyond the task's own deadline before it calls it a hang. */

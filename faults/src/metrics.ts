@@ -3,7 +3,7 @@
  * fault suite knows of a worker's own in-flight count and high-water mark, and of a balancer's
  * tallies, comes from there.
  */
-import { parsePrometheusText } from '@headroom/bench/dist/src/fleet/runtime-metrics';
+import { parsePrometheusText } from '@headroom/bench';
 
 export interface MetricSample {
   name: string;

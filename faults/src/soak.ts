@@ -20,8 +20,8 @@ import { keyPrefix, startStack, startWorkerProcess, type WorkerSpec } from './st
 import { latencyDefaults } from '@headroom/fleet';
 import type { UnleashProcess } from './unleash/process';
 import { FleetWatch } from './watch';
-import { task } from '@headroom/balancer/dist/test/harness';
-import type { SoakReport, SoakSeries } from '@headroom/bench/dist/src/soak';
+import { task } from '@headroom/testkit';
+import type { SoakReport, SoakSeries } from '@headroom/bench';
 
 export type { SoakReport, SoakSeries };
 

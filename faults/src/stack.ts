@@ -4,28 +4,16 @@
  * flight, max parallelism, high-water mark) and each balancer's tallies from outside.
  */
 import type { TestContext } from 'node:test';
-import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Ledger, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
-import { startPrivateRedis, startRedisCluster, startSentinelRedis, type PrivateRedis, type RedisClusterNodes, type SentinelRedis } from '@headroom/common/dist/src/testing';
-import { connected, demoHandlersPath, spawnReady, type ReadyProcess } from '@headroom/balancer/dist/test/harness';
+import { startPrivateRedis, startRedisCluster, startSentinelRedis, type PrivateRedis, type RedisClusterNodes, type SentinelRedis } from '@headroom/testkit';
+import { cliPaths, connected, handlersPaths, spawnReady, type ReadyProcess } from '@headroom/testkit';
 
-const root = path.join(__dirname, '..', '..', '..');
-export const cliPaths = {
-  worker: path.join(root, 'worker', 'dist', 'src', 'cli.js'),
-  balancer: path.join(root, 'balancer', 'dist', 'src', 'cli.js'),
-  controlPlane: path.join(root, 'control-plane', 'dist', 'src', 'cli.js'),
-  bankSimulator: path.join(root, 'sim', 'dist', 'src', 'bank', 'cli.js'),
-};
-export const handlersPaths = {
-  /** sleepMs / cpuMs / fail payloads (sim/src/handlers/demo.ts). */
-  demo: demoHandlersPath,
-  /** Calls the simulated bank at HEADROOM_BANK_URL (sim/src/handlers/bank.ts). */
-  bank: path.join(root, 'sim', 'dist', 'src', 'handlers', 'bank.js'),
-};
+/** The commands and handler modules the stack starts (the packages' exports). */
+export { cliPaths, handlersPaths };
 
 /** Short heartbeats so that a silent worker leaves the ledger within about a second. */
 export const heartbeatIntervalMs = 200;

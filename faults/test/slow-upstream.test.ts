@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { json, task } from '@headroom/balancer/dist/test/harness';
+import { json, task } from '@headroom/testkit';
 import {
   FleetWatch,
   TaskLog,

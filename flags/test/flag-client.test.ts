@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
-import { eventually, freePort } from '@headroom/common/dist/src/testing';
+import { eventually, freePort } from '@headroom/testkit';
 import { parseParallelismPayload, startFlagClient } from '../src/index';
 
 test('with no Unleash to reach, start gives up after its timeout: every task to the baseline, workers keep their own setting, metrics say so', async () => {

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { eventually, startPrivateRedis } from '@headroom/common/dist/src/testing';
+import { eventually, startPrivateRedis } from '@headroom/testkit';
 import { Ledger, connectRedis } from '../src/index';
 
 const workerCount = 4000;

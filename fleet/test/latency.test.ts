@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { LatencyHistogram, LatencyRecorder, connectRedis, keyspacePattern, latencyBucketOf, latencyBucketValueMs, latencyKeys, readLatency, readLatencySlots } from '../src/index';
 
 async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {

@@ -1,7 +1,7 @@
 import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
-import { testRedisUrl, uniquePrefix, startPrivateRedis, startRedisCluster, eventually, type RedisClusterNodes } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix, startPrivateRedis, startRedisCluster, eventually, type RedisClusterNodes } from '@headroom/testkit';
 import { Ledger, connectRedis, clusterKeys, keyspacePattern, type LedgerOptions } from '../src/index';
 
 /**

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { eventually, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { OverrideStore, connectRedis, keyspacePattern, overrideCovers, parseOverride, type OverrideState } from '../src/index';
 
 async function openStore(t: import('node:test').TestContext) {

@@ -1,2 +1,3 @@
 export { handlers as demoHandlers } from './handlers/demo';
 export * from './loadgen/index';
+export { findOnPath, startPrivateRedisServer } from './demo/redis';

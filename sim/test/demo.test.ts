@@ -3,7 +3,7 @@ import * as assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { freePort, testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { freePort, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis } from '@headroom/fleet';
 import type { Redis } from 'ioredis';
 import { startTestUnleash, testDatabase } from '@headroom/unleash-local';

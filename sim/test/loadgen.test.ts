@@ -2,7 +2,7 @@ import { test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import * as path from 'node:path';
-import { startFleet } from '@headroom/balancer/dist/test/harness';
+import { startFleet } from '@headroom/testkit';
 import type { BalancerOptions } from '@headroom/balancer';
 import type { HandlerMap, TaskContext } from '@headroom/worker';
 import { LatencyHistogram, SendSchedule, Workload, formatLoadReport, integrationProfiles, skewedRank, startLoadGenerator, type WorkloadOptions } from '../src/loadgen';

@@ -4,10 +4,7 @@
  * build needs none). A renamed or retyped field fails `tsc --build` here, not in a browser.
  */
 import type * as Ui from '../src/api/types';
-import type { BalancerView, ClusterSummary, OverrideChangeRecord, ProfileRecord, RollbackRecord, TrafficView, WorkerSummary } from '@headroom/control-plane';
-import type { AuditEntry } from '@headroom/control-plane/dist/src/audit';
-import type { Caller } from '@headroom/control-plane/dist/src/auth';
-import type { LatencySeries } from '@headroom/control-plane/dist/src/latency-view';
+import type { AuditEntry, BalancerView, Caller, ClusterSummary, LatencySeries, OverrideChangeRecord, ProfileRecord, RollbackRecord, TrafficView, WorkerSummary } from '@headroom/control-plane';
 import type { OverrideState } from '@headroom/fleet';
 
 type Fits<Server, Client> = Server extends Client ? true : never;

@@ -6,7 +6,7 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, unexpectedProblems } from '../node/browser';
 import { operatorToken, startUiStack } from './ui-stack';

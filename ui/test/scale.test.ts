@@ -7,9 +7,9 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/common/dist/src/testing';
+import { eventually } from '@headroom/testkit';
 import { LatencyRecorder, WorkerReports } from '@headroom/fleet';
-import { mapLimit } from '@headroom/balancer/dist/test/harness';
+import { mapLimit } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, signIn, unexpectedProblems } from '../node/browser';
 import { operatorToken, startUiStack } from './ui-stack';

@@ -9,10 +9,10 @@ import * as path from 'node:path';
 import type { Browser } from 'playwright-core';
 import type { RunningUnleash } from '@headroom/unleash-local';
 import type { ControlPlaneOptions } from '@headroom/control-plane';
-import { startStack, type Stack } from '@headroom/control-plane/dist/test/stack';
+import { startStack, type Stack } from '@headroom/testkit';
 import { launchBrowser } from '../node/browser';
 
-export { operatorToken, viewerToken } from '@headroom/control-plane/dist/test/stack';
+export { operatorToken, viewerToken } from '@headroom/testkit';
 
 /** What `npm run build` (vite build) writes. */
 export const uiDirectory = path.join(__dirname, '..', 'app');

@@ -5,7 +5,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import pino from 'pino';
-import { testRedisUrl, uniquePrefix, eventually } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix, eventually } from '@headroom/testkit';
 import { Ledger, connectRedis, keyspacePattern } from '@headroom/fleet';
 import { createWorker } from '../src/index';
 

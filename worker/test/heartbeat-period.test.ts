@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, clusterKeys, connectRedis, keyspacePattern } from '@headroom/fleet';
 import { createWorker } from '../src/index';
 

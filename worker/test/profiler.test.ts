@@ -1,7 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { connectRedis, keyspacePattern } from '@headroom/fleet';
 import { WorkerService, type ProfileRequest, type ProfileResponse__Output, type WorkerClient } from '@headroom/proto';
 import { createWorker, type Worker } from '../src/index';

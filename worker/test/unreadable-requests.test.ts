@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { connectRedis, keyspacePattern } from '@headroom/fleet';
 import { createWorker, type HandlerMap } from '../src/index';
 

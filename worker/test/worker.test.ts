@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
-import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis, keyspacePattern } from '@headroom/fleet';
 import { WorkerService, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
 import { createWorker, type HandlerMap, type WorkerOptions } from '../src/index';

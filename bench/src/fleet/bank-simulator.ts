@@ -9,10 +9,10 @@ export interface BankSimulatorProcess {
   stop(): Promise<void>;
 }
 
-const bankCli = require.resolve('@headroom/sim/dist/src/bank/cli.js');
+const bankCli = require.resolve('@headroom/sim/bank-simulator');
 /** The env variable the bank handlers (sim/src/handlers/bank.ts) read the upstream's URL from. */
 export const bankUrlEnv = 'HEADROOM_BANK_URL';
-export const bankHandlersPath = require.resolve('@headroom/sim/dist/src/handlers/bank.js');
+export const bankHandlersPath = require.resolve('@headroom/sim/handlers/bank');
 
 /** Starts it on a free port of 127.0.0.1; `timeScale` multiplies every latency of the banks. */
 export async function startBankSimulator(options: { timeScale: number; seed: number; logDir: string }): Promise<BankSimulatorProcess> {

@@ -34,7 +34,7 @@ export interface ControlStack {
 
 const apiTimeoutMs = 15_000;
 const readyTimeoutMs = 30_000;
-const controlPlaneCli = require.resolve('@headroom/control-plane/dist/src/cli.js');
+const controlPlaneCli = require.resolve('@headroom/control-plane/cli');
 const unleashScript = path.join(__dirname, 'unleash-process.js');
 /** Unleash takes a few seconds to start (migrations on a fresh schema). */
 const unleashReadyTimeoutMs = 60_000;

@@ -6,7 +6,7 @@
  * counts: a worker that starts itself again with heap flags loads them once, there.
  */
 import type { HandlerMap } from '@headroom/worker';
-import { handlers as demoHandlers } from '@headroom/sim/dist/src/handlers/demo';
+import { handlers as demoHandlers } from '@headroom/sim/handlers/demo';
 import { gcTotalsPortEnv, innerHandlersEnv, serveGcTotals } from './gc-totals';
 
 const port = Number(process.env[gcTotalsPortEnv]);

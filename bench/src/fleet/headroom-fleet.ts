@@ -64,9 +64,9 @@ export interface ProcessFleet {
 }
 
 const readyTimeoutMs = 20_000;
-const workerCli = require.resolve('@headroom/worker/dist/src/cli.js');
-const balancerCli = require.resolve('@headroom/balancer/dist/src/cli.js');
-const demoHandlers = require.resolve('@headroom/sim/dist/src/handlers/demo.js');
+const workerCli = require.resolve('@headroom/worker/cli');
+const balancerCli = require.resolve('@headroom/balancer/cli');
+const demoHandlers = require.resolve('@headroom/sim/handlers/demo');
 
 export function benchKeyPrefix(benchmark: string): string {
   return `bench:${benchmark}:${randomBytes(6).toString('hex')}`;

@@ -6,7 +6,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { HandlerMap, TaskHandler } from '@headroom/worker';
-import { handlers as demoHandlers } from '@headroom/sim/dist/src/handlers/demo';
+import { handlers as demoHandlers } from '@headroom/sim/handlers/demo';
 import { formatTaskStart, taskStartsDirEnv, taskStartsFileSuffix } from './task-starts';
 
 const dir = process.env[taskStartsDirEnv];

@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { sleep } from '@headroom/common';
-import { startPrivateRedisServer } from '@headroom/sim/dist/src/demo/redis';
+import { startPrivateRedisServer } from '@headroom/sim';
 import { spread, type Spread } from '../report/stats';
 import type { FleetLedgerKind, LedgerCounts } from './fleet-ledger';
 import { FleetSim, type FleetSimSettings } from './fleet-sim';

@@ -14,7 +14,7 @@ import { unleashOptionsEnv } from './child';
 const readyTimeoutMs = 90_000;
 const childPath = path.join(__dirname, 'child.js');
 /** Stops the child when this process goes away, even by SIGKILL (the demo's preload, sim/src/demo). */
-const exitWithParentPath = path.join(__dirname, '..', '..', '..', '..', 'sim', 'dist', 'src', 'demo', 'exit-with-parent.js');
+const exitWithParentPath = require.resolve('@headroom/sim/exit-with-parent');
 
 export interface UnleashProcess {
   readonly url: string;

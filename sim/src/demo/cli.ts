@@ -32,8 +32,8 @@ const clusterNames = ['baseline', 'candidate'] as const;
 /** Share of each cluster's slots the balancer keeps for user-present tasks. */
 const keptForUserPresentShare = ledgerDefaults.keptForUserPresentShare;
 const scripts = {
-  worker: require.resolve('@headroom/worker/dist/src/cli.js'),
-  balancer: require.resolve('@headroom/balancer/dist/src/cli.js'),
+  worker: require.resolve('@headroom/worker/cli'),
+  balancer: require.resolve('@headroom/balancer/cli'),
   loadgen: path.join(__dirname, '..', 'loadgen', 'cli.js'),
 };
 /** sim/dist/src/demo -> the repository root, where the printed join commands are run from. */

@@ -28,7 +28,7 @@ export interface UnleashAccess {
 }
 
 const scripts = {
-  controlPlane: require.resolve('@headroom/control-plane/dist/src/cli.js'),
+  controlPlane: require.resolve('@headroom/control-plane/cli'),
   embeddedUnleash: path.join(__dirname, 'embedded-unleash.js'),
 };
 /** The control plane's port unless --control-plane-port says otherwise (any free one when taken). */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { settings } from '@headroom/common';
 import { usageText, type OptionSpec } from '@headroom/common';
-import { databaseSchema } from '@headroom/control-plane/dist/src/config';
+import { databaseSchema } from '@headroom/control-plane';
 import { bankSimulatorOptionsSchema } from '../bank/bank-server';
 
 const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');

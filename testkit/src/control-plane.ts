@@ -1,11 +1,11 @@
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
-import { testRedisUrl } from '@headroom/common/dist/src/testing';
+import { testRedisUrl } from './redis';
 import { Registry } from 'prom-client';
 import { startFlagClient, type FlagClient } from '@headroom/flags';
 import { testSchema, type RunningUnleash, type TestSchema } from '@headroom/unleash-local';
-import { connected, startFleet, type Fleet } from '@headroom/balancer/dist/test/harness';
-import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '../src/index';
+import { connected, startFleet, type Fleet } from './fleet';
+import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '@headroom/control-plane';
 
 export const operatorToken = 'operator-token-0123456789abcdef';
 export const viewerToken = 'viewer-token-0123456789abcdef';

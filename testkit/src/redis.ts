@@ -7,7 +7,7 @@ import * as net from 'node:net';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { freePort } from './net';
+import { freePort } from '@headroom/common';
 
 export { freePort };
 

@@ -1,20 +1,12 @@
 import type { TestContext } from 'node:test';
-import * as path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { testRedisUrl, uniquePrefix } from '@headroom/common/dist/src/testing';
+import { testRedisUrl, uniquePrefix } from './redis';
 import { Ledger, connectRedis, keyspacePattern, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
+import { demoHandlers } from '@headroom/sim';
 import type { FlagClient } from '@headroom/flags';
-import { createBalancer, type Balancer, type BalancerDependencies, type BalancerOptions } from '../src/index';
-
-/**
- * The demo handlers of sim/, loaded by path: sim depends on balancer, so a compile-time import
- * from balancer's tests would be a cycle. `npm test` builds every package before tests run.
- */
-export const demoHandlersPath = path.join(__dirname, '..', '..', '..', 'sim', 'dist', 'src', 'handlers', 'demo.js');
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const demoHandlers = (require(demoHandlersPath) as { handlers: HandlerMap }).handlers;
+import { createBalancer, type Balancer, type BalancerDependencies, type BalancerOptions } from '@headroom/balancer';
 
 export interface Fleet {
   redis: RedisConnection;
@@ -113,41 +105,4 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
     }),
   );
   return results;
-}
-
-export interface ReadyProcess {
-  child: import('node:child_process').ChildProcess;
-  ready: { address: string; workerId?: string; balancerId?: string; metricsPort?: number };
-  kill(signal?: NodeJS.Signals): Promise<void>;
-}
-
-/** Starts a Headroom CLI and resolves with the JSON "ready" line it prints. */
-export async function spawnReady(t: TestContext, cli: string, args: string[], timeoutMs = 15_000): Promise<ReadyProcess> {
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-  const kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill(signal);
-    await exited;
-  };
-  t.after(() => kill('SIGKILL'));
-  const ready = await new Promise<ReadyProcess['ready']>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${cli} not ready after ${timeoutMs} ms: ${stderr}`)), timeoutMs);
-    let buffered = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split('\n').slice(0, -1)) {
-        if (line.includes('"event":"ready"')) {
-          clearTimeout(timer);
-          resolve(JSON.parse(line) as ReadyProcess['ready']);
-        }
-      }
-      buffered = buffered.slice(buffered.lastIndexOf('\n') + 1);
-    });
-    child.once('exit', (code) => reject(new Error(`${cli} exited with ${code} before it was ready: ${stderr}`)));
-  });
-  return { child, ready, kill };
 }

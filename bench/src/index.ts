@@ -1,0 +1,2 @@
+export type { SoakReport, SoakSeries } from './soak';
+export { parsePrometheusText } from './fleet/runtime-metrics';

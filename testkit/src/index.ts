@@ -1,0 +1,4 @@
+export * from './redis';
+export * from './fleet';
+export * from './processes';
+export * from './control-plane';
