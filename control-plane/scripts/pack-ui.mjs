@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs before `npm pack` / `npm publish` of @headroom/control-plane: copies the built admin UI
-// (ui/dist/app, made by `npm run build`) into the package as ui-dist/, where the command finds it.
+// (ui/dist/app, made by `npm run build`) into the package as ui-dist/, where the command finds it;
+// postpack removes it again (the repository serves ui/dist/app itself).
 import { cpSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 
