@@ -4,6 +4,8 @@ import { HeadroomError } from '@headroom/common';
 export const workerErrorCodes = {
   /** All slots busy: the task did not start and may go to another worker. */
   full: 'HR_ERR_WORKER_FULL',
+  /** All slots busy and the local queue (--overflow queue) full: the task did not start and may go to another worker. */
+  queueFull: 'HR_ERR_WORKER_QUEUE_FULL',
   /** The worker is draining: the task did not start and may go to another worker. */
   draining: 'HR_ERR_WORKER_DRAINING',
   /** The request was malformed (a balancer bug or a foreign client). */

@@ -6,11 +6,12 @@ const runSecondsBuckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 export interface WorkerMetrics {
   taskDuration: Histogram<'cluster' | 'integration' | 'max_parallelism' | 'outcome'>;
   refusals: Counter<'reason'>;
+  localQueueWait: Histogram;
   handlerErrors: Counter<'integration' | 'code'>;
 }
 
 /** The worker's metrics, registered on `registry` (never the global one). */
-export function createWorkerMetrics(registry: Registry, read: () => { inflight: number; maxParallelism: number; highWaterMark: number }): WorkerMetrics {
+export function createWorkerMetrics(registry: Registry, read: () => { inflight: number; maxParallelism: number; highWaterMark: number; queued: number; queueLimit: number }): WorkerMetrics {
   new Gauge({
     name: 'headroom_worker_tasks_in_flight',
     help: 'Tasks running now',
@@ -35,6 +36,22 @@ export function createWorkerMetrics(registry: Registry, read: () => { inflight: 
       this.set(read().highWaterMark);
     },
   });
+  new Gauge({
+    name: 'headroom_worker_local_queue_depth',
+    help: 'Tasks waiting in the worker for a slot (--overflow queue only)',
+    registers: [registry],
+    collect() {
+      this.set(read().queued);
+    },
+  });
+  new Gauge({
+    name: 'headroom_worker_local_queue_limit',
+    help: 'Tasks that may wait in the worker for a slot (maxQueuedTasks; 0: none wait, a full worker refuses)',
+    registers: [registry],
+    collect() {
+      this.set(read().queueLimit);
+    },
+  });
   return {
     taskDuration: new Histogram({
       name: 'headroom_worker_task_duration_seconds',
@@ -45,8 +62,14 @@ export function createWorkerMetrics(registry: Registry, read: () => { inflight: 
     }),
     refusals: new Counter({
       name: 'headroom_worker_refusals_total',
-      help: 'Tasks refused before they started: all slots busy ("full") or draining',
+      help: 'Tasks refused before they started: all slots busy ("full"), the local queue full ("queue_full"), draining, or given up while they waited in it ("cancelled", "deadline")',
       labelNames: ['reason'],
+      registers: [registry],
+    }),
+    localQueueWait: new Histogram({
+      name: 'headroom_worker_local_queue_wait_seconds',
+      help: 'Time tasks waited in the worker for a slot before they started (--overflow queue only)',
+      buckets: runSecondsBuckets,
       registers: [registry],
     }),
     handlerErrors: new Counter({

@@ -62,6 +62,15 @@ export const workerOptionsSchema = z
     tls: serverTlsSchema.optional(),
     /** How often the worker reports its heap, GC, event loop and task figures for the admin UI; sent with the first heartbeat due after it (at least one heartbeat period apart). @default 2000 */
     reportIntervalMs: settings.positiveInt(600_000).default(2000),
+    /**
+     * A task that finds every slot busy: "refuse" it (the balancer tries another worker: what
+     * Headroom's balancers expect), or "queue" it here, first come first served, until a slot
+     * frees, its deadline passes or the caller leaves (what balancers without a shared count of
+     * free slots need, as a single-task worker of the old kind did). @default 'refuse'
+     */
+    overflow: z.enum(['refuse', 'queue'], { error: 'expected refuse or queue' }).default('refuse'),
+    /** With overflow "queue": tasks that may wait at once; more are refused (HR_ERR_WORKER_QUEUE_FULL). @default 1000 */
+    maxQueuedTasks: settings.positiveInt(1_000_000).default(1000),
   })
   .strict();
 
@@ -85,9 +94,11 @@ export interface WorkerStats {
   address: string;
   maxParallelism: number;
   inflight: number;
+  /** Tasks waiting in the local queue for a slot (overflow "queue"). */
+  queued: number;
   /** Most tasks ever running at once. */
   highWaterMark: number;
-  /** Tasks refused because all slots were busy or the worker was draining. */
+  /** Tasks the gate turned away: all slots busy (with overflow "queue": and the local queue full). */
   refusals: number;
   completed: number;
   failed: number;
@@ -133,7 +144,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   if (config.advertiseHost !== undefined) await checkAdvertiseHost(config.advertiseHost);
   const workerId = config.workerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const cluster = config.cluster;
-  const gate = new ParallelismGate(config.maxParallelism);
+  const gate = new ParallelismGate(config.maxParallelism, config.overflow === 'queue' ? config.maxQueuedTasks : 0);
   const registry = deps.registry ?? new Registry();
   const metrics = createWorkerMetrics(registry, () => gate);
   const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
@@ -188,6 +199,25 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     callback({ code: status, details: message, metadata });
   }
 
+  /** Waits in the local queue for a slot: until one is free (it is then held), or why not. */
+  async function waitForSlot(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, deadlineUnixMs: number): Promise<'admitted' | 'queue_full' | 'draining' | 'cancelled' | 'deadline'> {
+    const ticket = gate.wait();
+    if (!ticket) return 'queue_full';
+    let why: 'cancelled' | 'deadline' = 'deadline';
+    const onCancelled = () => {
+      why = 'cancelled';
+      ticket.withdraw();
+    };
+    call.on('cancelled', onCancelled);
+    const deadlineTimer = setTimeout(() => ticket.withdraw(), Math.max(0, deadlineUnixMs - Date.now()));
+    deadlineTimer.unref();
+    const admitted = await ticket.admitted;
+    clearTimeout(deadlineTimer);
+    call.off('cancelled', onCancelled);
+    if (admitted) return 'admitted';
+    return draining ? 'draining' : why;
+  }
+
   // The request is an UnreadableRequest when its bytes did not decode (withTolerantDeserializers below).
   async function execute(call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>) {
     const request = call.request;
@@ -221,9 +251,26 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     if (call.cancelled) {
       return refuse(callback, grpc.status.CANCELLED, workerErrorCodes.cancelled, 'the balancer cancelled the task before it started');
     }
+    let queueWaitMs = 0;
     if (!gate.tryEnter()) {
-      metrics.refusals.inc({ reason: 'full' });
-      return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.full, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`);
+      if (gate.queueLimit === 0) {
+        metrics.refusals.inc({ reason: 'full' });
+        return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.full, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`);
+      }
+      const queuedAt = performance.now();
+      const waited = await waitForSlot(call, task.deadlineUnixMs);
+      if (waited !== 'admitted') {
+        metrics.refusals.inc({ reason: waited });
+        return waited === 'queue_full'
+          ? refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.queueFull, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks and has ${gate.queued} waiting, its limit (maxQueuedTasks)`)
+          : waited === 'draining'
+            ? refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`)
+            : waited === 'cancelled'
+              ? refuse(callback, grpc.status.CANCELLED, workerErrorCodes.cancelled, 'the balancer cancelled the task while it waited for a slot')
+              : refuse(callback, grpc.status.DEADLINE_EXCEEDED, workerErrorCodes.deadlineExceeded, `the deadline passed while the task waited for a slot on worker ${workerId}`);
+      }
+      queueWaitMs = performance.now() - queuedAt;
+      metrics.localQueueWait.observe(queueWaitMs / 1000);
     }
     // Tell the balancer the task started: from here on it must not run it elsewhere
     // unless the task is idempotent.
@@ -257,17 +304,17 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     try {
       const result = await handler(context, abort.signal);
       completed++;
-      response = { workerId, runMs: performance.now() - startedAt, result: result === undefined ? Buffer.alloc(0) : Buffer.from(result) };
+      response = { workerId, runMs: performance.now() - startedAt, queueWaitMs, result: result === undefined ? Buffer.alloc(0) : Buffer.from(result) };
     } catch (error) {
       failed++;
       const runMs = performance.now() - startedAt;
       // A handler that stops because its signal aborted reports the abort's reason (deadline, cancel).
       const coded = error instanceof HeadroomError ? error : abort.signal.reason instanceof HeadroomError ? abort.signal.reason : undefined;
       if (coded) {
-        response = { workerId, runMs, error: { code: coded.code, message: coded.message, retryAfterMs: coded.retryAfterMs ?? 0 } };
+        response = { workerId, runMs, queueWaitMs, error: { code: coded.code, message: coded.message, retryAfterMs: coded.retryAfterMs ?? 0 } };
       } else {
         logger.debug({ err: error, taskId: task.id }, 'handler failed');
-        response = { workerId, runMs, error: { code: workerErrorCodes.handlerFailed, message: error instanceof Error ? error.message : String(error) } };
+        response = { workerId, runMs, queueWaitMs, error: { code: workerErrorCodes.handlerFailed, message: error instanceof Error ? error.message : String(error) } };
       }
     } finally {
       clearTimeout(deadlineTimer);
@@ -421,6 +468,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   const close = once(async () => {
     draining = true;
+    // Tasks waiting in the local queue have not started: they go back to their balancers.
+    gate.withdrawAll();
     profiler.stop();
     setHealth('NOT_SERVING');
     // Leave the free set at once so no balancer picks this worker any more.
@@ -447,6 +496,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   const destroy = once(async () => {
     draining = true;
+    gate.withdrawAll();
     profiler.stop();
     for (const task of running.values()) task.abort.abort(new HeadroomError(workerErrorCodes.workerStopped, 'the worker is stopping'));
     server.forceShutdown();
@@ -469,6 +519,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       address,
       maxParallelism: gate.maxParallelism,
       inflight: gate.inflight,
+      queued: gate.queued,
       highWaterMark: gate.highWaterMark,
       refusals: gate.refusals,
       completed,

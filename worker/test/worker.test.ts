@@ -109,6 +109,7 @@ test('invalid worker options are refused naming the setting', async () => {
   const redis = connectRedis(testRedisUrl);
   try {
     await assert.rejects(createWorker({ cluster: 'Bad Name', maxParallelism: 0 }, { redis, handlers: {} }), /cluster: got "Bad Name".*\n.*maxParallelism: got 0, expected a number >= 1/s);
+    await assert.rejects(createWorker({ cluster: 'c', overflow: 'spill' as 'queue', maxQueuedTasks: 0 }, { redis, handlers: {} }), /overflow: got "spill", expected refuse or queue.*\n.*maxQueuedTasks: got 0, expected a number >= 1/s);
   } finally {
     redis.disconnect();
   }
@@ -132,3 +133,90 @@ test('a drain that times out aborts what still runs instead of hanging', async (
   const result = await running;
   assert.ok(result.error, 'the connection was closed under the running call');
 });
+
+test('overflow "queue": a task that finds every slot busy waits its turn (first come first served), up to maxQueuedTasks; past that HR_ERR_WORKER_QUEUE_FULL', async (t) => {
+  const finish: Array<() => void> = [];
+  const order: string[] = [];
+  const { worker, client } = await start(t, { maxParallelism: 1, overflow: 'queue', maxQueuedTasks: 2 }, {
+    'bank-a': (task) =>
+      new Promise((resolve) => {
+        order.push(task.id);
+        finish.push(() => resolve(`done ${task.id}`));
+      }),
+  });
+  const send = (id: string) => execute(client, { task: { ...baseTask, id, deadlineUnixMs: soon() }, leaseId: `l-${id}`, cluster: 'c', workerId: 'w' });
+  const first = send('t1');
+  while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+  const waiting = [send('t2'), send('t3')];
+  while (worker.stats().queued < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+  const refused = await send('t4');
+  assert.equal(refused.error?.code, grpc.status.RESOURCE_EXHAUSTED);
+  assert.equal(refused.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_WORKER_QUEUE_FULL');
+  assert.match(refused.error!.details, /has 2 waiting, its limit \(maxQueuedTasks\)/);
+  assert.equal(refused.started, false);
+  await new Promise((resolve) => setTimeout(resolve, 60));
+  for (let i = 0; i < 3; i++) {
+    while (finish.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    finish.shift()!();
+  }
+  const [done1, done2, done3] = [await first, ...(await Promise.all(waiting))];
+  assert.deepEqual(order, ['t1', 't2', 't3'], 'in the order they came');
+  assert.deepEqual([done1, done2, done3].map((d) => [d.started, d.response?.result?.toString()]), [[true, 'done t1'], [true, 'done t2'], [true, 'done t3']]);
+  assert.equal(done1.response?.queueWaitMs, 0);
+  assert.ok(done2.response!.queueWaitMs >= 50, `the wait is reported: ${done2.response!.queueWaitMs} ms`);
+  assert.deepEqual([worker.stats().highWaterMark, worker.stats().refusals, worker.stats().queued], [1, 1, 0], 'never over its slots; one refusal');
+  const metrics = await worker.registry.metrics();
+  assert.match(metrics, /headroom_worker_local_queue_limit 2/);
+  assert.match(metrics, /headroom_worker_refusals_total\{reason="queue_full"\} 1/);
+  assert.match(metrics, /headroom_worker_local_queue_wait_seconds_count 2/);
+});
+
+test('overflow "queue": a waiting task leaves at its deadline or when cancelled without running; a drain sends the waiting back; raising parallelism admits them', async (t) => {
+  const finish: Array<() => void> = [];
+  const ran: string[] = [];
+  const { worker, client } = await start(t, { maxParallelism: 1, overflow: 'queue', maxQueuedTasks: 10 }, {
+    'bank-a': (task) =>
+      new Promise((resolve) => {
+        ran.push(task.id);
+        finish.push(() => resolve('ok'));
+      }),
+  });
+  const send = (id: string, deadlineUnixMs = soon()) => {
+    let call!: grpc.ClientUnaryCall;
+    const result = new Promise<CallResult>((resolve) => {
+      let started = false;
+      call = client.execute({ task: { ...baseTask, id, deadlineUnixMs }, leaseId: `l-${id}`, cluster: 'c', workerId: 'w' }, (error, response) => resolve({ error, response, started }));
+      call.on('metadata', (metadata: grpc.Metadata) => (started = metadata.get('headroom-started')[0] === '1'));
+    });
+    return { call, result };
+  };
+  const blocker = send('blocker');
+  while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+  const late = send('late', Date.now() + 150);
+  const cancelled = send('cancelled');
+  const raised = send('raised');
+  while (worker.stats().queued < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+  const lateResult = await late.result;
+  assert.equal(lateResult.error?.code, grpc.status.DEADLINE_EXCEEDED);
+  assert.equal(lateResult.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_DEADLINE_EXCEEDED');
+  cancelled.call.cancel();
+  await cancelled.result;
+  while (worker.stats().queued > 1) await new Promise((resolve) => setTimeout(resolve, 5));
+  await worker.setMaxParallelism(2);
+  assert.equal((await eventuallyStarted(() => ran.includes('raised'))), true, 'raising max parallelism admits the waiting task at once');
+  const drained = send('drained');
+  while (worker.stats().queued < 1) await new Promise((resolve) => setTimeout(resolve, 5));
+  const closing = worker.close();
+  const drainedResult = await drained.result;
+  assert.equal(drainedResult.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_WORKER_DRAINING', 'a draining worker sends its waiting tasks back to their balancer');
+  assert.equal(drainedResult.started, false);
+  finish.splice(0).forEach((f) => f());
+  await closing;
+  assert.deepEqual(ran.sort(), ['blocker', 'raised'], 'the late, the cancelled and the drained never ran');
+  assert.deepEqual([(await blocker.result).response?.result?.toString(), (await raised.result).response?.result?.toString()], ['ok', 'ok']);
+});
+
+async function eventuallyStarted(check: () => boolean): Promise<boolean> {
+  for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  return check();
+}

@@ -8,6 +8,7 @@ export interface ExecuteResponse {
   'error'?: (_headroom_v1_TaskError | null);
   'runMs'?: (number | string);
   'workerId'?: (string);
+  'queueWaitMs'?: (number | string);
   'outcome'?: "result"|"error";
 }
 
@@ -16,5 +17,6 @@ export interface ExecuteResponse__Output {
   'error'?: (_headroom_v1_TaskError__Output | null);
   'runMs': (number);
   'workerId': (string);
+  'queueWaitMs': (number);
   'outcome'?: "result"|"error";
 }

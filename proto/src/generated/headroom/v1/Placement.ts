@@ -8,6 +8,7 @@ export interface Placement {
   'queueWaitMs'?: (number | string);
   'runMs'?: (number | string);
   'attempts'?: (number);
+  'workerQueueWaitMs'?: (number | string);
 }
 
 export interface Placement__Output {
@@ -16,4 +17,5 @@ export interface Placement__Output {
   'queueWaitMs': (number);
   'runMs': (number);
   'attempts': (number);
+  'workerQueueWaitMs': (number);
 }
