@@ -1,21 +1,32 @@
 import { performance } from 'node:perf_hooks';
-import type { RedisConnection } from '@headroom/fleet';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import { ledgerErrorCodes, type Ledger, type LedgerPriority, type QueueDepth, type Reservation } from '@headroom/fleet';
+import { ledgerErrorCodes, type ClusterKeys, type Ledger, type LedgerPriority, type QueueDepth } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
+import { Lease, type LeaseEnds } from './lease';
 import { WaitQueue, type Waiter } from './wait-queue';
-import { balancerErrorCodes, reroutedCode } from './errors';
+import { balancerErrorCodes } from './errors';
 
 /** Most reservations one pass over the queue asks for in one round trip. */
 const maxReservationsPerRoundTrip = 16;
 
+/** What admission asks of the slot ledger besides reservations (those go through the policy). */
+export interface AdmissionLedger extends Pick<Ledger, 'release' | 'stopWaiting' | 'stillWaiting'> {
+  keys(cluster: string): Pick<ClusterKeys, 'slotFreedChannel'>;
+}
+
+/** The pub/sub connection on which the ledger announces freed slots. */
+export interface SlotFreedSubscriber {
+  on(event: 'message', listener: (channel: string) => void): unknown;
+  subscribe(...channels: string[]): Promise<unknown>;
+}
+
 export interface AdmissionOptions {
-  ledger: Ledger;
+  ledger: AdmissionLedger;
   policy: SlotPolicy;
   balancerId: string;
   clusters: readonly string[];
   /** A connection for pub/sub only (it is put in subscriber mode). */
-  subscriber: RedisConnection;
+  subscriber: SlotFreedSubscriber;
   /** Tasks waiting for a slot on this balancer, all clusters together. */
   maxQueuedTasks: number;
   /** Payload bytes those tasks may hold, all together. */
@@ -36,14 +47,15 @@ export interface AcquireRequest {
   payloadBytes: number;
 }
 
-export type Granted = Extract<Reservation, { ok: true }>;
+export type Acquired =
+  | { ok: true; lease: Lease; queueWaitMs: number }
+  /** No slot for the task: `cluster` is the queue it was in at the end (a rollback may have moved it). */
+  | { ok: false; error: HeadroomError; cluster: string };
 
+/** One place in a cluster's queue. A task moved to another cluster leaves this one done and gets a new one there. */
 interface SlotWaiter extends Waiter {
-  readonly cluster: string;
-  readonly integration: string;
   readonly skipWorkerIds: readonly string[];
-  resolve(reservation: Granted): void;
-  reject(error: unknown): void;
+  readonly acquire: QueuedAcquire;
 }
 
 interface ClusterQueue {
@@ -69,13 +81,19 @@ interface ClusterQueue {
 export class Admission {
   private readonly queues = new Map<string, ClusterQueue>();
   private readonly queueByChannel = new Map<string, ClusterQueue>();
+  private readonly leaseEnds: LeaseEnds;
   private recheckTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private shedCount = 0;
   private queueFullCount = 0;
   private queuedBytes = 0;
+  private arrivals = 0;
 
   constructor(private readonly options: AdmissionOptions) {
+    this.leaseEnds = {
+      release: (cluster, leaseId, kind) => options.ledger.release(cluster, leaseId, kind),
+      finished: (cluster, workerId) => options.policy.finished(cluster, workerId),
+    };
     for (const cluster of options.clusters) {
       const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, serving: false, serveAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
       this.queues.set(cluster, queue);
@@ -121,50 +139,57 @@ export class Admission {
     return { userPresent, background };
   }
 
-  async acquire(cluster: string, request: AcquireRequest): Promise<{ reservation: Granted; queueWaitMs: number }> {
+  /**
+   * A lease on a worker of `cluster`, or why there is none (deadline, queue full, shed,
+   * cancelled, shutting down). While the task waits, a rollback may move it to another
+   * cluster's queue (`reroute`): the lease, or the failure, then names that cluster.
+   */
+  async acquire(cluster: string, request: AcquireRequest): Promise<Acquired> {
     const queue = this.queues.get(cluster);
-    if (!queue) throw new HeadroomError(balancerErrorCodes.noRoute, `cluster ${JSON.stringify(cluster)} is not served by this balancer`);
-    if (this.closed) throw shuttingDown();
-    if (request.signal.aborted) throw cancelled();
+    if (!queue) return { ok: false, error: new HeadroomError(balancerErrorCodes.noRoute, `cluster ${JSON.stringify(cluster)} is not served by this balancer`), cluster };
+    if (this.closed) return { ok: false, error: shuttingDown(), cluster };
+    if (request.signal.aborted) return { ok: false, error: cancelled(), cluster };
     const startedAt = performance.now();
     const waitingAhead = request.priority === 'user' ? queue.waiters.userPresentCount : queue.waiters.size;
     const wakeupsBefore = queue.wakeups;
     if (waitingAhead === 0) {
-      const reservation = await this.tryReserve(queue, request.priority, request.skipWorkerIds);
-      if (reservation?.ok) {
+      const lease = await this.tryReserve(queue, request.priority, request.skipWorkerIds);
+      if (lease) {
         if (request.signal.aborted) {
-          await this.giveBack(queue.cluster, reservation);
-          throw cancelled();
+          await lease.abandon();
+          return { ok: false, error: cancelled(), cluster };
         }
-        return { reservation, queueWaitMs: performance.now() - startedAt };
+        return { ok: true, lease, queueWaitMs: performance.now() - startedAt };
       }
-      if (request.signal.aborted) throw cancelled();
+      if (request.signal.aborted) return { ok: false, error: cancelled(), cluster };
     }
-    const reservation = await this.enqueue(queue, request, queue.wakeups !== wakeupsBefore);
-    return { reservation, queueWaitMs: performance.now() - startedAt };
+    return this.enqueue(queue, request, queue.wakeups !== wakeupsBefore, startedAt);
   }
 
-  /** Rejects every waiting task and clears this balancer's waiting entries; further acquires fail. */
+  /** Fails every waiting task and clears this balancer's waiting entries; further acquires fail. */
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.recheckTimer);
     for (const queue of this.queues.values()) {
-      for (const waiter of queue.waiters.removeAll()) waiter.reject(shuttingDown());
+      for (const waiter of queue.waiters.removeAll()) waiter.acquire.fail(shuttingDown());
       await this.syncRegistration(queue);
     }
   }
 
   /**
-   * Takes the tasks waiting for `cluster` whose integration `moves` selects out of the queue:
-   * their acquire() fails with the internal rerouted code, and the caller queues them again for
-   * another cluster. Returns how many moved.
+   * Moves the tasks waiting for `fromCluster` whose integration `moves` selects into the queue
+   * of `toCluster`, each in its place there by arrival; their acquire() goes on there. Workers
+   * a task skipped in one cluster mean nothing in the other. Returns how many moved.
    */
-  reroute(cluster: string, moves: (integration: string) => boolean): number {
-    const queue = this.queues.get(cluster);
-    if (!queue) return 0;
-    const moved = queue.waiters.removeWhere((waiter) => moves(waiter.integration));
-    for (const waiter of moved) waiter.reject(new HeadroomError(reroutedCode, `taken out of the queue of cluster ${cluster}`));
-    if (moved.length > 0) void this.syncRegistration(queue);
+  reroute(fromCluster: string, toCluster: string, moves: (integration: string) => boolean): number {
+    const from = this.queues.get(fromCluster);
+    const to = this.queues.get(toCluster);
+    if (!from || !to || from === to) return 0;
+    const moved = from.waiters.removeWhere((waiter) => moves(waiter.acquire.integration));
+    if (moved.length === 0) return 0;
+    to.waiters.insertInOrder(moved.map((waiter) => waiter.acquire.moveTo(to)));
+    void this.syncRegistration(from);
+    void this.serveQueue(to);
     return moved.length;
   }
 
@@ -174,10 +199,10 @@ export class Admission {
     return total;
   }
 
-  private enqueue(queue: ClusterQueue, request: AcquireRequest, slotFreedMeanwhile: boolean): Promise<Granted> {
-    return new Promise<Granted>((resolve, reject) => {
+  private enqueue(queue: ClusterQueue, request: AcquireRequest, slotFreedMeanwhile: boolean, startedAt: number): Promise<Acquired> {
+    return new Promise<Acquired>((resolve) => {
       // close() may have run while this task's first reservation was under way.
-      if (this.closed) return reject(shuttingDown());
+      if (this.closed) return resolve({ ok: false, error: shuttingDown(), cluster: queue.cluster });
       const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
       // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
       while (full() && this.makeRoomFor(request.priority));
@@ -187,44 +212,29 @@ export class Admission {
           this.totalQueued() >= this.options.maxQueuedTasks
             ? `${this.options.maxQueuedTasks} tasks already wait on this balancer (maxQueuedTasks)`
             : `the waiting tasks hold ${this.queuedBytes} payload bytes; ${request.payloadBytes} more would pass maxQueuedBytes (${this.options.maxQueuedBytes})`;
-        return reject(new HeadroomError(balancerErrorCodes.queueFull, which, { retryAfterMs: 1000 }));
+        return resolve({ ok: false, error: new HeadroomError(balancerErrorCodes.queueFull, which, { retryAfterMs: 1000 }), cluster: queue.cluster });
       }
-      const msLeft = request.deadlineUnixMs - Date.now();
-      const waiter: SlotWaiter = {
-        cluster: queue.cluster,
-        integration: request.integration,
-        priority: request.priority,
-        enqueuedAtMs: Date.now(),
-        skipWorkerIds: request.skipWorkerIds,
-        done: false,
-        resolve: (reservation) => {
-          cleanup();
-          resolve(reservation);
-        },
-        reject: (error) => {
-          cleanup();
-          reject(error);
-        },
-      };
-      const giveUp = (error: unknown) => {
-        if (waiter.done) return;
-        queue.waiters.remove(waiter);
-        waiter.reject(error);
-        void this.syncRegistration(queue);
+      const acquire = new QueuedAcquire(queue, request, this.arrivals++, startedAt, (result) => {
+        clearTimeout(timer);
+        request.signal.removeEventListener('abort', onAbort);
+        this.queuedBytes -= request.payloadBytes;
+        resolve(result);
+      });
+      const giveUp = (error: HeadroomError) => {
+        if (acquire.entry.done) return;
+        const current = acquire.queue;
+        current.waiters.remove(acquire.entry);
+        acquire.fail(error);
+        void this.syncRegistration(current);
       };
       const timer = setTimeout(
-        () => giveUp(new HeadroomError(balancerErrorCodes.deadlineExceeded, `no free slot in cluster ${queue.cluster} before the deadline (waited ${Date.now() - waiter.enqueuedAtMs} ms)`)),
-        Math.max(0, msLeft),
+        () => giveUp(new HeadroomError(balancerErrorCodes.deadlineExceeded, `no free slot in cluster ${acquire.queue.cluster} before the deadline (waited ${Date.now() - acquire.enqueuedAtMs} ms)`)),
+        Math.max(0, request.deadlineUnixMs - Date.now()),
       );
       timer.unref();
       const onAbort = () => giveUp(cancelled());
       request.signal.addEventListener('abort', onAbort, { once: true });
-      const cleanup = () => {
-        clearTimeout(timer);
-        request.signal.removeEventListener('abort', onAbort);
-        this.queuedBytes -= request.payloadBytes;
-      };
-      queue.waiters.push(waiter);
+      queue.waiters.push(acquire.entry);
       this.queuedBytes += request.payloadBytes;
       // A slot freed (and was announced) while our own reservation was in flight: look again.
       if (slotFreedMeanwhile || !queue.registered) void this.serveQueue(queue);
@@ -238,22 +248,24 @@ export class Admission {
       const shed = queue.waiters.shedNewestBackground();
       if (shed) {
         this.shedCount++;
-        shed.reject(new HeadroomError(balancerErrorCodes.shed, 'shed to make room for a user-present task; try again later', { retryAfterMs: 1000 }));
+        shed.acquire.fail(new HeadroomError(balancerErrorCodes.shed, 'shed to make room for a user-present task; try again later', { retryAfterMs: 1000 }));
         return true;
       }
     }
     return false;
   }
 
-  private async tryReserve(queue: ClusterQueue, priority: LedgerPriority, skipWorkerIds: readonly string[]): Promise<Reservation | undefined> {
+  /** A lease if a slot was free; else this balancer is recorded as waiting (or Redis is away). */
+  private async tryReserve(queue: ClusterQueue, priority: LedgerPriority, skipWorkerIds: readonly string[]): Promise<Lease | undefined> {
     queue.reservesInFlight++;
     try {
       const reservation = await this.options.policy.reserve(queue.cluster, { priority, waitIfNone: true, skipWorkerIds });
       if (!reservation.ok) {
         queue.registered = true;
         if (priority === 'user') queue.registeredUser = true;
+        return undefined;
       }
-      return reservation;
+      return new Lease(queue.cluster, reservation.leaseId, reservation.workerId, reservation.address, this.leaseEnds);
     } catch (error) {
       // Redis is away: the task waits in the queue and the recheck tries again.
       if (!isHeadroomError(error, ledgerErrorCodes.unavailable)) throw error;
@@ -281,31 +293,30 @@ export class Admission {
           const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip);
           if (batch.length === 0) break;
           // One pipelined round trip for the whole batch (ioredis sends them together).
-          const results = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.skipWorkerIds)));
+          const leases = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.skipWorkerIds)));
           // Slots reserved for waiters without a skip list are interchangeable (same priority):
           // they go to the oldest of those still waiting (FIFO), whichever call got them.
-          const shared: Granted[] = [];
+          const shared: Lease[] = [];
           let sharedFailed = false;
           batch.forEach((waiter, i) => {
             if (waiter.skipWorkerIds.length > 0) return;
-            const result = results[i];
-            if (result?.ok) shared.push(result);
+            const lease = leases[i];
+            if (lease) shared.push(lease);
             else sharedFailed = true;
           });
-          const unused: Granted[] = [];
+          const unused: Lease[] = [];
           batch.forEach((waiter, i) => {
-            const own = waiter.skipWorkerIds.length > 0 ? results[i] : undefined;
-            const reservation = waiter.skipWorkerIds.length > 0 ? (own?.ok ? own : undefined) : waiter.done ? undefined : shared.shift();
-            if (!reservation) return;
-            if (waiter.done) return void unused.push(reservation);
+            const lease = waiter.skipWorkerIds.length > 0 ? leases[i] : waiter.done ? undefined : shared.shift();
+            if (!lease) return;
+            if (waiter.done) return void unused.push(lease);
             queue.waiters.remove(waiter);
-            waiter.resolve(reservation);
+            waiter.acquire.grant(lease);
           });
-          // Their waiters timed out or were cancelled meanwhile: give the slots back.
-          for (const reservation of [...unused, ...shared]) await this.giveBack(queue.cluster, reservation);
+          // Their waiters timed out, were cancelled or were moved to another cluster meanwhile.
+          for (const lease of [...unused, ...shared]) await lease.abandon();
           // A waiter that must avoid some workers does not hold up the others; stop when a
           // waiter without such limits found no slot, or when nobody got one.
-          if (sharedFailed || results.every((r) => !r?.ok)) break;
+          if (sharedFailed || leases.every((lease) => !lease)) break;
         }
       } while (queue.serveAgain);
     } catch (error) {
@@ -314,12 +325,6 @@ export class Admission {
       queue.serving = false;
     }
     await this.syncRegistration(queue);
-  }
-
-  /** Returns a reservation that will not be used. */
-  async giveBack(cluster: string, reservation: Granted): Promise<void> {
-    await this.options.ledger.release(cluster, reservation.leaseId).catch(() => undefined);
-    this.options.policy.finished(cluster, reservation.workerId);
   }
 
   /** Tells the ledger when this balancer no longer waits, so background work elsewhere may go on. */
@@ -363,4 +368,50 @@ function cancelled(): HeadroomError {
 
 function shuttingDown(): HeadroomError {
   return new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 });
+}
+
+/** An acquire() waiting in a queue. A rollback may move it to another cluster's queue, as a new entry there. */
+class QueuedAcquire {
+  entry: SlotWaiter;
+  readonly enqueuedAtMs = Date.now();
+  private settled = false;
+
+  constructor(
+    public queue: ClusterQueue,
+    private readonly request: AcquireRequest,
+    private readonly arrival: number,
+    private readonly startedAt: number,
+    private readonly onSettled: (result: Acquired) => void,
+  ) {
+    this.entry = this.entryIn(request.skipWorkerIds);
+  }
+
+  get integration(): string {
+    return this.request.integration;
+  }
+
+  /** Its entry in `queue`, which it waits in from now on; the caller has taken the old entry out. */
+  moveTo(queue: ClusterQueue): SlotWaiter {
+    this.queue = queue;
+    this.entry = this.entryIn([]);
+    return this.entry;
+  }
+
+  grant(lease: Lease): void {
+    this.settle({ ok: true, lease, queueWaitMs: performance.now() - this.startedAt });
+  }
+
+  fail(error: HeadroomError): void {
+    this.settle({ ok: false, error, cluster: this.queue.cluster });
+  }
+
+  private entryIn(skipWorkerIds: readonly string[]): SlotWaiter {
+    return { priority: this.request.priority, arrival: this.arrival, skipWorkerIds, acquire: this, done: false };
+  }
+
+  private settle(result: Acquired): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.onSettled(result);
+  }
 }

@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import type { RedisConnection } from '@headroom/fleet';
 import { Registry } from 'prom-client';
-import { ConfigError, HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
+import { ConfigError, HeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, maxLeasesWaiting, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
 import {
@@ -21,12 +21,12 @@ import {
 } from '@headroom/proto';
 import { Admission } from './admission';
 import { balancerOptionsSchema, type BalancerOptions } from './config';
-import { balancerErrorCodes, reroutedCode, toServiceError } from './errors';
+import { Dispatcher } from './dispatch';
+import { balancerErrorCodes, toServiceError } from './errors';
 import { createPolicy, type SlotPolicy } from './policies';
 import { StaticSplitRouter } from './routing/static-split';
 import { FlagRouter } from './routing/flag-router';
 import { OverrideFollower } from './routing/override-follower';
-import { UnstartedDispatches } from './routing/unstarted-dispatches';
 import type { ClusterRouter } from './routing/cluster-router';
 import { maxSubmitMessageBytes, messageTooLarge, validateSubmit, type ValidTask } from './task-validation';
 import { WorkerChannels } from './worker-channels';
@@ -115,7 +115,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     channels.keepOnly(live);
   });
 
-  const counters = { submitted: 0, succeeded: 0, retries: 0, rerouted: 0, failedByCode: {} as Record<string, number> };
+  const counters = { submitted: 0, succeeded: 0, failedByCode: {} as Record<string, number> };
   const registry = deps.registry ?? new Registry();
   const metrics = createBalancerMetrics(
     registry,
@@ -135,7 +135,6 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     { ejected: metrics.workersEjected, logger },
   );
   directory.onRefresh((cluster, workers) => ejection.forgetMissing(cluster, workers));
-  const unstartedOnCandidate = new UnstartedDispatches();
   // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
   const override = new OverrideFollower({
     store: new OverrideStore(deps.redis, ledger.options.keyPrefix),
@@ -144,112 +143,19 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     heartbeatIntervalMs: config.balancerHeartbeatIntervalMs,
     logger,
     describe: () => ({ queued: admission.queuedByPriority(), trafficFlag: deps.flags?.trafficSplit() ?? null }),
-    onApplied: (state) => {
-      // Tasks still waiting for a candidate slot go to the baseline now; running ones finish.
-      const moved = admission.reroute(config.clusters.candidate, (integration) => overrideCovers(state, integration));
-      counters.rerouted += moved;
-      metrics.rerouted.inc(moved);
+    onApplied: (state): Promise<void> => {
       metrics.overrideVersion.set(state.version);
       metrics.overrideActive.set(state.all || state.integrations.length > 0 ? 1 : 0);
       // Acknowledged once the covered tasks already on their way to a candidate worker have started there.
-      return unstartedOnCandidate.settled((integration) => overrideCovers(state, integration), config.rollbackSettleTimeoutMs).then((settled) => {
+      return dispatcher.rollBack((integration) => overrideCovers(state, integration)).then((settled) => {
         if (!settled) logger.warn({ version: state.version, rollbackSettleTimeoutMs: config.rollbackSettleTimeoutMs }, 'acknowledging the override before every dispatch to the candidate was answered');
       });
     },
   });
-  const chooseCluster = (task: ValidTask) => (override.covers(task.integration) ? config.clusters.baseline : router.chooseCluster(task));
+  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workers: channels, reachability: ejection, router, override, metrics, logger });
   let accepting = true;
   let inflightSubmits = 0;
   let allSubmitsDone: (() => void) | undefined;
-
-  /** Runs one task to its final answer; throws a HeadroomError for every failure before a handler answered. */
-  async function run(task: ValidTask, route: { cluster: string }, signal: AbortSignal): Promise<SubmitResponse> {
-    const priority = task.priority === 'USER_PRESENT' ? 'user' : 'background';
-    const skipWorkerIds: string[] = [];
-    let queueWaitMs = 0;
-    for (let attempt = 1; attempt <= config.maxDispatchAttempts; attempt++) {
-      let cluster = route.cluster;
-      let acquired: Awaited<ReturnType<Admission['acquire']>>;
-      try {
-        acquired = await admission.acquire(cluster, {
-          priority,
-          integration: task.integration,
-          deadlineUnixMs: task.deadlineUnixMs,
-          skipWorkerIds: [...skipWorkerIds],
-          signal,
-          payloadBytes: task.payload.length,
-        });
-      } catch (error) {
-        if (!isHeadroomError(error, reroutedCode)) throw error;
-        // A rollback took the task out of the candidate queue: queue it for the baseline.
-        route.cluster = config.clusters.baseline;
-        skipWorkerIds.length = 0;
-        attempt--;
-        continue;
-      }
-      const { reservation, queueWaitMs: waited } = acquired;
-      if (cluster !== config.clusters.baseline && override.covers(task.integration)) {
-        // The override arrived while the slot was being reserved: nothing is dispatched to
-        // the candidate cluster after this balancer applied (and acknowledged) a rollback.
-        await admission.giveBack(cluster, reservation);
-        counters.rerouted++;
-        metrics.rerouted.inc();
-        route.cluster = cluster = config.clusters.baseline;
-        skipWorkerIds.length = 0;
-        attempt--;
-        continue;
-      }
-      queueWaitMs += waited;
-      metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, waited / 1000);
-      const settled = cluster === config.clusters.candidate ? unstartedOnCandidate.begin(task.integration) : undefined;
-      const outcome = await channels.execute(reservation.address, { task, leaseId: reservation.leaseId, cluster, workerId: reservation.workerId }, task.deadlineUnixMs, signal, settled);
-      policy.finished(cluster, reservation.workerId);
-      if (outcome.kind === 'not-started' && outcome.unreachable) ejection.connectFailed(cluster, reservation.workerId, reservation.address, outcome.message);
-      else if (outcome.kind === 'done' || outcome.kind === 'not-started') ejection.answered(cluster, reservation.workerId);
-      const placement = { cluster, workerId: reservation.workerId, queueWaitMs, runMs: 0, attempts: attempt };
-      switch (outcome.kind) {
-        case 'done': {
-          // The worker answered and counted the answer; the slot is ours to give back (batched).
-          ledger.release(cluster, reservation.leaseId, 'answered').catch(() => undefined);
-          const { response } = outcome;
-          placement.runMs = response.runMs;
-          const answer: SubmitResponse = { taskId: task.id, placement };
-          if (response.error) answer.error = response.error;
-          else answer.result = response.result ?? Buffer.alloc(0);
-          return answer;
-        }
-        case 'not-started':
-          // The worker never took the lease over; give it back and try another worker.
-          ledger.release(cluster, reservation.leaseId).catch(() => undefined);
-          skipWorkerIds.push(reservation.workerId);
-          counters.retries++;
-          metrics.retries.inc({ reason: outcome.unreachable ? 'unreachable' : 'refused' });
-          logger.debug({ workerId: reservation.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
-          continue;
-        case 'lost':
-          // No release from here: the worker may still be alive and running the task. It releases
-          // the lease itself when it sees the call gone; if it died, the sweep takes its leases.
-          if (task.idempotent && attempt < config.maxDispatchAttempts) {
-            skipWorkerIds.push(reservation.workerId);
-            counters.retries++;
-            metrics.retries.inc({ reason: 'lost' });
-            continue;
-          }
-          throw new HeadroomError(
-            balancerErrorCodes.workerLost,
-            `worker ${reservation.workerId} was lost after the task started (${outcome.message}); it may have run in part. Mark idempotent tasks as such to have them retried.`,
-            { retryAfterMs: 1000 },
-          );
-        case 'cancelled':
-          if (!outcome.started) ledger.release(cluster, reservation.leaseId).catch(() => undefined);
-          throw new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task');
-        case 'deadline':
-          if (!outcome.started) ledger.release(cluster, reservation.leaseId).catch(() => undefined);
-          throw new HeadroomError(balancerErrorCodes.deadlineExceeded, `the deadline passed while worker ${reservation.workerId} ${outcome.started ? 'ran' : 'was given'} the task`);
-      }
-    }
-    throw new HeadroomError(balancerErrorCodes.noWorkerTookIt, `no worker took the task in ${config.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 });
-  }
 
   function countFailure(labels: { cluster: string; priority: string }, code: string): void {
     counters.failedByCode[code] = (counters.failedByCode[code] ?? 0) + 1;
@@ -260,45 +166,39 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   function submit(call: grpc.ServerUnaryCall<SubmitRequest__Output | UnreadableRequest, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void {
     counters.submitted++;
     const receivedAt = performance.now();
-    let labels = { cluster: 'none', priority: 'none' };
-    // Where the task is routed now: a rollback can move it to the baseline while it waits.
-    let route: { cluster: string } | undefined;
-    const fail = (error: unknown) => {
+    const fail = (error: unknown, labels: { cluster: string; priority: string }) => {
       const serviceError = toServiceError(error);
       const code = String(serviceError.metadata?.get('headroom-error-code')[0]);
-      countFailure(route ? { ...labels, cluster: route.cluster } : labels, code);
+      countFailure(labels, code);
       if (code === balancerErrorCodes.internal) logger.error({ err: error }, 'submit failed');
       callback(serviceError);
     };
+    const unrouted = { cluster: 'none', priority: 'none' };
     let task: ValidTask;
     try {
       task = validateSubmit(call.request, config);
     } catch (error) {
-      return fail(error);
+      return fail(error, unrouted);
     }
-    if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }));
-    route = { cluster: chooseCluster(task) };
+    if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }), unrouted);
     const priority = task.priority === 'USER_PRESENT' ? 'user_present' : 'background';
-    labels = { cluster: route.cluster, priority };
     const abort = new AbortController();
     const onCancelled = () => abort.abort();
     call.on('cancelled', onCancelled);
     inflightSubmits++;
-    const routed = route;
-    run(task, routed, abort.signal)
-      .then(
-        (answer) => {
-          counters.succeeded++;
-          labels = { cluster: routed.cluster, priority };
-          metrics.tasks.inc({ ...labels, outcome: 'ok' });
-          // Time in the balancer itself: all of it but the wait for a slot and the handler's run.
-          const { queueWaitMs, runMs } = answer.placement ?? {};
-          const overheadMs = performance.now() - receivedAt - Number(queueWaitMs ?? 0) - Number(runMs ?? 0);
-          metrics.dispatchOverhead.observe({ cluster: routed.cluster }, Math.max(0, overheadMs) / 1000);
-          callback(null, answer);
-        },
-        fail,
-      )
+    void dispatcher
+      .dispatch(task, abort.signal)
+      .then((result) => {
+        // Counted under the cluster the task ended in: a rollback may have moved it to the baseline.
+        if (!result.ok) return fail(result.error, { cluster: result.cluster, priority });
+        counters.succeeded++;
+        metrics.tasks.inc({ cluster: result.cluster, priority, outcome: 'ok' });
+        // Time in the balancer itself: all of it but the wait for a slot and the handler's run.
+        const { queueWaitMs, runMs } = result.answer.placement ?? {};
+        const overheadMs = performance.now() - receivedAt - Number(queueWaitMs ?? 0) - Number(runMs ?? 0);
+        metrics.dispatchOverhead.observe({ cluster: result.cluster }, Math.max(0, overheadMs) / 1000);
+        callback(null, result.answer);
+      })
       .finally(() => {
         call.off('cancelled', onCancelled);
         if (--inflightSubmits === 0) allSubmitsDone?.();
@@ -382,6 +282,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
       policy: policy.name,
       ...counters,
       failedByCode: { ...counters.failedByCode },
+      retries: dispatcher.retries,
+      rerouted: dispatcher.rerouted,
       workersEjected: ejection.ejectionCount,
       overrideVersion: override.current.version,
       queue: admission.stats(),

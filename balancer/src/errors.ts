@@ -17,9 +17,6 @@ export const balancerErrorCodes = {
   internal: 'HR_ERR_INTERNAL',
 } as const;
 
-/** Internal: a queued task was taken out of its cluster's queue by a rollback; it is queued again elsewhere. */
-export const reroutedCode = 'HR_ERR_REROUTED';
-
 /** The one place codes map to gRPC statuses. */
 const statusByCode: Record<string, grpc.status> = {
   [balancerErrorCodes.invalidTask]: grpc.status.INVALID_ARGUMENT,

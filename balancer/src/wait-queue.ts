@@ -5,7 +5,8 @@
  */
 export interface Waiter {
   readonly priority: 'user' | 'background';
-  readonly enqueuedAtMs: number;
+  /** Order of arrival on this balancer, across its clusters: a waiter moved into another queue takes its place by it. */
+  readonly arrival: number;
   done: boolean;
 }
 
@@ -35,6 +36,21 @@ class Fifo<T extends Waiter> {
       }
     }
     return undefined;
+  }
+
+  /** Adds items (oldest first) where their arrival puts them among the live ones. O(live + added). */
+  insertInOrder(added: readonly T[]): void {
+    const live = this.items.slice(this.head).filter((item) => !item.done);
+    const merged: T[] = [];
+    let i = 0;
+    let j = 0;
+    while (i < live.length || j < added.length) {
+      if (j >= added.length || (i < live.length && live[i]!.arrival < added[j]!.arrival)) merged.push(live[i++]!);
+      else merged.push(added[j++]!);
+    }
+    this.items = merged;
+    this.head = 0;
+    this.live += added.length;
   }
 
   markDone(item: T): void {
@@ -99,6 +115,14 @@ export class WaitQueue<T extends Waiter> {
     const head = this.peek();
     if (!head) return [];
     return (head.priority === 'user' ? this.user : this.background).first(count);
+  }
+
+  /** Adds waiters taken from another queue (oldest first within a priority), each in its place by arrival. */
+  insertInOrder(waiters: readonly T[]): void {
+    const user = waiters.filter((w) => w.priority === 'user');
+    const background = waiters.filter((w) => w.priority !== 'user');
+    if (user.length > 0) this.user.insertInOrder(user);
+    if (background.length > 0) this.background.insertInOrder(background);
   }
 
   remove(waiter: T): void {

@@ -29,3 +29,43 @@ test('a task a rollback moved to the baseline and that then fails is counted und
   assert.ok((await long).ok, 'the running task finished on the candidate');
   assert.match(await balancer.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="candidate",priority="user_present",outcome="ok"\} 1$/m);
 });
+
+test('tasks a rollback moved to the baseline run there in their order of arrival, on their first attempt', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  await fleet.addWorker({ cluster: 'candidate', workerId: 'cand-1', maxParallelism: 1 });
+  // Only bank-b goes to the candidate; the baseline has no worker at first.
+  const balancer = await fleet.addBalancer({ candidatePercent: 0, candidatePercentByIntegration: { 'bank-b': 100 } });
+  const client = fleet.clients[0]!;
+  const long = submit(client, task({ integration: 'bank-b', payload: json({ sleepMs: 1500 }) }));
+  await eventually('the long task runs', 3000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const finished: string[] = [];
+  const queue = (id: string, integration: string) =>
+    submit(client, task({ id, integration, payload: json({ sleepMs: 20 }) })).then((result) => {
+      finished.push(id);
+      return result;
+    });
+  const first = queue('first', 'bank-a');
+  await eventually('first queued', 3000, () => (balancer.stats().queue.byCluster['baseline']?.userPresent === 1 ? true : undefined));
+  const moved = queue('moved', 'bank-b');
+  await eventually('moved queued', 3000, () => (balancer.stats().queue.byCluster['candidate']?.userPresent === 1 ? true : undefined));
+  const last = queue('last', 'bank-a');
+  await eventually('last queued', 3000, () => (balancer.stats().queue.byCluster['baseline']?.userPresent === 2 ? true : undefined));
+
+  await new OverrideStore(fleet.redis, fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix).change({ operation: 'rollback-all' }, 'test');
+  await eventually('the balancer applied the rollback', 3000, () => (balancer.stats().rerouted === 1 ? true : undefined));
+  assert.deepEqual(balancer.stats().queue.byCluster['baseline'], { userPresent: 3, background: 0 });
+  // One slot: the three run one after the other, in the order they arrived.
+  await fleet.addWorker({ cluster: 'baseline', workerId: 'base-1', maxParallelism: 1 });
+  const results = await Promise.all([first, moved, last]);
+  assert.deepEqual(finished, ['first', 'moved', 'last']);
+  const placement = results.map((r) => (r.ok ? [r.response.placement?.cluster, r.response.placement?.workerId, r.response.placement?.attempts] : r.code));
+  assert.deepEqual(placement, [
+    ['baseline', 'base-1', 1],
+    ['baseline', 'base-1', 1],
+    ['baseline', 'base-1', 1],
+  ]);
+  const metrics = await balancer.registry.metrics();
+  assert.match(metrics, /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="ok"\} 3$/m);
+  assert.doesNotMatch(metrics, /outcome="HR_ERR_/);
+  assert.ok((await long).ok);
+});
