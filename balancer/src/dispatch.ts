@@ -114,11 +114,12 @@ export class Dispatcher {
         queueWaitMs += acquired.queueWaitMs;
         this.deps.metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, acquired.queueWaitMs / 1000);
         const outcome = await this.call(task, lease, signal);
-        const placement = { cluster, workerId: lease.workerId, queueWaitMs, runMs: 0, attempts: attempt };
+        const placement = { cluster, workerId: lease.workerId, queueWaitMs, runMs: 0, attempts: attempt, workerQueueWaitMs: 0 };
         switch (outcome.kind) {
           case 'done': {
             const { response } = outcome;
             placement.runMs = response.runMs;
+            placement.workerQueueWaitMs = response.queueWaitMs;
             const answer: SubmitResponse = { taskId: task.id, placement };
             if (response.error) answer.error = response.error;
             else answer.result = response.result ?? Buffer.alloc(0);

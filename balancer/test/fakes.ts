@@ -173,7 +173,7 @@ export class FakeWorkers implements WorkerCalls {
 }
 
 export function answered(workerId: string, result = 'ok'): DispatchOutcome {
-  return { kind: 'done', response: { runMs: 7, result: Buffer.from(result), workerId, outcome: 'result' } };
+  return { kind: 'done', response: { runMs: 7, queueWaitMs: 0, result: Buffer.from(result), workerId, outcome: 'result' } };
 }
 
 export function testMetrics() {
