@@ -91,7 +91,8 @@ export class Admission {
 
   constructor(private readonly options: AdmissionOptions) {
     this.leaseEnds = {
-      release: (cluster, leaseId, kind) => options.ledger.release(cluster, leaseId, kind),
+      // The unshared policies take no slot in the ledger: nothing to give back there.
+      release: options.policy.sharedCount ? (cluster, leaseId, kind) => options.ledger.release(cluster, leaseId, kind) : async () => undefined,
       finished: (cluster, workerId) => options.policy.finished(cluster, workerId),
     };
     for (const cluster of options.clusters) {

@@ -18,7 +18,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'gRPC server interface (default 127.0.0.1)' },
   { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'gRPC server port (default 0: any free port)' },
   { key: 'candidatePercent', flag: 'candidate-percent', env: 'HEADROOM_CANDIDATE_PERCENT', valueName: 'P', description: 'tasks sent to the candidate cluster, 0..100, sticky per task key (default 0)' },
-  { key: 'policy', flag: 'policy', env: 'HEADROOM_POLICY', valueName: 'NAME', description: `${policyNames.join(' | ')} (default least-loaded)` },
+  { key: 'policy', flag: 'policy', env: 'HEADROOM_POLICY', valueName: 'NAME', description: `${policyNames.join(' | ')} (default least-loaded; plain-round-robin, least-request and least-request-p2c take no slot in the ledger: what balancers without Headroom do, for comparison, with workers run --overflow queue)` },
   { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'default baseline' },
   { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'default candidate' },
   { key: 'keptForUserPresentShare', flag: 'kept-for-user-present-share', env: 'HEADROOM_KEPT_FOR_USER_PRESENT_SHARE', valueName: 'S', description: 'share of capacity only user-present tasks may use, 0..1 (default 0.1)' },

@@ -42,6 +42,7 @@ export class FakeSubscriber extends EventEmitter implements SlotFreedSubscriber 
  */
 export class FakeLedger implements AdmissionLedger, SlotPolicy {
   readonly name = 'least-loaded';
+  readonly sharedCount = true;
   readonly releases: ReleaseRecord[] = [];
   readonly reserveRequests: { cluster: string; skipWorkerIds: readonly string[] }[] = [];
   /** The balancer's part in a lease ended (`SlotPolicy.finished`), by worker. */

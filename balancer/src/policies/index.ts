@@ -3,6 +3,7 @@ import { PowerOfTwoPolicy } from './power-of-two';
 import { RandomPolicy } from './random';
 import { RoundRobinPolicy } from './round-robin';
 import type { PolicyContext, PolicyName, SlotPolicy } from './slot-policy';
+import { LeastRequestPolicy, PlainRoundRobinPolicy } from './unshared';
 
 export * from './slot-policy';
 
@@ -16,5 +17,11 @@ export function createPolicy(name: PolicyName, context: PolicyContext): SlotPoli
       return new RandomPolicy(context);
     case 'power-of-two':
       return new PowerOfTwoPolicy(context);
+    case 'plain-round-robin':
+      return new PlainRoundRobinPolicy(context);
+    case 'least-request':
+      return new LeastRequestPolicy(context, false);
+    case 'least-request-p2c':
+      return new LeastRequestPolicy(context, true);
   }
 }

@@ -4,6 +4,7 @@ import { eligibleWorkers, maxLocalTries, reserveFirstFree, type PolicyContext, t
 /** A worker at random, then others at random if it is full. */
 export class RandomPolicy implements SlotPolicy {
   readonly name = 'random';
+  readonly sharedCount = true;
 
   constructor(private readonly context: PolicyContext) {}
 

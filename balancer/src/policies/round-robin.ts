@@ -4,6 +4,7 @@ import { eligibleWorkers, maxLocalTries, reserveFirstFree, type PolicyContext, t
 /** Each balancer walks its own list of workers in turn (what a plain L4/L7 proxy does). */
 export class RoundRobinPolicy implements SlotPolicy {
   readonly name = 'round-robin';
+  readonly sharedCount = true;
   private readonly cursorByCluster = new Map<string, number>();
 
   constructor(private readonly context: PolicyContext) {}

@@ -10,17 +10,21 @@ export interface SlotRequest {
 }
 
 /**
- * How a balancer picks a worker and takes a slot on it. Every policy admits through the
- * ledger, so none can over-admit; they differ in what they know when they choose.
+ * How a balancer picks a worker and takes a slot on it. The policies with a shared count admit
+ * through the ledger, so none can over-admit; they differ in what they know when they choose.
+ * Those without (unshared.ts) take no slot: they are what teams run without Headroom, kept for
+ * comparison.
  */
 export interface SlotPolicy {
   readonly name: PolicyName;
+  /** Whether its leases are slots in the ledger (given back there); false for the unshared policies. */
+  readonly sharedCount: boolean;
   reserve(cluster: string, request: SlotRequest): Promise<Reservation>;
   /** A task this balancer placed on `workerId` ended or never started. */
   finished(cluster: string, workerId: string): void;
 }
 
-export const policyNames = ['least-loaded', 'round-robin', 'random', 'power-of-two'] as const;
+export const policyNames = ['least-loaded', 'round-robin', 'random', 'power-of-two', 'plain-round-robin', 'least-request', 'least-request-p2c'] as const;
 export type PolicyName = (typeof policyNames)[number];
 
 export interface PolicyContext {
