@@ -2,56 +2,99 @@ import { goalsTable } from './report/goals';
 import { formatMachine } from './report/machine';
 import { failedCalls, formatSpread } from './report/stats';
 import { markdownTable } from './report/table';
-import type { RoutingResult, RoutingWindow, SleepProfile } from './routing';
+import { alternativePolicies, clusterOf, headroomPolicy, type PolicySummary, type RoutingResult, type RoutingWindow } from './routing';
+import type { TaskTrace } from './load/protocol';
 
 const percent = (share: number) => `${Math.round(share * 100)}%`;
+const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(value < 10 ? 1 : 0) : '–');
 
-/** "3 / 12 / 8 / 5": this policy's balancers together, the generator, all workers together, Redis. */
+/** "3 / 12 / 8 / 5 (machine 150)": this policy's balancers together, the generator, the cluster's workers together, Redis; the whole machine. */
 function cpuBreakdown(w: RoutingWindow): string {
   const sumOf = (prefix: string) => Object.entries(w.cpuPercentOfCore).reduce((sum, [name, value]) => (name.startsWith(prefix) ? sum + value : sum), 0);
-  return [sumOf(w.policy), w.cpuPercentOfCore.generator ?? '?', sumOf('worker-'), w.cpuPercentOfCore.redis ?? '?'].join(' / ');
+  return `${[sumOf(`${w.policy}`), w.cpuPercentOfCore.generator ?? '?', sumOf('worker-'), w.cpuPercentOfCore.redis ?? '?'].join(' / ')} (${w.machineCpuPercentOfCore ?? '?'})`;
+}
+
+/** "180 = 2 + 0 + 150 + 28": latency, balancer queue, worker queue, run, the rest (travel and waiting for a CPU). */
+function traceLine(t: TaskTrace): string {
+  const rest = t.latencyMs - t.balancerQueueWaitMs - t.workerQueueWaitMs - t.runMs;
+  return `${ms(t.latencyMs)} = ${ms(t.balancerQueueWaitMs)} + ${ms(t.workerQueueWaitMs)} + ${ms(t.runMs)} + ${ms(rest)} (${t.integration}, ${t.priority === 'USER_PRESENT' ? 'user' : 'bg'})`;
+}
+
+function ratioCell(s: PolicySummary): string {
+  return s.policy === headroomPolicy ? `${s.p99Ratio.toFixed(2)}x of best alternative` : `${s.p99Ratio.toFixed(2)}x least-loaded`;
 }
 
 export function routingTables(result: RoutingResult): string {
   const summary = markdownTable(
-    ['utilisation', 'policy', 'tasks', 'p50 ms', 'p99 ms', 'p99 ÷ least-loaded', 'p99 ms by window', 'p99 ÷ least-loaded by window', 'tasks on slow workers %', 'in flight per fast worker', 'in flight per slow worker', 'in-flight spread (max − min)', 'failed or dropped'],
+    [
+      'load',
+      'policy',
+      'tasks',
+      'p50 ms',
+      'p99 ms',
+      'p99.9 ms',
+      'p99 ratio',
+      'user-present p99 ms',
+      'background p99 ms',
+      'queued p50 / p99 ms',
+      'waited in a worker queue',
+      'load max ÷ mean',
+      'tasks in local queues',
+      'queued beside a free slot %',
+      'slot held ÷ task ran',
+      'p99 ms by window',
+      'failed',
+    ],
     result.summaries.map((s) => [
-      `${percent(s.utilisation)} (${s.offeredTasksPerSecond.toFixed(0)} tasks/s)`,
+      `${percent(s.utilisation)} (${s.offeredTasksPerSecond.toFixed(0)}/s)`,
       s.policy,
       String(s.tasks),
-      s.pooledP50Ms.toFixed(0),
-      s.pooledP99Ms.toFixed(0),
-      `${s.pooledP99OverLeastLoaded.toFixed(2)}x`,
-      formatSpread(s.p99Ms, 0),
-      `${formatSpread(s.p99OverLeastLoaded)}x`,
-      formatSpread(s.slowWorkerTaskShare, 1),
-      formatSpread(s.meanInflightFast),
-      formatSpread(s.meanInflightSlow),
-      formatSpread(s.inflightSpread),
+      ms(s.p50Ms),
+      ms(s.p99Ms),
+      ms(s.p999Ms),
+      ratioCell(s),
+      ms(s.userPresentP99Ms),
+      ms(s.backgroundP99Ms),
+      `${ms(s.queuedP50Ms)} / ${ms(s.queuedP99Ms)}`,
+      String(s.tasksWaitedInWorker),
+      formatSpread(s.loadMaxOverMean),
+      `${formatSpread(s.meanLocalQueued, 1)}, peak ${s.peakLocalQueueDepth}`,
+      formatSpread(s.queuedBesideFreeSlotShare, 0),
+      Number.isFinite(s.slotHeldOverTaskRan.median) ? formatSpread(s.slotHeldOverTaskRan) : '–',
+      formatSpread(s.p99MsByWindow, 0),
       String(s.failedTasks),
     ]),
   );
+  const traced = markdownTable(
+    ['load', 'policy', 'slowest tasks: latency = balancer queue + worker queue + run + the rest (ms)'],
+    result.summaries.filter((s) => s.utilisation >= 0.9).map((s) => [percent(s.utilisation), s.policy, s.slowest.slice(0, 3).map(traceLine).join('; ')]),
+  );
   const perWindow = markdownTable(
-    ['#', 'utilisation', 'policy', 'tasks/s', 'p50 ms', 'p99 ms', 'slow workers ran %', 'in flight fast / slow', 'spread', 'CPU % of core: balancers / generator / workers / redis', 'failed'],
+    ['#', 'load', 'policy', 'tasks/s', 'p50 ms', 'p99 ms', 'user p99 ms', 'queued p99 ms', 'waited in a worker', 'load max ÷ mean', 'CPU % of a core: balancers / generator / workers / redis (machine)', 'failed'],
     result.windows.map((w) => [
       String(w.repetition),
       percent(w.utilisation),
       w.policy,
       w.tasksPerSecond.toFixed(0),
-      w.latency.p50Ms.toFixed(0),
-      w.latency.p99Ms.toFixed(0),
-      (w.slowWorkerTaskShare * 100).toFixed(1),
-      `${w.inflight.meanFast.toFixed(2)} / ${w.inflight.meanSlow.toFixed(2)}`,
-      w.inflight.meanSpread.toFixed(2),
+      ms(w.latency.p50Ms),
+      ms(w.latency.p99Ms),
+      ms(w.latencyByPriority.USER_PRESENT?.p99Ms ?? Number.NaN),
+      ms(w.queued.queuedMs.p99Ms),
+      String(w.queued.waitedInWorker),
+      w.workerLoad.meanMaxOverMeanLoad.toFixed(2),
       cpuBreakdown(w),
       String(failedCalls(w)),
     ]),
   );
   const repetitions = result.settings.repetitions;
   return [
-    `${repetitions} repetition${repetitions === 1 ? '' : 's'}; within each utilisation the policies alternated, in an order rotated every repetition. p50, p99 and p99 ÷ least-loaded: all repetitions' tasks pooled (one window's p99 rests on a handful of tasks); "by window": median (min..max) of the windows' own, the ratio taken within a repetition. Other columns: median (min..max) over the windows. In flight: the ledger's count per worker, read every ${result.settings.inflightSampleIntervalMs} ms and averaged over the window.`,
+    `${repetitions} repetition${repetitions === 1 ? '' : 's'}; within each load the policies alternated, in an order rotated every repetition. Latency from when each task was due to its answer at the client; p50, p99, p99.9, user-present and background p99 and queued: all repetitions' tasks pooled. p99 ratio: least-loaded's over the best alternative's, an alternative's over least-loaded's. Queued: the balancer's queue wait plus the worker's local queue wait, from each answer's placement. Load max ÷ mean: per sample, the busiest worker's running + locally queued tasks over the cluster's mean (each worker's own /metrics, every ${result.settings.loadSampleIntervalMs} ms), averaged over the window; median (min..max) over the windows. Tasks in local queues: all the cluster's workers together, time-averaged; peak: the most one worker held. Queued beside a free slot: share of samples in which a worker held a task in its queue while another worker had a free slot. Slot held ÷ task ran (least-loaded only): the ledger's leases over the tasks its workers ran, time-averaged, read together: by Little's law, how much longer the ledger counts a slot taken than the task runs (the dispatch to the worker, the answer back and the release).`,
     '',
     summary,
+    '',
+    'The slowest tasks at 90% and 100% (of all repetitions), and where their time went:',
+    '',
+    traced,
     '',
     'Each window, in the order they ran:',
     '',
@@ -61,18 +104,22 @@ export function routingTables(result: RoutingResult): string {
   ].join('\n');
 }
 
-const describeSleep = (sleep: SleepProfile) => `median ${sleep.medianMs} ms, sigma ${sleep.sigma}, at most ${sleep.maxMs} ms`;
-
 export function routingMarkdown(result: RoutingResult): string {
   const s = result.settings;
+  const factors = Object.entries(s.sleep.factorByIntegration ?? {})
+    .map(([name, factor]) => `${name} ${factor}x`)
+    .join(', ');
+  const mix = s.integrationMix.map(({ name, weight }) => `${name}:${weight}`).join(', ');
+  const priorities = s.priorityMix.map(({ priority, weight }) => `${priority}:${weight}`).join(', ');
   return `## routing
 
 ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n\n' : ''}- Date: ${result.startedAt}
 - Machine: ${formatMachine(result.machine)}; Redis ${result.redisVersion}, shared, on 127.0.0.1
-- Command: \`${result.command}\` (from the repository root)
-- Setup: ${s.fastWorkers.count + s.slowWorkers.count} workers at max parallelism ${s.maxParallelismPerWorker}, each its own process, running \`bench/src/fleet/sleep-handlers.ts\`: every task waits a log-normal time drawn in the worker, ${describeSleep(s.fastWorkers.sleep)} on the ${s.fastWorkers.count} fast workers and ${describeSleep(s.slowWorkers.sleep)} on the ${s.slowWorkers.count} slow ones (4x slower at the median, with a heavy tail). ${s.balancersPerPolicy} balancer processes per policy (\`--policy least-loaded | round-robin | random | power-of-two\`), all ${s.balancersPerPolicy * 4} up the whole run; every policy admits through the ledger, so none over-admits: they differ in which worker they ask for. One load-generator process per policy spreads its calls over that policy's balancers in turn. Everything shares the ${result.machine.nproc} cores.
-- Capacity: measured first, ${result.capacityTasksPerSecond.toFixed(0)} tasks/s: a closed loop keeping ${s.capacityProbe.slotsMultiple} times the fleet's slots in flight through the least-loaded balancers, ${s.capacityProbe.warmupMs} ms warm-up then ${s.capacityProbe.durationMs} ms measured (on paper, each worker's slots over its tasks' mean time, ${result.nominalCapacityTasksPerSecond.toFixed(0)} tasks/s; a slot is also held while the task travels and its lease comes back).
-- Load: open loop at a share of that capacity, latency from when each task was due; ${s.leadInMs} ms lead-in, then a ${s.windowMs} ms window per policy and utilisation.
+- Command: \`${result.command}\` (from the repository root; \`npm run bench -- routing --smoke\` for the few-second version the tests run)
+- Setup: two clusters of ${s.workersPerCluster} workers at max parallelism ${s.maxParallelismPerWorker}, each worker its own process. \`${clusterOf(headroomPolicy)}\`: workers run \`--overflow refuse\` (a task that finds every slot busy is refused, and the balancer tries another), behind 3 Headroom balancers (\`--policy ${headroomPolicy}\`: the shared count of free slots in Redis; no free slot, the task waits in the balancer's priority queue). \`candidate\`: the same workers run \`--overflow queue\` (such a task waits in the worker, first come first served, up to ${s.maxLocalQueuedTasksPerWorker}), behind ${s.balancersPerPolicy} balancers per alternative, \`--candidate-percent 100 --policy ${alternativePolicies.join(' | ')}\`: no shared count and no Redis call per task (a Kubernetes Service or gRPC round_robin; HAProxy leastconn by each balancer's own in-flight count; Envoy LEAST_REQUEST, the less busy of two at random). All ${s.balancersPerPolicy * 4} balancers up the whole run; one load-generator process per policy spreads its calls evenly over that policy's balancers; one policy's load at a time. Everything shares the ${result.machine.nproc} cores.
+- Tasks: \`bench/src/fleet/sleep-handlers.ts\` waits a log-normal time drawn in the worker: median ${s.sleep.medianMs} ms, sigma ${s.sleep.sigma} (p99 about 10x the median), at most ${s.sleep.maxMs} ms; ${factors || 'no integration slower'}; integrations in the cycle ${mix}; priorities in the cycle ${priorities} (one task in ${s.priorityMix.reduce((sum, p) => sum + p.weight, 0)} user-present). Mean task time ${result.meanTaskMs.toFixed(1)} ms.
+- Capacity: measured first through Headroom's balancers, ${result.capacityTasksPerSecond.toFixed(0)} tasks/s: a closed loop keeping ${s.capacityProbe.slotsMultiple} times the cluster's slots in flight, ${s.capacityProbe.warmupMs} ms warm-up then ${s.capacityProbe.durationMs} ms measured (on paper, slots over the mean task time, ${result.nominalCapacityTasksPerSecond.toFixed(0)} tasks/s). The loads are shares of the measured figure, for every policy.
+- Load: open loop, latency from when each task was due (no coordinated omission); ${s.leadInMs} ms lead-in, then a ${s.windowMs} ms window per policy and load.
 
 ${routingTables(result)}
 `;

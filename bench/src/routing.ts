@@ -1,70 +1,98 @@
 /**
- * routing: how well each slot policy places tasks on a fleet whose workers are not alike.
- * 8 workers (6 fast, 2 slow with a heavy tail), each its own process, serve 3 balancers per
- * policy (least-loaded = the ledger's choice, round-robin, random, power-of-two with each
- * balancer's own in-flight counts), all started once. One load generator process per policy
- * spreads open-loop load over that policy's 3 balancers. The policies alternate within each
- * utilisation, their order rotating from one repetition to the next; the ledger's view of every
- * worker's in-flight tasks is sampled through each window.
+ * routing (issue 16): Headroom's exact least-loaded placement across balancers against what
+ * teams run without it. Two clusters of the same workers, each worker its own process:
+ *   baseline:  workers that refuse a task when every slot is busy (`--overflow refuse`), behind
+ *              Headroom's balancers (`--policy least-loaded`): one shared count of free slots in
+ *              Redis, a task with no free slot waits in the balancer's priority queue;
+ *   candidate: workers that queue such a task locally, first come first served
+ *              (`--overflow queue`, as a single-task Node worker of the old kind does), behind
+ *              balancers with no shared view (`--candidate-percent 100 --policy plain-round-robin
+ *              | least-request | least-request-p2c`): a Kubernetes Service or gRPC round_robin,
+ *              HAProxy leastconn, Envoy LEAST_REQUEST (power of two choices).
+ * Three balancers per policy, all up the whole run, the load spread evenly over them by one load
+ * generator process per policy; one policy's load at a time. Tasks wait a heavy-tailed time drawn
+ * in the worker (log-normal, one integration slower than the other), one in eight user-present.
+ * The fleet's capacity is measured through Headroom's balancers; the load is offered at shares of
+ * it, the policies alternating in an order rotated every repetition. Every worker's own count of
+ * running and locally queued tasks is sampled through each window.
  */
+import * as os from 'node:os';
 import * as path from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { sleep } from '@headroom/common';
 import { Ledger } from '@headroom/fleet';
 import { Cleanups } from './fleet/cleanups';
-import { sampleCpu } from './fleet/cpu-usage';
+import { sampleCpu, sampleMachineCpu } from './fleet/cpu-usage';
 import { benchPlace, startProcessFleet, type ProcessFleet, type WorkerEndpoint } from './fleet/headroom-fleet';
-import { scrapeRuntime } from './fleet/runtime-metrics';
-import { sleepHandlersEnv } from './fleet/sleep-handlers';
+import { sleepHandlersEnv, type SleepProfile } from './fleet/sleep-handlers';
+import { sampleWorkerLoad, type WorkerLoadFigures } from './fleet/worker-load';
 import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
-import type { PhaseResult } from './load/protocol';
+import type { PhaseResult, Priority, QueuedFigures, TaskTemplate, TaskTrace } from './load/protocol';
 import type { Goal } from './report/goals';
 import type { LatencySummary } from './report/histogram';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
 import { failedCalls, figures, spread, type Figures, type Spread } from './report/stats';
 
-export const policies = ['least-loaded', 'round-robin', 'random', 'power-of-two'] as const;
-export type Policy = (typeof policies)[number];
+export type { SleepProfile } from './fleet/sleep-handlers';
 
-/** How long a worker's tasks wait (log-normal, drawn in the worker: see fleet/sleep-handlers.ts). */
-export interface SleepProfile {
-  medianMs: number;
-  sigma: number;
-  maxMs: number;
-}
+/** Headroom's policy first, then what teams run without it. */
+export const policies = ['least-loaded', 'plain-round-robin', 'least-request', 'least-request-p2c'] as const;
+export type Policy = (typeof policies)[number];
+export const headroomPolicy = 'least-loaded' satisfies Policy;
+export const alternativePolicies = policies.filter((p) => p !== headroomPolicy);
+
+/** The cluster of a policy's workers, and how they treat a task that finds every slot busy. */
+export const clusterOf = (policy: Policy) => (policy === headroomPolicy ? 'baseline' : 'candidate');
+const overflowOf = (cluster: string) => (cluster === 'baseline' ? 'refuse' : 'queue');
+const clusters = ['baseline', 'candidate'] as const;
 
 export interface RoutingSettings {
-  fastWorkers: { count: number; sleep: SleepProfile };
-  slowWorkers: { count: number; sleep: SleepProfile };
+  /** Workers in each of the two clusters. */
+  workersPerCluster: number;
   maxParallelismPerWorker: number;
+  /** The candidate cluster's workers (`--overflow queue`): tasks that may wait in one at once. */
+  maxLocalQueuedTasksPerWorker: number;
+  /** How long tasks take, drawn in the worker (fleet/sleep-handlers.ts). */
+  sleep: SleepProfile;
+  /** Integrations in a fixed cycle (its length coprime with the priority cycle's and the balancer count, so that no balancer or priority gets one integration only). */
+  integrationMix: NonNullable<TaskTemplate['integrationMix']>;
+  priorityMix: NonNullable<TaskTemplate['priorityMix']>;
   balancersPerPolicy: number;
   /** Shares of the fleet's measured capacity offered as load. */
   utilisations: readonly number[];
-  /** The capacity is measured first (measureCarriedTasksPerSecond), through the least-loaded balancers, with this many times the fleet's slots in flight. */
+  /** The capacity is measured first (measureCarriedTasksPerSecond), through Headroom's balancers, with this many times the cluster's slots in flight. */
   capacityProbe: { slotsMultiple: number; warmupMs: number; durationMs: number };
   repetitions: number;
-  /** Load before each window: the previous policy's slow tasks end and the new one settles. */
+  /** Load before each window: queues of the previous window are gone and the new one settles. */
   leadInMs: number;
   windowMs: number;
-  /** How often the ledger's in-flight counts are read during a window. */
-  inflightSampleIntervalMs: number;
+  /** How often each worker's in-flight and queued counts are read during a window. */
+  loadSampleIntervalMs: number;
   callTimeoutMs: number;
   maxOutstanding: number;
 }
 
 export const fullSettings: RoutingSettings = {
-  fastWorkers: { count: 6, sleep: { medianMs: 100, sigma: 0.3, maxMs: 2_000 } },
-  // Four times slower at the median, and a heavy tail: a worker on a degraded host or behind a slow upstream.
-  slowWorkers: { count: 2, sleep: { medianMs: 400, sigma: 1.0, maxMs: 4_000 } },
+  workersPerCluster: 10,
   maxParallelismPerWorker: 4,
+  maxLocalQueuedTasksPerWorker: 1000,
+  // p99 about 10x the median (e^(2.33 sigma)); bank-b, a fifth of the tasks, three times slower.
+  sleep: { medianMs: 20, sigma: 1.0, maxMs: 1_000, factorByIntegration: { 'bank-b': 3 } },
+  integrationMix: [
+    { name: 'bank-a', weight: 4 },
+    { name: 'bank-b', weight: 1 },
+  ],
+  priorityMix: [
+    { priority: 'USER_PRESENT', weight: 1 },
+    { priority: 'BACKGROUND', weight: 7 },
+  ],
   balancersPerPolicy: 3,
-  utilisations: [0.7, 0.9],
+  utilisations: [0.5, 0.7, 0.9, 1.0],
   repetitions: 3,
-  capacityProbe: { slotsMultiple: 2, warmupMs: 1_000, durationMs: 3_000 },
+  capacityProbe: { slotsMultiple: 2, warmupMs: 1_000, durationMs: 4_000 },
   leadInMs: 1_000,
-  windowMs: 3_500,
-  inflightSampleIntervalMs: 100,
+  windowMs: 10_000,
+  loadSampleIntervalMs: 200,
   callTimeoutMs: 20_000,
   maxOutstanding: 4_096,
 };
@@ -72,33 +100,37 @@ export const fullSettings: RoutingSettings = {
 /** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */
 export const smokeSettings: RoutingSettings = {
   ...fullSettings,
-  fastWorkers: { count: 2, sleep: { medianMs: 50, sigma: 0.3, maxMs: 500 } },
-  slowWorkers: { count: 1, sleep: { medianMs: 200, sigma: 1.0, maxMs: 1_000 } },
+  workersPerCluster: 2,
   balancersPerPolicy: 1,
-  utilisations: [0.7],
+  utilisations: [0.5, 1.0],
   repetitions: 1,
   capacityProbe: { slotsMultiple: 2, warmupMs: 200, durationMs: 600 },
   leadInMs: 200,
   windowMs: 600,
+  loadSampleIntervalMs: 100,
 };
 
-export const goals = { p99RatioRoundRobinOverLeastLoadedAt90: 2 } as const;
+/** Headroom's pooled p99 over the best alternative's at each load (issue 16). */
+export const goals = {
+  p99OverBestAlternative: new Map([
+    [0.5, 1.05],
+    [0.7, 0.8],
+    [0.9, 0.5],
+  ]),
+  /** At 100%: Headroom's user-present p99 over its own at 50%. */
+  userPresentP99At100Over50: 1.5,
+} as const;
 
-/** Tasks a second the fleet completes at most: each worker's slots over its tasks' mean time (a log-normal's mean is median x e^(sigma^2 / 2)). */
-export function fleetCapacityTasksPerSecond(settings: RoutingSettings): number {
-  const perWorker = (sleep: SleepProfile) => settings.maxParallelismPerWorker / ((sleep.medianMs * Math.exp((sleep.sigma * sleep.sigma) / 2)) / 1000);
-  return settings.fastWorkers.count * perWorker(settings.fastWorkers.sleep) + settings.slowWorkers.count * perWorker(settings.slowWorkers.sleep);
+/** Mean time of a task: the mix's medians times a log-normal's mean over its median, e^(sigma^2 / 2) (the cap at maxMs left out). */
+export function meanTaskMs(settings: RoutingSettings): number {
+  const totalWeight = settings.integrationMix.reduce((sum, { weight }) => sum + weight, 0);
+  const meanFactor = settings.integrationMix.reduce((sum, { name, weight }) => sum + weight * (settings.sleep.factorByIntegration?.[name] ?? 1), 0) / totalWeight;
+  return meanFactor * settings.sleep.medianMs * Math.exp((settings.sleep.sigma * settings.sleep.sigma) / 2);
 }
 
-/** The ledger's in-flight counts over a window. */
-export interface InflightFigures {
-  /** Time-averaged in-flight tasks per worker, by worker name. */
-  meanByWorker: Record<string, number>;
-  meanFast: number;
-  meanSlow: number;
-  /** Max minus min in-flight across the workers at the same moment, averaged over the samples. */
-  meanSpread: number;
-  samples: number;
+/** Tasks a second one cluster completes at most on paper: its slots over a task's mean time. */
+export function nominalCapacityTasksPerSecond(settings: RoutingSettings): number {
+  return (settings.workersPerCluster * settings.maxParallelismPerWorker) / (meanTaskMs(settings) / 1000);
 }
 
 export interface RoutingWindow {
@@ -107,41 +139,57 @@ export interface RoutingWindow {
   repetition: number;
   tasksPerSecond: number;
   latency: LatencySummary;
+  latencyByPriority: Partial<Record<Priority, LatencySummary>>;
+  /** Where the tasks waited for a slot (from the placements in the answers); without the per-task lists. */
+  queued: Omit<QueuedFigures, 'queuedMsList' | 'slowest'>;
+  /** The window's slowest tasks, slowest first, and where their time went. */
+  slowest: TaskTrace[];
   errorsByCode: Record<string, number>;
   dropped: number;
-  /** Share of the window's tasks that ran on the slow workers (their own task counts). */
-  slowWorkerTaskShare: number;
-  inflight: InflightFigures;
-  /** Balancers of this policy, the generator, the workers, Redis (Linux /proc), in percent of one core. */
+  /** The policy's cluster's workers, by their own counts. */
+  workerLoad: WorkerLoadFigures;
+  /** This policy's balancers, the generator, the cluster's workers, Redis (Linux /proc), in percent of one core. */
   cpuPercentOfCore: Record<string, number>;
+  /** The whole machine, in percent of one core (200 = both cores busy): shows what else ran. */
+  machineCpuPercentOfCore: number | undefined;
 }
 
 export interface PolicySummary {
   policy: Policy;
   utilisation: number;
   offeredTasksPerSecond: number;
-  /** Every repetition's tasks pooled (a window's p99 rests on a handful of tasks). */
+  /** Every repetition's tasks pooled (one window's p99 rests on a few dozen tasks). */
   tasks: number;
-  pooledP50Ms: number;
-  pooledP99Ms: number;
-  /** This policy's pooled p99 over least-loaded's. */
-  pooledP99OverLeastLoaded: number;
+  p50Ms: number;
+  p99Ms: number;
+  p999Ms: number;
+  userPresentTasks: number;
+  userPresentP99Ms: number;
+  backgroundP99Ms: number;
+  /** Balancer queue + worker-local queue, per task, pooled. */
+  queuedP50Ms: number;
+  queuedP99Ms: number;
+  tasksWaitedInWorker: number;
+  /** For Headroom: its p99 over the best alternative's; for an alternative: its p99 over Headroom's. */
+  p99Ratio: number;
   /** Per window, median and range over the repetitions. */
-  p50Ms: Spread;
-  p99Ms: Spread;
-  /** This policy's p99 over least-loaded's, per repetition. */
-  p99OverLeastLoaded: Spread;
-  slowWorkerTaskShare: Spread;
-  meanInflightFast: Spread;
-  meanInflightSlow: Spread;
-  inflightSpread: Spread;
+  p99MsByWindow: Spread;
+  loadMaxOverMean: Spread;
+  meanLocalQueued: Spread;
+  peakLocalQueueDepth: number;
+  queuedBesideFreeSlotShare: Spread;
+  /** Headroom only: the ledger's leases over the tasks its workers ran, time-averaged: by Little's law, how much longer a slot is held than its task runs (the dispatch, the answer, the release). */
+  slotHeldOverTaskRan: Spread;
   failedTasks: number;
+  /** The slowest tasks of all its windows, slowest first. */
+  slowest: TaskTrace[];
 }
 
 export interface RoutingResult extends RunHeader<'routing', RoutingSettings> {
-  /** Slots over tasks' mean time, on paper. */
+  meanTaskMs: number;
+  /** One cluster's slots over a task's mean time, on paper. */
   nominalCapacityTasksPerSecond: number;
-  /** As measured, the load's reference. */
+  /** As measured through Headroom's balancers: the load's reference. */
   capacityTasksPerSecond: number;
   windows: RoutingWindow[];
   summaries: PolicySummary[];
@@ -151,7 +199,14 @@ export interface RoutingResult extends RunHeader<'routing', RoutingSettings> {
 export type RoutingOptions = BenchmarkOptions;
 
 const sleepHandlers = path.join(__dirname, 'fleet', 'sleep-handlers.js');
-const cluster = 'baseline';
+const scrapeTimeoutMs = 2_000;
+const slowestKeptPerWindow = 5;
+
+/** A window's tasks one by one, kept apart from the record: the JSON holds the summaries, not every task. */
+interface WindowTasks {
+  latencyMsByPriority: Partial<Record<Priority, number[]>>;
+  queuedMs: number[];
+}
 
 export async function runRouting(options: RoutingOptions): Promise<RoutingResult> {
   const settings = options.smoke ? smokeSettings : fullSettings;
@@ -159,15 +214,18 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
   const { progress, signal } = options;
   const { keyPrefix, logDir } = benchPlace('routing');
   const cleanups = new Cleanups();
-  const nominalCapacity = fleetCapacityTasksPerSecond(settings);
   try {
-    progress(`starting ${settings.fastWorkers.count} fast and ${settings.slowWorkers.count} slow workers, ${settings.balancersPerPolicy} balancers per policy (key prefix ${keyPrefix}, logs in ${logDir})`);
-    const group = (count: number, sleep: SleepProfile) => ({ cluster, count, maxParallelismPerWorker: settings.maxParallelismPerWorker, env: sleepHandlersEnv(sleep) });
+    progress(`starting ${settings.workersPerCluster} workers in each of ${clusters.join(' and ')}, ${settings.balancersPerPolicy} balancers per policy (key prefix ${keyPrefix}, logs in ${logDir})`);
     const workerFleet = await startProcessFleet(
       keyPrefix,
       {
         redisUrl: options.redisUrl,
-        workers: [group(settings.fastWorkers.count, settings.fastWorkers.sleep), group(settings.slowWorkers.count, settings.slowWorkers.sleep)],
+        workers: clusters.map((cluster) => ({
+          cluster,
+          count: settings.workersPerCluster,
+          maxParallelismPerWorker: settings.maxParallelismPerWorker,
+          env: { ...sleepHandlersEnv(settings.sleep), HEADROOM_OVERFLOW: overflowOf(cluster), HEADROOM_MAX_QUEUED_TASKS: String(settings.maxLocalQueuedTasksPerWorker) },
+        })),
         balancerCount: 0,
         handlersPath: sleepHandlers,
         workerArgs: ['--metrics-port', '0'],
@@ -175,18 +233,29 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       },
       cleanups.register,
     );
-    // Workers are named worker-1.. in the order of the groups: the fast ones first.
-    const slowNames = new Set(workerFleet.workers.slice(settings.fastWorkers.count).map((w) => w.name));
+    const workersOf = (cluster: string) => workerFleet.workers.filter((w) => w.cluster === cluster);
     const balancerFleets = new Map<Policy, ProcessFleet>();
     const generators = new Map<Policy, LoadGenerator>();
     const startPolicy = async (policy: Policy) => {
       const fleet = await startProcessFleet(
         keyPrefix,
-        { redisUrl: options.redisUrl, workers: [], balancerCount: settings.balancersPerPolicy, balancerNamePrefix: policy, balancerArgs: ['--policy', policy], logDir },
+        {
+          redisUrl: options.redisUrl,
+          workers: [],
+          balancerCount: settings.balancersPerPolicy,
+          balancerNamePrefix: policy,
+          balancerArgs: ['--policy', policy, '--candidate-percent', clusterOf(policy) === 'candidate' ? '100' : '0'],
+          logDir,
+        },
         cleanups.register,
       );
       balancerFleets.set(policy, fleet);
-      const generator = await LoadGenerator.start({ balancerAddresses: fleet.balancers.map((b) => b.address), workers: [], task: { integration: 'bank-a', payload: '' }, callTimeoutMs: settings.callTimeoutMs });
+      const generator = await LoadGenerator.start({
+        balancerAddresses: fleet.balancers.map((b) => b.address),
+        workers: [],
+        task: { integration: settings.integrationMix[0]!.name, integrationMix: settings.integrationMix, priorityMix: settings.priorityMix, payload: '' },
+        callTimeoutMs: settings.callTimeoutMs,
+      });
       cleanups.register(() => generator.close());
       generators.set(policy, generator);
     };
@@ -197,12 +266,12 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
     const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 1 });
     cleanups.register(async () => void redis.disconnect());
     const ledger = new Ledger(redis, { keyPrefix });
-    const workerNameById = new Map(workerFleet.workers.map((w) => [w.workerId, w.name]));
 
-    const latenciesByWindow = new Map<string, number[]>();
+    const tasksByWindow = new Map<string, WindowTasks>();
     const measure = async (policy: Policy, utilisation: number, repetition: number): Promise<RoutingWindow> => {
       const generator = generators.get(policy)!;
-      const pids = new Map([...workerFleet.pids, ...balancerFleets.get(policy)!.pids, ['generator', generator.pid]]);
+      const workers = workersOf(clusterOf(policy));
+      const pids = new Map<string, number>([...balancerFleets.get(policy)!.pids, ['generator', generator.pid], ...workers.map((w) => [w.name, workerFleet.pids.get(w.name)!] as const)]);
       if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
       const phase = generator.run(
         { kind: 'open', target: 'balancer', tasksPerSecond: utilisation * capacity, warmupMs: settings.leadInMs, durationMs: settings.windowMs, maxOutstanding: settings.maxOutstanding, keepLatencies: true },
@@ -212,34 +281,41 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       phase.catch(() => undefined);
       await sleep(settings.leadInMs, signal);
       const cpu = sampleCpu(pids);
-      const tasksBefore = await taskCounts(workerFleet.workers, signal);
-      const inflight = await sampleInflight(ledger, workerNameById, slowNames, settings, signal);
-      const tasksAfter = await taskCounts(workerFleet.workers, signal);
+      const machineCpu = sampleMachineCpu(os.availableParallelism());
+      // The unshared policies take no slot in the ledger: only Headroom's tasks are in it.
+      const ledgerLeases = policy === headroomPolicy ? async () => (await ledger.snapshot(clusterOf(policy))).leases : undefined;
+      const workerLoad = await sampleLoadOf(workers, settings, ledgerLeases, signal);
       const cpuPercentOfCore = cpu();
+      const machineCpuPercentOfCore = machineCpu();
       const result: PhaseResult = await phase;
-      // Kept apart from the record: the JSON holds the summaries, not every task.
-      latenciesByWindow.set(`${policy} ${utilisation} ${repetition}`, Object.values(result.byIntegration).flatMap((figures) => figures.latenciesMs ?? []));
-      const ran = (names: (name: string) => boolean) => workerFleet.workers.filter((w) => names(w.name)).reduce((sum, w) => sum + tasksAfter.get(w.name)! - tasksBefore.get(w.name)!, 0);
-      const allTasks = ran(() => true);
+      const { queuedMsList, slowest, ...queued } = result.queued;
+      tasksByWindow.set(windowKey(policy, utilisation, repetition), {
+        latencyMsByPriority: Object.fromEntries(Object.entries(result.byPriority).map(([priority, f]) => [priority, f.latenciesMs ?? []])),
+        queuedMs: queuedMsList ?? [],
+      });
       return {
         policy,
         utilisation,
         repetition,
         tasksPerSecond: result.tasksPerSecond,
         latency: result.latency,
+        latencyByPriority: Object.fromEntries(Object.entries(result.byPriority).map(([priority, f]) => [priority, f.latency])),
+        queued,
+        slowest: (slowest ?? []).slice(0, slowestKeptPerWindow),
         errorsByCode: result.errorsByCode,
         dropped: result.dropped,
-        slowWorkerTaskShare: allTasks > 0 ? ran((name) => slowNames.has(name)) / allTasks : Number.NaN,
-        inflight,
+        workerLoad,
         cpuPercentOfCore,
+        machineCpuPercentOfCore,
       };
     };
 
-    // What the fleet carries when every slot is taken: the reference of the utilisations.
-    const slots = (settings.fastWorkers.count + settings.slowWorkers.count) * settings.maxParallelismPerWorker;
+    // What Headroom's cluster carries when every slot is taken: the reference of the utilisations.
+    const slots = settings.workersPerCluster * settings.maxParallelismPerWorker;
     const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
-    const capacity = await measureCarriedTasksPerSecond(generators.get('least-loaded')!, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
-    progress(`fleet capacity ${capacity.toFixed(0)} tasks/s measured (${nominalCapacity.toFixed(0)} on paper); utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`);
+    const capacity = await measureCarriedTasksPerSecond(generators.get(headroomPolicy)!, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
+    const nominalCapacity = nominalCapacityTasksPerSecond(settings);
+    progress(`capacity ${capacity.toFixed(0)} tasks/s measured through ${headroomPolicy} (${nominalCapacity.toFixed(0)} on paper); utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`);
     const windows: RoutingWindow[] = [];
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
       for (const utilisation of settings.utilisations) {
@@ -249,100 +325,112 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
           const w = await measure(policy, utilisation, repetition);
           windows.push(w);
           progress(
-            `#${repetition} ${Math.round(utilisation * 100)}% ${policy.padEnd(12)}: p50 ${w.latency.p50Ms.toFixed(0)} ms, p99 ${w.latency.p99Ms.toFixed(0)} ms, ` +
-              `slow workers ran ${(w.slowWorkerTaskShare * 100).toFixed(1)}%, in flight fast ${w.inflight.meanFast.toFixed(2)} / slow ${w.inflight.meanSlow.toFixed(2)}, failed ${failedCalls(w)}`,
+            `#${repetition} ${Math.round(utilisation * 100)}% ${policy.padEnd(17)}: p50 ${w.latency.p50Ms.toFixed(0)} ms, p99 ${w.latency.p99Ms.toFixed(0)} ms, ` +
+              `user-present p99 ${(w.latencyByPriority.USER_PRESENT?.p99Ms ?? Number.NaN).toFixed(0)} ms, queued p99 ${w.queued.queuedMs.p99Ms.toFixed(0)} ms, ` +
+              `waited in a worker ${w.queued.waitedInWorker}, load max/mean ${w.workerLoad.meanMaxOverMeanLoad.toFixed(2)}, machine CPU ${w.machineCpuPercentOfCore ?? '?'}%, failed ${failedCalls(w)}`,
           );
         }
       }
     }
-    const pooled = (policy: Policy, utilisation: number) =>
-      figures(Array.from({ length: settings.repetitions }, (_unused, i) => latenciesByWindow.get(`${policy} ${utilisation} ${i + 1}`) ?? []).flat());
+    const pooled = (policy: Policy, utilisation: number) => {
+      const mine = Array.from({ length: settings.repetitions }, (_unused, i) => tasksByWindow.get(windowKey(policy, utilisation, i + 1))).filter((t) => t !== undefined);
+      const of = (priority: Priority) => mine.flatMap((t) => t.latencyMsByPriority[priority] ?? []);
+      return { all: figures([...of('USER_PRESENT'), ...of('BACKGROUND')]), userPresent: figures(of('USER_PRESENT')), background: figures(of('BACKGROUND')), queued: figures(mine.flatMap((t) => t.queuedMs)) };
+    };
     const summaries = settings.utilisations.flatMap((utilisation) => policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows, pooled)));
-    return { ...run.header(), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, windows, summaries, goals: judge(summaries) };
+    return { ...run.header(), meanTaskMs: meanTaskMs(settings), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, windows, summaries, goals: judge(summaries) };
   } finally {
     await cleanups.runAll();
   }
 }
 
-/** Tasks each worker has run so far, by its own metrics. */
-async function taskCounts(workers: readonly WorkerEndpoint[], signal: AbortSignal): Promise<Map<string, number>> {
-  const counts = await Promise.all(workers.map(async (w) => [w.name, (await scrapeRuntime(w.metricsUrl!, 5_000, signal)).taskCount || 0] as const));
-  return new Map(counts);
+const windowKey = (policy: Policy, utilisation: number, repetition: number) => `${policy} ${utilisation} ${repetition}`;
+
+function sampleLoadOf(workers: readonly WorkerEndpoint[], settings: RoutingSettings, ledgerLeases: (() => Promise<number>) | undefined, signal: AbortSignal): Promise<WorkerLoadFigures> {
+  return sampleWorkerLoad({
+    ...(ledgerLeases ? { ledgerLeases } : {}),
+    workers: workers.map((w) => ({ name: w.name, metricsUrl: w.metricsUrl! })),
+    maxParallelismPerWorker: settings.maxParallelismPerWorker,
+    windowMs: settings.windowMs,
+    intervalMs: settings.loadSampleIntervalMs,
+    scrapeTimeoutMs,
+    signal,
+  });
 }
 
-/** Reads the ledger's in-flight count of every worker each interval until the window ends. */
-async function sampleInflight(ledger: Ledger, nameById: ReadonlyMap<string, string>, slowNames: ReadonlySet<string>, settings: RoutingSettings, signal: AbortSignal): Promise<InflightFigures> {
-  const sums = new Map<string, number>([...nameById.values()].map((name) => [name, 0]));
-  let spreadSum = 0;
-  let samples = 0;
-  const endsAt = performance.now() + settings.windowMs;
-  // Bounded by the window and the interval.
-  while (performance.now() < endsAt) {
-    const snapshot = await ledger.snapshot(cluster);
-    const counts = snapshot.workers.filter((w) => nameById.has(w.workerId)).map((w) => [nameById.get(w.workerId)!, w.inflight] as const);
-    if (counts.length > 0) {
-      for (const [name, inflight] of counts) sums.set(name, sums.get(name)! + inflight);
-      const values = counts.map(([, inflight]) => inflight);
-      spreadSum += Math.max(...values) - Math.min(...values);
-      samples++;
-    }
-    await sleep(Math.max(0, Math.min(settings.inflightSampleIntervalMs, endsAt - performance.now())), signal);
-  }
-  const meanByWorker = Object.fromEntries([...sums].map(([name, sum]) => [name, samples > 0 ? sum / samples : Number.NaN]));
-  const meanOf = (slow: boolean) => {
-    const values = Object.entries(meanByWorker).filter(([name]) => slowNames.has(name) === slow).map(([, mean]) => mean);
-    return values.reduce((sum, v) => sum + v, 0) / values.length;
-  };
-  return { meanByWorker, meanFast: meanOf(false), meanSlow: meanOf(true), meanSpread: samples > 0 ? spreadSum / samples : Number.NaN, samples };
-}
+type Pooled = (policy: Policy, utilisation: number) => { all: Figures; userPresent: Figures; background: Figures; queued: Figures };
 
-function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: number, windows: readonly RoutingWindow[], pooled: (policy: Policy, utilisation: number) => Figures): PolicySummary {
+function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: number, windows: readonly RoutingWindow[], pooled: Pooled): PolicySummary {
   const mine = windows.filter((w) => w.policy === policy && w.utilisation === utilisation);
-  const leastLoadedP99 = (repetition: number) => windows.find((w) => w.policy === 'least-loaded' && w.utilisation === utilisation && w.repetition === repetition)?.latency.p99Ms ?? Number.NaN;
   const of = (pick: (w: RoutingWindow) => number) => spread(mine.map(pick).filter(Number.isFinite));
-  const mineAll = pooled(policy, utilisation);
+  const sum = (pick: (w: RoutingWindow) => number) => mine.reduce((total, w) => total + pick(w), 0);
+  const own = pooled(policy, utilisation);
+  const bestAlternativeP99 = Math.min(...alternativePolicies.map((p) => pooled(p, utilisation).all.p99Ms));
   return {
     policy,
     utilisation,
     offeredTasksPerSecond,
-    tasks: mineAll.count,
-    pooledP50Ms: mineAll.medianMs,
-    pooledP99Ms: mineAll.p99Ms,
-    pooledP99OverLeastLoaded: mineAll.p99Ms / pooled('least-loaded', utilisation).p99Ms,
-    p50Ms: of((w) => w.latency.p50Ms),
-    p99Ms: of((w) => w.latency.p99Ms),
-    p99OverLeastLoaded: of((w) => w.latency.p99Ms / leastLoadedP99(w.repetition)),
-    slowWorkerTaskShare: of((w) => w.slowWorkerTaskShare * 100),
-    meanInflightFast: of((w) => w.inflight.meanFast),
-    meanInflightSlow: of((w) => w.inflight.meanSlow),
-    inflightSpread: of((w) => w.inflight.meanSpread),
-    failedTasks: mine.reduce((sum, w) => sum + failedCalls(w), 0),
+    tasks: own.all.count,
+    p50Ms: own.all.medianMs,
+    p99Ms: own.all.p99Ms,
+    p999Ms: own.all.p999Ms,
+    userPresentTasks: own.userPresent.count,
+    userPresentP99Ms: own.userPresent.p99Ms,
+    backgroundP99Ms: own.background.p99Ms,
+    queuedP50Ms: own.queued.medianMs,
+    queuedP99Ms: own.queued.p99Ms,
+    tasksWaitedInWorker: sum((w) => w.queued.waitedInWorker),
+    p99Ratio: policy === headroomPolicy ? own.all.p99Ms / bestAlternativeP99 : own.all.p99Ms / pooled(headroomPolicy, utilisation).all.p99Ms,
+    p99MsByWindow: of((w) => w.latency.p99Ms),
+    loadMaxOverMean: of((w) => w.workerLoad.meanMaxOverMeanLoad),
+    meanLocalQueued: of((w) => w.workerLoad.meanLocalQueued),
+    peakLocalQueueDepth: Math.max(0, ...mine.map((w) => w.workerLoad.peakLocalQueueDepth)),
+    queuedBesideFreeSlotShare: of((w) => w.workerLoad.queuedBesideFreeSlotShare * 100),
+    slotHeldOverTaskRan: of((w) => (w.workerLoad.meanLedgerLeases ?? Number.NaN) / w.workerLoad.meanWorkerInflight),
+    failedTasks: sum((w) => failedCalls(w)),
+    slowest: mine
+      .flatMap((w) => w.slowest)
+      .sort((a, b) => b.latencyMs - a.latencyMs)
+      .slice(0, slowestKeptPerWindow),
   };
 }
 
+const percent = (share: number) => `${Math.round(share * 100)}%`;
+
 function judge(summaries: readonly PolicySummary[]): Goal[] {
-  const goalsFound: Goal[] = [];
-  for (const utilisation of new Set(summaries.map((s) => s.utilisation))) {
-    const atLevel = summaries.filter((s) => s.utilisation === utilisation);
-    const leastLoaded = atLevel.find((s) => s.policy === 'least-loaded')!;
-    const bestOther = atLevel.filter((s) => s.policy !== 'least-loaded').reduce((best, s) => (s.pooledP99Ms < best.pooledP99Ms ? s : best));
-    goalsFound.push({
-      name: `least-loaded p99 at ${Math.round(utilisation * 100)}%, all repetitions' tasks, vs the best other policy (${bestOther.policy}, ${bestOther.pooledP99Ms.toFixed(0)} ms)`,
-      target: 'lowest of the four (ms)',
-      measured: leastLoaded.pooledP99Ms,
-      digits: 0,
-      met: leastLoaded.pooledP99Ms <= bestOther.pooledP99Ms,
-    });
-  }
-  const roundRobinAt90 = summaries.find((s) => s.policy === 'round-robin' && s.utilisation === 0.9);
-  if (roundRobinAt90) {
-    goalsFound.push({
-      name: "round-robin p99 over least-loaded p99 at 90%, all repetitions' tasks",
-      target: `>= ${goals.p99RatioRoundRobinOverLeastLoadedAt90}x`,
-      measured: roundRobinAt90.pooledP99OverLeastLoaded,
+  const found: Goal[] = [];
+  const at = (policy: Policy, utilisation: number) => summaries.find((s) => s.policy === policy && s.utilisation === utilisation);
+  for (const [utilisation, ratio] of goals.p99OverBestAlternative) {
+    const headroom = at(headroomPolicy, utilisation);
+    if (!headroom) continue;
+    const best = alternativePolicies.map((p) => at(p, utilisation)!).reduce((a, b) => (b.p99Ms < a.p99Ms ? b : a));
+    found.push({
+      name: `least-loaded p99 at ${percent(utilisation)} over the best alternative's (${best.policy}, ${best.p99Ms.toFixed(0)} ms; least-loaded ${headroom.p99Ms.toFixed(0)} ms), all repetitions' tasks`,
+      target: `<= ${ratio}x`,
+      measured: headroom.p99Ratio,
       digits: 2,
-      met: roundRobinAt90.pooledP99OverLeastLoaded >= goals.p99RatioRoundRobinOverLeastLoadedAt90,
+      met: headroom.p99Ratio <= ratio,
     });
   }
-  return goalsFound;
+  const full = at(headroomPolicy, 1.0);
+  if (full) {
+    found.push({
+      name: "least-loaded tasks that waited in a worker-local queue at 100% (its workers refuse instead: by construction)",
+      target: '= 0',
+      measured: full.tasksWaitedInWorker,
+      met: full.tasksWaitedInWorker === 0,
+    });
+    const half = at(headroomPolicy, 0.5);
+    if (half) {
+      const ratio = full.userPresentP99Ms / half.userPresentP99Ms;
+      found.push({
+        name: `least-loaded user-present p99 at 100% over at 50% (${full.userPresentP99Ms.toFixed(0)} over ${half.userPresentP99Ms.toFixed(0)} ms), all repetitions' tasks`,
+        target: `<= ${goals.userPresentP99At100Over50}x`,
+        measured: ratio,
+        digits: 2,
+        met: ratio <= goals.userPresentP99At100Over50,
+      });
+    }
+  }
+  return found;
 }

@@ -5,16 +5,31 @@
  *   HEADROOM_BENCH_MEDIAN_SLEEP_MS  half the tasks wait less than this
  *   HEADROOM_BENCH_SLEEP_SIGMA      spread: 0.3 is steady, 1 makes p99 about 10x the median
  *   HEADROOM_BENCH_MAX_SLEEP_MS     the longest wait
+ *   HEADROOM_BENCH_SLEEP_FACTORS    optional, JSON {"bank-b": 3}: an integration whose waits are
+ *                                   that many times longer (its median too; still at most the longest)
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HandlerMap } from '@headroom/worker';
 import { logNormal } from '@headroom/sim';
 
-export const sleepEnv = { medianMs: 'HEADROOM_BENCH_MEDIAN_SLEEP_MS', sigma: 'HEADROOM_BENCH_SLEEP_SIGMA', maxMs: 'HEADROOM_BENCH_MAX_SLEEP_MS' } as const;
+export const sleepEnv = { medianMs: 'HEADROOM_BENCH_MEDIAN_SLEEP_MS', sigma: 'HEADROOM_BENCH_SLEEP_SIGMA', maxMs: 'HEADROOM_BENCH_MAX_SLEEP_MS', factorByIntegration: 'HEADROOM_BENCH_SLEEP_FACTORS' } as const;
+
+export interface SleepProfile {
+  medianMs: number;
+  sigma: number;
+  maxMs: number;
+  /** Integrations slower (or faster) than the rest: their waits times this. */
+  factorByIntegration?: Readonly<Record<string, number>>;
+}
 
 /** The env of a worker whose tasks wait like that. */
-export function sleepHandlersEnv(sleepProfile: { medianMs: number; sigma: number; maxMs: number }): Record<string, string> {
-  return { [sleepEnv.medianMs]: String(sleepProfile.medianMs), [sleepEnv.sigma]: String(sleepProfile.sigma), [sleepEnv.maxMs]: String(sleepProfile.maxMs) };
+export function sleepHandlersEnv(sleepProfile: SleepProfile): Record<string, string> {
+  return {
+    [sleepEnv.medianMs]: String(sleepProfile.medianMs),
+    [sleepEnv.sigma]: String(sleepProfile.sigma),
+    [sleepEnv.maxMs]: String(sleepProfile.maxMs),
+    ...(sleepProfile.factorByIntegration ? { [sleepEnv.factorByIntegration]: JSON.stringify(sleepProfile.factorByIntegration) } : {}),
+  };
 }
 
 function readNumber(name: string): number {
@@ -23,13 +38,23 @@ function readNumber(name: string): number {
   return value;
 }
 
+function readFactors(name: string): Record<string, number> {
+  const text = process.env[name];
+  if (text === undefined || text === '') return {};
+  const parsed: unknown = JSON.parse(text);
+  const valid = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) && Object.values(parsed).every((v) => typeof v === 'number' && Number.isFinite(v) && v > 0);
+  if (!valid) throw new Error(`${name} is ${JSON.stringify(text)}: expected JSON such as {"bank-b": 3}, factors > 0`);
+  return parsed as Record<string, number>;
+}
+
 // Read at the first task, not at import: the benchmark imports this module for sleepHandlersEnv.
-let profile: { medianMs: number; sigma: number; maxMs: number } | undefined;
+let profile: Required<SleepProfile> | undefined;
 
 export const handlers: HandlerMap = {
-  '*': async (_task, signal) => {
-    profile ??= { medianMs: readNumber(sleepEnv.medianMs), sigma: readNumber(sleepEnv.sigma), maxMs: readNumber(sleepEnv.maxMs) };
-    await sleep(Math.min(profile.maxMs, logNormal(profile.medianMs, profile.sigma, Math.random)), undefined, { signal });
+  '*': async (task, signal) => {
+    profile ??= { medianMs: readNumber(sleepEnv.medianMs), sigma: readNumber(sleepEnv.sigma), maxMs: readNumber(sleepEnv.maxMs), factorByIntegration: readFactors(sleepEnv.factorByIntegration) };
+    const factor = profile.factorByIntegration[task.integration] ?? 1;
+    await sleep(Math.min(profile.maxMs, factor * logNormal(profile.medianMs, profile.sigma, Math.random)), undefined, { signal });
     return '';
   },
 };

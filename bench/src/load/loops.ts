@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { LatencyHistogram } from '../report/histogram';
-import type { ClosedLoopSpec, IntegrationFigures, OpenLoopSpec, PhaseResult } from './protocol';
+import type { ClosedLoopSpec, IntegrationFigures, OpenLoopSpec, PhaseResult, QueuedFigures, TaskTrace } from './protocol';
 import type { Call, CallOutcome } from './targets';
 
 /** Most lanes a closed loop runs. */
@@ -13,34 +13,112 @@ const countError = (errorsByCode: Record<string, number>, code: string) => (erro
 /** Most latencies a phase keeps one by one (keepLatencies): about 8 MB. */
 export const maxKeptLatencies = 1_000_000;
 
-/** The measured calls of a phase: in all and by integration (bounded: a task template names at most 64). */
+/** Slowest tasks a phase traces one by one (keepLatencies): where their time went. */
+export const maxTracedTasks = 20;
+
+type GroupFiguresState = { succeeded: number; latency: LatencyHistogram; errorsByCode: Record<string, number>; latenciesMs: number[] };
+
+/** A phase's calls by one of their attributes (integration, priority); bounded: a task template names at most 64 of each. */
+class GroupedFigures {
+  private readonly groups = new Map<string, GroupFiguresState>();
+
+  constructor(private readonly keepLatencies: boolean) {}
+
+  record(group: string, outcome: CallOutcome, latencyMs: number, keepThisOne: boolean): void {
+    let figures = this.groups.get(group);
+    if (!figures) this.groups.set(group, (figures = { succeeded: 0, latency: new LatencyHistogram(), errorsByCode: {}, latenciesMs: [] }));
+    if (outcome.ok) {
+      figures.succeeded++;
+      figures.latency.record(latencyMs);
+      if (this.keepLatencies && keepThisOne) figures.latenciesMs.push(latencyMs);
+    } else {
+      countError(figures.errorsByCode, outcome.code);
+    }
+  }
+
+  result(): Record<string, IntegrationFigures> {
+    return Object.fromEntries(
+      [...this.groups].map(([name, f]) => [name, { succeeded: f.succeeded, latency: f.latency.summary(), errorsByCode: f.errorsByCode, ...(this.keepLatencies ? { latenciesMs: f.latenciesMs } : {}) }]),
+    );
+  }
+}
+
+/** The time successful balancer calls waited for a slot, from the placements in their answers. */
+class QueuedTracker {
+  private tasks = 0;
+  private waitedInWorker = 0;
+  private readonly queued = new LatencyHistogram();
+  private readonly queuedMsList: number[] = [];
+  // Kept sorted, fastest first; at most maxTracedTasks.
+  private readonly slowest: TaskTrace[] = [];
+
+  constructor(private readonly keepLatencies: boolean) {}
+
+  record(outcome: CallOutcome, latencyMs: number, keepThisOne: boolean): void {
+    if (!outcome.ok || !outcome.placement) return;
+    const { workerId, balancerQueueWaitMs, workerQueueWaitMs, runMs } = outcome.placement;
+    this.tasks++;
+    if (workerQueueWaitMs > 0) this.waitedInWorker++;
+    const queuedMs = balancerQueueWaitMs + workerQueueWaitMs;
+    this.queued.record(queuedMs);
+    if (!this.keepLatencies) return;
+    if (keepThisOne) this.queuedMsList.push(queuedMs);
+    if (this.slowest.length < maxTracedTasks || latencyMs > this.slowest[0]!.latencyMs) {
+      const trace: TaskTrace = { latencyMs, integration: outcome.integration, priority: outcome.priority, workerId, balancerQueueWaitMs, workerQueueWaitMs, runMs };
+      const at = this.slowest.findIndex((t) => t.latencyMs > latencyMs);
+      this.slowest.splice(at < 0 ? this.slowest.length : at, 0, trace);
+      if (this.slowest.length > maxTracedTasks) this.slowest.shift();
+    }
+  }
+
+  result(): QueuedFigures {
+    return {
+      tasks: this.tasks,
+      waitedInWorker: this.waitedInWorker,
+      queuedMs: this.queued.summary(),
+      ...(this.keepLatencies ? { queuedMsList: this.queuedMsList, slowest: [...this.slowest].reverse() } : {}),
+    };
+  }
+}
+
+/** The measured calls of a phase: in all, by integration, by priority, and where they waited. */
 class PhaseFigures {
   readonly latency = new LatencyHistogram();
   readonly errorsByCode: Record<string, number> = {};
   succeeded = 0;
-  private readonly byIntegration = new Map<string, { succeeded: number; latency: LatencyHistogram; errorsByCode: Record<string, number>; latenciesMs: number[] }>();
+  private readonly byIntegration: GroupedFigures;
+  private readonly byPriority: GroupedFigures;
+  private readonly queued: QueuedTracker;
 
-  constructor(private readonly keepLatencies = false) {}
+  constructor(keepLatencies = false) {
+    this.byIntegration = new GroupedFigures(keepLatencies);
+    this.byPriority = new GroupedFigures(keepLatencies);
+    this.queued = new QueuedTracker(keepLatencies);
+  }
 
   record(outcome: CallOutcome, latencyMs: number): void {
-    let integration = this.byIntegration.get(outcome.integration);
-    if (!integration) this.byIntegration.set(outcome.integration, (integration = { succeeded: 0, latency: new LatencyHistogram(), errorsByCode: {}, latenciesMs: [] }));
     if (outcome.ok) {
       this.succeeded++;
       this.latency.record(latencyMs);
-      integration.succeeded++;
-      integration.latency.record(latencyMs);
-      if (this.keepLatencies && this.succeeded <= maxKeptLatencies) integration.latenciesMs.push(latencyMs);
     } else {
       countError(this.errorsByCode, outcome.code);
-      countError(integration.errorsByCode, outcome.code);
     }
+    const keepThisOne = this.succeeded <= maxKeptLatencies;
+    this.byIntegration.record(outcome.integration, outcome, latencyMs, keepThisOne);
+    this.byPriority.record(outcome.priority, outcome, latencyMs, keepThisOne);
+    this.queued.record(outcome, latencyMs, keepThisOne);
   }
 
-  integrations(): Record<string, IntegrationFigures> {
-    return Object.fromEntries(
-      [...this.byIntegration].map(([name, f]) => [name, { succeeded: f.succeeded, latency: f.latency.summary(), errorsByCode: f.errorsByCode, ...(this.keepLatencies ? { latenciesMs: f.latenciesMs } : {}) }]),
-    );
+  /** What PhaseResult carries of these figures. */
+  result(): Pick<PhaseResult, 'succeeded' | 'errorsByCode' | 'latency' | 'byIntegration' | 'byPriority' | 'queued'> {
+    return {
+      succeeded: this.succeeded,
+      errorsByCode: this.errorsByCode,
+      latency: this.latency.summary(),
+      byIntegration: this.byIntegration.result(),
+      byPriority: this.byPriority.result(),
+      queued: this.queued.result(),
+    };
   }
 }
 
@@ -74,15 +152,12 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
   clearTimeout(timer);
   return {
     spec,
-    succeeded: measured.succeeded,
-    errorsByCode: measured.errorsByCode,
+    ...measured.result(),
     dropped: 0,
     tasksPerSecond: measured.succeeded / (spec.durationMs / 1000),
-    latency: measured.latency.summary(),
     sendLag: new LatencyHistogram().summary(),
     calls,
     elapsedMs: performance.now() - startedAt,
-    byIntegration: measured.integrations(),
   };
 }
 
@@ -113,15 +188,12 @@ export function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSignal): Pr
       const measuredMs = lastAnsweredAt - firstMeasuredDueAt;
       resolve({
         spec,
-        succeeded: measuredCalls.succeeded,
-        errorsByCode: measuredCalls.errorsByCode,
+        ...measuredCalls.result(),
         dropped,
         tasksPerSecond: measuredMs > 0 ? measuredCalls.succeeded / (measuredMs / 1000) : 0,
-        latency: measuredCalls.latency.summary(),
         sendLag: sendLag.summary(),
         calls: next,
         elapsedMs: performance.now() - startedAt,
-        byIntegration: measuredCalls.integrations(),
       });
     };
     const send = (sequence: number, dueAt: number) => {

@@ -28,7 +28,43 @@ export interface TaskTemplate {
    */
   integrationMix?: readonly { name: string; weight: number }[];
   /** @default 'USER_PRESENT' */
-  priority?: 'USER_PRESENT' | 'BACKGROUND';
+  priority?: Priority;
+  /**
+   * Both priorities instead of `priority`, in a fixed cycle as `integrationMix`:
+   * [USER_PRESENT:1, BACKGROUND:7] makes one task in eight user-present. Give the two mixes
+   * cycles of coprime lengths (5 and 8) so that every integration gets both priorities.
+   */
+  priorityMix?: readonly { priority: Priority; weight: number }[];
+}
+
+export type Priority = 'USER_PRESENT' | 'BACKGROUND';
+
+/** A measured task the balancer answered with its placement: where the time went. */
+export interface TaskTrace {
+  latencyMs: number;
+  integration: string;
+  priority: Priority;
+  workerId: string;
+  /** In the balancer's queue, waiting for a slot (Placement.queue_wait_ms). */
+  balancerQueueWaitMs: number;
+  /** In the worker's own queue (--overflow queue), waiting for a slot (Placement.worker_queue_wait_ms). */
+  workerQueueWaitMs: number;
+  /** The handler's own time. */
+  runMs: number;
+}
+
+/** Balancer calls only: the time the measured tasks waited for a slot, from their placements. */
+export interface QueuedFigures {
+  /** Successful tasks whose answer carried a placement. */
+  tasks: number;
+  /** Of them, those that waited in a worker's local queue (worker_queue_wait_ms > 0). */
+  waitedInWorker: number;
+  /** The balancer's wait plus the worker's, per task. */
+  queuedMs: LatencySummary;
+  /** Every task's, with `keepLatencies` (to pool several phases' tasks). */
+  queuedMsList?: number[];
+  /** The slowest tasks (at most maxTracedTasks), slowest first, with `keepLatencies`. */
+  slowest?: TaskTrace[];
 }
 
 /** The figures of one integration's calls in a phase. */
@@ -90,6 +126,10 @@ export interface PhaseResult {
   elapsedMs: number;
   /** The measured window's figures by integration. */
   byIntegration: Record<string, IntegrationFigures>;
+  /** The same by priority (USER_PRESENT, BACKGROUND). */
+  byPriority: Record<string, IntegrationFigures>;
+  /** Where the measured tasks waited (balancer calls). */
+  queued: QueuedFigures;
 }
 
 /** `stop` ends an open-loop phase early: no further calls are sent, and the answer comes once the outstanding ones are answered. */
@@ -117,15 +157,17 @@ export function asToGenerator(value: unknown): ToGenerator | undefined {
   return value as ToGenerator;
 }
 
-/** At most 64 integrations, each with a whole weight from 1 to 1000 (the cycle is built in memory). */
-function isIntegrationMix(value: unknown): boolean {
+/** At most 64 entries, each with a whole weight from 1 to 1000 (the cycle is built in memory). */
+function isMix(value: unknown, isEntry: (entry: Record<string, unknown>) => boolean): boolean {
   return (
     Array.isArray(value) &&
     value.length >= 1 &&
     value.length <= 64 &&
-    value.every((entry) => isRecord(entry) && typeof entry.name === 'string' && Number.isInteger(entry.weight) && (entry.weight as number) >= 1 && (entry.weight as number) <= 1000)
+    value.every((entry) => isRecord(entry) && isEntry(entry) && Number.isInteger(entry.weight) && (entry.weight as number) >= 1 && (entry.weight as number) <= 1000)
   );
 }
+
+const isPriority = (value: unknown) => value === 'USER_PRESENT' || value === 'BACKGROUND';
 
 export function asTargets(value: string | undefined): Targets {
   const parsed: unknown = JSON.parse(value ?? 'null');
@@ -138,8 +180,9 @@ export function asTargets(value: string | undefined): Targets {
     typeof task.integration !== 'string' ||
     typeof task.payload !== 'string' ||
     typeof parsed.callTimeoutMs !== 'number' ||
-    (task.integrationMix !== undefined && !isIntegrationMix(task.integrationMix)) ||
-    (task.priority !== undefined && task.priority !== 'USER_PRESENT' && task.priority !== 'BACKGROUND')
+    (task.integrationMix !== undefined && !isMix(task.integrationMix, (entry) => typeof entry.name === 'string')) ||
+    (task.priorityMix !== undefined && !isMix(task.priorityMix, (entry) => isPriority(entry.priority))) ||
+    (task.priority !== undefined && !isPriority(task.priority))
   ) {
     throw new Error(`load generator: expected the targets as JSON in argv[2], got ${String(value).slice(0, 200)}`);
   }

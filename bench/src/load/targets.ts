@@ -1,11 +1,19 @@
 import * as grpc from '@grpc/grpc-js';
 import { BalancerService, WorkerService, metadataKeys, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
-import type { TargetName, Targets, TaskTemplate } from './protocol';
+import type { Priority, TargetName, Targets, TaskTemplate } from './protocol';
 
-/** How a call ended, and the integration of its task. */
-export type CallOutcome = ({ ok: true } | { ok: false; code: string }) & { integration: string };
-/** A Balancer.Submit answered: the cluster that ran the task, or why it failed. */
-export type SubmitOutcome = { ok: true; cluster: string } | { ok: false; code: string };
+/** Where and how a task ran, as the balancer's answer says (Placement). */
+export interface PlacementFigures {
+  workerId: string;
+  balancerQueueWaitMs: number;
+  workerQueueWaitMs: number;
+  runMs: number;
+}
+
+/** How a call ended, the integration and priority of its task, and (through a balancer) its placement. */
+export type CallOutcome = ({ ok: true; placement?: PlacementFigures } | { ok: false; code: string }) & { integration: string; priority: Priority };
+/** A Balancer.Submit answered: the cluster that ran the task and where, or why it failed. */
+export type SubmitOutcome = { ok: true; cluster: string; placement?: PlacementFigures } | { ok: false; code: string };
 
 /** One call; `route` spreads direct calls over the workers (the same route always reaches the same worker). */
 export type Call = (sequence: number, route: number) => Promise<CallOutcome>;
@@ -50,7 +58,14 @@ export function submitTask(client: BalancerClient, task: UndatedTask, timeoutMs:
     client.submit({ task: { ...task, deadlineUnixMs } }, { deadline: deadlineUnixMs + callDeadlineMarginMs }, (error, response) => {
       if (error) return resolve({ ok: false, code: errorCode(error) });
       if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });
-      resolve({ ok: true, cluster: response?.placement?.cluster ?? '' });
+      const placement = response?.placement;
+      resolve({
+        ok: true,
+        cluster: placement?.cluster ?? '',
+        ...(placement
+          ? { placement: { workerId: placement.workerId, balancerQueueWaitMs: Number(placement.queueWaitMs), workerQueueWaitMs: Number(placement.workerQueueWaitMs), runMs: Number(placement.runMs) } }
+          : {}),
+      });
     });
   });
 }
@@ -65,13 +80,21 @@ export function integrationPicker(task: TaskTemplate): (sequence: number) => str
   return (sequence) => cycle[sequence % cycle.length]!;
 }
 
+/** The priority of call `sequence`: the template's one, or its mix's fixed cycle. */
+export function priorityPicker(task: TaskTemplate): (sequence: number) => Priority {
+  const mix = task.priorityMix;
+  if (!mix || mix.length === 0) return () => task.priority ?? 'USER_PRESENT';
+  const cycle = mix.flatMap(({ priority, weight }) => Array.from({ length: weight }, () => priority));
+  return (sequence) => cycle[sequence % cycle.length]!;
+}
+
 /** The target `name` of `targets`; undefined when it has nothing to call. */
 export function createTarget(name: TargetName, targets: Targets): CallTarget | undefined {
   const integrationOf = integrationPicker(targets.task);
+  const priorityOf = priorityPicker(targets.task);
   const payload = Buffer.from(targets.task.payload);
   const runId = `${process.pid}-${++runCounter}`;
   const { callTimeoutMs } = targets;
-  const { priority } = targets.task;
 
   if (name === 'balancer') {
     const clients = targets.balancerAddresses.map(connectBalancer);
@@ -79,8 +102,10 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget | u
     return {
       call: async (sequence, route) => {
         const integration = integrationOf(sequence);
+        const priority = priorityOf(sequence);
         const outcome = await submitTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
-        return outcome.ok ? { ok: true, integration } : { ...outcome, integration };
+        if (!outcome.ok) return { ...outcome, integration, priority };
+        return { ok: true, integration, priority, ...(outcome.placement ? { placement: outcome.placement } : {}) };
       },
       waitForReady: async (timeoutMs) => {
         await Promise.all(clients.map((client) => waitForReady(client, timeoutMs)));
@@ -101,12 +126,13 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget | u
         const worker = workers[route % workers.length]!;
         const deadlineUnixMs = Date.now() + callTimeoutMs;
         const integration = integrationOf(sequence);
+        const priority = priorityOf(sequence);
         const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), deadlineUnixMs };
         const request = { task, leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
         worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
-          if (error) return resolve({ ok: false, code: errorCode(error), integration });
-          if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR', integration });
-          resolve({ ok: true, integration });
+          if (error) return resolve({ ok: false, code: errorCode(error), integration, priority });
+          if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR', integration, priority });
+          resolve({ ok: true, integration, priority });
         });
       }),
     waitForReady: async (timeoutMs) => {

@@ -25,13 +25,15 @@ export interface Figures {
   medianMs: number;
   /** Nearest rank: of 100 values or fewer, the largest. */
   p99Ms: number;
+  /** Nearest rank: of 1,000 values or fewer, the largest. */
+  p999Ms: number;
   maxMs: number;
 }
 
 export function figures(values: readonly number[]): Figures {
   const sorted = [...values].sort((a, b) => a - b);
-  const rank = Math.max(1, Math.ceil(0.99 * sorted.length));
-  return { count: sorted.length, medianMs: spread(sorted).median, p99Ms: sorted[rank - 1] ?? Number.NaN, maxMs: sorted[sorted.length - 1] ?? Number.NaN };
+  const at = (quantile: number) => sorted[Math.max(1, Math.ceil(quantile * sorted.length)) - 1] ?? Number.NaN;
+  return { count: sorted.length, medianMs: spread(sorted).median, p99Ms: at(0.99), p999Ms: at(0.999), maxMs: sorted[sorted.length - 1] ?? Number.NaN };
 }
 
 /** Calls that did not succeed: answered with an error (any code), or never sent (`dropped`). */
