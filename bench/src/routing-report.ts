@@ -37,6 +37,8 @@ export function routingTables(result: RoutingResult): string {
       'user-present p99 ms',
       'background p99 ms',
       'queued p50 / p99 ms',
+      'run p99 ms',
+      'added p50 / p99 ms',
       'waited in a worker queue',
       'load max ÷ mean',
       'tasks in local queues',
@@ -56,6 +58,8 @@ export function routingTables(result: RoutingResult): string {
       ms(s.userPresentP99Ms),
       ms(s.backgroundP99Ms),
       `${ms(s.queuedP50Ms)} / ${ms(s.queuedP99Ms)}`,
+      ms(s.runP99Ms),
+      `${ms(s.addedP50Ms)} / ${ms(s.addedP99Ms)}`,
       String(s.tasksWaitedInWorker),
       formatSpread(s.loadMaxOverMean),
       `${formatSpread(s.meanLocalQueued, 1)}, peak ${s.peakLocalQueueDepth}`,
@@ -88,7 +92,7 @@ export function routingTables(result: RoutingResult): string {
   );
   const repetitions = result.settings.repetitions;
   return [
-    `${repetitions} repetition${repetitions === 1 ? '' : 's'}; within each load the policies alternated, in an order rotated every repetition. Latency from when each task was due to its answer at the client; p50, p99, p99.9, user-present and background p99 and queued: all repetitions' tasks pooled. p99 ratio: least-loaded's over the best alternative's, an alternative's over least-loaded's. Queued: the balancer's queue wait plus the worker's local queue wait, from each answer's placement. Load max ÷ mean: per sample, the busiest worker's running + locally queued tasks over the cluster's mean (each worker's own /metrics, every ${result.settings.loadSampleIntervalMs} ms), averaged over the window; median (min..max) over the windows. Tasks in local queues: all the cluster's workers together, time-averaged; peak: the most one worker held. Queued beside a free slot: share of samples in which a worker held a task in its queue while another worker had a free slot. Slot held ÷ task ran (least-loaded only): the ledger's leases over the tasks its workers ran, time-averaged, read together: by Little's law, how much longer the ledger counts a slot taken than the task runs (the dispatch to the worker, the answer back and the release).`,
+    `${repetitions} repetition${repetitions === 1 ? '' : 's'}; within each load the policies alternated, in an order rotated every repetition. Latency from when each task was due to its answer at the client; p50, p99, p99.9, user-present and background p99 and queued: all repetitions' tasks pooled. p99 ratio: least-loaded's over the best alternative's, an alternative's over least-loaded's. Queued: the balancer's queue wait plus the worker's local queue wait, from each answer's placement. Run: the handler's own time (the placement's run_ms): the p99 no policy can go below. Added: latency minus run, per task: what placing it cost (queues, travel, waiting for a CPU). Load max ÷ mean: per sample, the busiest worker's running + locally queued tasks over the cluster's mean (each worker's own /metrics, every ${result.settings.loadSampleIntervalMs} ms), averaged over the window; median (min..max) over the windows. Tasks in local queues: all the cluster's workers together, time-averaged; peak: the most one worker held. Queued beside a free slot: share of samples in which a worker held a task in its queue while another worker had a free slot. Slot held ÷ task ran (least-loaded only): the ledger's leases over the tasks its workers ran, time-averaged, read together: by Little's law, how much longer the ledger counts a slot taken than the task runs (the dispatch to the worker, the answer back and the release).`,
     '',
     summary,
     '',

@@ -141,7 +141,7 @@ export interface RoutingWindow {
   latency: LatencySummary;
   latencyByPriority: Partial<Record<Priority, LatencySummary>>;
   /** Where the tasks waited for a slot (from the placements in the answers); without the per-task lists. */
-  queued: Omit<QueuedFigures, 'queuedMsList' | 'slowest'>;
+  queued: Omit<QueuedFigures, 'queuedMsList' | 'runMsList' | 'addedMsList' | 'slowest'>;
   /** The window's slowest tasks, slowest first, and where their time went. */
   slowest: TaskTrace[];
   errorsByCode: Record<string, number>;
@@ -169,6 +169,11 @@ export interface PolicySummary {
   /** Balancer queue + worker-local queue, per task, pooled. */
   queuedP50Ms: number;
   queuedP99Ms: number;
+  /** The handlers' own time (Placement.run_ms), pooled: the p99 no placement can go below. */
+  runP99Ms: number;
+  /** Latency minus the handler's time, per task, pooled: what placing the task cost (queues, travel, waiting for a CPU). */
+  addedP50Ms: number;
+  addedP99Ms: number;
   tasksWaitedInWorker: number;
   /** For Headroom: its p99 over the best alternative's; for an alternative: its p99 over Headroom's. */
   p99Ratio: number;
@@ -206,6 +211,8 @@ const slowestKeptPerWindow = 5;
 interface WindowTasks {
   latencyMsByPriority: Partial<Record<Priority, number[]>>;
   queuedMs: number[];
+  runMs: number[];
+  addedMs: number[];
 }
 
 export async function runRouting(options: RoutingOptions): Promise<RoutingResult> {
@@ -288,10 +295,12 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       const cpuPercentOfCore = cpu();
       const machineCpuPercentOfCore = machineCpu();
       const result: PhaseResult = await phase;
-      const { queuedMsList, slowest, ...queued } = result.queued;
+      const { queuedMsList, runMsList, addedMsList, slowest, ...queued } = result.queued;
       tasksByWindow.set(windowKey(policy, utilisation, repetition), {
         latencyMsByPriority: Object.fromEntries(Object.entries(result.byPriority).map(([priority, f]) => [priority, f.latenciesMs ?? []])),
         queuedMs: queuedMsList ?? [],
+        runMs: runMsList ?? [],
+        addedMs: addedMsList ?? [],
       });
       return {
         policy,
@@ -335,7 +344,14 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
     const pooled = (policy: Policy, utilisation: number) => {
       const mine = Array.from({ length: settings.repetitions }, (_unused, i) => tasksByWindow.get(windowKey(policy, utilisation, i + 1))).filter((t) => t !== undefined);
       const of = (priority: Priority) => mine.flatMap((t) => t.latencyMsByPriority[priority] ?? []);
-      return { all: figures([...of('USER_PRESENT'), ...of('BACKGROUND')]), userPresent: figures(of('USER_PRESENT')), background: figures(of('BACKGROUND')), queued: figures(mine.flatMap((t) => t.queuedMs)) };
+      return {
+        all: figures([...of('USER_PRESENT'), ...of('BACKGROUND')]),
+        userPresent: figures(of('USER_PRESENT')),
+        background: figures(of('BACKGROUND')),
+        queued: figures(mine.flatMap((t) => t.queuedMs)),
+        run: figures(mine.flatMap((t) => t.runMs)),
+        added: figures(mine.flatMap((t) => t.addedMs)),
+      };
     };
     const summaries = settings.utilisations.flatMap((utilisation) => policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows, pooled)));
     return { ...run.header(), meanTaskMs: meanTaskMs(settings), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, windows, summaries, goals: judge(summaries) };
@@ -358,7 +374,7 @@ function sampleLoadOf(workers: readonly WorkerEndpoint[], settings: RoutingSetti
   });
 }
 
-type Pooled = (policy: Policy, utilisation: number) => { all: Figures; userPresent: Figures; background: Figures; queued: Figures };
+type Pooled = (policy: Policy, utilisation: number) => { all: Figures; userPresent: Figures; background: Figures; queued: Figures; run: Figures; added: Figures };
 
 function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: number, windows: readonly RoutingWindow[], pooled: Pooled): PolicySummary {
   const mine = windows.filter((w) => w.policy === policy && w.utilisation === utilisation);
@@ -379,6 +395,9 @@ function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: n
     backgroundP99Ms: own.background.p99Ms,
     queuedP50Ms: own.queued.medianMs,
     queuedP99Ms: own.queued.p99Ms,
+    runP99Ms: own.run.p99Ms,
+    addedP50Ms: own.added.medianMs,
+    addedP99Ms: own.added.p99Ms,
     tasksWaitedInWorker: sum((w) => w.queued.waitedInWorker),
     p99Ratio: policy === headroomPolicy ? own.all.p99Ms / bestAlternativeP99 : own.all.p99Ms / pooled(headroomPolicy, utilisation).all.p99Ms,
     p99MsByWindow: of((w) => w.latency.p99Ms),

@@ -49,6 +49,8 @@ class QueuedTracker {
   private waitedInWorker = 0;
   private readonly queued = new LatencyHistogram();
   private readonly queuedMsList: number[] = [];
+  private readonly runMsList: number[] = [];
+  private readonly addedMsList: number[] = [];
   // Kept sorted, fastest first; at most maxTracedTasks.
   private readonly slowest: TaskTrace[] = [];
 
@@ -62,7 +64,11 @@ class QueuedTracker {
     const queuedMs = balancerQueueWaitMs + workerQueueWaitMs;
     this.queued.record(queuedMs);
     if (!this.keepLatencies) return;
-    if (keepThisOne) this.queuedMsList.push(queuedMs);
+    if (keepThisOne) {
+      this.queuedMsList.push(queuedMs);
+      this.runMsList.push(runMs);
+      this.addedMsList.push(latencyMs - runMs);
+    }
     if (this.slowest.length < maxTracedTasks || latencyMs > this.slowest[0]!.latencyMs) {
       const trace: TaskTrace = { latencyMs, integration: outcome.integration, priority: outcome.priority, workerId, balancerQueueWaitMs, workerQueueWaitMs, runMs };
       const at = this.slowest.findIndex((t) => t.latencyMs > latencyMs);
@@ -76,7 +82,7 @@ class QueuedTracker {
       tasks: this.tasks,
       waitedInWorker: this.waitedInWorker,
       queuedMs: this.queued.summary(),
-      ...(this.keepLatencies ? { queuedMsList: this.queuedMsList, slowest: [...this.slowest].reverse() } : {}),
+      ...(this.keepLatencies ? { queuedMsList: this.queuedMsList, runMsList: this.runMsList, addedMsList: this.addedMsList, slowest: [...this.slowest].reverse() } : {}),
     };
   }
 }

@@ -63,6 +63,10 @@ export interface QueuedFigures {
   queuedMs: LatencySummary;
   /** Every task's, with `keepLatencies` (to pool several phases' tasks). */
   queuedMsList?: number[];
+  /** Every task's handler time (Placement.run_ms), with `keepLatencies`: the floor no placement goes below. */
+  runMsList?: number[];
+  /** Every task's latency minus its handler time, with `keepLatencies`: what placing it cost (queues, travel, waiting for a CPU). */
+  addedMsList?: number[];
   /** The slowest tasks (at most maxTracedTasks), slowest first, with `keepLatencies`. */
   slowest?: TaskTrace[];
 }
