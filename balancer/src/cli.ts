@@ -5,7 +5,7 @@
  * Every flag can also be set by env (listed by --help); flags win.
  */
 import { z } from 'zod';
-import { ConfigError, createLogger, keepCompiledBytecode, type OptionSpec, readOptions, registerProcessMetrics, serveMetrics, settings, stopSignal, usageText } from '@headroom/common';
+import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { serverTlsFromOptions, serverTlsOptionSpecs, serverTlsOptionsShape, workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
 import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
@@ -60,7 +60,6 @@ const cliSchema = z
   .strict();
 
 async function main(): Promise<void> {
-  keepCompiledBytecode();
   const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
   if (parsed.help) {
     process.stdout.write(`${usageText('Usage: headroom-balancer [options]', optionSpecs)}\n`);

@@ -10,4 +10,3 @@ export * from './net';
 export * from './process-metrics';
 export * from './runtime-sampler';
 export * from './redis-url';
-export * from './v8-runtime';

@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
-import { ConfigError, createLogger, keepCompiledBytecode, type OptionSpec, readOptions, registerProcessMetrics, settings, stopSignal, usageText, withoutPassword } from '@headroom/common';
+import { ConfigError, withoutPassword, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
 import { createControlPlane } from './app';
@@ -116,7 +116,6 @@ function builtUi(): string | undefined {
 }
 
 async function main(): Promise<void> {
-  keepCompiledBytecode();
   const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
   if (parsed.help) {
     process.stdout.write(`${usageText('Usage: headroom-control-plane --unleash-url URL --unleash-admin-token TOKEN --operator-tokens NAME=TOKEN [options]', optionSpecs)}\n`);

@@ -6,7 +6,7 @@
  */
 import * as path from 'node:path';
 import { z } from 'zod';
-import { ConfigError, createLogger, keepCompiledBytecode, type OptionSpec, readOptions, registerProcessMetrics, serveMetrics, settings, stopSignal, usageText } from '@headroom/common';
+import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { serverTlsFromOptions, serverTlsOptionSpecs, serverTlsOptionsShape } from '@headroom/proto';
 import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@headroom/flags';
@@ -48,7 +48,6 @@ const cliSchema = workerOptionsSchema.extend({
 });
 
 async function main(): Promise<void> {
-  keepCompiledBytecode();
   const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
   if (parsed.help) {
     process.stdout.write(`${usageText('Usage: headroom-worker --cluster NAME --handlers MODULE [options]', flags)}\n`);
