@@ -65,7 +65,9 @@ test('an answered task: its lease goes back once, as answered, and the answer sa
   assert.ok(result.ok);
   assert.equal(result.cluster, 'baseline');
   assert.equal(result.answer.result?.toString(), 'hello');
-  assert.deepEqual({ ...result.answer.placement, queueWaitMs: 0 }, { cluster: 'baseline', workerId: 'w1', queueWaitMs: 0, runMs: 7, attempts: 1 });
+  const placement = result.answer.placement!;
+  assert.deepEqual([placement.cluster, placement.workerId, placement.runMs, placement.attempts], ['baseline', 'w1', 7, 1]);
+  assert.ok(Number(placement.queueWaitMs) >= 0);
   await settle();
   assert.deepEqual(
     s.ledger.releases.map((r) => [r.workerId, r.kind]),
