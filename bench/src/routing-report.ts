@@ -108,6 +108,13 @@ export function routingTables(result: RoutingResult): string {
   ].join('\n');
 }
 
+/** The capacity probes with the machine's CPU during each (older records have none). */
+function probesLine(result: RoutingResult): string {
+  const probes = result.capacityProbes ?? [];
+  if (probes.length === 0) return '';
+  return `The same probe: ${probes.map((p) => `${p.tasksPerSecond.toFixed(0)} tasks/s through ${p.policy} (machine CPU ${p.machineCpuPercentOfCore ?? '?'}% of a core)`).join(', ')}.`;
+}
+
 export function routingMarkdown(result: RoutingResult): string {
   const s = result.settings;
   const factors = Object.entries(s.sleep.factorByIntegration ?? {})
@@ -122,7 +129,7 @@ ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n
 - Command: \`${result.command}\` (from the repository root; \`npm run bench -- routing --smoke\` for the few-second version the tests run)
 - Setup: two clusters of ${s.workersPerCluster} workers at max parallelism ${s.maxParallelismPerWorker}, each worker its own process. \`${clusterOf(headroomPolicy)}\`: workers run \`--overflow refuse\` (a task that finds every slot busy is refused, and the balancer tries another), behind 3 Headroom balancers (\`--policy ${headroomPolicy}\`: the shared count of free slots in Redis; no free slot, the task waits in the balancer's priority queue). \`candidate\`: the same workers run \`--overflow queue\` (such a task waits in the worker, first come first served, up to ${s.maxLocalQueuedTasksPerWorker}), behind ${s.balancersPerPolicy} balancers per alternative, \`--candidate-percent 100 --policy ${alternativePolicies.join(' | ')}\`: no shared count and no Redis call per task (a Kubernetes Service or gRPC round_robin; HAProxy leastconn by each balancer's own in-flight count; Envoy LEAST_REQUEST, the less busy of two at random). All ${s.balancersPerPolicy * 4} balancers up the whole run; one load-generator process per policy spreads its calls evenly over that policy's balancers; one policy's load at a time. Everything shares the ${result.machine.nproc} cores.
 - Tasks: \`bench/src/fleet/sleep-handlers.ts\` waits a log-normal time drawn in the worker: median ${s.sleep.medianMs} ms, sigma ${s.sleep.sigma} (p99 about 10x the median), at most ${s.sleep.maxMs} ms; ${factors || 'no integration slower'}; integrations in the cycle ${mix}; priorities in the cycle ${priorities} (one task in ${s.priorityMix.reduce((sum, p) => sum + p.weight, 0)} user-present). Mean task time ${result.meanTaskMs.toFixed(1)} ms.
-- Capacity: measured first through Headroom's balancers, ${result.capacityTasksPerSecond.toFixed(0)} tasks/s: a closed loop keeping ${s.capacityProbe.slotsMultiple} times the cluster's slots in flight, ${s.capacityProbe.warmupMs} ms warm-up then ${s.capacityProbe.durationMs} ms measured (on paper, slots over the mean task time, ${result.nominalCapacityTasksPerSecond.toFixed(0)} tasks/s). The loads are shares of the measured figure, for every policy.
+- Capacity: measured first through Headroom's balancers, ${result.capacityTasksPerSecond.toFixed(0)} tasks/s: a closed loop keeping ${s.capacityProbe.slotsMultiple} times the cluster's slots in flight, ${s.capacityProbe.warmupMs} ms warm-up then ${s.capacityProbe.durationMs} ms measured (on paper, slots over the mean task time, ${result.nominalCapacityTasksPerSecond.toFixed(0)} tasks/s). The loads are shares of the measured figure, for every policy. ${probesLine(result)}
 - Load: open loop, latency from when each task was due (no coordinated omission); ${s.leadInMs} ms lead-in, then a ${s.windowMs} ms window per policy and load.
 
 ${routingTables(result)}

@@ -133,6 +133,17 @@ export function nominalCapacityTasksPerSecond(settings: RoutingSettings): number
   return (settings.workersPerCluster * settings.maxParallelismPerWorker) / (meanTaskMs(settings) / 1000);
 }
 
+/** What a closed loop keeping capacityProbe.slotsMultiple times the cluster's slots in flight carried through one policy's balancers. */
+export interface CapacityProbe {
+  policy: Policy;
+  tasksPerSecond: number;
+  /** The whole machine meanwhile, in percent of one core. */
+  machineCpuPercentOfCore: number | undefined;
+}
+
+/** The alternative whose carried throughput is measured too, to show what the ledger's path costs at saturation. */
+export const referenceCapacityPolicy = 'least-request' satisfies Policy;
+
 export interface RoutingWindow {
   policy: Policy;
   utilisation: number;
@@ -196,6 +207,8 @@ export interface RoutingResult extends RunHeader<'routing', RoutingSettings> {
   nominalCapacityTasksPerSecond: number;
   /** As measured through Headroom's balancers: the load's reference. */
   capacityTasksPerSecond: number;
+  /** Headroom's, then the same closed loop through referenceCapacityPolicy (on the candidate cluster's workers), for reference. */
+  capacityProbes: CapacityProbe[];
   windows: RoutingWindow[];
   summaries: PolicySummary[];
   goals: Goal[];
@@ -322,9 +335,20 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
     // What Headroom's cluster carries when every slot is taken: the reference of the utilisations.
     const slots = settings.workersPerCluster * settings.maxParallelismPerWorker;
     const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
-    const capacity = await measureCarriedTasksPerSecond(generators.get(headroomPolicy)!, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
+    const probe = async (policy: Policy): Promise<CapacityProbe> => {
+      const machineCpu = sampleMachineCpu(os.availableParallelism());
+      const tasksPerSecond = await measureCarriedTasksPerSecond(generators.get(policy)!, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
+      return { policy, tasksPerSecond, machineCpuPercentOfCore: machineCpu() };
+    };
+    const headroomProbe = await probe(headroomPolicy);
+    const capacity = headroomProbe.tasksPerSecond;
+    // For reference only (the loads are shares of Headroom's figure): what the same fleet carries without the ledger.
+    const referenceProbe = await probe(referenceCapacityPolicy);
     const nominalCapacity = nominalCapacityTasksPerSecond(settings);
-    progress(`capacity ${capacity.toFixed(0)} tasks/s measured through ${headroomPolicy} (${nominalCapacity.toFixed(0)} on paper); utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`);
+    progress(
+      `capacity ${capacity.toFixed(0)} tasks/s measured through ${headroomPolicy} (machine CPU ${headroomProbe.machineCpuPercentOfCore ?? '?'}%; ${referenceProbe.tasksPerSecond.toFixed(0)} through ${referenceCapacityPolicy}, machine CPU ${referenceProbe.machineCpuPercentOfCore ?? '?'}%; ${nominalCapacity.toFixed(0)} on paper); ` +
+        `utilisations ${settings.utilisations.join(', ')}; ${settings.repetitions} repetitions, policies alternating`,
+    );
     const windows: RoutingWindow[] = [];
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
       for (const utilisation of settings.utilisations) {
@@ -354,7 +378,16 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       };
     };
     const summaries = settings.utilisations.flatMap((utilisation) => policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows, pooled)));
-    return { ...run.header(), meanTaskMs: meanTaskMs(settings), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, windows, summaries, goals: judge(summaries) };
+    return {
+      ...run.header(),
+      meanTaskMs: meanTaskMs(settings),
+      nominalCapacityTasksPerSecond: nominalCapacity,
+      capacityTasksPerSecond: capacity,
+      capacityProbes: [headroomProbe, referenceProbe],
+      windows,
+      summaries,
+      goals: judge(summaries),
+    };
   } finally {
     await cleanups.runAll();
   }
