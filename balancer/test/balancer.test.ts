@@ -1,9 +1,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { eventually } from '@headroom/testkit';
+import { eventually, json, mapLimit, startFleet, submit, task } from '@headroom/testkit';
 import type { HandlerMap } from '@headroom/worker';
-import { json, mapLimit, startFleet, submit, task } from '@headroom/testkit';
 
 test('a task runs on a worker and the answer says where and how', async (t) => {
   const fleet = await startFleet(t);
@@ -270,7 +269,12 @@ test('an answer without a handler gives its slot back at once', async (t) => {
   await fleet.addBalancer();
   const result = await submit(fleet.clients[0]!, task({ integration: 'bank-z' }));
   assert.ok(result.ok && result.response.error?.code === 'HR_ERR_NO_HANDLER', JSON.stringify(result));
-  const snap = await fleet.ledger.snapshot('baseline');
+  // The release goes out with the balancer's next batched call to Redis, after the answer: within
+  // milliseconds, long before a heartbeat (200 ms here) could have settled the count instead.
+  const snap = await eventually('the slot back in the ledger', 150, async () => {
+    const read = await fleet.ledger.snapshot('baseline');
+    return read.leases === 0 && read.totalFree === 2 ? read : undefined;
+  });
   assert.deepEqual([snap.leases, snap.totalFree], [0, 2]);
 });
 

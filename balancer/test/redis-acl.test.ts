@@ -8,10 +8,9 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import { freePort, startPrivateRedis } from '@headroom/testkit';
+import { cliPaths, freePort, handlersPaths, startFleet, startPrivateRedis, submit, task } from '@headroom/testkit';
 import { Ledger, WorkerReports, connectRedis, controlKeys, keyspacePattern, latencyKeys, reportKeys, waitUntilReady } from '@headroom/fleet';
 import { makeCertificates } from './certificates';
-import { cliPaths, handlersPaths, startFleet, submit, task } from '@headroom/testkit';
 
 const password = 'ACL-pass-0123456789';
 const workerCli = cliPaths.worker;

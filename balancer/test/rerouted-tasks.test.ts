@@ -1,8 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/testkit';
+import { eventually, startFleet, submit, task } from '@headroom/testkit';
 import { OverrideStore, ledgerDefaults } from '@headroom/fleet';
-import { startFleet, submit, task } from '@headroom/testkit';
 
 const json = (value: unknown) => Buffer.from(JSON.stringify(value));
 

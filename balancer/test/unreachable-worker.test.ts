@@ -6,8 +6,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import pino from 'pino';
-import { eventually, freePort } from '@headroom/testkit';
-import { startFleet, submit, task } from '@headroom/testkit';
+import { eventually, freePort, startFleet, submit, task } from '@headroom/testkit';
 
 function metricValue(metrics: string, name: string, labels: string): number {
   const escaped = labels.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -5,10 +5,8 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually, startPrivateRedis } from '@headroom/testkit';
+import { connected, eventually, type Stack, startPrivateRedis, startStack, viewerToken } from '@headroom/testkit';
 import { startTestUnleash, testPostgresUrl, testSchema, type TestUnleash } from '@headroom/unleash-local';
-import { connected } from '@headroom/testkit';
-import { startStack, viewerToken, type Stack } from '@headroom/testkit';
 import { tcpProxy } from './tcp-proxy';
 
 let unleash: TestUnleash;

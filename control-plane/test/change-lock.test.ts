@@ -7,10 +7,9 @@ import * as assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import { startTestUnleash, testPostgresUrl, type TestUnleash } from '@headroom/unleash-local';
-import { connected } from '@headroom/testkit';
+import { connected, operatorToken, type Stack, startStack } from '@headroom/testkit';
 import { createControlPlane } from '../src/index';
 import { advisoryLockKey } from '../src/record/database';
-import { operatorToken, startStack, type Stack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

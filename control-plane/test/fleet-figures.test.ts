@@ -3,12 +3,10 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { eventually } from '@headroom/testkit';
+import { eventually, json, mapLimit, startStack, submit, task, viewerToken } from '@headroom/testkit';
 import { ledgerDefaults, reportKeys } from '@headroom/fleet';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { json, mapLimit, submit, task } from '@headroom/testkit';
 import { createControlPlane } from '../src/index';
-import { startStack, viewerToken } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

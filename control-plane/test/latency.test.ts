@@ -1,10 +1,8 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/testkit';
+import { eventually, json, mapLimit, startStack, submit, task } from '@headroom/testkit';
 import { LatencyRecorder } from '@headroom/fleet';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { json, mapLimit, submit, task } from '@headroom/testkit';
-import { startStack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

@@ -1,10 +1,8 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { eventually } from '@headroom/testkit';
+import { eventually, operatorToken, type Stack, startStack, submit, task, viewerToken } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { submit, task } from '@headroom/testkit';
-import { operatorToken, startStack, viewerToken, type Stack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

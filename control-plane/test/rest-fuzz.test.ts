@@ -12,9 +12,8 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { eventually } from '@headroom/testkit';
+import { eventually, type Stack, startStack } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { startStack, type Stack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

@@ -1,12 +1,10 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
-import { eventually } from '@headroom/testkit';
+import { eventually, type Fleet, followEvents, handlersPaths, json, type Stack, startStack, submit, task } from '@headroom/testkit';
 import { controlKeys, ledgerDefaults } from '@headroom/fleet';
 import type { HandlerMap } from '@headroom/worker';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { handlersPaths, json, submit, task, type Fleet } from '@headroom/testkit';
-import { followEvents, startStack, type Stack } from '@headroom/testkit';
 import { unleashProxy } from './unleash-proxy';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports

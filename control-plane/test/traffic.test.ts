@@ -1,10 +1,8 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/testkit';
+import { eventually, mapLimit, startStack, submit, task, viewerToken } from '@headroom/testkit';
 import { startFlagClient } from '@headroom/flags';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { mapLimit, submit, task } from '@headroom/testkit';
-import { startStack, viewerToken } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {

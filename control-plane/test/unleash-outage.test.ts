@@ -1,10 +1,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { Registry } from 'prom-client';
-import { eventually } from '@headroom/testkit';
+import { eventually, startStack, submit, task } from '@headroom/testkit';
 import { startTestUnleash } from '@headroom/unleash-local';
-import { submit, task } from '@headroom/testkit';
-import { startStack } from '@headroom/testkit';
 
 async function gauge(registry: Registry, name: string): Promise<number> {
   const metric = registry.getSingleMetric(name);

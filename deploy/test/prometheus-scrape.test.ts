@@ -9,11 +9,10 @@ import * as assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import { eventually, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { cliPaths, connected, eventually, json, type ReadyProcess, spawnReady, submit, task, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { startTestUnleash, testSchema } from '@headroom/unleash-local';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import * as grpc from '@grpc/grpc-js';
-import { cliPaths, connected, json, spawnReady, submit, task, type ReadyProcess } from '@headroom/testkit';
 import { dashboardExpressions, readDashboard, readPrometheusConfig, readRules, recordedNames, ruleFilePaths, substituteVariables, usedMetricNames, type PrometheusConfig } from './artefacts';
 import { startPrometheus, type PrometheusServer } from './prometheus-server';
 

@@ -9,8 +9,7 @@ import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Ledger, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
-import { startPrivateRedis, startRedisCluster, startSentinelRedis, type PrivateRedis, type RedisClusterNodes, type SentinelRedis } from '@headroom/testkit';
-import { cliPaths, connected, handlersPaths, spawnReady, type ReadyProcess } from '@headroom/testkit';
+import { cliPaths, connected, handlersPaths, type PrivateRedis, type ReadyProcess, type RedisClusterNodes, type SentinelRedis, spawnReady, startPrivateRedis, startRedisCluster, startSentinelRedis } from '@headroom/testkit';
 
 /** The commands and handler modules the stack starts (the packages' exports). */
 export { cliPaths, handlersPaths };

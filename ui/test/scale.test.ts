@@ -7,9 +7,8 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/testkit';
+import { eventually, mapLimit } from '@headroom/testkit';
 import { LatencyRecorder, WorkerReports } from '@headroom/fleet';
-import { mapLimit } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, signIn, unexpectedProblems } from '../node/browser';
 import { operatorToken, startUiStack } from './ui-stack';

@@ -6,10 +6,9 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/testkit';
+import { connected, eventually } from '@headroom/testkit';
 import { OverrideStore } from '@headroom/fleet';
 import { createControlPlane } from '@headroom/control-plane';
-import { connected } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, signIn, unexpectedProblems } from '../node/browser';
 import { operatorToken, startUiStack, uiDirectory, viewerToken } from './ui-stack';
