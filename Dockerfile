@@ -50,9 +50,6 @@ COPY worker/package.json worker/
 COPY balancer/package.json balancer/
 COPY control-plane/package.json control-plane/
 COPY sim/package.json sim/
-# sim depends on unleash-local for its local demo only (sim/dist/src/demo), which no container
-# runs; without this line npm would look for unleash-local in the registry.
-RUN npm pkg delete 'dependencies[@headroom/unleash-local]' --workspace sim
 RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 # Compiled code (dist/src: not the tests) and the files it reads at run time.
 COPY --from=build /app/common/dist/src common/dist/src

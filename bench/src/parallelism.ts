@@ -32,7 +32,7 @@ export interface ParallelismSettings {
   /** Multiplies every latency of the simulated banks (see bankTimeScaleWhy). */
   bankTimeScale: number;
   bankSeed: number;
-  /** The demo's banks and weights (sim/src/demo/workload.ts): most tasks go to the fast banks. */
+  /** The demo's banks and weights (demo/src/workload.ts): most tasks go to the fast banks. */
   integrationMix: readonly { name: string; weight: number }[];
   /** Load on a fresh worker before the window: JIT, connections and heap settle. */
   leadInMs: number;

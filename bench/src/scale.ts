@@ -19,7 +19,7 @@ import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { sleep } from '@headroom/common';
 import { Ledger } from '@headroom/fleet';
-import { findOnPath, startPrivateRedisServer } from '@headroom/sim';
+import { findOnPath, startPrivateRedis } from '@headroom/testkit';
 import { Cleanups } from './fleet/cleanups';
 import { benchKeyPrefix, benchPlace, startProcessFleet } from './fleet/headroom-fleet';
 import { LoadGenerator } from './load/generator';
@@ -351,7 +351,7 @@ export async function runScale(options: ScaleOptions): Promise<ScaleResult> {
   const { progress, signal } = options;
   const binary = findOnPath('redis-server');
   if (!binary) throw new Error('scale needs redis-server on the PATH: it measures a private Redis of its own (apt-get install redis-server)');
-  const server = await startPrivateRedisServer(binary);
+  const server = await startPrivateRedis({ binary });
   const cleanups = new Cleanups();
   cleanups.register(async () => void (await server.stop()));
   try {

@@ -1,3 +1,3 @@
 export { handlers as demoHandlers } from './handlers/demo';
 export * from './loadgen/index';
-export { findOnPath, startPrivateRedisServer } from './demo/redis';
+export { bankSimulatorOptionsSchema } from './bank/bank-server';

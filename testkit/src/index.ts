@@ -2,3 +2,4 @@ export * from './redis';
 export * from './fleet';
 export * from './processes';
 export * from './control-plane';
+export * from './redis-server';

@@ -10,7 +10,6 @@ export const cliPaths = {
   balancer: require.resolve('@headroom/balancer/cli'),
   controlPlane: require.resolve('@headroom/control-plane/cli'),
   bankSimulator: require.resolve('@headroom/sim/bank-simulator'),
-  demo: require.resolve('@headroom/sim/demo'),
 };
 
 /** Handler modules for `headroom-worker --handlers`. */

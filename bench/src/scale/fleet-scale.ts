@@ -17,7 +17,7 @@
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { sleep } from '@headroom/common';
-import { startPrivateRedisServer } from '@headroom/sim';
+import { startPrivateRedis } from '@headroom/testkit';
 import { spread, type Spread } from '../report/stats';
 import type { FleetLedgerKind, LedgerCounts } from './fleet-ledger';
 import { FleetSim, type FleetSimSettings } from './fleet-sim';
@@ -230,7 +230,7 @@ export async function runOne(
   plannedShareRate?: number,
 ): Promise<FleetScaleRun> {
   const startedAt = performance.now();
-  const server = await startPrivateRedisServer(binary);
+  const server = await startPrivateRedis({ binary });
   const reader = new Redis(server.url, { maxRetriesPerRequest: 1 });
   let sim: FleetSim | undefined;
   try {

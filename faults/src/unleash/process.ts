@@ -13,8 +13,8 @@ import { unleashOptionsEnv } from './child';
 /** The first start runs Unleash's migrations: tens of seconds on a busy machine. */
 const readyTimeoutMs = 90_000;
 const childPath = path.join(__dirname, 'child.js');
-/** Stops the child when this process goes away, even by SIGKILL (the demo's preload, sim/src/demo). */
-const exitWithParentPath = require.resolve('@headroom/sim/exit-with-parent');
+/** Stops the child when this process goes away, even by SIGKILL (the preload the demo's children have too). */
+const exitWithParentPath = require.resolve('@headroom/testkit/exit-with-parent');
 
 export interface UnleashProcess {
   readonly url: string;

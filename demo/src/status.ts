@@ -1,6 +1,6 @@
 /** The demo's periodic status: per cluster, what the ledger holds and what the load saw. */
 import type { ClusterSnapshot } from '@headroom/fleet';
-import { formatClusterLoad, formatLoadRates, type LoadFigures, type LoadReport } from '../loadgen';
+import { formatClusterLoad, formatLoadRates, type LoadFigures, type LoadReport } from '@headroom/sim';
 
 export function formatLedger(snapshot: ClusterSnapshot): string {
   const inflight = snapshot.workers.reduce((sum, worker) => sum + worker.inflight, 0);

@@ -8,11 +8,11 @@
  * arguments; `headroom <subcommand> --help` lists its options.
  */
 const subcommands: Readonly<Record<string, { module: string; what: string }>> = {
-  demo: { module: './demo/cli', what: 'the whole system on this machine, with a simulated bank workload (what npm start runs)' },
+  demo: { module: './cli', what: 'the whole system on this machine, with a simulated bank workload (what npm start runs)' },
   worker: { module: '@headroom/worker/cli', what: 'a worker: runs task handlers from a module' },
   balancer: { module: '@headroom/balancer/cli', what: 'a balancer: sends each task to the worker with the most free slots' },
   'control-plane': { module: '@headroom/control-plane/cli', what: 'the control plane: REST API and admin UI over Unleash' },
-  'bank-simulator': { module: './bank/cli', what: 'the simulated bank upstream' },
+  'bank-simulator': { module: '@headroom/sim/bank-simulator', what: 'the simulated bank upstream' },
 };
 
 const usage = [

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { settings } from '@headroom/common';
 import { usageText, type OptionSpec } from '@headroom/common';
 import { databaseSchema } from '@headroom/control-plane';
-import { bankSimulatorOptionsSchema } from '../bank/bank-server';
+import { bankSimulatorOptionsSchema } from '@headroom/sim';
 
 const keyPrefixSetting = z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"');
 // Whole numbers: Unleash's gradual rollout takes whole percentages.
@@ -123,7 +123,7 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('databaseUrl', 'database-url', 'URL', "PostgreSQL for the control plane's audit log (schema headroom), e.g. postgres://user:password@host:5432/db; required with --unleash-url (default: the embedded PostgreSQL of the demo's own Unleash)", 'HEADROOM_DATABASE_URL'),
 ];
 
-export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node sim/dist/src/demo/cli.js [options])', demoOptionSpecs)}
+export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node demo/dist/src/cli.js [options])', demoOptionSpecs)}
 
 Runs on this machine: Redis (if none answers), Unleash (without --unleash-url: a real Unleash
 server on an embedded PostgreSQL in a temporary directory, deleted at exit), the control plane

@@ -18,12 +18,12 @@ import type { Redis } from 'ioredis';
 import { ConfigError } from '@headroom/common';
 import { Ledger, connectRedis, ledgerDefaults, type ClusterSnapshot } from '@headroom/fleet';
 import { readOptions } from '@headroom/common';
-import type { LoadReport } from '../loadgen';
+import type { LoadReport } from '@headroom/sim';
 import { ManagedChild, describeExit, type ChildEvent, type ChildExit } from './child';
 import { DemoControl, type SpawnChild } from './control';
 import { balancerLaunch, shellCommand, workerLaunch, type Launch, type StackSettings } from './join';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';
-import { deleteKeysUnder, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedisServer, type PrivateRedisServer } from './redis';
+import { deleteKeysUnder, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedis, type PrivateRedis } from '@headroom/testkit';
 import { formatLoadTotals, formatStatus } from './status';
 import { StartError, messageOf, say, warn, write } from './terminal';
 import { DemoWorkload } from './workload';
@@ -34,10 +34,10 @@ const keptForUserPresentShare = ledgerDefaults.keptForUserPresentShare;
 const scripts = {
   worker: require.resolve('@headroom/worker/cli'),
   balancer: require.resolve('@headroom/balancer/cli'),
-  loadgen: path.join(__dirname, '..', 'loadgen', 'cli.js'),
+  loadgen: require.resolve('@headroom/sim/loadgen'),
 };
-/** sim/dist/src/demo -> the repository root, where the printed join commands are run from. */
-const repoRoot = path.resolve(__dirname, '..', '..', '..', '..');
+/** demo/dist/src -> the repository root, where the printed join commands are run from. */
+const repoRoot = path.resolve(__dirname, '..', '..', '..');
 const timeouts = {
   redisAnswerMs: 1500,
   redisPingMs: 3000,
@@ -96,7 +96,7 @@ class Demo {
   private stopping = false;
   private exitCode = 0;
   private shutdownPromise: Promise<void> | undefined;
-  private privateRedis: PrivateRedisServer | undefined;
+  private privateRedis: PrivateRedis | undefined;
   private ledgerRedis: Redis | undefined;
   private ledger: Ledger | undefined;
   /** Unleash and the control plane. */
@@ -277,7 +277,7 @@ class Demo {
     if (!binary) throw new StartError(noRedisHelp(url));
     write(`nothing answers at ${url}; starting a private ${binary}... `);
     try {
-      this.privateRedis = await startPrivateRedisServer(binary);
+      this.privateRedis = await startPrivateRedis({ binary, detached: true });
     } catch (error) {
       throw new StartError(messageOf(error));
     }
@@ -381,7 +381,7 @@ class Demo {
     this.ledgerRedis?.disconnect();
     if (this.privateRedis) {
       write('  private Redis... ');
-      const clean = await this.privateRedis.stop(timeouts.redisStopMs);
+      const clean = await this.privateRedis.stop(false, timeouts.redisStopMs);
       say(clean ? 'ok' : `killed: still running ${timeouts.redisStopMs / 1000} s after SIGTERM`);
       if (!clean) this.exitCode = 1;
     }

@@ -10,7 +10,7 @@ import * as path from 'node:path';
 import type { ManagedChild } from './child';
 import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, setTrafficPercent, type DemoApiTokens } from './control-plane-api';
 import type { DemoConfig } from './options';
-import { portIsFree } from './redis';
+import { portIsFree } from '@headroom/testkit';
 import { StartError, messageOf, say, write } from './terminal';
 
 /** Starts a child of the launcher; `secrets` go by env. */

@@ -3,8 +3,7 @@
  * handlers (sim/src/handlers/bank.ts) calling the bank simulator (sim/src/bank), which the
  * demo runs as a child; `sleep`: the demo handlers (sim/src/handlers/demo.ts), which only wait.
  */
-import * as path from 'node:path';
-import { defaultIntegrations, type WeightedIntegration } from '../loadgen';
+import { defaultIntegrations, type WeightedIntegration } from '@headroom/sim';
 import type { ManagedChild } from './child';
 import type { SpawnChild } from './control';
 import type { DemoConfig } from './options';
@@ -22,9 +21,9 @@ const bankIntegrations: readonly WeightedIntegration[] = Object.freeze([
 ]);
 
 const scripts = {
-  bankSimulator: path.join(__dirname, '..', 'bank', 'cli.js'),
-  bankHandlers: path.join(__dirname, '..', 'handlers', 'bank.js'),
-  sleepHandlers: path.join(__dirname, '..', 'handlers', 'demo.js'),
+  bankSimulator: require.resolve('@headroom/sim/bank-simulator'),
+  bankHandlers: require.resolve('@headroom/sim/handlers/bank'),
+  sleepHandlers: require.resolve('@headroom/sim/handlers/demo'),
 };
 /** bankUrlEnv of handlers/bank.ts; importing that module would build its handlers from this process's env. */
 const bankUrlEnv = 'HEADROOM_BANK_URL';

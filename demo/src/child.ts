@@ -8,7 +8,6 @@
  * on stderr, are forwarded.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 
 export interface ChildExit {
@@ -29,7 +28,7 @@ export interface ChildOptions {
   forward: (line: string) => void;
 }
 
-const guardModule = path.join(__dirname, 'exit-with-parent.js');
+const guardModule = require.resolve('@headroom/testkit/exit-with-parent');
 const pinoWarnLevel = 40;
 const levelNames: Record<number, string> = { 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
 const maxForwardedChars = 2000;

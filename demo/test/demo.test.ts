@@ -3,15 +3,14 @@ import * as assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { freePort, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { deleteKeysUnder, freePort, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis } from '@headroom/fleet';
 import type { Redis } from 'ioredis';
 import { startTestUnleash, testDatabase } from '@headroom/unleash-local';
-import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/demo/control-plane-api';
-import { deleteKeysUnder } from '../src/demo/redis';
+import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/control-plane-api';
 
-const demoCli = path.join(__dirname, '..', 'src', 'demo', 'cli.js');
-/** sim/dist/test -> the repository root, where the printed join commands are meant to run. */
+const demoCli = path.join(__dirname, '..', 'src', 'cli.js');
+/** demo/dist/test -> the repository root, where the printed join commands are meant to run. */
 const repoRoot = path.join(__dirname, '..', '..', '..');
 
 interface Run {
