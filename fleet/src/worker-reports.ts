@@ -17,6 +17,18 @@ export interface WorkerReport {
   latencyP99Ms: number | null;
   tasksPerSecond: number;
   errorsPerSecond: number;
+  /** The worker advertises fewer slots: its event loop stalled or its heap neared the limit (worker/src/self-protection.ts); null or absent: it advertises all. */
+  selfProtection?: WorkerSelfProtection | null;
+}
+
+export interface WorkerSelfProtection {
+  reason: 'event-loop-delay' | 'heap';
+  /** The figure that crossed its line (ms of event-loop delay p99, or heap used ÷ limit), and the line. */
+  figure: number;
+  line: number;
+  /** Share of its slots the worker advertises (1/2, 1/4, ...; never less than one slot). */
+  slotShare: number;
+  sinceUnixMs: number;
 }
 
 /** Ids one MGET asks for: keeps each reply bounded however large the fleet. */

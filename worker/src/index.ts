@@ -2,3 +2,4 @@ export { createWorker, workerOptionsSchema, type Worker, type WorkerOptions, typ
 export type { TaskContext, TaskHandler, HandlerMap } from './handler';
 export { TaskFailedError, workerErrorCodes } from './errors';
 export { ParallelismGate } from './gate';
+export { SelfProtection, recoveryFraction, type ProtectionState, type ProtectionReason, type SelfProtectionLines } from './self-protection';

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { protectionReasons, type SelfProtection } from './self-protection';
 
 /** Task run times: 1 ms .. 10 min (a full data pull can take minutes). */
 const runSecondsBuckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -11,7 +12,39 @@ export interface WorkerMetrics {
 }
 
 /** The worker's metrics, registered on `registry` (never the global one). */
-export function createWorkerMetrics(registry: Registry, read: () => { inflight: number; maxParallelism: number; highWaterMark: number; queued: number; queueLimit: number }): WorkerMetrics {
+export function createWorkerMetrics(
+  registry: Registry,
+  read: () => { inflight: number; maxParallelism: number; highWaterMark: number; queued: number; queueLimit: number },
+  protection: SelfProtection,
+): WorkerMetrics {
+  new Gauge({
+    name: 'headroom_worker_self_protection_slot_share',
+    help: 'Share of its slots the worker advertises (1: all; 0.5, 0.25, ...: its event loop stalled or its heap neared the limit, see headroom_worker_self_protection_active)',
+    registers: [registry],
+    collect() {
+      this.set(protection.current?.slotShare ?? 1);
+    },
+  });
+  new Gauge({
+    name: 'headroom_worker_self_protection_active',
+    help: 'Whether the worker advertises fewer slots to protect itself, by the figure that crossed its line (event-loop-delay, heap)',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      for (const reason of protectionReasons) this.set({ reason }, protection.current?.reason === reason ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: 'headroom_worker_self_protection_episodes_total',
+    help: 'Times the worker began advertising fewer slots to protect itself, by the figure that crossed its line first',
+    labelNames: ['reason'],
+    registers: [registry],
+    // The worker keeps the count; each scrape reads it (0 included, so the series exist from the start).
+    collect() {
+      this.reset();
+      for (const reason of protectionReasons) this.inc({ reason }, protection.episodesOf(reason));
+    },
+  });
   new Gauge({
     name: 'headroom_worker_tasks_in_flight',
     help: 'Tasks running now',

@@ -25,6 +25,7 @@ import { ParallelismGate } from './gate';
 import { workerErrorCodes } from './errors';
 import { WorkerProfiler } from './profiler';
 import { WorkerReporter } from './reporter';
+import { startSelfProtection, type ProtectionState } from './self-protection';
 import { checkAdvertiseHost } from './advertised-host';
 import type { HandlerMap, TaskContext } from './handler';
 import { maxParallelismLimit, type FlagClient } from '@headroom/flags';
@@ -71,6 +72,16 @@ export const workerOptionsSchema = z
     overflow: z.enum(['refuse', 'queue'], { error: 'expected refuse or queue' }).default('refuse'),
     /** With overflow "queue": tasks that may wait at once; more are refused (HR_ERR_WORKER_QUEUE_FULL). @default 1000 */
     maxQueuedTasks: settings.positiveInt(1_000_000).default(1000),
+    /**
+     * Self-protection: event-loop delay p99 (ms, over one check) above which the worker
+     * advertises half as many slots per check, down to one, until it is back below 80% of this
+     * line; 0 turns it off. @default 1000
+     */
+    protectEventLoopDelayP99Ms: settings.nonNegativeInt(600_000).default(1000),
+    /** Self-protection: heap used ÷ V8's heap limit above which the worker advertises fewer slots, as above; 0 turns it off. @default 0.85 */
+    protectHeapShare: settings.share().default(0.85),
+    /** How often self-protection checks the event loop and the heap. @default 1000 */
+    protectCheckIntervalMs: settings.positiveInt(600_000).default(1000),
   })
   .strict();
 
@@ -105,6 +116,8 @@ export interface WorkerStats {
   draining: boolean;
   /** Heartbeats that could not reach Redis, since start. */
   heartbeatFailures: number;
+  /** Null unless the worker advertises fewer slots to protect itself (protectEventLoopDelayP99Ms, protectHeapShare). */
+  selfProtection: ProtectionState | null;
 }
 
 export interface Worker {
@@ -146,7 +159,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const cluster = config.cluster;
   const gate = new ParallelismGate(config.maxParallelism, config.overflow === 'queue' ? config.maxQueuedTasks : 0);
   const registry = deps.registry ?? new Registry();
-  const metrics = createWorkerMetrics(registry, () => gate);
+  const { protection, close: closeProtection } = startSelfProtection({ eventLoopDelayP99Ms: config.protectEventLoopDelayP99Ms, heapShare: config.protectHeapShare });
+  const metrics = createWorkerMetrics(registry, () => gate, protection);
   const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
   // Run times of successful tasks (and counts of failed ones) per integration, merged in Redis for the latency ratio and error rate.
   const latency = new LatencyRecorder(deps.redis, { keyPrefix: ledger.options.keyPrefix, cluster });
@@ -404,16 +418,31 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
    * frees slots at once; lowering lets running tasks finish and admits no more until below.
    */
   function applyMaxParallelism(): boolean {
-    const wanted = deps.flags?.maxParallelism(cluster) ?? ownMaxParallelism;
+    const flagged = deps.flags?.maxParallelism(cluster);
+    const wanted = protection.capacity(flagged ?? ownMaxParallelism);
     if (wanted === gate.maxParallelism) return false;
-    logger.info({ from: gate.maxParallelism, to: wanted, source: wanted === ownMaxParallelism ? 'own' : 'flag' }, 'max parallelism changed');
+    const source = protection.current ? 'self-protection' : flagged === undefined ? 'own' : 'flag';
+    logger.info({ from: gate.maxParallelism, to: wanted, source }, 'max parallelism changed');
     gate.maxParallelism = wanted;
     return true;
   }
-  // A flag change is advertised at once rather than at the next heartbeat.
-  const stopFollowingFlags = deps.flags?.onChange(() => {
+  const advertiseNow = () => {
     if (!draining && applyMaxParallelism()) heartbeat().catch((error: unknown) => logger.warn({ err: error }, 'heartbeat failed'));
-  });
+  };
+  // A flag change is advertised at once rather than at the next heartbeat.
+  const stopFollowingFlags = deps.flags?.onChange(advertiseNow);
+  // So is a change of self-protection: a stalling worker sheds new work within one check.
+  const protectionTimer = protection.enabled
+    ? setInterval(() => {
+        const before = protection.current;
+        if (!protection.check()) return;
+        const now = protection.current;
+        if (now && !before) logger.warn({ ...now }, 'self-protection: advertising fewer slots until the worker recovers');
+        else if (!now) logger.info({ reason: before?.reason }, 'self-protection: recovered, advertising every slot');
+        advertiseNow();
+      }, config.protectCheckIntervalMs)
+    : undefined;
+  protectionTimer?.unref();
 
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let heartbeatsStopped = false;
@@ -427,7 +456,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       // write on this connection (auto-pipelining), so Redis reads one request, not two.
       if (performance.now() >= nextReportAtMs) {
         nextReportAtMs = performance.now() + config.reportIntervalMs - config.heartbeatIntervalMs / 2;
-        reports.publish(workerId, reporter.next(), reportTtlMs).catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
+        reports.publish(workerId, { ...reporter.next(), selfProtection: protection.current }, reportTtlMs).catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
       }
       heartbeat()
         .catch((error: unknown) => {
@@ -456,6 +485,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   const leave = async () => {
     stopFollowingFlags?.();
+    clearInterval(protectionTimer);
+    closeProtection();
     heartbeatsStopped = true;
     clearTimeout(heartbeatTimer);
     clearInterval(latencyTimer);
@@ -526,6 +557,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       failed,
       draining,
       heartbeatFailures,
+      selfProtection: protection.current,
     }),
     stopped,
     close,

@@ -54,6 +54,14 @@ export interface WorkerStats {
   latencyP99Ms: number | null;
   tasksPerSecond: number;
   errorsPerSecond: number;
+  /** The worker advertises fewer slots: its event loop stalled or its heap neared the limit. */
+  selfProtection?: {
+    reason: 'event-loop-delay' | 'heap';
+    figure: number;
+    line: number;
+    slotShare: number;
+    sinceUnixMs: number;
+  } | null;
 }
 
 export interface WorkerSummary {

@@ -64,6 +64,19 @@ export function WorkerTable({ workers, ...actions }: { workers: WorkerSummary[] 
   );
 }
 
+/** The worker takes fewer tasks until it recovers (worker option protectEventLoopDelayP99Ms / protectHeapShare). */
+function SelfProtectionTag({ protection }: { protection: NonNullable<WorkerSummary['stats']>['selfProtection'] & object }) {
+  const what =
+    protection.reason === 'heap'
+      ? `its heap is at ${formatShare(protection.figure)} of the limit (line ${formatShare(protection.line)})`
+      : `its event-loop delay p99 was ${formatMs(protection.figure)} (line ${formatMs(protection.line)})`;
+  return (
+    <span className="tag tag-warning" title={`Self-protection since ${new Date(protection.sinceUnixMs).toLocaleTimeString()}: ${what}; it advertises ${formatShare(protection.slotShare)} of its slots until it is back below 80% of the line`}>
+      {protection.reason === 'heap' ? 'heap high' : 'loop stalled'}: {formatShare(protection.slotShare, 0)} of slots
+    </span>
+  );
+}
+
 function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onProfile }: { worker: WorkerSummary; nowUnixMs: number } & Actions) {
   const stats = worker.stats ?? undefined;
   const used = worker.maxParallelism - worker.free;
@@ -74,6 +87,7 @@ function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onP
         <Truncated text={worker.workerId} />
         <Truncated text={worker.address} className="worker-address" />
         {worker.draining && <span className="tag tag-warning">draining</span>}
+        {stats?.selfProtection && <SelfProtectionTag protection={stats.selfProtection} />}
         {worker.unreachableUntilUnixMs !== null && (
           <span className="tag tag-warning" title={`Balancers could not connect to ${worker.address}: none sends it a task until ${new Date(worker.unreachableUntilUnixMs).toLocaleTimeString()}, or until a health check passes`}>
             unreachable
