@@ -30,6 +30,9 @@ import { migrate } from './record/migrations';
 import { UnleashAdmin } from './unleash/admin-client';
 import { ParallelismFlag } from './unleash/parallelism-flag';
 import { TrafficFlag } from './unleash/traffic-flag';
+import { Autopilot } from './rollouts/autopilot';
+import { RolloutService } from './rollouts/rollout-service';
+import { RolloutStore } from './rollouts/rollout-store';
 
 export interface ControlPlaneDependencies {
   /** Not closed by the control plane. */
@@ -98,6 +101,19 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   pruneTimer.unref();
   const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters);
   const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept }, workerSecurity });
+  const rolloutStore = new RolloutStore(deps.redis, keyPrefix);
+  const autopilot = new Autopilot({
+    store: rolloutStore,
+    service,
+    audit,
+    redis: deps.redis,
+    keyPrefix,
+    clusters: config.clusters,
+    candidateReports: async () => (await fleet.workers()).filter((w) => w.cluster === config.clusters.candidate && w.stats).map((w) => w.stats!),
+    logger,
+    options: { tickMs: config.autopilotTickMs, leaseMs: config.autopilotLeaseMs, settleMs: config.latencySettleMs },
+  });
+  const rollouts = new RolloutService({ store: rolloutStore, autopilot, audit });
   const events = new EventHub(config.maxEventStreams, metrics);
   const schemas = requestSchemas(config.integrations, clusters);
   const auth = new TokenAuth(config.tokens);
@@ -132,6 +148,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   await waitUntilReady(deps.subscriber);
   await deps.subscriber.subscribe(audit.channel, overrideChanges);
   await override.start();
+  autopilot.start();
   const figures = async () => ({
     atUnixMs: Date.now(),
     clusters: await fleet.clusterSummaries(),
@@ -200,6 +217,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       schemas,
       maxBodyBytes: config.maxBodyBytes,
       profiles,
+      rollouts,
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
       latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
@@ -233,6 +251,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearInterval(figuresTimer);
     clearInterval(overrideTimer);
     clearInterval(pruneTimer);
+    await autopilot.stop();
     // A rollback answered just before is still being written to Unleash: let it finish (bounded).
     await service.settle(closeSettleMs);
     events.closeAll();

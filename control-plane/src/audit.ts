@@ -5,7 +5,7 @@ import { controlKeys } from '@headroom/fleet';
 import type { AuditQuery, AuditStore, TimedAuditEntry } from './record/audit-store';
 import { databaseUnavailable, type Database } from './record/database';
 
-export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild' | 'profile.start';
+export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild' | 'profile.start' | 'rollout.start' | 'rollout.pause' | 'rollout.resume' | 'rollout.abort' | 'rollout.decision';
 
 export interface AuditEntry {
   /** PostgreSQL's id, a whole number as text: orders entries as they were written, usable as a cursor. */

@@ -112,10 +112,15 @@ export const controlPlaneOptionsSchema = z
     profileTtlMs: settings.positiveInt(7 * 24 * 3600_000).default(3_600_000),
     /** CPU profiles kept (oldest dropped); each is at most 16 MiB of JSON, stored gzipped. @default 20 */
     maxProfilesKept: settings.positiveInt(1000).default(20),
+    /** How often the rollout autopilot reads the gates and acts. @default 2000 */
+    autopilotTickMs: settings.positiveInt(60_000).default(2000),
+    /** How long the autopilot's lease outlives its holder's last renewal: another control plane takes a rollout over after this. @default 10000 */
+    autopilotLeaseMs: settings.positiveInt(600_000).default(10_000),
   })
   .strict()
   .refine((c) => new Set(c.tokens.map((t) => t.token)).size === c.tokens.length, { message: 'two API tokens have the same secret', path: ['tokens'] })
-  .refine((c) => new Set(c.tokens.map((t) => t.name)).size === c.tokens.length, { message: 'two API tokens have the same name', path: ['tokens'] });
+  .refine((c) => new Set(c.tokens.map((t) => t.name)).size === c.tokens.length, { message: 'two API tokens have the same name', path: ['tokens'] })
+  .refine((c) => c.autopilotLeaseMs > 2 * c.autopilotTickMs, { message: 'expected more than twice autopilotTickMs: the autopilot renews its lease once a tick', path: ['autopilotLeaseMs'] });
 
 export type ControlPlaneOptions = z.input<typeof controlPlaneOptionsSchema>;
 export type ControlPlaneConfig = z.output<typeof controlPlaneOptionsSchema>;

@@ -96,6 +96,14 @@ export interface ControlKeys {
   readonly profiles: string;
   /** HASH with an expiry, one per profile: `record` -> JSON, `cpuprofile` -> the gzipped .cpuprofile JSON. */
   readonly profile: (profileId: string) => string;
+  /** HASH: the current (or latest) rollout: `json` -> the control plane's `Rollout`, `version` -> bumped by each write (compare-and-set). */
+  readonly rollout: string;
+  /** LIST: finished rollouts' JSON, newest first, capped. */
+  readonly rolloutHistory: string;
+  /** STRING with an expiry: "<fence>:<owner>", the control plane whose autopilot may act. */
+  readonly autopilotLease: string;
+  /** STRING counter: the fencing token, raised at each new holder of the lease. */
+  readonly autopilotFence: string;
 }
 
 export function controlKeys(prefix: string): ControlKeys {
@@ -115,6 +123,10 @@ export function controlKeys(prefix: string): ControlKeys {
     profileLock: key('profile-lock'),
     profiles: key('profiles'),
     profile: (profileId) => key(`profile:${profileId}`),
+    rollout: key('rollout'),
+    rolloutHistory: key('rollout-history'),
+    autopilotLease: key('autopilot-lease'),
+    autopilotFence: key('autopilot-fence'),
   };
 }
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { auditActions, type RequestSchemas } from './schemas';
 import { profilePaths } from './profile-openapi';
+import { rolloutPaths } from './rollout-openapi';
 import { profileRequestSchemas } from './profile-schemas';
 
 type JsonSchema = Record<string, unknown>;
@@ -252,7 +253,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
   const secured = [{ bearer: [] }];
   return {
     openapi: '3.1.0',
-    info: { title: 'Headroom control plane', version: '1.0.0', description: 'Shift traffic between the baseline and candidate clusters, tune max parallelism, roll back instantly.' },
+    info: { title: 'Headroom control plane', version: '1.0.0', description: 'Shift traffic between the baseline and candidate clusters, tune max parallelism, roll back instantly, or let the autopilot walk a rollout plan.' },
     servers: [{ url: '/api/v1' }],
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A viewer token reads; an operator token also changes' } },
@@ -325,6 +326,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
         },
       },
       ...profilePaths({ ok, errors, body, read, write }, profileRequestSchemas(schemas.workerId)),
+      ...rolloutPaths({ ok, errors, body, read, write }, schemas),
       '/events': { get: { summary: 'Server-sent events: change (audit entries), ack (balancer acknowledgements), override-change (a rollback or resume when answered, and again when its Unleash write is done or failed), figures (every few seconds)', responses: { 200: { description: 'text/event-stream' }, ...read } } },
       '/healthz': { get: { summary: 'The process is up', security: [], responses: { 200: ok('OK', { type: 'object' }) } } },
       '/readyz': { get: { summary: 'Redis, Unleash and PostgreSQL (the audit log) answer, and the flags exist; auditOutbox: entries waiting for PostgreSQL', security: [], responses: { 200: ok('Ready', { type: 'object' }), 503: ok('Not ready', { type: 'object' }) } } },

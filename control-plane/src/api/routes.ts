@@ -10,6 +10,7 @@ import type { LatencySeries, LatencyView } from '../latency-view';
 import { parseRequest, type RequestSchemas } from './schemas';
 import { profileRoutes } from './profile-routes';
 import type { ProfileService } from '../profiles/profile-service';
+import type { RolloutService } from '../rollouts/rollout-service';
 
 export interface RouteDeps {
   service: ControlService;
@@ -20,6 +21,7 @@ export interface RouteDeps {
   schemas: RequestSchemas;
   maxBodyBytes: number;
   profiles: ProfileService;
+  rollouts: RolloutService;
   /** Sends the first figures to a new event stream. */
   welcome(response: Response): Promise<void>;
   /** Latency per integration per cluster over the last `windowMs`, and the ratio. */
@@ -112,6 +114,29 @@ export function apiRoutes(deps: RouteDeps): express.Router {
   });
 
   router.use(profileRoutes(deps.profiles, deps.schemas));
+
+  router.get('/rollouts', async (_request, response) => {
+    response.json(await deps.rollouts.view());
+  });
+
+  router.post('/rollouts', async (request, response) => {
+    const plan = parseRequest(deps.schemas.rolloutPlan, bodyOf(request), 'body');
+    const rollout = await deps.rollouts.start(plan, actor(response));
+    response.status(201).location(`/api/v1/rollouts/${rollout.id}`).json(rollout);
+  });
+
+  router.get('/rollouts/:rolloutId', async (request, response) => {
+    const id = parseRequest(deps.schemas.rolloutId, request.params.rolloutId, 'path.rolloutId');
+    response.json(await deps.rollouts.get(id));
+  });
+
+  for (const action of ['pause', 'resume', 'abort'] as const) {
+    router.post(`/rollouts/:rolloutId/${action}`, async (request, response) => {
+      const id = parseRequest(deps.schemas.rolloutId, request.params.rolloutId, 'path.rolloutId');
+      const { reason } = parseRequest(deps.schemas.rolloutAction, bodyOf(request), 'body');
+      response.json(await deps.rollouts[action](id, actor(response), reason));
+    });
+  }
 
   return router;
 }

@@ -3,9 +3,10 @@ import { maxParallelismLimit } from '@headroom/flags';
 import { userKeyedMap } from '@headroom/common';
 import { InvalidRequestError, type FieldProblem } from '../errors';
 import type { AuditAction } from '../audit';
+import { planSchema } from '../rollouts/plan';
 
 /** The actions an audit entry can have (GET /audit?action=...). */
-export const auditActions = ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild', 'profile.start'] as const satisfies readonly AuditAction[];
+export const auditActions = ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild', 'profile.start', 'rollout.start', 'rollout.pause', 'rollout.resume', 'rollout.abort', 'rollout.decision'] as const satisfies readonly AuditAction[];
 
 const percent = z
   .number({ error: 'expected a whole number from 0 to 100' })
@@ -64,6 +65,11 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
       })
       .strict(),
     workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"'),
+    rolloutPlan: planSchema(integrations),
+    rolloutId: z.string().regex(/^ro-[0-9a-f]{10}$/, 'expected a rollout id such as ro-0123456789'),
+    rolloutAction: z
+      .object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') })
+      .strict(),
   };
 }
 

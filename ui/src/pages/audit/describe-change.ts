@@ -18,6 +18,11 @@ export function describeChange(action: string, before: unknown, after: unknown):
     if (after.durable === 'failed') lines.push('not durable: Unleash was not updated');
     return lines;
   }
+  if (action.startsWith('rollout.') && isObject(after) && typeof after.name === 'string') {
+    // The reason says what was decided and why; the gates' figures are in the JSON.
+    const step = typeof after.step === 'number' ? `, step ${after.step + 1}` : '';
+    return [`rollout ${after.name}: ${String(after.kind ?? action.slice('rollout.'.length))}${step}, ${String(after.status)}`];
+  }
   const was = flatten(before);
   const now = flatten(after);
   const lines: string[] = [];

@@ -1,0 +1,255 @@
+/**
+ * The autopilot: walks a rollout plan step by step, judged by the gates (gates.ts), with the
+ * actuators an operator has (traffic per integration, the candidate's max parallelism, the
+ * acknowledged rollback), as the autopilot's own actor in the audit log.
+ *
+ * Every control plane runs one; only the holder of the lease in Redis acts (rollout-store.ts),
+ * and it renews the lease at each tick: one that cannot (Redis away, another took over after
+ * it stalled) stops acting at once, and its writes are refused by the fence. The state lives in
+ * Redis, so a second control plane continues a rollout where the first left it.
+ *
+ * At each tick, for a running rollout:
+ * - a breached gate on an integration rolls that integration back (the others go on); on a
+ *   search step that has raised parallelism before, it backs off to the highest value that held
+ *   and ends the step there instead. A breached gate on the candidate's workers backs a search
+ *   off the same way, else rolls back every integration still moving: the workers are shared.
+ * - else, once every gate has held for the step's hold time, judged on windows that lie within
+ *   the step, it takes the next step (or, on a search step, the next raise); the last completes.
+ * - else it waits, and says for what: a gate close to its line (with the figures), not enough
+ *   samples, the first window of the step still filling.
+ */
+import type { Logger } from '@headroom/common';
+import { readLatency, type RedisConnection, type WorkerReport } from '@headroom/fleet';
+import type { AuditLog } from '../audit';
+import type { ControlService } from '../control-service';
+import { describeGates, readGates, worstStatus, type GateStatus, type GatesReading } from './gates';
+import type { PlanStep } from './plan';
+import { withDecision, type Decision, type DecisionKind, type Rollout, type RolloutStore } from './rollout-store';
+
+export const autopilotActor = 'autopilot';
+
+export interface AutopilotOptions {
+  /** How often the autopilot reads the gates and acts. */
+  tickMs: number;
+  /** How long the lease outlives its holder's last renewal: another control plane takes over after it. */
+  leaseMs: number;
+  /** How long after a window ends the workers' latency summaries are complete (they report every 5 s by default). */
+  settleMs: number;
+}
+
+export interface AutopilotDeps {
+  store: RolloutStore;
+  service: ControlService;
+  audit: AuditLog;
+  redis: RedisConnection;
+  keyPrefix: string;
+  clusters: { baseline: string; candidate: string };
+  /** The candidate cluster's workers' latest reports. */
+  candidateReports(): Promise<WorkerReport[]>;
+  logger: Logger;
+  options: AutopilotOptions;
+}
+
+type Outcome = { rollout: Rollout; decisions: Decision[] };
+type Note = (kind: DecisionKind, step: number, message: string, integration?: string) => void;
+
+export class Autopilot {
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private leaseValue: string | null = null;
+  private stopped = false;
+
+  constructor(private readonly deps: AutopilotDeps) {}
+
+  /** Whether this control plane holds the lease now. */
+  get acting(): boolean {
+    return this.leaseValue !== null;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (this.ticking || this.stopped) return;
+      this.ticking = this.tick()
+        .catch((error: unknown) => this.deps.logger.warn({ err: error }, 'autopilot tick failed'))
+        .finally(() => (this.ticking = undefined));
+    }, this.deps.options.tickMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.ticking;
+    if (this.leaseValue) await this.deps.store.releaseLease(this.leaseValue);
+    this.leaseValue = null;
+  }
+
+  /** One look at the rollout, and what it calls for. */
+  async tick(nowUnixMs = Date.now()): Promise<void> {
+    const stored = await this.deps.store.current();
+    if (!stored || stored.rollout.status !== 'running') return;
+    const lease = await this.deps.store.lease(this.deps.options.leaseMs).catch(() => null);
+    if (lease !== this.leaseValue) this.deps.logger.info({ acting: lease !== null }, lease ? 'autopilot: this control plane acts on the rollout' : 'autopilot: another control plane acts on the rollout');
+    this.leaseValue = lease;
+    if (!lease) return;
+
+    const { rollout } = stored;
+    const reading = await this.read(rollout, nowUnixMs);
+    const outcome = await this.decide({ ...rollout, lastReading: reading }, reading, nowUnixMs);
+    const written = await this.deps.store.write(outcome.rollout, stored.version, lease);
+    if (written === 'lost-lease') {
+      this.leaseValue = null;
+      this.deps.logger.warn('autopilot: lost the lease while acting; the next holder reads the rollout again and goes on from there');
+      return;
+    }
+    if (written === 'changed') return; // An operator paused or aborted meanwhile: their word stands; the next tick sees it.
+    for (const decision of outcome.decisions) await this.record(outcome.rollout, decision, reading);
+  }
+
+  private async read(rollout: Rollout, nowUnixMs: number): Promise<GatesReading> {
+    const { plan } = rollout;
+    const windowMs = plan.windowSeconds * 1000;
+    // The window ends settleMs ago: the workers' summaries of later tasks may not be in yet.
+    const latency = await readLatency(this.deps.redis, this.deps.keyPrefix, windowMs, { nowUnixMs: nowUnixMs - this.deps.options.settleMs });
+    if (rollout.baselineUntilUnixMs !== null) {
+      // Every task on the candidate: compare with the baseline's last window before that.
+      const before = await readLatency(this.deps.redis, this.deps.keyPrefix, windowMs, { nowUnixMs: rollout.baselineUntilUnixMs });
+      latency.set(this.deps.clusters.baseline, before.get(this.deps.clusters.baseline) ?? new Map());
+    }
+    const moving = plan.integrations.filter((integration) => !rollout.rolledBack.includes(integration));
+    return readGates({
+      gates: plan.gates,
+      integrations: moving,
+      windowSeconds: plan.windowSeconds,
+      minSamples: plan.minSamples,
+      clusters: this.deps.clusters,
+      latency,
+      candidateReports: await this.deps.candidateReports(),
+      nowUnixMs,
+    });
+  }
+
+  private async decide(rollout: Rollout, reading: GatesReading, now: number): Promise<Outcome> {
+    const decisions: Decision[] = [];
+    const note: Note = (kind, step, message, integration) =>
+      decisions.push({ atUnixMs: now, kind, step, message, actor: autopilotActor, ...(integration ? { integration } : {}) });
+    const judged = await this.judge(rollout, reading, now, note);
+    return { rollout: decisions.reduce(withDecision, judged), decisions };
+  }
+
+  private async judge(rollout: Rollout, reading: GatesReading, now: number, note: Note): Promise<Rollout> {
+    const step = rollout.plan.steps[rollout.step]!;
+    const search = rollout.search;
+
+    // Breaches first, whatever the window: a step that hurts is undone at once.
+    const breachedIntegrations = reading.integrations.filter((i) => i.status === 'breached');
+    const workersBreached = reading.workers.status === 'breached';
+    if ((breachedIntegrations.length > 0 || workersBreached) && search && search.highestHeld !== null) {
+      const why = [
+        ...breachedIntegrations.map((i) => `${i.integration}: ${describeGates(i.gates, 'breached')}`),
+        ...(workersBreached ? [`workers: ${describeGates(reading.workers.gates, 'breached')}`] : []),
+      ].join('; ');
+      await this.setParallelism(search.highestHeld);
+      note('back-off', rollout.step, `max parallelism ${search.current} broke a gate (${why}); backed off to ${search.highestHeld}, the highest that held`);
+      return this.nextStep({ ...rollout, maxParallelism: search.highestHeld, search: { ...search, current: search.highestHeld } }, now, note);
+    }
+    const toRollBack = workersBreached ? reading.integrations.map((i) => i.integration) : breachedIntegrations.map((i) => i.integration);
+    for (const integration of toRollBack) {
+      const figures = workersBreached
+        ? `the candidate's workers: ${describeGates(reading.workers.gates, 'breached')}`
+        : describeGates(reading.integrations.find((i) => i.integration === integration)!.gates, 'breached');
+      await this.deps.service.rollback({ integration, reason: `rollout ${rollout.plan.name} (${rollout.id}), step ${rollout.step + 1}: ${figures}` }, autopilotActor);
+      rollout = { ...rollout, rolledBack: [...rollout.rolledBack, integration] };
+      note('rollback', rollout.step, `rolled ${integration} back to the baseline: ${figures}`, integration);
+    }
+    if (rollout.rolledBack.length === rollout.plan.integrations.length) {
+      note('rollback', rollout.step, 'every integration of the plan was rolled back: the rollout ends here');
+      return { ...rollout, status: 'rolled-back', finishedAtUnixMs: now, waitingFor: null, heldSinceUnixMs: null };
+    }
+    if (toRollBack.length > 0) return { ...rollout, heldSinceUnixMs: null };
+
+    // A gate counts only on windows that lie within the step.
+    const judgedFromMs = rollout.stepStartedAtUnixMs + rollout.plan.windowSeconds * 1000 + this.deps.options.settleMs;
+    const status = worstStatus([...reading.integrations.map((i) => i.status), reading.workers.status]);
+    if (now < judgedFromMs || status !== 'ok') {
+      const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, status, rollout.plan.minSamples);
+      if (status === 'close' && rollout.waitingFor !== waitingFor) note('hold', rollout.step, `holding: ${waitingFor}`);
+      return { ...rollout, heldSinceUnixMs: null, waitingFor };
+    }
+    const heldSince = rollout.heldSinceUnixMs ?? now;
+    if (now - heldSince < step.holdSeconds * 1000) {
+      return { ...rollout, heldSinceUnixMs: heldSince, waitingFor: `every gate to hold for ${step.holdSeconds} s (held ${Math.floor((now - heldSince) / 1000)} s)` };
+    }
+
+    // Every gate held for the whole hold.
+    if (search && search.current < step.search!.max) {
+      const raised = Math.min(step.search!.max, Math.ceil(search.current * step.search!.factor));
+      await this.setParallelism(raised);
+      note('raise', rollout.step, `max parallelism ${search.current} held for ${step.holdSeconds} s; raised to ${raised}`);
+      return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, waitingFor: null };
+    }
+    if (search) note('step', rollout.step, `max parallelism ${search.current} held for ${step.holdSeconds} s: the highest the search tries`);
+    return this.nextStep(rollout, now, note);
+  }
+
+  /** Takes the next step, or completes the rollout after the last. */
+  private async nextStep(rollout: Rollout, now: number, note: Note): Promise<Rollout> {
+    const index = rollout.step + 1;
+    const step = rollout.plan.steps[index];
+    if (!step) {
+      note('complete', rollout.step, `every step held; the candidate runs at max parallelism ${rollout.maxParallelism}`);
+      return { ...rollout, status: 'completed', finishedAtUnixMs: now, waitingFor: null, heldSinceUnixMs: null };
+    }
+    const applied = await this.applyStep({ ...rollout, step: index }, step);
+    note('step', index, `step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.maxParallelism)}`);
+    const baselineUntilUnixMs = step.candidatePercent < 100 ? null : (rollout.baselineUntilUnixMs ?? now);
+    return { ...applied, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, waitingFor: null };
+  }
+
+  /** Sets traffic and max parallelism for `step` (idempotent: a value already set is not written again). */
+  async applyStep(rollout: Rollout, step: PlanStep): Promise<Rollout> {
+    const maxParallelism = step.search ? step.search.from : step.maxParallelism!;
+    const moving = rollout.plan.integrations.filter((integration) => !rollout.rolledBack.includes(integration));
+    await this.deps.service.setTraffic({ integrations: Object.fromEntries(moving.map((integration) => [integration, step.candidatePercent])) }, autopilotActor);
+    await this.setParallelism(maxParallelism);
+    return { ...rollout, maxParallelism, search: step.search ? { current: step.search.from, highestHeld: null } : null };
+  }
+
+  private async setParallelism(maxParallelism: number): Promise<void> {
+    const current = await this.deps.service.parallelism();
+    if (current[this.deps.clusters.candidate] === maxParallelism) return;
+    await this.deps.service.setParallelism({ [this.deps.clusters.candidate]: maxParallelism }, autopilotActor);
+  }
+
+  private async record(rollout: Rollout, decision: Decision, reading: GatesReading): Promise<void> {
+    await this.deps.audit.record({
+      actor: decision.actor,
+      action: 'rollout.decision',
+      target: decision.integration ?? rollout.id,
+      before: null,
+      after: { rollout: rollout.id, name: rollout.plan.name, kind: decision.kind, step: decision.step, status: rollout.status, maxParallelism: rollout.maxParallelism, reading },
+      outcome: 'ok',
+      reason: decision.message,
+    });
+  }
+}
+
+export function describeStep(step: PlanStep, maxParallelism: number): string {
+  return `${step.candidatePercent}% of the plan's integrations on the candidate at max parallelism ${maxParallelism}${step.search ? ` (searching up to ${step.search.max})` : ''}`;
+}
+
+/** What keeps the autopilot from advancing: the gates close to their lines (with figures), or the data missing. */
+function whatHolds(reading: GatesReading, status: GateStatus, minSamples: number): string {
+  if (status === 'close') {
+    return `gates close to their lines: ${[
+      ...reading.integrations.filter((i) => i.status === 'close').map((i) => `${i.integration}: ${describeGates(i.gates, 'close')}`),
+      ...(reading.workers.status === 'close' ? [`workers: ${describeGates(reading.workers.gates, 'close')}`] : []),
+    ].join('; ')}`;
+  }
+  return `enough data: ${[
+    ...reading.integrations
+      .filter((i) => i.status === 'not-enough-data')
+      .map((i) => `${i.integration} ran ${i.samples.baseline} tasks on the baseline and ${i.samples.candidate} on the candidate (minSamples ${minSamples})`),
+    ...(reading.workers.status === 'not-enough-data' ? ['no report from a candidate worker'] : []),
+  ].join('; ')}`;
+}
