@@ -6,9 +6,9 @@
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import { cliPaths, freePort, handlersPaths, startFleet, startPrivateRedis, submit, task } from '@headroom/testkit';
+import { cliPaths, freePort, handlersPaths, spawnReady, startFleet, startPrivateRedis, submit, task } from '@headroom/testkit';
 import { Ledger, WorkerReports, connectRedis, controlKeys, keyspacePattern, latencyKeys, reportKeys, waitUntilReady } from '@headroom/fleet';
 import { makeCertificates } from './certificates';
 
@@ -52,22 +52,8 @@ test('Redis over TLS: rediss:// in REDIS_URL, trusting the CA through NODE_EXTRA
   const tlsPort = await freePort();
   const redis = await startPrivateRedis(['--tls-port', String(tlsPort), '--tls-cert-file', file('server.pem'), '--tls-key-file', file('server.key'), '--tls-ca-cert-file', file('ca.pem'), '--tls-auth-clients', 'no']);
   t.after(() => redis.stop(true));
-  const worker = spawn(process.execPath, [workerCli, '--cluster', 'baseline', '--worker-id', 'tls-redis-worker', '--handlers', handlersPaths.demo, '--redis-url', `rediss://127.0.0.1:${tlsPort}`], {
-    env: { ...process.env, NODE_EXTRA_CA_CERTS: file('ca.pem'), LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  t.after(() => void worker.kill('SIGKILL'));
-  let stderr = '';
-  worker.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no ready line within 15 s: ${stderr}`)), 15_000);
-    worker.stdout.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('"event":"ready"')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    worker.once('exit', (code) => reject(new Error(`worker exited ${code}: ${stderr}`)));
+  await spawnReady(t, workerCli, ['--cluster', 'baseline', '--worker-id', 'tls-redis-worker', '--handlers', handlersPaths.demo, '--redis-url', `rediss://127.0.0.1:${tlsPort}`], 15_000, {
+    NODE_EXTRA_CA_CERTS: file('ca.pem'),
   });
   // It registered in the ledger through the TLS port: read it back over TLS too.
   const reader = connectRedis(`rediss://127.0.0.1:${tlsPort}`, { tls: { ca: fs.readFileSync(file('ca.pem')) } });

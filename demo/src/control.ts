@@ -7,14 +7,13 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { ManagedChild } from './child';
 import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, setTrafficPercent, type DemoApiTokens } from './control-plane-api';
 import type { DemoConfig } from './options';
-import { portIsFree } from '@headroom/testkit';
+import { portIsFree, type NodeProcess } from '@headroom/testkit';
 import { StartError, messageOf, say, write } from './terminal';
 
 /** Starts a child of the launcher; `secrets` go by env. */
-export type SpawnChild = (label: string, script: string, args: string[], secrets?: Record<string, string>) => ManagedChild;
+export type SpawnChild = (label: string, script: string, args: string[], secrets?: Record<string, string>) => NodeProcess;
 
 /** Where the flags live and the tokens to reach them. */
 export interface UnleashAccess {
@@ -56,8 +55,8 @@ export class DemoControl {
   /** The control plane accepts these (and only these) for this run. */
   readonly apiTokens: DemoApiTokens = makeApiTokens();
   /** Our Unleash (and its PostgreSQL), when no --unleash-url is given. */
-  unleashChild: ManagedChild | undefined;
-  controlPlane: ManagedChild | undefined;
+  unleashChild: NodeProcess | undefined;
+  controlPlane: NodeProcess | undefined;
   /** Data directory of that PostgreSQL: fresh for each run, deleted at exit. */
   private postgresDataDir: string | undefined;
 

@@ -4,7 +4,7 @@
  * demo runs as a child; `sleep`: the demo handlers (sim/src/handlers/demo.ts), which only wait.
  */
 import { defaultIntegrations, type WeightedIntegration } from '@headroom/sim';
-import type { ManagedChild } from './child';
+import type { NodeProcess } from '@headroom/testkit';
 import type { SpawnChild } from './control';
 import type { DemoConfig } from './options';
 import { say, write } from './terminal';
@@ -33,7 +33,7 @@ export class DemoWorkload {
   readonly integrations: readonly WeightedIntegration[];
   readonly handlersScript: string;
   /** The bank simulator (bank workload only), stopped after the workers. */
-  bankSimulator: ManagedChild | undefined;
+  bankSimulator: NodeProcess | undefined;
   private bankUrl: string | undefined;
 
   constructor(

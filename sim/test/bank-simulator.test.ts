@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { once } from 'node:events';
 import { ConfigError } from '@headroom/common';
+import { spawnReady } from '@headroom/testkit';
 import { bankAccountSchema, transactionsPageSchema } from '../src/bank/api';
 import { defaultBanks } from '../src/bank/banks';
 import { startBankSimulator } from '../src/bank/bank-server';
@@ -166,7 +167,7 @@ test('close drops answers still waiting, does not hang, and is idempotent', asyn
   await assert.rejects(waiting);
 });
 
-test('headroom-bank-sim: --help, a bad setting exits 2 naming it, ready line, SIGTERM stops it', async () => {
+test('headroom-bank-sim: --help, a bad setting exits 2 naming it, ready line, SIGTERM stops it', async (t) => {
   const run = (args: string[], env: NodeJS.ProcessEnv = {}) => spawn(process.execPath, [bankCli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const finish = async (child: ReturnType<typeof run>) => {
     let stdout = '';
@@ -187,21 +188,12 @@ test('headroom-bank-sim: --help, a bad setting exits 2 naming it, ready line, SI
   assert.equal(badSeed.code, 2);
   assert.match(badSeed.stderr, /HEADROOM_BANK_SEED \(env\): got "-3"/);
 
-  const child = run(['--port', '0'], { HEADROOM_BANK_SEED: '5', LOG_LEVEL: 'warn' });
-  const done = finish(child);
-  const ready = await new Promise<{ event: string; url: string; seed: number; banks: string[] }>((resolve) => {
-    let buffered = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      const line = buffered.split('\n').find((l) => l.includes('"event":"ready"'));
-      if (line) resolve(JSON.parse(line) as { event: string; url: string; seed: number; banks: string[] });
-    });
-  });
-  assert.equal(ready.seed, 5);
-  assert.deepEqual(ready.banks, ['bank-a', 'bank-b', 'bank-c', 'bank-d']);
-  const health = await fetch(`${ready.url}/healthz`);
+  const simulator = await spawnReady(t, bankCli, ['--port', '0'], 15_000, { HEADROOM_BANK_SEED: '5' });
+  assert.equal(simulator.ready.seed, 5);
+  assert.deepEqual(simulator.ready.banks, ['bank-a', 'bank-b', 'bank-c', 'bank-d']);
+  const health = await fetch(`${simulator.ready.address}/healthz`);
   assert.equal(health.status, 200);
   await health.text();
-  child.kill('SIGTERM');
-  assert.equal((await done).code, 0);
+  await simulator.kill('SIGTERM');
+  assert.equal(simulator.child.exitCode, 0);
 });

@@ -3,3 +3,5 @@ export * from './fleet';
 export * from './processes';
 export * from './control-plane';
 export * from './redis-server';
+export * from './node-process';
+export * from './errors';

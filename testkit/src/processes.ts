@@ -1,8 +1,9 @@
 /**
- * Headroom's commands as a user runs them (their package's `./cli` export), started from their
- * ready line.
+ * Headroom's commands as a user runs them (their package's `./cli` export), started by a test
+ * from their ready line (see node-process.ts) and killed when the test ends.
  */
 import type { TestContext } from 'node:test';
+import { NodeProcess, type ReadyLine } from './node-process';
 
 /** The commands' entry points, resolved through the packages' exports. */
 export const cliPaths = {
@@ -19,38 +20,32 @@ export const handlersPaths = {
 };
 
 export interface ReadyProcess {
-  child: import('node:child_process').ChildProcess;
-  ready: { address: string; workerId?: string; balancerId?: string; metricsPort?: number };
+  child: NodeProcess;
+  ready: ReadyLine;
+  /** Sends `signal` (SIGKILL by default) and resolves once it exited. */
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Starts a Headroom CLI and resolves with the JSON "ready" line it prints. */
-export async function spawnReady(t: TestContext, cli: string, args: string[], timeoutMs = 15_000): Promise<ReadyProcess> {
-  const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [cli, ...args], { env: { ...process.env, LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
+/**
+ * Starts a Headroom command (LOG_LEVEL=warn, and `env` over this process's) and resolves with
+ * the JSON ready line it prints; it is killed when the test ends. Rejects, naming it and
+ * showing its last output lines, when it exits first or `timeoutMs` passes.
+ */
+export async function spawnReady(t: TestContext, cli: string, args: string[], timeoutMs = 15_000, env: NodeJS.ProcessEnv = {}): Promise<ReadyProcess> {
+  const child = new NodeProcess({ name: cliName(cli), script: cli, args, env: { ...process.env, LOG_LEVEL: 'warn', ...env } });
   const kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill(signal);
-    await exited;
+    await child.kill(signal);
   };
   t.after(() => kill('SIGKILL'));
-  const ready = await new Promise<ReadyProcess['ready']>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${cli} not ready after ${timeoutMs} ms: ${stderr}`)), timeoutMs);
-    let buffered = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split('\n').slice(0, -1)) {
-        if (line.includes('"event":"ready"')) {
-          clearTimeout(timer);
-          resolve(JSON.parse(line) as ReadyProcess['ready']);
-        }
-      }
-      buffered = buffered.slice(buffered.lastIndexOf('\n') + 1);
-    });
-    child.once('exit', (code) => reject(new Error(`${cli} exited with ${code} before it was ready: ${stderr}`)));
-  });
+  const ready = await child.waitUntilReady(timeoutMs);
   return { child, ready, kill };
+}
+
+/** Folders and file names that say nothing of which command it is. */
+const uninformative = new Set(['', 'dist', 'src', 'cli', 'index', '.bin', 'node_modules']);
+
+/** ".../worker/dist/src/cli.js" -> "worker", ".../.bin/headroom-worker" -> "headroom-worker": which command, in errors. */
+function cliName(cli: string): string {
+  const parts = cli.replace(/\.js$/, '').split(/[\\/]/).filter((part) => !uninformative.has(part));
+  return (parts.at(-1) ?? 'cli').replace(/[^A-Za-z0-9._-]/g, '-');
 }

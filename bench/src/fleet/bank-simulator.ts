@@ -1,5 +1,6 @@
 /** The simulated bank upstream (sim/src/bank) as a process of its own, for workers running the bank handlers. */
-import { spawnUntilReady } from './processes';
+import { startNodeProcess } from '@headroom/testkit';
+import { stopProcess } from './headroom-fleet';
 
 export interface BankSimulatorProcess {
   /** What the workers' HEADROOM_BANK_URL should say. */
@@ -16,7 +17,7 @@ export const bankHandlersPath = require.resolve('@headroom/sim/handlers/bank');
 
 /** Starts it on a free port of 127.0.0.1; `timeScale` multiplies every latency of the banks. */
 export async function startBankSimulator(options: { timeScale: number; seed: number; logDir: string }): Promise<BankSimulatorProcess> {
-  const { process: child, ready } = await spawnUntilReady({
+  const { process: child, ready } = await startNodeProcess({
     name: 'bank-sim',
     script: bankCli,
     args: ['--host', '127.0.0.1', '--port', '0', '--time-scale', String(options.timeScale), '--seed', String(options.seed)],
@@ -24,5 +25,5 @@ export async function startBankSimulator(options: { timeScale: number; seed: num
     logDir: options.logDir,
     readyTimeoutMs: 15_000,
   });
-  return { url: ready.address, pid: child.pid, stop: () => child.stop() };
+  return { url: ready.address, pid: child.pid, stop: () => stopProcess(child) };
 }

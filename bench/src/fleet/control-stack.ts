@@ -9,7 +9,7 @@ import { once } from '@headroom/common';
 import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck, type RedisConnection } from '@headroom/fleet';
 import * as path from 'node:path';
 import { deleteKeys } from './headroom-fleet';
-import { spawnUntilReady, type ManagedProcess } from './processes';
+import { startNodeProcess, type NodeProcess } from '@headroom/testkit';
 import { testSchema } from '@headroom/unleash-local';
 
 export interface ControlStackOptions {
@@ -41,8 +41,8 @@ const unleashReadyTimeoutMs = 60_000;
 
 /** `register` receives the clean-up as soon as there is something to clean up. */
 export async function startControlStack(keyPrefix: string, options: ControlStackOptions, register: (cleanup: () => Promise<void>) => void): Promise<ControlStack> {
-  let unleashProcess: ManagedProcess | undefined;
-  let controlPlane: ManagedProcess | undefined;
+  let unleashProcess: NodeProcess | undefined;
+  let controlPlane: NodeProcess | undefined;
   const connections: RedisConnection[] = [];
   // The control plane's audit log: a schema of its own on the test PostgreSQL.
   const database = testSchema('hr_bench');
@@ -58,14 +58,14 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
 
   const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
   // GRACEFUL_SHUTDOWN_ENABLE=false: Unleash installs no signal handlers of its own; the script stops it.
-  const startedUnleash = await spawnUntilReady({ name: 'unleash', script: unleashScript, args: [], env: { ...env, GRACEFUL_SHUTDOWN_ENABLE: 'false' }, logDir: options.logDir, readyTimeoutMs: unleashReadyTimeoutMs });
+  const startedUnleash = await startNodeProcess({ name: 'unleash', script: unleashScript, args: [], env: { ...env, GRACEFUL_SHUTDOWN_ENABLE: 'false' }, logDir: options.logDir, readyTimeoutMs: unleashReadyTimeoutMs });
   unleashProcess = startedUnleash.process;
   const unleash = { url: startedUnleash.ready.address, adminToken: String(startedUnleash.ready.adminToken), clientToken: String(startedUnleash.ready.clientToken) };
   const redis = connectRedis(options.redisUrl);
   connections.push(redis);
   await waitUntilReady(redis, options.redisUrl);
   const token = randomBytes(24).toString('hex');
-  const started = await spawnUntilReady({
+  const started = await startNodeProcess({
     name: 'control-plane',
     script: controlPlaneCli,
     args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl, '--database-url', database.url, '--database-schema', database.schema],

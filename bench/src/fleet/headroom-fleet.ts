@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { keyspacePattern } from '@headroom/fleet';
-import { spawnUntilReady, type ManagedProcess, type ReadyLine } from './processes';
+import { nodeProcessDefaults, startNodeProcess, type NodeProcess, type ReadyLine } from '@headroom/testkit';
 
 export interface WorkerEndpoint {
   name: string;
@@ -78,12 +78,12 @@ export function benchKeyPrefix(benchmark: string): string {
  * Processes are named worker-1.. and balancer (balancer-1.. when there are several).
  */
 export async function startProcessFleet(keyPrefix: string, options: FleetOptions, register: (cleanup: () => Promise<void>) => void): Promise<ProcessFleet> {
-  const workerProcesses: ManagedProcess[] = [];
-  const balancerProcesses: ManagedProcess[] = [];
+  const workerProcesses: NodeProcess[] = [];
+  const balancerProcesses: NodeProcess[] = [];
   let keysDeleted: Promise<void> | undefined;
   const close = async () => {
-    await Promise.all(balancerProcesses.map((p) => p.stop()));
-    await Promise.all(workerProcesses.map((p) => p.stop()));
+    await Promise.all(balancerProcesses.map(stopProcess));
+    await Promise.all(workerProcesses.map(stopProcess));
     await (keysDeleted ??= deleteKeys(options.redisUrl, keyPrefix));
   };
   register(close);
@@ -95,7 +95,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
   const workers = await allStarted(
     workerSpecs.map(async (group, index): Promise<WorkerEndpoint> => {
       const name = `worker-${index + 1}`;
-      const { process: child, ready } = await spawnUntilReady({
+      const { process: child, ready } = await startNodeProcess({
         name,
         script: workerCli,
         args: [
@@ -123,7 +123,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
   const balancers = await allStarted(
     Array.from({ length: balancerCount }, async (_unused, index): Promise<BalancerEndpoint> => {
       const name = balancerCount === 1 ? namePrefix : `${namePrefix}-${index + 1}`;
-      const { process: child, ready } = await spawnUntilReady({
+      const { process: child, ready } = await startNodeProcess({
         name,
         nodeFlags: options.balancerNodeFlags,
         script: balancerCli,
@@ -139,6 +139,13 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
     }),
   );
   return { keyPrefix, balancers, workers, pids, close };
+}
+
+/** Stops one of the benchmark's processes (SIGTERM, then SIGKILL), saying so on stderr when it had to be killed. */
+export async function stopProcess(child: NodeProcess): Promise<void> {
+  const graceMs = nodeProcessDefaults.stopGraceMs;
+  const { forced } = await child.stop(graceMs);
+  if (forced) process.stderr.write(`bench: ${child.name} (pid ${child.pid}) did not exit ${graceMs} ms after SIGTERM; sent SIGKILL\n`);
 }
 
 /** Headroom's CLIs print the port of their /metrics (with --metrics-port) in the ready line. */

@@ -2,19 +2,17 @@
  * A real Unleash server in a child process (see child.ts) on a fresh schema of the test
  * PostgreSQL, which the fault suite stops and starts again on the same port, data and tokens.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import pg from 'pg';
 import { freePort } from '@headroom/common';
+import { startNodeProcess, type NodeProcess } from '@headroom/testkit';
 import { testPostgresUrl, type UnleashServerOptions } from '@headroom/unleash-local';
 import { unleashOptionsEnv } from './child';
 
 /** The first start runs Unleash's migrations: tens of seconds on a busy machine. */
 const readyTimeoutMs = 90_000;
 const childPath = path.join(__dirname, 'child.js');
-/** Stops the child when this process goes away, even by SIGKILL (the preload the demo's children have too). */
-const exitWithParentPath = require.resolve('@headroom/testkit/exit-with-parent');
 
 export interface UnleashProcess {
   readonly url: string;
@@ -38,30 +36,6 @@ async function withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> 
   }
 }
 
-function waitForReady(child: ChildProcess): Promise<void> {
-  return new Promise((resolve, reject) => {
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => fail(new Error(`Unleash printed no ready line within ${readyTimeoutMs} ms: ${stderr}`)), readyTimeoutMs);
-    const fail = (error: Error) => {
-      clearTimeout(timer);
-      child.kill('SIGKILL');
-      reject(error);
-    };
-    child.stderr!.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
-    child.stdout!.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      if (stdout.includes('"event":"ready"')) {
-        clearTimeout(timer);
-        child.off('exit', onExit);
-        resolve();
-      }
-    });
-    const onExit = (code: number | null) => fail(new Error(`Unleash exited (${code}) before it was ready: ${stderr}`));
-    child.once('exit', onExit);
-  });
-}
-
 export async function startUnleashProcess(): Promise<UnleashProcess> {
   const schema = `hr_faults_${randomBytes(5).toString('hex')}`;
   const url = new URL(testPostgresUrl);
@@ -80,21 +54,21 @@ export async function startUnleashProcess(): Promise<UnleashProcess> {
     clientToken: `default:development.${randomBytes(16).toString('hex')}`,
   };
   await withClient((client) => client.query(`CREATE SCHEMA ${schema}`));
-  let child: ChildProcess | undefined;
+  let child: NodeProcess | undefined;
   const stop = async () => {
     const running = child;
     child = undefined;
-    if (!running || running.exitCode !== null || running.signalCode !== null) return;
-    const exited = new Promise((resolve) => running.once('exit', resolve));
-    running.kill('SIGKILL');
-    await exited;
+    await running?.kill('SIGKILL');
   };
   const start = async () => {
-    child = spawn(process.execPath, ['--require', exitWithParentPath, childPath], {
+    // Stopped with its parent, even by SIGKILL (exit-with-parent).
+    const started = await startNodeProcess({
+      name: 'unleash',
+      script: childPath,
       env: { ...process.env, [unleashOptionsEnv]: JSON.stringify(options) },
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      readyTimeoutMs,
     });
-    await waitForReady(child);
+    child = started.process;
   };
   let closing: Promise<void> | undefined;
   const close = () =>
