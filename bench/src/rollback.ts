@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { sleep } from '@headroom/common';
-import type { DurableState, OverrideChangeRecord, RollbackRecord, TrafficView } from '@headroom/control-plane';
+import type { DurableState, RollbackRecord } from '@headroom/control-plane';
 import { Cleanups } from './fleet/cleanups';
 import { startControlStack } from './fleet/control-stack';
 import { benchPlace, startProcessFleet, type WorkerGroup } from './fleet/headroom-fleet';
@@ -223,13 +223,13 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
     const durableOutcome = async (record: RollbackRecord, sentAt: number): Promise<{ durable: DurableState; durableMs: number }> => {
       const deadline = performance.now() + settings.probe.waitTimeoutMs;
       for (;;) {
-        const last = (await control.api<TrafficView>('GET', '/traffic')).lastRollback;
+        const last = (await control.api.traffic()).lastRollback;
         if (last?.overrideVersion === record.overrideVersion && last.durable !== 'pending') return { durable: last.durable, durableMs: performance.now() - sentAt };
         if (performance.now() > deadline) throw new Error(`rollback version ${record.overrideVersion}: Unleash not written after ${settings.probe.waitTimeoutMs} ms`);
         await sleep(10, signal);
       }
     };
-    const setPercent = (percent: number) => control.api('PUT', '/traffic', { integrations: { [integration]: percent } });
+    const setPercent = (percent: number) => control.api.setTraffic({ integrations: { [integration]: percent } });
     await setPercent(100);
     await routedTo('candidate', performance.now());
 
@@ -273,7 +273,7 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       // Wall clock, as the workers' records and the acknowledgements in Redis: one machine, one clock.
       const requestUnixMs = Date.now();
       const sentAt = performance.now();
-      const record = await control.api<RollbackRecord>('POST', '/rollback', {});
+      const record = await control.api.rollback();
       const roundTripMs = performance.now() - sentAt;
       if (record.propagationMs === null) throw new Error(`rollback #${rollback}: no balancer acknowledged (missing: ${record.missing.join(', ')})`);
       const ackUnixMs = await lastAcknowledgement(record);
@@ -282,7 +282,7 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       const counts = classify(reader.readNew(), { leadInFromUnixMs, requestUnixMs, ackUnixMs }, load.callTimeoutMs);
 
       const resumeSentAt = performance.now();
-      await control.api<OverrideChangeRecord>('POST', '/resume', {});
+      await control.api.resume();
       const resumeRoundTripMs = performance.now() - resumeSentAt;
       const backOnCandidateMs = Math.max(...(await routedTo('candidate', resumeSentAt)));
       leadInFromUnixMs = Date.now();

@@ -56,6 +56,18 @@ export interface ControlPlane {
   close(): Promise<void>;
 }
 
+/** GET /api/v1/readyz's answer (HTTP 200 when `ready`, else 503): what the control plane reaches. */
+export interface ReadinessView {
+  ready: boolean;
+  redis: boolean;
+  unleash: boolean;
+  database: boolean;
+  /** Its flags exist in Unleash. */
+  flags: boolean;
+  /** Audit entries waiting for PostgreSQL. */
+  auditOutbox: number;
+}
+
 /**
  * Starts the control plane: the audit schema is migrated (PostgreSQL must answer), flags exist in
  * Unleash (or are being created) and the API listens when this resolves.
@@ -200,7 +212,8 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       database.pool.query('SELECT 1').then(() => true, () => false),
     ]);
     const ready = redisOk && unleashOk && databaseOk && flagsReady;
-    response.status(ready ? 200 : 503).json({ ready, redis: redisOk, unleash: unleashOk, database: databaseOk, flags: flagsReady, auditOutbox: audit.outboxDepth });
+    const view: ReadinessView = { ready, redis: redisOk, unleash: unleashOk, database: databaseOk, flags: flagsReady, auditOutbox: audit.outboxDepth };
+    response.status(ready ? 200 : 503).json(view);
   });
   app.get('/api/v1/metrics', async (_request, response) => {
     response.setHeader('content-type', registry.contentType);

@@ -1,10 +1,12 @@
 export * from './app';
 export * from './config';
 export * from './errors';
-export type { TrafficView, RollbackRecord, OverrideChangeRecord, DurableState, BalancerView } from './control-service';
+export type { TrafficView, TrafficBalancerView, RollbackRecord, RollbackScope, OverrideChangeRecord, DurableState, BalancerView } from './control-service';
+export type { TrafficChange, TrafficFlagState } from './unleash/traffic-flag';
+export type { ParallelismByCluster } from './unleash/parallelism-flag';
 export type { ClusterSummary, WorkerSummary } from './fleet-view';
 export type { ProfileRecord, ProfileStatus } from './profiles/profile-store';
 export type { ProfileSummary, FunctionSelfTime } from './profiles/cpuprofile';
-export type { AuditEntry } from './audit';
+export type { AuditEntry, AuditAction } from './audit';
 export type { Caller } from './auth';
-export type { LatencySeries } from './latency-view';
+export type { LatencySeries, LatencyView } from './latency-view';

@@ -7,7 +7,7 @@ import * as assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
 import { startTestUnleash, testPostgresUrl, type TestUnleash } from '@headroom/unleash-local';
-import { connected, operatorToken, type Stack, startStack } from '@headroom/testkit';
+import { ControlPlaneApi, connected, operatorToken, type Stack, startStack } from '@headroom/testkit';
 import { createControlPlane } from '../src/index';
 import { advisoryLockKey } from '../src/record/database';
 
@@ -34,8 +34,8 @@ function flagOf(body: Body): FlagState {
 }
 
 async function put(url: string, body: Body): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(`${url}/api/v1/traffic`, { method: 'PUT', headers: { authorization: `Bearer ${operatorToken}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: response.status, body: await response.json() };
+  const { status, body: answered } = await new ControlPlaneApi({ apiUrl: `${url}/api/v1`, token: operatorToken, timeoutMs: 60_000 }).send({ method: 'PUT', path: '/traffic', body });
+  return { status, body: answered };
 }
 
 /** A second control plane on the same flags, Redis prefix and PostgreSQL schema: a replica. */

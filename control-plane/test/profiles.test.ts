@@ -136,11 +136,11 @@ test('POST /profiles profiles one worker at a time; the summary finds its CPU-he
   assert.ok(done.summary.profiledMs >= 1900, `profiled ${done.summary.profiledMs} ms`);
 
   // The download is a .cpuprofile DevTools and speedscope open.
-  const download = await fetch(`${stack.controlPlane.url}/api/v1/profiles/${profileId}/cpuprofile`, { headers: { authorization: `Bearer ${viewerToken}` } });
+  const download = await stack.client.withToken(viewerToken).send({ method: 'GET', path: `/profiles/${profileId}/cpuprofile` });
   assert.equal(download.status, 200);
   assert.match(download.headers.get('content-type') ?? '', /^application\/json/);
   assert.match(download.headers.get('content-disposition') ?? '', new RegExp(`^attachment; filename="${hot.workerId}-\\d{8}T\\d{6}Z\\.cpuprofile"$`));
-  const cpuprofile = (await download.json()) as { nodes: { id: number; callFrame: { functionName: string } }[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number };
+  const cpuprofile = download.body as { nodes: { id: number; callFrame: { functionName: string } }[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number };
   assert.equal(cpuprofile.samples.length, cpuprofile.timeDeltas.length);
   assert.ok(cpuprofile.endTime > cpuprofile.startTime);
   const burnNodes = new Set(cpuprofile.nodes.filter((n) => n.callFrame.functionName === 'burnCpuForProfileTest').map((n) => n.id));

@@ -7,9 +7,9 @@
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, setTrafficPercent, type DemoApiTokens } from './control-plane-api';
+import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, type DemoApiTokens } from './api-tokens';
 import type { DemoConfig } from './options';
-import { portIsFree, type NodeProcess } from '@headroom/testkit';
+import { ControlPlaneApi, portIsFree, type NodeProcess } from '@headroom/testkit';
 import { StartError, messageOf, say, write } from './terminal';
 
 /** Starts a child of the launcher; `secrets` go by env. */
@@ -125,9 +125,11 @@ export class DemoControl {
   async setInitialSplit(apiUrl: string): Promise<void> {
     const percent = this.config.candidatePercent;
     write(`setting the candidate share to ${percent}% (PUT ${apiUrl}/traffic)... `);
+    const api = new ControlPlaneApi({ apiUrl, token: this.apiTokens.operator, timeoutMs: timeouts.apiCallMs });
+    const perIntegration = this.integrations.length > 0 ? { integrations: Object.fromEntries(this.integrations.map((name) => [name, percent])) } : {};
     let view;
     try {
-      view = await setTrafficPercent(apiUrl, this.apiTokens.operator, percent, this.integrations, timeouts.apiCallMs);
+      view = await api.setTraffic({ defaultPercent: percent, ...perIntegration });
     } catch (error) {
       throw new StartError(`the control plane did not set the candidate share: ${messageOf(error)}`);
     }

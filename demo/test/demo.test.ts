@@ -3,11 +3,11 @@ import * as assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import { deleteKeysUnder, freePort, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { ControlPlaneApi, ControlPlaneApiError, deleteKeysUnder, freePort, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis } from '@headroom/fleet';
 import type { Redis } from 'ioredis';
 import { startTestUnleash, testDatabase } from '@headroom/unleash-local';
-import { ControlPlaneApiError, callControlPlane, readTraffic } from '../src/control-plane-api';
+import type { TrafficView } from '@headroom/control-plane';
 
 const demoCli = path.join(__dirname, '..', 'src', 'cli.js');
 /** demo/dist/test -> the repository root, where the printed join commands are meant to run. */
@@ -185,10 +185,8 @@ interface JoinCheck {
  * then stops them with Ctrl-C.
  */
 async function joinTheRun(commands: { balancer: string; baseline: string; candidate: string }, apiUrl: string, token: string): Promise<JoinCheck> {
-  const read = <T>(path: string): Promise<T> => callControlPlane<T>(apiUrl, token, { method: 'GET', path, timeoutMs: 5000 });
-  type Balancers = { balancers: { balancerId: string; ackedVersion: number | null; upToDate: boolean }[] };
-  type Workers = { workers: { workerId: string; cluster: string }[] };
-  const balancersAtStart = (await read<Balancers>('/balancers')).balancers.map((b) => b.balancerId);
+  const api = new ControlPlaneApi({ apiUrl, token, timeoutMs: 5000 });
+  const balancersAtStart = (await api.balancers()).map((b) => b.balancerId);
   const startedAtMs = Date.now();
   const pasted = [commands.balancer, commands.baseline, commands.candidate].map((command) => new PastedCommand(command));
   try {
@@ -200,7 +198,7 @@ async function joinTheRun(commands: { balancer: string; baseline: string; candid
     let overrideVersion = -1;
     const deadlineMs = Date.now() + 20_000;
     while (Date.now() < deadlineMs) {
-      const [{ balancers }, { workers }, traffic] = await Promise.all([read<Balancers>('/balancers'), read<Workers>('/workers'), readTraffic(apiUrl, token, 5000)]);
+      const [balancers, workers, traffic] = await Promise.all([api.balancers(), api.workers(), api.traffic()]);
       overrideVersion = traffic.override?.version ?? -1;
       joinedBalancer = balancers.find((b) => b.balancerId === balancerId);
       joinedWorkers = workers.filter((w) => workerIds.includes(w.workerId)).map(({ workerId, cluster }) => ({ workerId, cluster }));
@@ -210,7 +208,7 @@ async function joinTheRun(commands: { balancer: string; baseline: string; candid
     assert.ok(joinedBalancer, `the joined balancer ${balancerId} is not in /balancers:\n${pasted[0]!.output}`);
     const joinedAfterMs = Date.now() - startedAtMs;
     const exitCodes = await Promise.all(pasted.map((command) => command.stop(joinedStopMs)));
-    const [{ balancers }, { workers }] = await Promise.all([read<Balancers>('/balancers'), read<Workers>('/workers')]);
+    const [balancers, workers] = await Promise.all([api.balancers(), api.workers()]);
     return {
       balancersAtStart,
       joinedBalancer,
@@ -230,19 +228,21 @@ async function joinTheRun(commands: { balancer: string; baseline: string; candid
 
 /** What the test learns from the control plane's API while the demo runs. */
 interface ApiCheck {
-  operatorReads: Awaited<ReturnType<typeof readTraffic>>;
-  viewerReads: Awaited<ReturnType<typeof readTraffic>>;
+  operatorReads: TrafficView;
+  viewerReads: TrafficView;
   viewerChangeRefused: unknown;
   noTokenRefused: unknown;
 }
 
 async function checkApi(apiUrl: string, operatorToken: string, viewerToken: string): Promise<ApiCheck> {
   const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: unknown) => error);
+  const operator = new ControlPlaneApi({ apiUrl, token: operatorToken, timeoutMs: 5000 });
+  const viewer = operator.withToken(viewerToken);
   return {
-    operatorReads: await readTraffic(apiUrl, operatorToken, 5000),
-    viewerReads: await readTraffic(apiUrl, viewerToken, 5000),
-    viewerChangeRefused: await refusal(callControlPlane(apiUrl, viewerToken, { method: 'PUT', path: '/traffic', body: { defaultPercent: 90 }, timeoutMs: 5000 })),
-    noTokenRefused: await refusal(readTraffic(apiUrl, 'not-a-token-of-this-run', 5000)),
+    operatorReads: await operator.traffic(),
+    viewerReads: await viewer.traffic(),
+    viewerChangeRefused: await refusal(viewer.setTraffic({ defaultPercent: 90 })),
+    noTokenRefused: await refusal(operator.withToken('not-a-token-of-this-run').traffic()),
   };
 }
 
@@ -255,16 +255,12 @@ async function waitForLiveData(uiUrl: string, apiUrl: string, token: string, sta
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type') ?? '', /text\/html/);
   const html = await page.text();
-  const read = async (path: string) => {
-    const response = await fetch(`${apiUrl}${path}`, { headers: { authorization: `Bearer ${token}` } });
-    assert.equal(response.status, 200, path);
-    return (await response.json()) as any;
-  };
+  const api = new ControlPlaneApi({ apiUrl, token, timeoutMs: 5000 });
   while (Date.now() - startedAtMs < withinMs) {
-    const [{ clusters }, { workers }, series] = await Promise.all([read('/clusters'), read('/workers'), read('/latency/series?window=1m')]);
-    const busy = clusters.every((cluster: { tasksPerSecond: number }) => cluster.tasksPerSecond > 0);
-    const reported = workers.length === 3 && workers.every((worker: { stats: unknown }) => worker.stats !== null);
-    const charted = series.slots.some((slot: { baseline: { tasksPerSecond: number }; candidate: { tasksPerSecond: number } }) => slot.baseline.tasksPerSecond > 0 && slot.candidate.tasksPerSecond > 0);
+    const [clusters, workers, series] = await Promise.all([api.clusters(), api.workers(), api.latencySeries('1m')]);
+    const busy = clusters.every((cluster) => cluster.tasksPerSecond > 0);
+    const reported = workers.length === 3 && workers.every((worker) => worker.stats !== null);
+    const charted = series.slots.some((slot) => slot.baseline.tasksPerSecond > 0 && slot.candidate.tasksPerSecond > 0);
     if (busy && reported && charted) return { page: html, afterMs: Date.now() - startedAtMs };
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }

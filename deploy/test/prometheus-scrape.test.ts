@@ -9,7 +9,7 @@ import * as assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import { cliPaths, connected, eventually, json, type ReadyProcess, spawnReady, submit, task, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { cliPaths, connected, ControlPlaneApi, eventually, json, type ReadyProcess, spawnReady, submit, task, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { startTestUnleash, testSchema } from '@headroom/unleash-local';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import * as grpc from '@grpc/grpc-js';
@@ -148,14 +148,7 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
   t.after(() => database.drop());
   processes.push(controlPlane);
   const controlPlaneUrl = (controlPlane.ready as unknown as { url: string }).url;
-  const api = async (method: string, apiPath: string, body?: unknown) => {
-    const response = await fetch(`${controlPlaneUrl}/api/v1${apiPath}`, {
-      method,
-      headers: { authorization: `Bearer ${operatorToken}`, 'content-type': 'application/json' },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json()) as unknown };
-  };
+  const api = new ControlPlaneApi({ apiUrl: `${controlPlaneUrl}/api/v1`, token: operatorToken });
   const started = await Promise.all([
     spawnReady(t, workerCli, [...shared, ...flagArgs, '--cluster', 'baseline', '--max-parallelism', '4', '--heartbeat-interval-ms', '200', '--handlers', handlersModule, '--metrics-port', '0']),
     spawnReady(t, workerCli, [...shared, ...flagArgs, '--cluster', 'candidate', '--max-parallelism', '8', '--heartbeat-interval-ms', '200', '--handlers', handlersModule, '--metrics-port', '0']),
@@ -176,8 +169,7 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
   mark('processes and prometheus');
 
   // Half of the traffic to the candidate, through Unleash as in production.
-  const traffic = await api('PUT', '/traffic', { defaultPercent: 50 });
-  assert.equal(traffic.status, 200, JSON.stringify(traffic.body));
+  await api.setTraffic({ defaultPercent: 50 });
 
   const client = new BalancerService(balancer.ready.address, grpc.credentials.createInsecure());
   load = startLoad(client, upstreamUrl);
@@ -191,8 +183,7 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
   mark('latency ratio');
 
   // A rollback: the balancer applies the override, the control plane counts and times it.
-  const rollback = await api('POST', '/rollback', { reason: 'deploy scrape test' });
-  assert.equal(rollback.status, 200, JSON.stringify(rollback.body));
+  await api.rollback({ reason: 'deploy scrape test' });
   await eventually('the override is active in Prometheus', 10_000, async () => ((await value(server, 'max(headroom_balancer_override_active)')) === 1 ? true : undefined));
   await eventually('the rollback propagation is recorded', 10_000, async () =>
     ((await value(server, 'sum(headroom_control_rollback_propagation_seconds_count)')) ?? 0) > 0 ? true : undefined,

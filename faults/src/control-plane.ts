@@ -1,28 +1,17 @@
 /** The control plane CLI as a process of its own, on the stack's Redis and a real Unleash. */
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
-import { spawnReady, type ReadyProcess } from '@headroom/testkit';
+import { ControlPlaneApi, spawnReady, type ReadyProcess } from '@headroom/testkit';
 import { testSchema } from '@headroom/unleash-local';
 import { cliPaths, keyPrefix, readyTimeoutMs, type FlagSource } from './stack';
 
 const apiTimeoutMs = 15_000;
 
-export interface ApiAnswer {
-  status: number;
-  /** The JSON answered (undefined for an empty body). */
-  body: unknown;
-}
-
-/** The HR_ERR_* code of an error answer (`{"error": {"code"}}`), if any. */
-export function apiErrorCode(answer: ApiAnswer): string | undefined {
-  return (answer.body as { error?: { code?: string } } | undefined)?.error?.code;
-}
-
 export interface ControlPlaneProcess {
   readonly url: string;
   readonly process: ReadyProcess;
-  /** Calls /api/v1 as an operator (15 s at most). */
-  api(method: 'GET' | 'PUT' | 'POST', path: string, body?: unknown): Promise<ApiAnswer>;
+  /** Its API as an operator (15 s at most a call). */
+  readonly api: ControlPlaneApi;
 }
 
 /** Unique flag names, so that cases sharing one Unleash server never see each other's flags. */
@@ -55,22 +44,5 @@ export async function startControlPlaneProcess(t: TestContext, redisUrl: string,
   });
   t.after(() => database.drop());
   const url = (process.ready as unknown as { url: string }).url;
-  return {
-    url,
-    process,
-    async api(method, path, body) {
-      try {
-        const response = await fetch(`${url}/api/v1${path}`, {
-          method,
-          headers: { authorization: `Bearer ${operatorToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-          signal: AbortSignal.timeout(apiTimeoutMs),
-        });
-        const text = await response.text();
-        return { status: response.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
-      } catch (error) {
-        throw new Error(`${method} /api/v1${path} within ${apiTimeoutMs} ms: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
-      }
-    },
-  };
+  return { url, process, api: new ControlPlaneApi({ apiUrl: `${url}/api/v1`, token: operatorToken, timeoutMs: apiTimeoutMs }) };
 }

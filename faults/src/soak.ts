@@ -20,7 +20,7 @@ import { keyPrefix, startStack, startWorkerProcess, type WorkerSpec } from './st
 import { latencyDefaults } from '@headroom/fleet';
 import type { UnleashProcess } from './unleash/process';
 import { FleetWatch } from './watch';
-import { task } from '@headroom/testkit';
+import { ControlPlaneApi, task } from '@headroom/testkit';
 import type { SoakReport, SoakSeries } from '@headroom/bench';
 
 export type { SoakReport, SoakSeries };
@@ -91,8 +91,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   const flags = uniqueFlags(options.unleash);
   const stack = await startStack(t, { workers: [...baselineSpecs, ...candidateSpecs], balancerCount: 2, flags });
   const control = await startControlPlaneProcess(t, stack.redisUrl, options.unleash.adminToken, flags, ['bank-a', 'bank-b']);
-  const traffic = await control.api('PUT', '/traffic', { integrations: { 'bank-a': 50, 'bank-b': 50 } });
-  if (traffic.status !== 200) throw new Error(`PUT /traffic answered ${traffic.status}: ${JSON.stringify(traffic.body)}`);
+  await control.api.setTraffic({ integrations: { 'bank-a': 50, 'bank-b': 50 } });
 
   const slots = [...baselineSpecs, ...candidateSpecs].reduce((sum, spec) => sum + spec.maxParallelism, 0);
   // 70% of the slots kept busy: each lane sends its next task when the last is answered.
@@ -125,11 +124,9 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     [
       'roll bank-a back, resume it 3 s later',
       async () => {
-        const rollback = await control.api('POST', '/rollback', { integration: 'bank-a', reason: 'soak' });
-        if (rollback.status !== 200) throw new Error(`POST /rollback answered ${rollback.status}`);
+        await control.api.rollback({ integration: 'bank-a', reason: 'soak' });
         await sleep(3000);
-        const resume = await control.api('POST', '/resume', { integration: 'bank-a', reason: 'soak' });
-        if (resume.status !== 200) throw new Error(`POST /resume answered ${resume.status}`);
+        await control.api.resume({ integration: 'bank-a', reason: 'soak' });
       },
     ],
     [
@@ -165,6 +162,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     record(`${name}/handles`, 'handles', metrics.value('nodejs_active_handles_total'));
     record(`${name}/eventloop-p99`, 'seconds', metrics.value('nodejs_eventloop_lag_p99_seconds'));
   };
+  const controlMetrics = new ControlPlaneApi({ apiUrl: control.api.apiUrl, token: null, timeoutMs: 2500 });
   const sample = async () => {
     const processes = [...stack.liveWorkers(), ...stack.liveBalancers()];
     await Promise.all(
@@ -177,8 +175,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
       }),
     );
     try {
-      const response = await fetch(`${control.url}/api/v1/metrics`, { signal: AbortSignal.timeout(2500) });
-      sampleProcess(`control-plane:${control.process.child.pid}`, parseMetrics(await response.text()));
+      sampleProcess(`control-plane:${control.process.child.pid}`, parseMetrics(await controlMetrics.metrics()));
     } catch {
       // Missed once.
     }

@@ -67,7 +67,7 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
   });
   const control = await startControlPlaneProcess(t, stack.redisUrl, unleash.adminToken, flags, ['bank-a', 'bank-b']);
   // bank-a to the candidate, bank-b to the baseline.
-  assert.equal((await control.api('PUT', '/traffic', { integrations: { 'bank-a': 100, 'bank-b': 0 } })).status, 200);
+  await control.api.setTraffic({ integrations: { 'bank-a': 100, 'bank-b': 0 } });
   const cluster = stack.cluster!;
   const ports = cluster.nodes.map((node) => node.port);
   const ask = async <T>(fn: (node: Redis) => Promise<T>, avoidPort?: number): Promise<T> => {
@@ -100,9 +100,8 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
   const killedAtMs = performance.now();
   await cluster.nodes.find((node) => node.port === baselinePrimary)!.stop(true);
   // The control plane (its keys on a third shard, the flags in Unleash) keeps making changes meanwhile.
-  const changed = await control.api('PUT', '/parallelism', { clusters: { candidate: 2 } });
+  await control.api.setParallelism({ candidate: 2 });
   const changeAnsweredMs = Math.round(performance.now() - killedAtMs);
-  assert.equal(changed.status, 200, JSON.stringify(changed.body));
   const promotedMs = await msUntil('the replica took over the baseline\'s slots', 20_000, async () => {
     try {
       return (await ask((node) => primaryPortOf(node, baselineKey), baselinePrimary)) !== baselinePrimary;

@@ -9,10 +9,10 @@ import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { OverrideStore, overrideCovers } from '@headroom/fleet';
+import { ControlPlaneApiError } from '@headroom/testkit';
 import {
   FleetWatch,
   TaskLog,
-  apiErrorCode,
   degradedMs,
   demoTask,
   finishCase,
@@ -69,8 +69,8 @@ async function startControlledFleet(t: TestContext, percentToCandidate: { 'bank-
     flags,
   });
   const control = await startControlPlaneProcess(t, stack.redis.url, unleash.adminToken, flags, ['bank-a', 'bank-b']);
-  assert.equal((await control.api('PUT', '/traffic', { integrations: percentToCandidate })).status, 200);
-  assert.equal((await control.api('PUT', '/parallelism', { clusters: { candidate: candidateMaxParallelism } })).status, 200);
+  await control.api.setTraffic({ integrations: percentToCandidate });
+  await control.api.setParallelism({ candidate: candidateMaxParallelism });
   const log = new TaskLog();
   await waitForSplit(stack, log, percentToCandidate, 15_000);
   await msUntil('candidate workers at the flag\'s max parallelism', 15_000, async () =>
@@ -112,8 +112,7 @@ for (const fault of ['restart', 'flushall'] as const) {
     const startedAtMs = performance.now();
     const { stack, control, log } = await startControlledFleet(t, { 'bank-a': 100, 'bank-b': 100 });
     // A rollback of bank-a: an override in Redis (and the flag's strategy off in Unleash).
-    const rollback = await control.api('POST', '/rollback', { integration: 'bank-a' });
-    assert.equal(rollback.status, 200, JSON.stringify(rollback.body));
+    await control.api.rollback({ integration: 'bank-a' });
     const rolledBackAtMs = performance.now();
     const overrides = new OverrideStore(stack.ledgerRedis, keyPrefix);
     const before = await overrides.read();
@@ -181,16 +180,17 @@ test('Unleash stopped mid-load: routing and parallelism keep the last flags, a c
   // Several failed polls (every 200 ms) later, the last flags still hold.
   await sleep(1000);
   const candidateMaxDuringOutage = (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).map((w) => w.maxParallelism);
-  const trafficChange = await control.api('PUT', '/traffic', { integrations: { 'bank-a': 0 } });
-  const parallelismChange = await control.api('PUT', '/parallelism', { clusters: { candidate: 2 } });
+  const refusal = (call: Promise<unknown>) => call.then(() => 'accepted', (error: unknown) => error);
+  const trafficChange = await refusal(control.api.setTraffic({ integrations: { 'bank-a': 0 } }));
+  const parallelismChange = await refusal(control.api.setParallelism({ candidate: 2 }));
 
   const restartedAtMs = performance.now();
   await unleash.start();
   const resumedAtMs = performance.now();
   const reconnectedMs = await msUntil('every balancer and worker to reach Unleash again', 30_000, async () => (await flagsReachable(stack)).every((v) => v === 1), resumedAtMs);
   // The same changes now succeed and reach every process.
-  assert.equal((await control.api('PUT', '/traffic', { integrations: { 'bank-a': 0 } })).status, 200);
-  assert.equal((await control.api('PUT', '/parallelism', { clusters: { candidate: 2 } })).status, 200);
+  await control.api.setTraffic({ integrations: { 'bank-a': 0 } });
+  await control.api.setParallelism({ candidate: 2 });
   const changedAtMs = performance.now();
   const splitConvergedMs = await waitForSplit(stack, log, { 'bank-a': 0, 'bank-b': 0 }, 15_000);
   const parallelismConvergedMs = await msUntil('candidate workers at the new max parallelism', 15_000, async () =>
@@ -212,10 +212,11 @@ test('Unleash stopped mid-load: routing and parallelism keep the last flags, a c
       parallelismConvergedAfterChange: parallelismConvergedMs,
     },
   });
-  assert.equal(trafficChange.status, 502, JSON.stringify(trafficChange.body));
-  assert.equal(apiErrorCode(trafficChange), 'HR_ERR_UNLEASH_FAILED');
-  assert.equal(parallelismChange.status, 502, JSON.stringify(parallelismChange.body));
-  assert.equal(apiErrorCode(parallelismChange), 'HR_ERR_UNLEASH_FAILED');
+  for (const change of [trafficChange, parallelismChange]) {
+    assert.ok(change instanceof ControlPlaneApiError, String(change));
+    assert.equal(change.status, 502, change.message);
+    assert.equal(change.code, 'HR_ERR_UNLEASH_FAILED', change.message);
+  }
   assert.deepEqual(candidateMaxDuringOutage, [candidateMaxParallelism, candidateMaxParallelism], 'the workers kept the flag\'s max parallelism');
   const duringOutage = log.answeredBetween(pausedAtMs, resumedAtMs).filter((s) => s.answer?.ok);
   assert.ok(duringOutage.length > 10, `served during the outage: ${duringOutage.length}`);

@@ -6,9 +6,12 @@ import { startFlagClient, type FlagClient } from '@headroom/flags';
 import { testSchema, type RunningUnleash, type TestSchema } from '@headroom/unleash-local';
 import { connected, startFleet, type Fleet } from './fleet';
 import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '@headroom/control-plane';
+import { ControlPlaneApi } from './control-plane-api';
 
 export const operatorToken = 'operator-token-0123456789abcdef';
 export const viewerToken = 'viewer-token-0123456789abcdef';
+/** A test's calls wait longer than a user's: changes queue behind each other (changeLockWaitMs). */
+const stackApiTimeoutMs = 60_000;
 
 export interface Stack {
   fleet: Fleet;
@@ -18,7 +21,12 @@ export interface Stack {
   database: TestSchema;
   /** A flag client of its own (refreshing every 100 ms) with a registry to read its metrics. */
   newFlagClient(): Promise<{ flags: FlagClient; registry: Registry }>;
-  /** Calls the API as the operator (or with the given token; null sends none). */
+  /** The API as the operator: typed calls that reject with ControlPlaneApiError on an error answer. */
+  client: ControlPlaneApi;
+  /**
+   * Calls the API as the operator (or with the given token; null sends none) and resolves with
+   * the answer whatever its status; the body is the JSON answered, or the text (metrics).
+   */
   api(method: string, path: string, body?: unknown, token?: string | null, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
 }
 
@@ -59,11 +67,13 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
   });
   const clients: FlagClient[] = [];
   t.after(() => clients.forEach((client) => client.close()));
+  const client = new ControlPlaneApi({ apiUrl: `${controlPlane.url}/api/v1`, token: operatorToken, timeoutMs: stackApiTimeoutMs });
   return {
     fleet,
     controlPlane,
     flagNames,
     database,
+    client,
     async newFlagClient() {
       const registry = new Registry();
       const flags = await startFlagClient(
@@ -74,23 +84,8 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
       return { flags, registry };
     },
     async api(method, path, body, token = operatorToken, headers = {}) {
-      const response = await fetch(`${controlPlane.url}/api/v1${path}`, {
-        method,
-        headers: {
-          ...(token === null ? {} : { authorization: `Bearer ${token}` }),
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-          ...headers,
-        },
-        ...(body === undefined ? {} : { body: typeof body === 'string' ? body : JSON.stringify(body) }),
-      });
-      const text = await response.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        // Not JSON (metrics): the text itself.
-      }
-      return { status: response.status, body: parsed };
+      const { status, body: answered } = await client.send({ method, path, body, token, headers });
+      return { status, body: answered };
     },
   };
 }
@@ -104,26 +99,13 @@ export interface StreamedEvent {
 export async function followEvents(t: TestContext, stack: Stack): Promise<StreamedEvent[]> {
   const controller = new AbortController();
   t.after(() => controller.abort());
-  const response = await fetch(`${stack.controlPlane.url}/api/v1/events`, { headers: { authorization: `Bearer ${operatorToken}` }, signal: controller.signal });
-  if (response.headers.get('content-type') !== 'text/event-stream; charset=utf-8') throw new Error(`not an event stream: ${response.status} ${response.headers.get('content-type')}`);
+  const stream = await stack.client.events(controller.signal);
   const events: StreamedEvent[] = [];
   void (async () => {
-    const decoder = new TextDecoder();
-    let buffered = '';
     try {
-      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
-        buffered += decoder.decode(chunk, { stream: true });
-        let end: number;
-        while ((end = buffered.indexOf('\n\n')) >= 0) {
-          const block = buffered.slice(0, end);
-          buffered = buffered.slice(end + 2);
-          const event = /^event: (.+)$/m.exec(block)?.[1];
-          const data = /^data: (.+)$/m.exec(block)?.[1];
-          if (event && data) events.push({ event, data: JSON.parse(data) });
-        }
-      }
+      for await (const { event, data } of stream) events.push({ event, data });
     } catch {
-      // Aborted at the end of the test.
+      // The stream broke: the test's assertions on the events say what is missing.
     }
   })();
   return events;

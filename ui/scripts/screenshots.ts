@@ -11,6 +11,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import type { Page } from 'playwright-core';
+import type { ProfileRecord } from '@headroom/control-plane';
+import { ControlPlaneApi } from '@headroom/testkit';
 import { goTo, launchBrowser, openPage, signIn, unexpectedProblems } from '../node/browser';
 
 const repoRoot = path.join(__dirname, '..', '..', '..');
@@ -83,16 +85,8 @@ async function stopDemo(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-async function api<T>(access: DemoAccess, method: 'GET' | 'PUT' | 'POST', apiPath: string, body?: unknown): Promise<T> {
-  const response = await fetch(`${access.apiUrl}${apiPath}`, {
-    method,
-    headers: { authorization: `Bearer ${access.operatorToken}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    signal: AbortSignal.timeout(30_000),
-  });
-  const text = await response.text();
-  if (!response.ok) throw new Error(`${method} ${apiPath}: HTTP ${response.status}: ${text}`);
-  return JSON.parse(text) as T;
+function apiOf(access: DemoAccess): ControlPlaneApi {
+  return new ControlPlaneApi({ apiUrl: access.apiUrl, token: access.operatorToken, timeoutMs: 30_000 });
 }
 
 async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
@@ -107,15 +101,17 @@ async function until<T>(what: string, timeoutMs: number, check: () => Promise<T 
 
 /** What an operator would have done during a rollout, so that each page has something to show. */
 async function operate(access: DemoAccess): Promise<void> {
-  await api(access, 'PUT', '/traffic', { defaultPercent: 20, integrations: { 'bank-a': 80, 'bank-b': 60, 'bank-c': 40, 'bank-d': 25 } });
-  await api(access, 'PUT', '/parallelism', { clusters: { candidate: 12 } });
+  const api = apiOf(access);
+  await api.setTraffic({ defaultPercent: 20, integrations: { 'bank-a': 80, 'bank-b': 60, 'bank-c': 40, 'bank-d': 25 } });
+  await api.setParallelism({ candidate: 12 });
 }
 
 async function waitForLiveData(access: DemoAccess): Promise<void> {
+  const api = apiOf(access);
   const startedAt = Date.now();
   await until('latency slots with ratios, and worker figures', timeouts.liveDataMs, async () => {
-    const series = await api<{ slots: { integrations: Record<string, { p50: number | null }> }[] }>(access, 'GET', '/latency/series?window=10m');
-    const { workers } = await api<{ workers: { stats: unknown }[] }>(access, 'GET', '/workers');
+    const series = await api.latencySeries('10m');
+    const workers = await api.workers();
     const withRatios = series.slots.filter((slot) => Object.values(slot.integrations).some((ratio) => ratio.p50 !== null)).length;
     log(`  ${Math.round((Date.now() - startedAt) / 1000)} s: ${series.slots.length} latency slots (${withRatios} with ratios), ${workers.filter((w) => w.stats).length}/${workers.length} workers reporting`);
     return withRatios >= 5 && workers.every((w) => w.stats) && Date.now() - startedAt >= timeouts.minimumLiveMs ? true : undefined;
@@ -123,12 +119,12 @@ async function waitForLiveData(access: DemoAccess): Promise<void> {
 }
 
 async function rollBackOneAndProfile(access: DemoAccess): Promise<void> {
-  await api(access, 'POST', '/rollback', { integration: 'bank-c', reason: 'p95 ratio above 1.5 on bank-c' });
-  const { workers } = await api<{ workers: { workerId: string; cluster: string }[] }>(access, 'GET', '/workers');
-  const candidate = workers.find((w) => w.cluster === 'candidate');
+  const api = apiOf(access);
+  await api.rollback({ integration: 'bank-c', reason: 'p95 ratio above 1.5 on bank-c' });
+  const candidate = (await api.workers()).find((w) => w.cluster === 'candidate');
   if (!candidate) throw new Error('no candidate worker to profile');
-  const started = await api<{ profileId: string }>(access, 'POST', '/profiles', { workerId: candidate.workerId, durationMs: 3000 });
-  await until('the profile', timeouts.profileMs, async () => ((await api<{ status: string }>(access, 'GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined));
+  const started = await api.call<ProfileRecord>('POST', '/profiles', { workerId: candidate.workerId, durationMs: 3000 });
+  await until('the profile', timeouts.profileMs, async () => ((await api.call<ProfileRecord>('GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined));
 }
 
 /** A step of the rollout through the UI: bank-d from 25% to 30%, until every balancer has it. */

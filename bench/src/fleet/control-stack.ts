@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { deleteKeys } from './headroom-fleet';
 import { startNodeProcess, type NodeProcess } from '@headroom/testkit';
 import { testSchema } from '@headroom/unleash-local';
+import { ControlPlaneApi } from '@headroom/testkit';
 
 export interface ControlStackOptions {
   redisUrl: string;
@@ -24,8 +25,8 @@ export interface ControlStack {
   /** What balancers need to read the flags. */
   readonly unleash: { url: string; clientToken: string };
   readonly controlPlaneUrl: string;
-  /** Calls the control plane's REST API (/api/v1) as an operator; rejects on a status other than 2xx. */
-  api<T>(method: 'GET' | 'PUT' | 'POST', path: string, body?: unknown): Promise<T>;
+  /** The control plane's REST API (/api/v1) as an operator. */
+  readonly api: ControlPlaneApi;
   /** Each balancer's latest acknowledgement, as recorded in Redis (with Redis's clock, in whole ms). */
   acknowledgements(): Promise<OverrideAck[]>;
   /** Stops the control plane, deletes the prefix's Redis keys, stops Unleash (dropping its schema). Idempotent. */
@@ -79,17 +80,7 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
   return {
     unleash: { url: unleash.url, clientToken: unleash.clientToken },
     controlPlaneUrl: baseUrl,
-    async api<T>(method: string, path: string, body?: unknown): Promise<T> {
-      const response = await fetch(`${baseUrl}/api/v1${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(apiTimeoutMs),
-      });
-      const text = await response.text();
-      if (!response.ok) throw new Error(`${method} /api/v1${path}: HTTP ${response.status} ${text.slice(0, 500)}`);
-      return JSON.parse(text) as T;
-    },
+    api: new ControlPlaneApi({ apiUrl: `${baseUrl}/api/v1`, token, timeoutMs: apiTimeoutMs }),
     async acknowledgements() {
       return Object.values(await redis.hgetall(controlKeys(keyPrefix).acks)).map(parseAck);
     },
