@@ -53,7 +53,7 @@ export function outcomeOf(s: Submission, killedBalancerIds: readonly string[] = 
     if (answer.response.taskId !== s.task.id) return undefined;
     return answer.response.error ? { kind: 'task-error', code: answer.response.error.code } : { kind: 'ok' };
   }
-  if (answer.code !== '') return { kind: 'refused', code: answer.code };
+  if (answer.coded) return { kind: 'refused', code: answer.code };
   if (answer.status === grpc.status.UNAVAILABLE && killedBalancerIds.includes(s.balancerId)) return { kind: 'connection-error' };
   return undefined;
 }

@@ -6,7 +6,8 @@
 import type { TestContext } from 'node:test';
 import { performance } from 'node:perf_hooks';
 import type { Task } from '@headroom/proto';
-import { json, submit, task, type SubmitResult } from '@headroom/testkit';
+import { ClosedLoop, OpenLoop, submitTask, type SubmitAnswer } from '@headroom/sim';
+import { json, task } from '@headroom/testkit';
 import type { BalancerProcess } from './stack';
 
 /** How long a client waits for an answer beyond the task's own deadline before it calls it a hang. */
@@ -19,7 +20,7 @@ export interface Submission {
   readonly balancerId: string;
   readonly submittedAtMs: number;
   answeredAtMs: number | undefined;
-  answer: SubmitResult | undefined;
+  answer: SubmitAnswer | undefined;
   /** How many answers came: 1 for every submission once the load stopped. */
   answers: number;
 }
@@ -31,7 +32,6 @@ export class TaskLog {
   readonly submissions: Submission[] = [];
 
   async submit(balancer: BalancerProcess, t: Task): Promise<Submission> {
-    const deadlineUnixMs = Number(t.deadlineUnixMs ?? Date.now() + 10_000);
     const submission: Submission = {
       seq: this.submissions.length,
       task: t,
@@ -42,9 +42,9 @@ export class TaskLog {
       answers: 0,
     };
     this.submissions.push(submission);
-    let answer: SubmitResult;
+    let answer: SubmitAnswer;
     try {
-      answer = await submit(balancer.client, t, deadlineUnixMs - Date.now() + answerGraceMs);
+      answer = await submitTask(balancer.client, t, { deadlineMarginMs: answerGraceMs });
     } catch {
       // The client was closed (a case that failed is being cleaned up): no answer, counted as lost.
       return submission;
@@ -94,23 +94,18 @@ export interface ClosedLoadOptions {
 /** Closed-loop load: `lanes` clients, each waiting for its answer before it sends again. Stopped at the latest when the test ends. */
 export function startClosedLoad(t: TestContext, log: TaskLog, options: ClosedLoadOptions): RunningLoad {
   const { maxTasks = 5000, maxDurationMs = 60_000 } = options;
-  const endsAtMs = performance.now() + maxDurationMs;
-  let stopped = false;
-  let sent = 0;
-  const lanes = Promise.all(
-    Array.from({ length: options.lanes }, async (_, lane) => {
-      while (!stopped && sent < maxTasks && performance.now() < endsAtMs) {
-        const seq = sent++;
-        const { answer } = await log.submit(options.balancerFor(lane, seq), options.taskFor(lane, seq));
-        // A client backs off a little after a failed call rather than spin on a dead balancer.
-        if (!answer?.ok) await new Promise((resolve) => setTimeout(resolve, failedCallBackoffMs));
-      }
-    }),
-  );
+  const loop = new ClosedLoop({
+    lanes: options.lanes,
+    maxCalls: maxTasks,
+    maxDurationMs,
+    call: (seq, lane) => log.submit(options.balancerFor(lane, seq), options.taskFor(lane, seq)),
+    // A client backs off a little after a failed call rather than spin on a dead balancer.
+    pauseAfterMs: ({ answer }) => (answer?.ok ? 0 : failedCallBackoffMs),
+  });
   const running = {
     async stop() {
-      stopped = true;
-      await lanes;
+      loop.stop();
+      await loop.finished();
     },
   };
   t.after(() => running.stop());
@@ -120,7 +115,7 @@ export function startClosedLoad(t: TestContext, log: TaskLog, options: ClosedLoa
 export interface OpenLoadOptions {
   /** Tasks sent per second whether or not earlier ones were answered (as users arrive). */
   ratePerSecond: number;
-  /** Answers awaited at once at most; a tick with this many outstanding sends nothing. */
+  /** Answers awaited at once at most; a task due while this many are outstanding is skipped. */
   maxOutstanding: number;
   balancerFor(seq: number): BalancerProcess;
   taskFor(seq: number): Task;
@@ -132,40 +127,26 @@ export interface OpenLoadOptions {
 export function startOpenLoad(t: TestContext, log: TaskLog, options: OpenLoadOptions): RunningLoad & { skippedTicks(): number } {
   const { maxTasks = 5000, maxDurationMs = 60_000 } = options;
   const intervalMs = 1000 / options.ratePerSecond;
-  const startedAtMs = performance.now();
-  const outstanding = new Set<Promise<Submission>>();
   let sent = 0;
   let skipped = 0;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let finished!: () => void;
-  const ticking = new Promise<void>((resolve) => (finished = resolve));
-  const tick = () => {
-    const elapsedMs = performance.now() - startedAtMs;
-    if (stopped || sent >= maxTasks || elapsedMs >= maxDurationMs) return finished();
-    // Catch up on the schedule (timers fire late on a busy machine), at most a few per tick.
-    const due = Math.min(Math.floor(elapsedMs / intervalMs) + 1 - sent - skipped, 5);
-    for (let i = 0; i < due && sent < maxTasks; i++) {
-      if (outstanding.size >= options.maxOutstanding) {
-        skipped++;
-        continue;
-      }
+  const loop = new OpenLoop({
+    // Timers fire late on a busy machine: catch up on the schedule, at most a few per tick.
+    schedules: [{ dueBy: (elapsedMs) => Math.floor(elapsedMs / intervalMs) + 1, maxBurst: { calls: 5, pastDue: 'defer' } }],
+    maxOutstandingCalls: options.maxOutstanding,
+    tickMs: intervalMs,
+    maxCalls: maxTasks,
+    maxDurationMs,
+    onDropped: ({ calls }) => (skipped += calls),
+    send: () => {
       const seq = sent++;
-      const pending = log.submit(options.balancerFor(seq), options.taskFor(seq));
-      outstanding.add(pending);
-      void pending.finally(() => outstanding.delete(pending));
-    }
-    timer = setTimeout(tick, intervalMs);
-  };
-  tick();
+      return log.submit(options.balancerFor(seq), options.taskFor(seq));
+    },
+  });
   const running = {
     skippedTicks: () => skipped,
     async stop() {
-      stopped = true;
-      clearTimeout(timer);
-      finished();
-      await ticking;
-      await Promise.all([...outstanding]);
+      loop.stop();
+      await loop.finished();
     },
   };
   t.after(() => running.stop());

@@ -108,6 +108,19 @@ test('tasks due while too many calls await answers are dropped and counted, not 
   assert.equal(total.sent, total.completed + total.rejected);
 });
 
+test('close() waits drainTimeoutMs for answers, then cancels the rest and counts them', async (t) => {
+  const balancerAddress = await startBalancer(t, { candidatePercent: 0 }, 10);
+  const generator = startLoadGenerator({ balancerAddresses: [balancerAddress], ratePerS: 50, payload: '{"sleepMs":3000}', userPresentShare: 0, drainTimeoutMs: 200 });
+  await sleep(300);
+  const startedClosingAtMs = performance.now();
+  const { total, outstandingCalls } = await generator.close();
+  const closingMs = performance.now() - startedClosingAtMs;
+  assert.ok(closingMs >= 190 && closingMs < 1500, `closed in ${closingMs} ms`);
+  assert.equal(outstandingCalls, 0);
+  assert.ok(total.sent >= 5, `sent ${total.sent}`);
+  assert.equal(total.rejectedByCode.GRPC_CANCELLED, total.sent, JSON.stringify(total.rejectedByCode));
+});
+
 test('key ranks follow a power law: the busiest keys get far more than their share, and skew 0 spreads evenly', () => {
   const keyCount = 1000;
   const draws = 50_000;

@@ -6,7 +6,8 @@
 import { performance } from 'node:perf_hooks';
 import { sleep } from '@headroom/common';
 import type { BalancerClient } from '@headroom/proto';
-import { benchTask, connectBalancer, submitTask, waitForReady } from '../load/targets';
+import { connectBalancer } from '@headroom/sim';
+import { benchTask, submitBenchTask, waitForReady } from '../load/targets';
 
 export interface RouteProbeOptions {
   integration: string;
@@ -35,7 +36,7 @@ export class RouteProbe {
   /** The cluster one balancer sent the probe to; undefined when the probe failed. */
   async clusterOf(balancer: number): Promise<string | undefined> {
     const task = benchTask(`probe-${process.pid}-${++this.sequence}`, 'probe', this.options.integration, this.payload);
-    const outcome = await submitTask(this.clients[balancer]!, task, this.options.probeTimeoutMs);
+    const outcome = await submitBenchTask(this.clients[balancer]!, task, this.options.probeTimeoutMs);
     return outcome.ok ? outcome.cluster : undefined;
   }
 

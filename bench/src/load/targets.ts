@@ -1,18 +1,11 @@
 import * as grpc from '@grpc/grpc-js';
-import { BalancerService, WorkerService, metadataKeys, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
+import { WorkerService, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
+import { connectBalancer, errorCodeOf, submitTask, type PlacementFigures, type SubmitAnswer } from '@headroom/sim';
 import type { Priority, TargetName, Targets, TaskTemplate } from './protocol';
-
-/** Where and how a task ran, as the balancer's answer says (Placement). */
-export interface PlacementFigures {
-  workerId: string;
-  balancerQueueWaitMs: number;
-  workerQueueWaitMs: number;
-  runMs: number;
-}
 
 /** How a call ended, the integration and priority of its task, and (through a balancer) its placement. */
 export type CallOutcome = ({ ok: true; placement?: PlacementFigures } | { ok: false; code: string }) & { integration: string; priority: Priority };
-/** A Balancer.Submit answered: the cluster that ran the task and where, or why it failed. */
+/** A Balancer.Submit answered: the cluster that ran the task and where, or why it failed (a handler's error counts as a failure). */
 export type SubmitOutcome = { ok: true; cluster: string; placement?: PlacementFigures } | { ok: false; code: string };
 
 /** One call; `route` spreads direct calls over the workers (the same route always reaches the same worker). */
@@ -22,11 +15,6 @@ export interface CallTarget {
   call: Call;
   waitForReady(timeoutMs: number): Promise<void>;
   close(): void;
-}
-
-function errorCode(error: grpc.ServiceError): string {
-  const code = error.metadata?.get(metadataKeys.errorCode)[0];
-  return code === undefined ? `GRPC_${grpc.status[error.code] ?? error.code}` : String(code);
 }
 
 export function waitForReady(client: grpc.Client, timeoutMs: number): Promise<void> {
@@ -40,34 +28,16 @@ export function benchTask(id: string, key: string, integration: string, payload:
   return { id, key, integration, priority, payload, idempotent: false };
 }
 
-export function connectBalancer(address: string): BalancerClient {
-  return new BalancerService(address, grpc.credentials.createInsecure());
+/** The benchmarks' view of an answer: a handler's error is a failure like a refusal. */
+function submitOutcome(answer: SubmitAnswer): SubmitOutcome {
+  if (!answer.ok) return { ok: false, code: answer.code };
+  if (answer.response.error) return { ok: false, code: answer.response.error.code || 'TASK_ERROR' };
+  return { ok: true, cluster: answer.placement?.cluster ?? '', ...(answer.placement ? { placement: answer.placement } : {}) };
 }
 
-/**
- * The call's gRPC deadline comes this long after the task's own: a task that cannot start in
- * time is answered by the balancer with its coded error (HR_ERR_DEADLINE_EXCEEDED), instead of
- * the client giving up at the same moment with a bare gRPC status.
- */
-export const callDeadlineMarginMs = 1_000;
-
-/** One Balancer.Submit of a task due to end `timeoutMs` from now; never rejects. */
-export function submitTask(client: BalancerClient, task: UndatedTask, timeoutMs: number): Promise<SubmitOutcome> {
-  const deadlineUnixMs = Date.now() + timeoutMs;
-  return new Promise((resolve) => {
-    client.submit({ task: { ...task, deadlineUnixMs } }, { deadline: deadlineUnixMs + callDeadlineMarginMs }, (error, response) => {
-      if (error) return resolve({ ok: false, code: errorCode(error) });
-      if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR' });
-      const placement = response?.placement;
-      resolve({
-        ok: true,
-        cluster: placement?.cluster ?? '',
-        ...(placement
-          ? { placement: { workerId: placement.workerId, balancerQueueWaitMs: Number(placement.queueWaitMs), workerQueueWaitMs: Number(placement.workerQueueWaitMs), runMs: Number(placement.runMs) } }
-          : {}),
-      });
-    });
-  });
+/** One Balancer.Submit of a task due to end `timeoutMs` from now; never rejects while `client` is open. */
+export async function submitBenchTask(client: BalancerClient, task: UndatedTask, timeoutMs: number): Promise<SubmitOutcome> {
+  return submitOutcome(await submitTask(client, { ...task, deadlineUnixMs: Date.now() + timeoutMs }));
 }
 
 let runCounter = 0;
@@ -103,7 +73,7 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget | u
       call: async (sequence, route) => {
         const integration = integrationOf(sequence);
         const priority = priorityOf(sequence);
-        const outcome = await submitTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
+        const outcome = await submitBenchTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
         if (!outcome.ok) return { ...outcome, integration, priority };
         return { ok: true, integration, priority, ...(outcome.placement ? { placement: outcome.placement } : {}) };
       },
@@ -130,7 +100,7 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget | u
         const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), deadlineUnixMs };
         const request = { task, leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
         worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
-          if (error) return resolve({ ok: false, code: errorCode(error), integration, priority });
+          if (error) return resolve({ ok: false, code: errorCodeOf(error).code, integration, priority });
           if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR', integration, priority });
           resolve({ ok: true, integration, priority });
         });

@@ -13,3 +13,16 @@ export { SendSchedule, loadPhases, type LoadPhase, type ScheduleOptions } from '
 export { LatencyHistogram, type LatencySummary } from './histogram';
 export type { LoadFigures, ClusterFigures, PriorityFigures, TaskPriority } from './figures';
 export { formatLoadReport, formatLoadRates, formatClusterLoad, formatPriorityLoad, formatLatency, formatCounts } from './format';
+export {
+  submitTask,
+  classifySubmitAnswer,
+  errorCodeOf,
+  placementFigures,
+  connectBalancer,
+  callDeadlineMarginMs,
+  type SubmitAnswer,
+  type SubmitTaskOptions,
+  type PlacementFigures,
+} from './submit';
+export { OpenLoop, maxOutstandingCallsLimit, type OpenLoopOptions, type OpenLoopSchedule, type DueCall, type DroppedCalls } from './open-loop';
+export { ClosedLoop, maxLanes, type ClosedLoopOptions } from './closed-loop';

@@ -4,12 +4,14 @@
  * Calls awaiting answers are bounded; a task due beyond the bound is dropped and counted.
  * Each task counts in the phase (steady or spike) it was sent in.
  */
-import * as grpc from '@grpc/grpc-js';
+import { setMaxListeners } from 'node:events';
 import { once, parseConfig } from '@headroom/common';
-import { BalancerService, metadataKeys, type BalancerClient, type Task } from '@headroom/proto';
+import type { BalancerClient, Task } from '@headroom/proto';
 import { FiguresCounter, type LoadFigures, type TaskPriority } from './figures';
+import { OpenLoop, type DroppedCalls, type DueCall } from './open-loop';
 import { loadGeneratorOptionsSchema, type LoadGeneratorConfig, type LoadGeneratorOptions } from './options';
 import { SendSchedule, priorities, type LoadPhase } from './schedule';
+import { connectBalancer, submitTask } from './submit';
 import { Workload } from './workload';
 
 export interface PhaseFigures extends LoadFigures {
@@ -47,29 +49,23 @@ export interface LoadGeneratorDependencies {
 }
 
 const tickMs = 10;
-/** The gRPC deadline leaves the balancer time to answer with its own coded error first. */
-const callDeadlineMarginMs = 1000;
+/** After the drain, how long cancelled calls get to answer CANCELLED (counted). */
+const cancelledAnswerWaitMs = 1000;
 
 export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: LoadGeneratorDependencies = {}): LoadGenerator {
   const config = parseConfig('load generator options', loadGeneratorOptionsSchema, options);
-  const clients: BalancerClient[] = dependencies.client
-    ? [dependencies.client]
-    : config.balancerAddresses.map((address) => new BalancerService(address, grpc.credentials.createInsecure()));
+  const clients: BalancerClient[] = dependencies.client ? [dependencies.client] : config.balancerAddresses.map(connectBalancer);
   let sentCount = 0;
   const workload = new Workload(config, dependencies.random);
   const schedule = new SendSchedule(config);
-  const calls = new Set<grpc.ClientUnaryCall>();
-  const startedAtMs = performance.now();
+  const cancel = new AbortController();
+  // Every call awaiting its answer listens for the cancel.
+  setMaxListeners(config.maxOutstandingCalls + 1, cancel.signal);
   const total = new FiguresCounter();
   const phases: Record<LoadPhase, FiguresCounter> = { steady: new FiguresCounter(), spike: new FiguresCounter() };
   let window = new FiguresCounter();
-  let windowStartedAtMs = startedAtMs;
-  const scheduled: Record<TaskPriority, number> = { USER_PRESENT: 0, BACKGROUND: 0 };
-  let onIdle: (() => void) | undefined;
   // Rates are over the time tasks were being sent, not the drain after it.
   let stoppedSendingAtMs: number | undefined;
-  // More than a second of tasks due at once means the process stalled: send one second's worth.
-  const maxBurst = (priority: TaskPriority) => Math.max(1, Math.ceil(schedule.peakRatePerS(priority)));
 
   const count = (phase: LoadPhase, fn: (counter: FiguresCounter) => void) => {
     fn(total);
@@ -77,48 +73,34 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
     fn(phases[phase]);
   };
 
-  const send = (task: Task, phase: LoadPhase) => {
+  const send = async (task: Task, phase: LoadPhase) => {
     const priority = task.priority as TaskPriority;
     const sentAtMs = performance.now();
     count(phase, (c) => c.countSent(priority));
     // In turn: each balancer gets an equal share of either priority's tasks.
     const client = clients[sentCount++ % clients.length]!;
-    const call = client.submit({ task }, { deadline: Date.now() + config.taskTimeoutMs + callDeadlineMarginMs }, (error, response) => {
-      calls.delete(call);
-      if (error) {
-        const coded = error.metadata?.get(metadataKeys.errorCode)[0];
-        const code = coded === undefined ? `GRPC_${grpc.status[error.code] ?? error.code}` : String(coded);
-        count(phase, (c) => c.countRejected(priority, code));
-      } else {
-        const latencyMs = performance.now() - sentAtMs;
-        const cluster = response?.placement?.cluster || 'unknown';
-        const errorCode = response?.error ? response.error.code || 'UNKNOWN' : undefined;
-        count(phase, (c) => c.countCompleted(cluster, priority, latencyMs, errorCode));
-      }
-      if (calls.size === 0) onIdle?.();
-    });
-    calls.add(call);
+    const answer = await submitTask(client, task, { signal: cancel.signal });
+    if (!answer.ok) return count(phase, (c) => c.countRejected(priority, answer.code));
+    const latencyMs = performance.now() - sentAtMs;
+    const cluster = answer.placement?.cluster || 'unknown';
+    const errorCode = answer.response.error ? answer.response.error.code || 'UNKNOWN' : undefined;
+    count(phase, (c) => c.countCompleted(cluster, priority, latencyMs, errorCode));
   };
 
-  const tick = () => {
-    const elapsedMs = performance.now() - startedAtMs;
-    const phase = schedule.phaseAt(elapsedMs);
-    const now = Date.now();
-    // User-present first: when the outstanding limit bites, background tasks are the ones dropped.
-    for (const priority of priorities) {
-      const due = schedule.dueBy(priority, elapsedMs) - scheduled[priority];
-      if (due <= 0) continue;
-      scheduled[priority] += due;
-      const sending = Math.min(due, maxBurst(priority));
-      if (due > sending) count(phase, (c) => c.countDropped('behind-schedule', due - sending));
-      for (let i = 0; i < sending; i++) {
-        if (calls.size >= config.maxOutstandingCalls) count(phase, (c) => c.countDropped('outstanding-limit'));
-        else send(workload.next(now, priority), phase);
-      }
-    }
-  };
-  const timer = setInterval(tick, tickMs);
-  timer.unref();
+  // User-present first: when the outstanding limit bites, background tasks are the ones dropped.
+  const loop = new OpenLoop({
+    schedules: priorities.map((priority) => ({
+      dueBy: (elapsedMs: number) => schedule.dueBy(priority, elapsedMs),
+      // More than a second of tasks due at once means the process stalled: send one second's worth.
+      maxBurst: { calls: Math.max(1, Math.ceil(schedule.peakRatePerS(priority))), pastDue: 'drop' as const },
+    })),
+    maxOutstandingCalls: config.maxOutstandingCalls,
+    tickMs,
+    send: ({ schedule: index, elapsedMs }: DueCall) => send(workload.next(Date.now(), priorities[index]!), schedule.phaseAt(elapsedMs)),
+    onDropped: ({ reason, calls, elapsedMs }: DroppedCalls) => count(schedule.phaseAt(elapsedMs), (c) => c.countDropped(reason, calls)),
+  });
+  const startedAtMs = loop.startedAtMs;
+  let windowStartedAtMs = startedAtMs;
 
   const report = (): LoadReport => {
     const now = stoppedSendingAtMs ?? performance.now();
@@ -128,7 +110,7 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
       window: window.figures((now - windowStartedAtMs) / 1000),
       total: total.figures(elapsedMs / 1000),
       targetRatePerS: config.ratePerS,
-      outstandingCalls: calls.size,
+      outstandingCalls: loop.outstandingCalls,
       phase: schedule.phaseAt(elapsedMs),
       phases: {
         steady: { ...phases.steady.figures(phaseSeconds.steady), targetRatePerS: schedule.targetRatePerS('steady') },
@@ -141,30 +123,12 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
   };
 
   const close = once(async () => {
-    clearInterval(timer);
+    loop.stop();
     stoppedSendingAtMs = performance.now();
-    if (calls.size > 0) {
-      await new Promise<void>((resolve) => {
-        const giveUp = setTimeout(resolve, config.drainTimeoutMs);
-        giveUp.unref();
-        onIdle = () => {
-          clearTimeout(giveUp);
-          resolve();
-        };
-      });
-    }
-    if (calls.size > 0) {
+    if (!(await loop.idle(config.drainTimeoutMs))) {
       // Cancelled calls answer CANCELLED (counted) on a later tick; wait for that, briefly.
-      const cancelled = new Promise<void>((resolve) => {
-        const giveUp = setTimeout(resolve, 1000);
-        giveUp.unref();
-        onIdle = () => {
-          clearTimeout(giveUp);
-          resolve();
-        };
-      });
-      for (const call of calls) call.cancel();
-      await cancelled;
+      cancel.abort();
+      await loop.idle(cancelledAnswerWaitMs);
     }
     if (!dependencies.client) for (const client of clients) client.close();
     return report();
@@ -173,7 +137,7 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
   return {
     config,
     get outstandingCalls() {
-      return calls.size;
+      return loop.outstandingCalls;
     },
     report,
     close,
