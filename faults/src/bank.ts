@@ -14,7 +14,7 @@ export const bankUrlEnv = 'HEADROOM_BANK_URL';
 
 export async function startBankSimulator(t: TestContext, seed = 42): Promise<BankSimulatorProcess> {
   const process = await spawnReady(t, cliPaths.bankSimulator, ['--port', '0', '--seed', String(seed)], readyTimeoutMs);
-  const url = (process.ready as unknown as { url: string }).url;
+  const url = process.ready.address;
   return {
     url,
     async startIncident(incident) {

@@ -43,6 +43,6 @@ export async function startControlPlaneProcess(t: TestContext, redisUrl: string,
     throw error;
   });
   t.after(() => database.drop());
-  const url = (process.ready as unknown as { url: string }).url;
+  const url = process.ready.address;
   return { url, process, api: new ControlPlaneApi({ apiUrl: `${url}/api/v1`, token: operatorToken, timeoutMs: apiTimeoutMs }) };
 }

@@ -2,9 +2,9 @@ import type { TestContext } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { testRedisUrl, uniquePrefix } from './redis';
 import { Ledger, connectRedis, keyspacePattern, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
-import { BalancerService, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
+import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
-import { demoHandlers } from '@headroom/sim';
+import { classifySubmitAnswer, demoHandlers, type SubmitAnswer } from '@headroom/sim';
 import type { FlagClient } from '@headroom/flags';
 import { createBalancer, type Balancer, type BalancerDependencies, type BalancerOptions } from '@headroom/balancer';
 
@@ -64,9 +64,8 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
   return fleet;
 }
 
-export type SubmitResult =
-  | { ok: true; response: SubmitResponse__Output }
-  | { ok: false; status: grpc.status; code: string; details: string; retryAfterMs: string | undefined };
+/** How Balancer.Submit ended (sim's one classification); `code` is '' when the error carries no headroom-error-code. */
+export type SubmitResult = SubmitAnswer;
 
 let taskCounter = 0;
 
@@ -78,14 +77,8 @@ export function task(overrides: Partial<Task> = {}): Task {
 export function submit(client: BalancerClient, t: Task, timeoutMs = 15_000): Promise<SubmitResult> {
   return new Promise((resolve) => {
     client.submit({ task: t }, { deadline: Date.now() + timeoutMs }, (error, response) => {
-      if (!error) return resolve({ ok: true, response: response! });
-      resolve({
-        ok: false,
-        status: error.code,
-        code: String(error.metadata?.get('headroom-error-code')[0] ?? ''),
-        details: error.details,
-        retryAfterMs: error.metadata?.get('retry-after-ms')[0]?.toString(),
-      });
+      const answer = classifySubmitAnswer(error, response);
+      resolve(answer.ok || answer.coded ? answer : { ...answer, code: '' });
     });
   });
 }

@@ -16,7 +16,7 @@ import { ControlPlaneApi } from '@headroom/testkit';
 import { goTo, launchBrowser, openPage, signIn, unexpectedProblems } from '../node/browser';
 
 const repoRoot = path.join(__dirname, '..', '..', '..');
-const demoCli = path.join(repoRoot, 'sim', 'dist', 'src', 'demo', 'cli.js');
+const demoCli = path.join(repoRoot, 'demo', 'dist', 'src', 'cli.js');
 const outputDirectory = path.join(repoRoot, 'docs', 'screenshots');
 const demoArgs = ['--control-plane-port', '0', '--balancer-port', '0', '--baseline-workers', '6', '--candidate-workers', '3', '--rate', '30', '--candidate-percent', '50'];
 
