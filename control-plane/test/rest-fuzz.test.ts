@@ -177,7 +177,7 @@ function operationsOf(document: { paths: Record<string, Record<string, { request
 
 /** Bad requests for one operation: its body (changes) and its path and query parameters. */
 function badRequests(operation: Operation): fc.Arbitrary<BadRequest> {
-  const goodPath = operation.path.replace(/\{(\w+)\}/g, (_, name: string) => (name === 'workerId' ? 'no-such-worker' : '1700000000000-0000abcd'));
+  const goodPath = operation.path.replace(/\{(\w+)\}/g, (_, name: string) => (name === 'workerId' ? 'no-such-worker' : name === 'rolloutId' ? 'ro-0000000000' : '1700000000000-0000abcd'));
   const choices: fc.Arbitrary<BadRequest>[] = [];
   if (operation.method !== 'GET') {
     choices.push(badBodies(operation.body).map((bad) => ({ ...bad, path: goodPath, contentType: 'application/json' })));

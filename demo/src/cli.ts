@@ -251,6 +251,7 @@ class Demo {
     );
     this.control.printAccess(apiUrl, uiUrl, unleash);
     this.workload.printAccess();
+    await this.control.startRollout(apiUrl);
     printJoinCommands(balancerLaunchAt(0), plan.map(({ cluster, parallelism }) => ({ cluster, launch: workerLaunchIn(cluster, parallelism) })));
     say(
       `Status every ${config.statusIntervalS} s` +

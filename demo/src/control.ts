@@ -10,6 +10,7 @@ import * as path from 'node:path';
 import { apiTokenNames, controlPlaneSecretsEnv, makeApiTokens, type DemoApiTokens } from './api-tokens';
 import type { DemoConfig } from './options';
 import { ControlPlaneApi, portIsFree, type NodeProcess } from '@headroom/testkit';
+import type { PlanInput } from '@headroom/control-plane';
 import { StartError, messageOf, say, write } from './terminal';
 
 /** Starts a child of the launcher; `secrets` go by env. */
@@ -144,6 +145,20 @@ export class DemoControl {
     }
   }
 
+  /** With --rollout demo: starts the demo's plan through the API (POST /rollouts), as an operator would. */
+  async startRollout(apiUrl: string): Promise<void> {
+    if (this.config.rollout !== 'demo') return;
+    const api = new ControlPlaneApi({ apiUrl, token: this.apiTokens.operator, timeoutMs: timeouts.apiCallMs });
+    write(`starting the demo rollout plan (POST ${apiUrl}/rollouts)... `);
+    try {
+      const rollout = await api.startRollout(demoRolloutPlan(this.integrations));
+      say(`ok (${rollout.id}: ${rollout.plan.steps.length} steps; watch it on the Rollouts page or GET ${apiUrl}/rollouts/${rollout.id})`);
+    } catch (error) {
+      // The rest runs on: the plan can be started again by hand.
+      say(`failed: ${messageOf(error)}`);
+    }
+  }
+
   /** The addresses and tokens a user needs, printed once everything runs. */
   printAccess(apiUrl: string, uiUrl: string | undefined, unleash: UnleashAccess): void {
     const { operator, viewer } = this.apiTokens;
@@ -152,6 +167,7 @@ export class DemoControl {
     say(`  operator token: ${operator}   (${apiTokenNames.operator}: reads, and changes traffic, parallelism, rollback)`);
     say(`  viewer token:   ${viewer}   (${apiTokenNames.viewer}: reads only)`);
     say(`  e.g. curl -H "Authorization: Bearer ${operator}" ${apiUrl}/traffic`);
+    if (this.config.rollout !== 'demo') say(`  rollouts: npm start -- --rollout demo starts the demo plan; or POST a plan to ${apiUrl}/rollouts (docs/rollouts.md)`);
     say(`Unleash:       ${unleash.url}   ${unleash.embedded ? "(this run's own; web UI login admin / unleash4all, Unleash's default on a new database)" : '(given by --unleash-url)'}`);
   }
 
@@ -165,4 +181,26 @@ export class DemoControl {
     this.unleashChild?.killNow();
     this.removePostgresData();
   }
+}
+
+/**
+ * The plan `--rollout demo` starts (docs/rollouts.md): the integrations to 10% then 30% of their
+ * keys at growing parallelism, then 60% with a parallelism search up to 30. Its lines are looser
+ * than the defaults, and its windows longer, because the demo's load is small: a few tasks a
+ * second per integration would make tight lines on short windows trip on noise.
+ */
+export function demoRolloutPlan(integrations: readonly string[]): PlanInput {
+  return {
+    name: 'demo: parallel workers',
+    integrations: [...integrations],
+    windowSeconds: 30,
+    holdSeconds: 30,
+    minSamples: 10,
+    gates: { p50Ratio: 1.3, p95Ratio: 2 },
+    steps: [
+      { candidatePercent: 10, maxParallelism: 4 },
+      { candidatePercent: 30, maxParallelism: 8 },
+      { candidatePercent: 60, search: { from: 8, factor: 1.5, max: 30 } },
+    ],
+  };
 }

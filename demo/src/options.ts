@@ -62,6 +62,8 @@ export const demoOptionsSchema = z
       .default('redis://127.0.0.1:6379'),
     /** Ledger key prefix; by default one of its own per run, `demo:<random>`. */
     keyPrefix: keyPrefixSetting.optional(),
+    /** "demo": once everything runs, start the demo's rollout plan (the autopilot, docs/rollouts.md); "none": do not. @default 'none' */
+    rollout: z.enum(['none', 'demo'], { error: 'expected none or demo' }).default('none'),
     /** Stop after this long once the load runs; 0 runs until Ctrl-C. @default 0 */
     durationS: seconds(0, 7 * 24 * 3600, '0 for until Ctrl-C').default(0),
     /** @default 5 */
@@ -115,6 +117,7 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('controlPlanePort', 'control-plane-port', 'PORT', "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)"),
   option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started (default redis://127.0.0.1:6379)', 'REDIS_URL'),
   option('keyPrefix', 'key-prefix', 'PREFIX', 'ledger key prefix (default demo:<random>, a new one per run, its keys deleted at exit)'),
+  option('rollout', 'rollout', 'PLAN', "demo: once everything runs, start the demo's rollout plan (the autopilot moves the bank integrations to the candidate step by step, judged by the latency ratio, and rolls one back by itself when its gates break; docs/rollouts.md); none (default)"),
   option('durationS', 'duration-s', 'S', 'stop by itself after S seconds of load, 0 for until Ctrl-C (default 0)'),
   option('statusIntervalS', 'status-interval-s', 'S', 'seconds between status lines (default 5)'),
   option('unleashUrl', 'unleash-url', 'URL', 'Unleash server to use, e.g. http://127.0.0.1:4242 (default: one of its own on an embedded PostgreSQL)', 'UNLEASH_URL'),

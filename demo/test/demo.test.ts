@@ -432,6 +432,35 @@ test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a pr
   assert.equal((await fetch(`${unleash.url}/health`)).status, 200, 'the given Unleash still runs');
 });
 
+test('--rollout demo starts the demo plan through the API once everything runs: its first step is in effect', { timeout: 60_000 }, async (t) => {
+  const unleash = await startTestUnleash();
+  t.after(() => unleash.stop());
+  const database = await testDatabase('hr_demo_rollout');
+  t.after(() => database.drop());
+  const keyPrefix = uniquePrefix('demo');
+  const redis = connectRedis(testRedisUrl) as Redis;
+  t.after(async () => {
+    await deleteKeysUnder(redis, keyPrefix);
+    redis.disconnect();
+  });
+  const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken, HEADROOM_DATABASE_URL: database.url };
+  const run = await runDemo(
+    ['--rollout', 'demo', '--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--baseline-workers', '1', '--candidate-workers', '1', '--redis-url', testRedisUrl, '--key-prefix', keyPrefix, '--workload', 'sleep'],
+    { env, timeoutMs: 50_000 },
+  );
+  const output = `${run.stdout}\n${run.stderr}`;
+  assert.equal(run.code, 0, output);
+  const started = /^starting the demo rollout plan \(POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/rollouts\)\.\.\. ok \((ro-[0-9a-f]{10}): 3 steps; watch it on the Rollouts page/m.exec(run.stdout);
+  assert.ok(started, output);
+  assert.doesNotMatch(run.stdout, /rollouts: npm start -- --rollout demo/, 'the hint is for runs without it');
+  // The rollout's live state stays in Redis under the given prefix: the plan, in its first step, the candidate at 4.
+  const stored = JSON.parse((await redis.hget(`{${keyPrefix}:control}:rollout`, 'json'))!);
+  assert.equal(stored.id, started[1]);
+  assert.equal(stored.plan.name, 'demo: parallel workers');
+  assert.deepEqual(stored.plan.integrations, ['bank-a', 'bank-b', 'bank-c']);
+  assert.deepEqual([stored.status, stored.step, stored.maxParallelism], ['running', 0, 4]);
+});
+
 test('an invalid option exits 2 with a message naming it and what it accepts', async () => {
   const flag = await runDemo(['--baseline-workers', '0']);
   assert.equal(flag.code, 2);

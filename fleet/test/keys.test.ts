@@ -24,6 +24,10 @@ test('control keys share the hash tag {<prefix>:control}', () => {
       profileLock: '{hr:control}:profile-lock',
       profiles: '{hr:control}:profiles',
       profile: '{hr:control}:profile:p-1',
+      rollout: '{hr:control}:rollout',
+      rolloutHistory: '{hr:control}:rollout-history',
+      autopilotLease: '{hr:control}:autopilot-lease',
+      autopilotFence: '{hr:control}:autopilot-fence',
     },
   );
 });

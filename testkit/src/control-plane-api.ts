@@ -13,9 +13,12 @@ import type {
   LatencySeries,
   OverrideChangeRecord,
   ParallelismByCluster,
+  PlanInput,
   ReadinessView,
   RollbackRecord,
   RollbackScope,
+  Rollout,
+  RolloutsView,
   TrafficChange,
   TrafficView,
   WorkerSummary,
@@ -182,6 +185,23 @@ export class ControlPlaneApi {
   }
 
   /** GET /latency/series over `window` ("30s", "5m", "1h"; the control plane's default 5m when absent). */
+  rollouts(): Promise<RolloutsView> {
+    return this.call('GET', '/rollouts');
+  }
+
+  /** Starts a rollout from a plan (docs/rollouts.md); its first step takes effect at once. */
+  startRollout(plan: PlanInput): Promise<Rollout> {
+    return this.call('POST', '/rollouts', plan);
+  }
+
+  rollout(id: string): Promise<Rollout> {
+    return this.call('GET', `/rollouts/${encodeURIComponent(id)}`);
+  }
+
+  changeRollout(id: string, action: 'pause' | 'resume' | 'abort', reason?: string): Promise<Rollout> {
+    return this.call('POST', `/rollouts/${encodeURIComponent(id)}/${action}`, reason === undefined ? {} : { reason });
+  }
+
   latencySeries(window?: string): Promise<LatencySeries> {
     return this.call('GET', `/latency/series${window === undefined ? '' : `?window=${encodeURIComponent(window)}`}`);
   }

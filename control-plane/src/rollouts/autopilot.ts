@@ -173,12 +173,13 @@ export class Autopilot {
     const status = worstStatus([...reading.integrations.map((i) => i.status), reading.workers.status]);
     if (now < judgedFromMs || status !== 'ok') {
       const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, status, rollout.plan.minSamples);
-      if (status === 'close' && rollout.waitingFor !== waitingFor) note('hold', rollout.step, `holding: ${waitingFor}`);
-      return { ...rollout, heldSinceUnixMs: null, waitingFor };
+      const closeGates = status === 'close' ? closeGateNames(reading) : null;
+      if (closeGates !== null && closeGates !== rollout.closeGates) note('hold', rollout.step, `holding: ${waitingFor}`);
+      return { ...rollout, heldSinceUnixMs: null, waitingFor, closeGates };
     }
     const heldSince = rollout.heldSinceUnixMs ?? now;
     if (now - heldSince < step.holdSeconds * 1000) {
-      return { ...rollout, heldSinceUnixMs: heldSince, waitingFor: `every gate to hold for ${step.holdSeconds} s (held ${Math.floor((now - heldSince) / 1000)} s)` };
+      return { ...rollout, heldSinceUnixMs: heldSince, closeGates: null, waitingFor: `every gate to hold for ${step.holdSeconds} s (held ${Math.floor((now - heldSince) / 1000)} s)` };
     }
 
     // Every gate held for the whole hold.
@@ -186,7 +187,7 @@ export class Autopilot {
       const raised = Math.min(step.search!.max, Math.ceil(search.current * step.search!.factor));
       await this.setParallelism(raised);
       note('raise', rollout.step, `max parallelism ${search.current} held for ${step.holdSeconds} s; raised to ${raised}`);
-      return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, waitingFor: null };
+      return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, waitingFor: null, closeGates: null };
     }
     if (search) note('step', rollout.step, `max parallelism ${search.current} held for ${step.holdSeconds} s: the highest the search tries`);
     return this.nextStep(rollout, now, note);
@@ -203,7 +204,7 @@ export class Autopilot {
     const applied = await this.applyStep({ ...rollout, step: index }, step);
     note('step', index, `step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.maxParallelism)}`);
     const baselineUntilUnixMs = step.candidatePercent < 100 ? null : (rollout.baselineUntilUnixMs ?? now);
-    return { ...applied, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, waitingFor: null };
+    return { ...applied, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, waitingFor: null, closeGates: null };
   }
 
   /** Sets traffic and max parallelism for `step` (idempotent: a value already set is not written again). */
@@ -236,6 +237,14 @@ export class Autopilot {
 
 export function describeStep(step: PlanStep, maxParallelism: number): string {
   return `${step.candidatePercent}% of the plan's integrations on the candidate at max parallelism ${maxParallelism}${step.search ? ` (searching up to ${step.search.max})` : ''}`;
+}
+
+/** Which gates are close to their lines: "bank-a:p95Ratio,workers:heapShare". */
+function closeGateNames(reading: GatesReading): string {
+  return [
+    ...reading.integrations.flatMap((i) => i.gates.filter((g) => g.status === 'close').map((g) => `${i.integration}:${g.gate}`)),
+    ...reading.workers.gates.filter((g) => g.status === 'close').map((g) => `workers:${g.gate}`),
+  ].join(',');
 }
 
 /** What keeps the autopilot from advancing: the gates close to their lines (with figures), or the data missing. */

@@ -69,6 +69,7 @@ export class RolloutService {
       heldSinceUnixMs: null,
       rolledBack: [],
       waitingFor: null,
+      closeGates: null,
       lastReading: null,
       decisions: [],
     };

@@ -64,6 +64,8 @@ export interface Rollout {
   rolledBack: string[];
   /** Why the autopilot does not advance now: a gate close to its line, not enough data, a window still filling. */
   waitingFor: string | null;
+  /** The gates close to their lines at the latest `hold` decision ("bank-a:p95Ratio,..."): a new one is recorded only when these change, not at every tick. */
+  closeGates: string | null;
   lastReading: GatesReading | null;
   /** Newest last, at most maxDecisionsKept (the audit log keeps them all). */
   decisions: Decision[];

@@ -1,0 +1,86 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { LatencyHistogram, latencyBucketOf, type LatencyByCluster, type WorkerReport } from '@headroom/fleet';
+import { defaultGates } from '../src/index';
+import { readGates, worstStatus } from '../src/rollouts/gates';
+
+function histogram(latenciesMs: number[], failed = 0): LatencyHistogram {
+  const h = new LatencyHistogram();
+  for (const ms of latenciesMs) h.add(latencyBucketOf(ms));
+  h.failed = failed;
+  return h;
+}
+
+const report = (overrides: Partial<WorkerReport> = {}): WorkerReport => ({
+  atUnixMs: 0,
+  heapUsedBytes: 100,
+  heapLimitBytes: 1000,
+  gcTimeRatio: 0.01,
+  eventLoopUtilization: 0.2,
+  eventLoopDelayP99Ms: 20,
+  latencyP50Ms: null,
+  latencyP99Ms: null,
+  tasksPerSecond: 1,
+  errorsPerSecond: 0,
+  ...overrides,
+});
+
+const inputs = (latency: LatencyByCluster, reports: WorkerReport[] = [report()]) => ({
+  gates: defaultGates,
+  integrations: ['bank-a', 'bank-b', 'bank-c'],
+  windowSeconds: 30,
+  minSamples: 10,
+  clusters: { baseline: 'baseline', candidate: 'candidate' },
+  latency,
+  candidateReports: reports,
+  nowUnixMs: 1000,
+});
+
+const same = Array.from({ length: 40 }, () => 100);
+
+test('gates compare the candidate with the baseline per integration: ok, close, breached, and not enough data', () => {
+  const latency: LatencyByCluster = new Map([
+    ['baseline', new Map([['bank-a', histogram(same)], ['bank-b', histogram(same)], ['bank-c', histogram(same)]])],
+    [
+      'candidate',
+      new Map([
+        ['bank-a', histogram(same)],
+        // Four times slower: p50 and p95 ratios about 4, far above 1.1 and 1.25.
+        ['bank-b', histogram(same.map((ms) => ms * 4), 2)],
+        // Too few tasks to judge.
+        ['bank-c', histogram([100, 100, 100])],
+      ]),
+    ],
+  ]);
+  const reading = readGates(inputs(latency));
+  const [a, b, c] = reading.integrations;
+  assert.deepEqual(a!.gates.map((g) => [g.gate, g.status]), [['p50Ratio', 'ok'], ['p95Ratio', 'ok'], ['errorRateIncrease', 'ok']]);
+  assert.equal(a!.gates[0]!.value, 1);
+  assert.equal(b!.status, 'breached');
+  assert.ok(b!.gates[0]!.value! > 3.5 && b!.gates[0]!.value! < 4.5, String(b!.gates[0]!.value));
+  // 2 failed of 42 on the candidate, none on the baseline: 0.0476 > 0.01.
+  assert.deepEqual([b!.gates[2]!.value, b!.gates[2]!.status], [0.0476, 'breached']);
+  assert.deepEqual(b!.samples, { baseline: 40, candidate: 42 });
+  assert.equal(c!.status, 'not-enough-data');
+  assert.ok(c!.gates.every((g) => g.value === null));
+  assert.equal(reading.workers.status, 'ok');
+});
+
+test("the candidate's workers: the worst one counts; close above 90% of a line; no report is not enough data", () => {
+  const latency: LatencyByCluster = new Map();
+  const reading = readGates(inputs(latency, [report(), report({ heapUsedBytes: 800 }), report({ eventLoopDelayP99Ms: 250 })]));
+  assert.deepEqual(
+    reading.workers.gates.map((g) => [g.gate, g.value, g.status]),
+    [
+      ['gcShare', 0.01, 'ok'],
+      ['eventLoopUtilization', 0.2, 'ok'],
+      ['eventLoopDelayP99Ms', 250, 'breached'],
+      ['heapShare', 0.8, 'ok'],
+    ],
+  );
+  assert.equal(readGates(inputs(latency, [report({ heapUsedBytes: 830 })])).workers.status, 'close', '0.83 is above 90% of 0.85');
+  assert.equal(readGates(inputs(latency, [])).workers.status, 'not-enough-data');
+  assert.equal(worstStatus(['ok', 'not-enough-data', 'close']), 'close');
+  assert.equal(worstStatus(['ok', 'breached', 'close']), 'breached');
+  assert.equal(worstStatus([]), 'ok');
+});
