@@ -1,7 +1,6 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { performance } from 'node:perf_hooks';
-import { eventually, operatorToken, type Stack, startStack, submit, task, viewerToken } from '@headroom/testkit';
+import { burnCpuForProfileTest, eventually, operatorToken, type Stack, startStack, submit, task, viewerToken } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 
 let unleash: TestUnleash;
@@ -9,16 +8,6 @@ before(async () => {
   unleash = await startTestUnleash();
 });
 after(() => unleash.stop());
-
-/** The CPU-heavy handler the profile must find: about 20 ms on the CPU per task. */
-async function burnCpuForProfileTest(): Promise<string> {
-  const until = performance.now() + 20;
-  let x = 0;
-  while (performance.now() < until) {
-    for (let i = 0; i < 10_000; i++) x = (x + Math.sqrt(i)) % 1_000_003;
-  }
-  return String(x);
-}
 
 const profileDone = (stack: Stack, profileId: string) =>
   eventually(`profile ${profileId} finished`, 20_000, async () => {
@@ -131,7 +120,7 @@ test('POST /profiles profiles one worker at a time; the summary finds its CPU-he
   const top = done.summary.topFunctions as { functionName: string; location: string; selfMs: number; share: number }[];
   const rank = top.findIndex((f) => f.functionName === 'burnCpuForProfileTest');
   assert.ok(rank >= 0 && rank < 3, `burnCpuForProfileTest among the top 3: ${JSON.stringify(top.slice(0, 5))}`);
-  assert.match(top[rank]!.location, /profiles\.test\.js:\d+$/);
+  assert.match(top[rank]!.location, /testkit\/dist\/src\/cpu-burn\.js:\d+$/);
   assert.ok(top[rank]!.selfMs > 300 && top[rank]!.share > 0.15, JSON.stringify(top[rank]));
   assert.ok(done.summary.profiledMs >= 1900, `profiled ${done.summary.profiledMs} ms`);
 

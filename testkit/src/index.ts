@@ -6,3 +6,4 @@ export * from './control-plane-api';
 export * from './redis-server';
 export * from './node-process';
 export * from './errors';
+export * from './cpu-burn';

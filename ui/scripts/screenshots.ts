@@ -3,8 +3,9 @@
  * Screenshots of every page of the admin UI, from the real demo (`npm start`'s launcher): it
  * starts the demo, waits until live figures flow, makes a few changes an operator would (a
  * split per integration, a parallelism step, a rollback of one integration, a CPU profile),
- * signs in and saves a 1280x800 PNG of each page, and one of the overview in a narrow window,
- * to docs/screenshots/. Then it stops the demo with SIGINT, as Ctrl-C would.
+ * signs in and saves a 1280x800 PNG of each page, one of the overview in a narrow window and one
+ * of the Workers page's CPU profile (its flame graph), to docs/screenshots/. Then it stops the
+ * demo with SIGINT, as Ctrl-C would.
  *   npm run build && npm run screenshots --workspace @headroom/ui
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -42,7 +43,7 @@ const pages: { title: string; ready(page: Page): Promise<unknown> }[] = [
   { title: 'Traffic', ready: (page) => page.getByLabel('bank-a', { exact: true }).waitFor() },
   { title: 'Rollback', ready: (page) => page.getByRole('region', { name: 'Last rollback' }).waitFor() },
   { title: 'Parallelism', ready: (page) => page.getByText('Max parallelism:').first().waitFor() },
-  { title: 'Workers', ready: (page) => page.getByRole('table', { name: 'Top functions by self time' }).waitFor() },
+  { title: 'Workers', ready: (page) => page.getByRole('figure', { name: 'Flame graph of CPU time' }).locator('g.frame').nth(3).waitFor() },
   { title: 'Audit', ready: (page) => page.locator('.audit-table tbody tr').nth(2).waitFor() },
 ];
 
@@ -136,6 +137,26 @@ async function shiftTraffic(page: Page): Promise<void> {
   await page.getByTestId('traffic-propagated').waitFor({ timeout: 20_000 });
 }
 
+/** The CPU profiles panel of the Workers page (below the fold of workers.png), a frame hovered. */
+async function saveFlameGraph(page: Page): Promise<void> {
+  const panel = page.locator('section[aria-labelledby="profiles-title"]');
+  const graph = page.getByRole('figure', { name: 'Flame graph of CPU time' });
+  await graph.scrollIntoViewIfNeeded();
+  // A wide frame of named JavaScript a few calls deep, so that its tooltip and details show.
+  const frames = graph.locator('g.frame');
+  const deepNamedWide = await frames.evaluateAll((elements) =>
+    elements.findIndex((g) => /^[A-Za-z_$]/.test(g.getAttribute('name') ?? '') && Number(g.querySelector('rect')?.getAttribute('width')) > 100 && (g as SVGGElement).transform.baseVal[0]!.matrix.f >= 3 * 18),
+  );
+  await frames.nth(Math.max(deepNamedWide, 0)).hover();
+  await page.waitForTimeout(500);
+  // A clip of the whole page (in its coordinates), so that nothing scrolls and the tooltip stays.
+  const box = await panel.boundingBox();
+  if (!box) throw new Error('the CPU profiles panel is not on screen');
+  const scrollYPx = await page.evaluate(() => window.scrollY);
+  await page.screenshot({ path: path.join(outputDirectory, 'flame-graph.png'), fullPage: true, clip: { ...box, y: box.y + scrollYPx } });
+  log('  flame-graph.png');
+}
+
 /**
  * The overview (wide and narrow), traffic and parallelism first, in the steady state; then a
  * rollback of one integration and a CPU profile, and the pages that show them.
@@ -166,6 +187,7 @@ async function screenshot(access: DemoAccess): Promise<void> {
     await rollBackOneAndProfile(access);
     await save(wide.page, 'Rollback', 'rollback.png');
     await save(wide.page, 'Workers', 'workers.png');
+    await saveFlameGraph(wide.page);
     await save(wide.page, 'Audit', 'audit.png');
     const problems = [...unexpectedProblems(wide), ...unexpectedProblems(narrow)];
     if (problems.length > 0) throw new Error(`the pages reported problems:\n${problems.join('\n')}`);

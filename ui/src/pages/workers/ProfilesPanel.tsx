@@ -5,10 +5,12 @@ import { Truncated } from '../../components/Truncated';
 import { usePolled } from '../../hooks/usePolled';
 import { useSession } from '../../session';
 import { formatBytes, formatDateTime, formatMs, formatShare } from '../../format';
+import { fetchCpuprofile } from './fetch-cpuprofile';
+import { ProfileFlameGraph } from './FlameGraph';
 
 const listedProfiles = 10;
 
-/** Recent CPU profiles; a finished one shows its top functions and can be downloaded. */
+/** Recent CPU profiles; a finished one shows its flame graph and top functions, and can be downloaded. */
 export function ProfilesPanel({ refreshKey }: { refreshKey: number }) {
   const { client } = useSession();
   const load = useCallback((signal: AbortSignal) => client.get<{ profiles: ProfileRecord[] }>(`/profiles?limit=${listedProfiles}`, signal), [client]);
@@ -58,8 +60,7 @@ function ProfileDetail({ profile }: { profile: ProfileRecord }) {
   const download = async () => {
     setDownloadError(undefined);
     try {
-      const response = await client.fetch(`/profiles/${encodeURIComponent(profile.profileId)}/cpuprofile`);
-      if (!response.ok) throw new Error(`HTTP ${response.status}: ${((await response.json().catch(() => ({}))) as { error?: { message?: string } }).error?.message ?? response.statusText}`);
+      const response = await fetchCpuprofile(client, profile.profileId);
       const name = /filename="([^"]+)"/.exec(response.headers.get('content-disposition') ?? '')?.[1] ?? `${profile.workerId}.cpuprofile`;
       const url = URL.createObjectURL(await response.blob());
       const link = document.createElement('a');
@@ -90,8 +91,9 @@ function ProfileDetail({ profile }: { profile: ProfileRecord }) {
               Download .cpuprofile
             </button>
           </p>
-          <p className="hint">Open it in Chrome DevTools (Performance, Load profile…) or speedscope for a flame graph.</p>
           <ErrorNotice error={downloadError} action="Downloading the profile" />
+          <ProfileFlameGraph key={profile.profileId} profileId={profile.profileId} />
+          <p className="hint">For the samples in time order, open the download in Chrome DevTools (Performance, Load profile…) or speedscope.</p>
           <div className="table-scroll">
             <table className="table">
               <caption>Top functions by self time</caption>
