@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { LatencyHistogram, latencyBucketOf, type LatencyByCluster, type WorkerReport } from '@headroom/fleet';
+import { LatencyHistogram, latencyBucketOf, latencyBucketValueMs, type LatencyByCluster, type WorkerReport } from '@headroom/fleet';
 import { defaultGates } from '../src/index';
 import { readGates, worstStatus } from '../src/rollouts/gates';
 
@@ -68,19 +68,30 @@ test('gates compare the candidate with the baseline per integration: ok, close, 
 
 test("the candidate's workers: the worst one counts; close above 90% of a line; no report is not enough data", () => {
   const latency: LatencyByCluster = new Map();
-  const reading = readGates(inputs(latency, [report(), report({ heapUsedBytes: 800 }), report({ eventLoopDelayP99Ms: 250 })]));
+  const reading = readGates(inputs(latency, [report(), report({ heapUsedBytes: 700 }), report({ eventLoopDelayP99Ms: 250 })]));
   assert.deepEqual(
     reading.workers.gates.map((g) => [g.gate, g.value, g.status]),
     [
       ['gcShare', 0.01, 'ok'],
       ['eventLoopUtilization', 0.2, 'ok'],
       ['eventLoopDelayP99Ms', 250, 'breached'],
-      ['heapShare', 0.8, 'ok'],
+      ['heapShare', 0.7, 'ok'],
     ],
   );
-  assert.equal(readGates(inputs(latency, [report({ heapUsedBytes: 830 })])).workers.status, 'close', '0.83 is above 90% of 0.85');
+  assert.equal(readGates(inputs(latency, [report({ heapUsedBytes: 780 })])).workers.status, 'close', '0.78 is above 90% of 0.85');
   assert.equal(readGates(inputs(latency, [])).workers.status, 'not-enough-data');
   assert.equal(worstStatus(['ok', 'not-enough-data', 'close']), 'close');
   assert.equal(worstStatus(['ok', 'breached', 'close']), 'breached');
   assert.equal(worstStatus([]), 'ok');
+});
+
+test('a ratio is close past 90% of the way from 1 to its line, not past 90% of the line', () => {
+  const baseline = histogram(same);
+  const p50RatioWith = (candidateMs: number) =>
+    readGates(inputs(new Map([['baseline', new Map([['bank-a', baseline]])], ['candidate', new Map([['bank-a', histogram(same.map(() => candidateMs))]])]]))).integrations[0]!.gates[0]!;
+  assert.deepEqual([p50RatioWith(100).value, p50RatioWith(100).status], [1, 'ok'], 'no different: ok, though 1 is 91% of 1.1');
+  // One latency bucket up is 2^(1/8) = 1.0905 times slower: past 1.09, 90% of the way to 1.1.
+  const oneBucketUp = latencyBucketValueMs(latencyBucketOf(100) + 1);
+  assert.deepEqual([p50RatioWith(oneBucketUp).value, p50RatioWith(oneBucketUp).status], [1.0905, 'close']);
+  assert.equal(p50RatioWith(latencyBucketValueMs(latencyBucketOf(100) + 2)).status, 'breached');
 });

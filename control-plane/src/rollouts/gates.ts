@@ -40,10 +40,15 @@ export function worstStatus(statuses: readonly GateStatus[]): GateStatus {
   return statuses.reduce<GateStatus>((worst, status) => (severity[status] > severity[worst] ? status : worst), 'ok');
 }
 
-function reading(gate: GateName, value: number | null, line: number): GateReading {
+/**
+ * `neutral`: the value of a candidate that is no different: 1 for a ratio, 0 for the rest. A
+ * gate is close past 90% of the way from there to its line (a p50 ratio of 1.095 against 1.1).
+ */
+function reading(gate: GateName, value: number | null, line: number, neutral = 0): GateReading {
   if (value === null || !Number.isFinite(value)) return { gate, value: null, line, status: 'not-enough-data' };
   const rounded = Math.round(value * 10_000) / 10_000;
-  return { gate, value: rounded, line, status: value > line ? 'breached' : value > line * closeToLineShare ? 'close' : 'ok' };
+  const close = neutral + (line - neutral) * closeToLineShare;
+  return { gate, value: rounded, line, status: value > line ? 'breached' : value > close ? 'close' : 'ok' };
 }
 
 function errorRate(histogram: LatencyHistogram | undefined): number {
@@ -79,8 +84,8 @@ export function readGates(inputs: GateInputs): GatesReading {
     const enough = samples.baseline >= inputs.minSamples && samples.candidate >= inputs.minSamples;
     const readings = enough
       ? [
-          reading('p50Ratio', ratio(candidate?.quantileMs(0.5), baseline?.quantileMs(0.5)), gates.p50Ratio),
-          reading('p95Ratio', ratio(candidate?.quantileMs(0.95), baseline?.quantileMs(0.95)), gates.p95Ratio),
+          reading('p50Ratio', ratio(candidate?.quantileMs(0.5), baseline?.quantileMs(0.5)), gates.p50Ratio, 1),
+          reading('p95Ratio', ratio(candidate?.quantileMs(0.95), baseline?.quantileMs(0.95)), gates.p95Ratio, 1),
           reading('errorRateIncrease', errorRate(candidate) - errorRate(baseline), gates.errorRateIncrease),
         ]
       : (['p50Ratio', 'p95Ratio', 'errorRateIncrease'] as const).map((gate) => reading(gate, null, gates[gate]));

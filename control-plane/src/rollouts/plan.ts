@@ -38,7 +38,7 @@ export const defaultGates: Readonly<Gates> = Object.freeze({
   heapShare: 0.85,
 });
 
-/** A gate is "close" (the autopilot holds, and says so) above this share of its line. */
+/** A gate is "close" (the autopilot holds, and says so) past this share of the way to its line (from 1 for a ratio, from 0 for the rest). */
 export const closeToLineShare = 0.9;
 
 export const planLimits = {
