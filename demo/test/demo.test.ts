@@ -1,4 +1,4 @@
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -6,8 +6,16 @@ import * as path from 'node:path';
 import { ControlPlaneApi, ControlPlaneApiError, deleteKeysUnder, freePort, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis } from '@headroom/fleet';
 import type { Redis } from 'ioredis';
-import { startTestUnleash, testDatabase } from '@headroom/unleash-local';
+import { startTestUnleash, testDatabase, type TestUnleash } from '@headroom/unleash-local';
 import type { TrafficView } from '@headroom/control-plane';
+
+/**
+ * One in-process Unleash for the tests that give the demo one (UNLEASH_URL): a second started in
+ * this process after the first stopped met the first's timers still firing on its closed pool.
+ */
+let givenUnleash: Promise<TestUnleash> | undefined;
+const sharedUnleash = () => (givenUnleash ??= startTestUnleash());
+after(async () => (await givenUnleash)?.stop());
 
 const demoCli = path.join(__dirname, '..', 'src', 'cli.js');
 /** demo/dist/test -> the repository root, where the printed join commands are meant to run. */
@@ -397,8 +405,7 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
 });
 
 test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a private redis-server is started and stopped; --workload sleep needs no bank simulator', { timeout: 60_000 }, async (t) => {
-  const unleash = await startTestUnleash();
-  t.after(() => unleash.stop());
+  const unleash = await sharedUnleash();
   const nothingThere = `redis://127.0.0.1:${await freePort()}`;
   // With a given Unleash the control plane's audit log needs a PostgreSQL too: a database of this test's own.
   const database = await testDatabase('hr_demo');
@@ -433,8 +440,7 @@ test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a pr
 });
 
 test('--rollout demo starts the demo plan through the API once everything runs: its first step is in effect', { timeout: 60_000 }, async (t) => {
-  const unleash = await startTestUnleash();
-  t.after(() => unleash.stop());
+  const unleash = await sharedUnleash();
   const database = await testDatabase('hr_demo_rollout');
   t.after(() => database.drop());
   const keyPrefix = uniquePrefix('demo');
