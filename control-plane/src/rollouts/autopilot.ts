@@ -95,7 +95,7 @@ export class Autopilot {
 
     const { rollout } = stored;
     const reading = await this.read(rollout, nowUnixMs);
-    const outcome = await this.decide({ ...rollout, lastReading: reading }, reading, nowUnixMs);
+    const outcome = await this.decide({ ...rollout, lastReading: reading }, reading, nowUnixMs, rollout.lastReading);
     const written = await this.deps.store.write(outcome.rollout, stored.version, lease);
     if (written === 'lost-lease') {
       this.leaseValue = null;
@@ -129,15 +129,15 @@ export class Autopilot {
     });
   }
 
-  private async decide(rollout: Rollout, reading: GatesReading, now: number): Promise<Outcome> {
+  private async decide(rollout: Rollout, reading: GatesReading, now: number, previous: GatesReading | null): Promise<Outcome> {
     const decisions: Decision[] = [];
     const note: Note = (kind, step, message, integration) =>
       decisions.push({ atUnixMs: now, kind, step, message, actor: autopilotActor, ...(integration ? { integration } : {}) });
-    const judged = await this.judge(rollout, reading, now, note);
+    const judged = await this.judge(rollout, reading, now, note, previous);
     return { rollout: decisions.reduce(withDecision, judged), decisions };
   }
 
-  private async judge(rollout: Rollout, reading: GatesReading, now: number, note: Note): Promise<Rollout> {
+  private async judge(rollout: Rollout, reading: GatesReading, now: number, note: Note, previous: GatesReading | null): Promise<Rollout> {
     const step = rollout.plan.steps[rollout.step]!;
     const search = rollout.search;
 
@@ -173,7 +173,9 @@ export class Autopilot {
     const status = worstStatus([...reading.integrations.map((i) => i.status), reading.workers.status]);
     if (now < judgedFromMs || status !== 'ok') {
       const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, status, rollout.plan.minSamples);
-      if (status === 'close' && rollout.waitingFor !== waitingFor) note('hold', rollout.step, `holding: ${waitingFor}`);
+      // Noted once a hold begins (in the step) or holds on other gates: not at every tick the figures move.
+      const sameHold = previous !== null && previous.atUnixMs >= rollout.stepStartedAtUnixMs && closeGates(previous) === closeGates(reading);
+      if (status === 'close' && !sameHold) note('hold', rollout.step, `holding: ${whatHolds(reading, status, rollout.plan.minSamples)}`);
       return { ...rollout, heldSinceUnixMs: null, waitingFor };
     }
     const heldSince = rollout.heldSinceUnixMs ?? now;
@@ -236,6 +238,14 @@ export class Autopilot {
 
 export function describeStep(step: PlanStep, maxParallelism: number): string {
   return `${step.candidatePercent}% of the plan's integrations on the candidate at max parallelism ${maxParallelism}${step.search ? ` (searching up to ${step.search.max})` : ''}`;
+}
+
+/** The gates close to their lines, by name ("bank-a.p95Ratio workers.heapShare"): a hold on other gates is a new decision. */
+function closeGates(reading: GatesReading): string {
+  return [
+    ...reading.integrations.flatMap((i) => i.gates.filter((g) => g.status === 'close').map((g) => `${i.integration}.${g.gate}`)),
+    ...reading.workers.gates.filter((g) => g.status === 'close').map((g) => `workers.${g.gate}`),
+  ].join(' ');
 }
 
 /** What keeps the autopilot from advancing: the gates close to their lines (with figures), or the data missing. */
