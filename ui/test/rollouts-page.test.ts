@@ -3,11 +3,10 @@
  * through the API shows its steps, its current step, each gate against its line and its
  * decisions as the autopilot advances; the overview shows it; an operator pauses, resumes and
  * aborts it; a viewer sees all of it with every button disabled; a bad plan in the form shows
- * each field problem. Saves docs/screenshots/rollouts.png on the way.
+ * each field problem. (docs/screenshots/rollouts.png comes from the demo: ui/scripts/screenshots.ts.)
  */
 import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
-import * as path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Page } from 'playwright-core';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
@@ -20,8 +19,6 @@ before(async () => {
   unleash = await startTestUnleash();
 });
 after(() => unleash.stop());
-
-const screenshotPath = path.join(__dirname, '..', '..', '..', 'docs', 'screenshots', 'rollouts.png');
 
 /** The autopilot acts every 250 ms and reads latency 1 s after a window ends (workers report every 500 ms here). */
 const controlPlaneOptions = { autopilotTickMs: 250, autopilotLeaseMs: 2000, latencySettleMs: 1000 };
@@ -136,10 +133,9 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
     assert.ok(stepRow >= 0 && stepRow < rows.length - 1, `the step above the start, newest first: ${JSON.stringify(rows)}`);
     assert.match((await steps.nth(0).textContent()) ?? '', /Step 1done/);
     assert.match((await steps.nth(1).textContent()) ?? '', /Step 2current.*trying 4 now; highest held none yet/);
-    // Gate figures again in step 2, then the page as an operator sees it.
+    // Gate figures again in step 2, and what the autopilot waits for now.
     await p50.locator('.gate-status', { hasText: /^. (ok|close)$/ }).waitFor({ timeout: 30_000 });
     await rolloutState(page).locator('.waiting-for', { hasText: /first whole window|to hold for|enough data|close to their lines/ }).waitFor();
-    await page.screenshot({ path: screenshotPath, fullPage: true });
     assert.deepEqual(unexpectedProblems(operator), []);
   });
 
