@@ -73,7 +73,7 @@ async function fleetUnderLightLoad(stack: UiStack): Promise<{ stop(): Promise<vo
 
 const gateTable = (page: Page, subject: string) => page.locator('.gate-table').filter({ has: page.locator('caption', { hasText: subject }) });
 const gateRow = (page: Page, subject: string, gate: string) => gateTable(page, subject).locator('tbody tr').filter({ has: page.locator('th', { hasText: gate }) });
-const rolloutState = (page: Page) => page.getByRole('status', { name: 'Rollout state' });
+const rolloutState = (page: Page) => page.getByRole('region', { name: 'Rollout state' });
 
 test('the Rollouts page follows a rollout the autopilot drives; pause, resume, abort; a viewer; a bad plan', { timeout: 300_000 }, async (t: TestContext) => {
   const stack = await startUiStack(t, unleash, controlPlaneOptions);

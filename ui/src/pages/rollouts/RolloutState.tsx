@@ -7,7 +7,8 @@ import { RolloutStatusTag, describeParallelism } from './gate-display';
 export function RolloutState({ rollout, actingHere }: { rollout: Rollout; actingHere: boolean }) {
   const step = rollout.plan.steps[rollout.step];
   return (
-    <div className={`state-banner rollout-banner rollout-banner-${rollout.status}`} role="status" aria-label="Rollout state">
+    // A region, not a live status: what it waits for changes at every tick, too often to be read out.
+    <section className={`state-banner rollout-banner rollout-banner-${rollout.status}`} aria-label="Rollout state">
       <p className="rollout-title">
         <strong>
           <Truncated text={rollout.plan.name} />
@@ -35,6 +36,6 @@ export function RolloutState({ rollout, actingHere }: { rollout: Rollout; acting
         {rollout.finishedAtUnixMs !== null && `; finished ${formatDateTime(rollout.finishedAtUnixMs)}`}
         {rollout.status === 'running' && (actingHere ? "; this control plane's autopilot acts on it" : '; the autopilot of another control plane acts on it (or takes it at its next tick)')}.
       </p>
-    </div>
+    </section>
   );
 }
