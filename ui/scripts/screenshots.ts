@@ -2,10 +2,11 @@
 /**
  * Screenshots of every page of the admin UI, from the real demo (`npm start`'s launcher): it
  * starts the demo, waits until live figures flow, makes a few changes an operator would (a
- * split per integration, a parallelism step, a rollback of one integration, a CPU profile),
- * signs in and saves a 1280x800 PNG of each page, one of the overview in a narrow window and one
- * of the Workers page's CPU profile (its flame graph), to docs/screenshots/. Then it stops the
- * demo with SIGINT, as Ctrl-C would.
+ * split per integration, a parallelism step, a rollback of one integration, a CPU profile, and
+ * last a rollout for the autopilot), signs in and saves a 1280x800 PNG of each page (the
+ * Rollouts page whole), one of the overview in a narrow window and one of the Workers page's
+ * CPU profile (its flame graph), to docs/screenshots/. Then it stops the demo with SIGINT, as
+ * Ctrl-C would.
  *   npm run build && npm run screenshots --workspace @headroom/ui
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -28,6 +29,9 @@ const timeouts = {
   liveDataMs: 150_000,
   minimumLiveMs: 60_000,
   profileMs: 30_000,
+  rolloutReadingMs: 60_000,
+  /** Long enough for the autopilot to take the plan's second step when the gates hold. */
+  rolloutRunMs: 50_000,
   demoStopMs: 60_000,
 };
 
@@ -45,7 +49,25 @@ const pages: { title: string; ready(page: Page): Promise<unknown> }[] = [
   { title: 'Parallelism', ready: (page) => page.getByText('Max parallelism:').first().waitFor() },
   { title: 'Workers', ready: (page) => page.getByRole('figure', { name: 'Flame graph of CPU time' }).locator('g.frame').nth(3).waitFor() },
   { title: 'Audit', ready: (page) => page.locator('.audit-table tbody tr').nth(2).waitFor() },
+  // The autopilot's first reading with figures (it reads every 2 s once enough tasks ran in the window).
+  { title: 'Rollouts', ready: (page) => page.locator('.gate-table caption .gate-status', { hasText: /ok|close|breached/ }).first().waitFor({ timeout: timeouts.rolloutReadingMs }) },
 ];
+
+/** Short windows and holds, so that the page shows a step taken within the script's run. */
+const demoRolloutPlan = {
+  name: 'candidate v2',
+  integrations: ['bank-a', 'bank-b'],
+  windowSeconds: 20,
+  holdSeconds: 20,
+  minSamples: 20,
+  // The simulated banks fail a share of calls (bank-b 1%): over a 20 s window of a few hundred tasks, chance alone can pass a 1% line.
+  gates: { p50Ratio: 1.5, p95Ratio: 2, errorRateIncrease: 0.05 },
+  steps: [
+    { candidatePercent: 60, maxParallelism: 12 },
+    { candidatePercent: 80, search: { from: 12, factor: 1.5, max: 24 } },
+    { candidatePercent: 100, maxParallelism: 16, holdSeconds: 120 },
+  ],
+};
 
 function log(message: string): void {
   process.stdout.write(`${message}\n`);
@@ -169,13 +191,13 @@ async function screenshot(access: DemoAccess): Promise<void> {
     const narrow = await openPage(browser, { widthPx: 420, heightPx: 900 });
     await signIn(wide.page, access.uiUrl, access.operatorToken);
     await signIn(narrow.page, access.uiUrl, access.operatorToken);
-    const save = async (page: Page, title: string, file: string) => {
+    const save = async (page: Page, title: string, file: string, fullPage = false) => {
       const { ready } = pages.find((p) => p.title === title)!;
       await goTo(page, title);
       await ready(page);
       // Live figures and the polled lists settle.
       await page.waitForTimeout(2500);
-      await page.screenshot({ path: path.join(outputDirectory, file) });
+      await page.screenshot({ path: path.join(outputDirectory, file), fullPage });
       log(`  ${file}`);
     };
     await save(wide.page, 'Overview', 'overview.png');
@@ -189,6 +211,9 @@ async function screenshot(access: DemoAccess): Promise<void> {
     await save(wide.page, 'Workers', 'workers.png');
     await saveFlameGraph(wide.page);
     await save(wide.page, 'Audit', 'audit.png');
+    await apiOf(access).call('POST', '/rollouts', demoRolloutPlan);
+    await new Promise((resolve) => setTimeout(resolve, timeouts.rolloutRunMs));
+    await save(wide.page, 'Rollouts', 'rollouts.png', true);
     const problems = [...unexpectedProblems(wide), ...unexpectedProblems(narrow)];
     if (problems.length > 0) throw new Error(`the pages reported problems:\n${problems.join('\n')}`);
   } finally {

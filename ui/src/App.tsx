@@ -5,6 +5,7 @@ import { LoginPage } from './pages/LoginPage';
 import { OverviewPage } from './pages/OverviewPage';
 import { ParallelismPage } from './pages/ParallelismPage';
 import { RollbackPage } from './pages/RollbackPage';
+import { RolloutsPage } from './pages/RolloutsPage';
 import { TrafficPage } from './pages/TrafficPage';
 import { WorkersPage } from './pages/WorkersPage';
 import { Link, useRoute, type RoutePath } from './router';
@@ -13,6 +14,7 @@ import { SessionGate } from './session';
 const pages: Record<RoutePath, () => React.JSX.Element> = {
   '/': OverviewPage,
   '/traffic': TrafficPage,
+  '/rollouts': RolloutsPage,
   '/rollback': RollbackPage,
   '/parallelism': ParallelismPage,
   '/workers': WorkersPage,

@@ -7,6 +7,7 @@ import { useEffect, useState, type MouseEvent, type ReactNode } from 'react';
 export const routes = [
   { path: '/', title: 'Overview' },
   { path: '/traffic', title: 'Traffic' },
+  { path: '/rollouts', title: 'Rollouts' },
   { path: '/rollback', title: 'Rollback' },
   { path: '/parallelism', title: 'Parallelism' },
   { path: '/workers', title: 'Workers' },

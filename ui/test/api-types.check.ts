@@ -4,7 +4,7 @@
  * build needs none). A renamed or retyped field fails `tsc --build` here, not in a browser.
  */
 import type * as Ui from '../src/api/types';
-import type { AuditEntry, BalancerView, Caller, ClusterSummary, LatencySeries, OverrideChangeRecord, ProfileRecord, RollbackRecord, TrafficView, WorkerSummary } from '@headroom/control-plane';
+import type { AuditEntry, BalancerView, Caller, ClusterSummary, LatencySeries, OverrideChangeRecord, ProfileRecord, RollbackRecord, Rollout, RolloutsView, TrafficView, WorkerSummary } from '@headroom/control-plane';
 import type { OverrideState } from '@headroom/fleet';
 
 type Fits<Server, Client> = Server extends Client ? true : never;
@@ -21,4 +21,6 @@ export const apiTypesFit: [
   Fits<AuditEntry, Ui.AuditEntry>,
   Fits<LatencySeries, Ui.LatencySeries>,
   Fits<ProfileRecord, Ui.ProfileRecord>,
-] = [true, true, true, true, true, true, true, true, true, true, true];
+  Fits<Rollout, Ui.Rollout>,
+  Fits<RolloutsView, Ui.RolloutsView>,
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true];

@@ -174,7 +174,8 @@ export class Autopilot {
     if (now < judgedFromMs || status !== 'ok') {
       const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, status, rollout.plan.minSamples);
       const closeGates = status === 'close' ? closeGateNames(reading) : null;
-      if (closeGates !== null && closeGates !== rollout.closeGates) note('hold', rollout.step, `holding: ${waitingFor}`);
+      // Noted when a hold begins or holds on other gates, not at every tick the figures move; it names the gates with their figures.
+      if (closeGates !== null && closeGates !== rollout.closeGates) note('hold', rollout.step, `holding: ${whatHolds(reading, status, rollout.plan.minSamples)}`);
       return { ...rollout, heldSinceUnixMs: null, waitingFor, closeGates };
     }
     const heldSince = rollout.heldSinceUnixMs ?? now;

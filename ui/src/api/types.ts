@@ -224,3 +224,102 @@ export interface Figures {
   balancers: BalancerView[];
   override: OverrideState | null;
 }
+
+/** The lines of a rollout plan: per integration (latency ratios, error rate) and for the candidate's workers. */
+export type GateName = 'p50Ratio' | 'p95Ratio' | 'errorRateIncrease' | 'gcShare' | 'eventLoopUtilization' | 'eventLoopDelayP99Ms' | 'heapShare';
+
+/** `close`: above 90% of its line (the autopilot holds); `not-enough-data`: nothing is decided on it. */
+export type GateStatus = 'ok' | 'close' | 'breached' | 'not-enough-data';
+
+export interface GateReading {
+  gate: GateName;
+  /** null when there is not enough data to tell. */
+  value: number | null;
+  line: number;
+  status: GateStatus;
+}
+
+export interface IntegrationReading {
+  integration: string;
+  /** Tasks each cluster ran of it in the window. */
+  samples: { baseline: number; candidate: number };
+  gates: GateReading[];
+  status: GateStatus;
+}
+
+/** The gates as the autopilot last read them. */
+export interface GatesReading {
+  atUnixMs: number;
+  windowSeconds: number;
+  integrations: IntegrationReading[];
+  workers: { reporting: number; gates: GateReading[]; status: GateStatus };
+}
+
+export interface PlanStep {
+  candidatePercent: number;
+  /** Either this or `search`. */
+  maxParallelism?: number;
+  search?: { from: number; factor: number; max: number };
+  holdSeconds: number;
+}
+
+/** A plan as the control plane keeps it: every default filled in. */
+export interface RolloutPlan {
+  name: string;
+  integrations: string[];
+  windowSeconds: number;
+  holdSeconds: number;
+  minSamples: number;
+  gates: Record<GateName, number>;
+  steps: PlanStep[];
+}
+
+export type RolloutStatus = 'running' | 'paused' | 'completed' | 'rolled-back' | 'aborted';
+
+export type DecisionKind = 'start' | 'step' | 'raise' | 'back-off' | 'hold' | 'rollback' | 'complete' | 'pause' | 'resume' | 'abort';
+
+export interface RolloutDecision {
+  atUnixMs: number;
+  kind: DecisionKind;
+  /** 0-based. */
+  step: number;
+  integration?: string;
+  message: string;
+  /** "autopilot", or the operator's token name. */
+  actor: string;
+}
+
+export interface Rollout {
+  id: string;
+  plan: RolloutPlan;
+  status: RolloutStatus;
+  createdBy: string;
+  createdAtUnixMs: number;
+  updatedAtUnixMs: number;
+  finishedAtUnixMs: number | null;
+  /** The step in effect, 0-based. */
+  step: number;
+  stepStartedAtUnixMs: number;
+  /** The candidate cluster's max parallelism the autopilot set. */
+  maxParallelism: number;
+  search: { current: number; highestHeld: number | null } | null;
+  /** On a step with every task on the candidate: the baseline's window ending here is the comparison. */
+  baselineUntilUnixMs: number | null;
+  heldSinceUnixMs: number | null;
+  rolledBack: string[];
+  /** Why the autopilot does not advance now. */
+  waitingFor: string | null;
+  lastReading: GatesReading | null;
+  /** Oldest first, the latest 200. */
+  decisions: RolloutDecision[];
+}
+
+/** GET /rollouts. */
+export interface RolloutsView {
+  /** Running or paused, else the latest finished; null before the first. */
+  current: Rollout | null;
+  /** Finished ones, newest first. */
+  history: Rollout[];
+  /** Whether the autopilot of the control plane that answered holds the lease. */
+  actingHere: boolean;
+}

@@ -5,6 +5,7 @@ import { usePolled } from '../hooks/usePolled';
 import { useLive } from '../live';
 import { useSession } from '../session';
 import { formatTime } from '../format';
+import { ActiveRollout } from './overview/ActiveRollout';
 import { ClusterCards } from './overview/ClusterCards';
 import { ChartsNote, ClusterCharts, RatioCharts, useLatencyCharts } from './overview/LatencyCharts';
 import { QueueDepths } from './overview/QueueDepths';
@@ -23,6 +24,7 @@ export function OverviewPage() {
         <h1>Overview</h1>
         <span className="muted">{figures ? `figures of ${formatTime(figures.atUnixMs)}` : ''}</span>
       </div>
+      <ActiveRollout />
       <section aria-label="Clusters" className="section">
         <ClusterCards clusters={figures?.clusters} />
       </section>
