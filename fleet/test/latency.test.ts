@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { LatencyHistogram, LatencyRecorder, connectRedis, keyspacePattern, latencyBucketOf, latencyBucketValueMs, latencyKeys, readLatency, readLatencySlots } from '../src/index';
+import { deleteKeysUnder, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, latencyKeys, readLatency, readLatencySlots } from '../src/index';
 
 async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {
   const redis = connectRedis(url, { enableOfflineQueue: true });
@@ -30,8 +30,7 @@ test('a bucket stands for its latencies within 4.5%', () => {
 test('several workers report to Redis; a window merges them and leaves older slots out', async (t) => {
   const keyPrefix = uniquePrefix('latency');
   const redis = await connect(t, testRedisUrl, async (connection) => {
-    const keys = await connection.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await connection.del(...keys);
+    await deleteKeysUnder(connection, keyPrefix);
   });
   const now = Date.now();
   const workerA = new LatencyRecorder(redis, { keyPrefix, cluster: 'baseline' });
@@ -65,8 +64,7 @@ test('several workers report to Redis; a window merges them and leaves older slo
 test('failures are counted per slot apart from the latencies, and slots read oldest first', async (t) => {
   const keyPrefix = uniquePrefix('latency-slots');
   const redis = await connect(t, testRedisUrl, async (connection) => {
-    const keys = await connection.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await connection.del(...keys);
+    await deleteKeysUnder(connection, keyPrefix);
   });
   const slotStart = 1_800_000_000_000;
   const recorder = new LatencyRecorder(redis, { keyPrefix, cluster: 'candidate' });

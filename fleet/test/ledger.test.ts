@@ -1,8 +1,8 @@
 import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { Redis } from 'ioredis';
-import { testRedisUrl, uniquePrefix, startPrivateRedis, startRedisCluster, eventually, type RedisClusterNodes } from '@headroom/testkit';
-import { Ledger, connectRedis, clusterKeys, keyspacePattern, type LedgerOptions } from '../src/index';
+import { deleteKeysUnder, eventually, type RedisClusterNodes, startPrivateRedis, startRedisCluster, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { Ledger, connectRedis, clusterKeys, type LedgerOptions } from '../src/index';
 
 /**
  * Where the properties are proved: the shared Redis, or, with HEADROOM_TEST_REDIS=cluster (as
@@ -62,8 +62,7 @@ async function openLedger(t: TestContext, options: LedgerOptions = {}, url = tar
   const ledger = new Ledger(redis, { ...options, keyPrefix });
   t.after(async () => {
     try {
-      const keys = await redis.keys(keyspacePattern(keyPrefix));
-      if (keys.length > 0) await redis.del(...keys);
+      await deleteKeysUnder(redis, keyPrefix);
     } catch {
       // A private Redis may be gone already (after hooks run in the order they were added),
       // and its keys with it.

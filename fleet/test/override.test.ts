@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually, testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { OverrideStore, connectRedis, keyspacePattern, overrideCovers, parseOverride, type OverrideState } from '../src/index';
+import { deleteKeysUnder, eventually, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { OverrideStore, connectRedis, overrideCovers, parseOverride, type OverrideState } from '../src/index';
 
 async function openStore(t: import('node:test').TestContext) {
   const redis = connectRedis(testRedisUrl);
@@ -10,8 +10,7 @@ async function openStore(t: import('node:test').TestContext) {
   const keyPrefix = uniquePrefix('override');
   const store = new OverrideStore(redis, keyPrefix);
   t.after(async () => {
-    const keys = await redis.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
     subscriber.disconnect();
   });

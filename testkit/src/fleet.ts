@@ -1,7 +1,8 @@
 import type { TestContext } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
 import { testRedisUrl, uniquePrefix } from './redis';
-import { Ledger, connectRedis, keyspacePattern, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
+import { deleteKeysUnder } from './redis-server';
+import { Ledger, connectRedis, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import { createWorker, type Worker, type WorkerOptions, type HandlerMap } from '@headroom/worker';
 import { classifySubmitAnswer, demoHandlers, type SubmitAnswer } from '@headroom/sim';
@@ -56,8 +57,7 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
     await Promise.all(fleet.balancers.map((b) => b.close()));
     await Promise.all(fleet.workers.map((w) => w.destroy()));
     if (redis.status === 'ready') {
-      const keys = await redis.keys(keyspacePattern(options.keyPrefix));
-      if (keys.length > 0) await redis.del(...keys);
+      await deleteKeysUnder(redis, options.keyPrefix!);
     }
     redis.disconnect();
   });

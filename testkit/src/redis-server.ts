@@ -10,9 +10,9 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { freePort } from '@headroom/common';
-import { keyspacePattern } from '@headroom/fleet';
+import { keyspacePattern, type RedisConnection } from '@headroom/fleet';
 
 export interface PrivateRedis {
   readonly url: string;
@@ -195,17 +195,24 @@ export function portIsFree(port: number): Promise<boolean> {
 
 /**
  * Deletes every key under a key prefix (`{<prefix>:<cluster>}:*`, `{<prefix>:control}:*`, ...:
- * see keyspacePattern), a batch at a time; returns how many. For a prefix that belongs to one run only.
+ * see keyspacePattern), a batch at a time; returns how many. For a prefix that belongs to one
+ * run or test only. On a Redis Cluster, each primary is scanned, and keys are deleted one by one
+ * (a batch would span hash slots).
  */
-export async function deleteKeysUnder(redis: Redis, keyPrefix: string): Promise<number> {
+export async function deleteKeysUnder(redis: RedisConnection, keyPrefix: string): Promise<number> {
   // The prefix allows no glob characters (A-Z a-z 0-9 : . _ -), so it matches itself only.
   const pattern = keyspacePattern(keyPrefix);
-  let cursor = '0';
+  const cluster = redis instanceof Cluster;
   let deleted = 0;
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
-    cursor = next;
-    if (keys.length > 0) deleted += await redis.unlink(...keys);
-  } while (cursor !== '0');
+  for (const node of cluster ? redis.nodes('master') : [redis]) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', pattern, 'COUNT', 500);
+      cursor = next;
+      if (keys.length === 0) continue;
+      if (cluster) for (const key of keys) deleted += await redis.unlink(key);
+      else deleted += await node.unlink(...keys);
+    } while (cursor !== '0');
+  }
   return deleted;
 }

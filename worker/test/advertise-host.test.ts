@@ -5,8 +5,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import pino from 'pino';
-import { testRedisUrl, uniquePrefix, eventually } from '@headroom/testkit';
-import { Ledger, connectRedis, keyspacePattern } from '@headroom/fleet';
+import { deleteKeysUnder, eventually, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { Ledger, connectRedis } from '@headroom/fleet';
 import { createWorker } from '../src/index';
 
 // ".invalid" never resolves (RFC 6761): a typo of a host name, without depending on outside DNS.
@@ -17,8 +17,7 @@ test('a worker whose advertised host does not resolve refuses to start, naming t
   await new Promise((resolve) => redis.once('ready', resolve));
   const keyPrefix = uniquePrefix('advertise');
   t.after(async () => {
-    const keys = await redis.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
   await assert.rejects(
@@ -48,8 +47,7 @@ test('a worker hears from its heartbeat that balancers marked it unreachable, an
   const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 100 }, { redis, handlers: {}, ledger: { keyPrefix }, logger });
   t.after(async () => {
     await worker.destroy();
-    const keys = await redis.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
   const ledger = new Ledger(redis, { keyPrefix });

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { Ledger, clusterKeys, connectRedis, keyspacePattern } from '@headroom/fleet';
+import { deleteKeysUnder, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { Ledger, clusterKeys, connectRedis } from '@headroom/fleet';
 import { createWorker } from '../src/index';
 
 test('a worker of a large cluster heartbeats as far apart as its ledger says, and closer again when the cluster shrinks', async (t) => {
@@ -17,8 +17,7 @@ test('a worker of a large cluster heartbeats as far apart as its ledger says, an
   const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 200 }, { redis, handlers: {}, ledger: ledgerOptions });
   t.after(async () => {
     await worker.destroy();
-    const keys = await redis.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
   /** The worker's heartbeat times (Redis's clock) seen over `ms`, and the median gap between them. */

@@ -1,8 +1,8 @@
 import { test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { connectRedis, keyspacePattern } from '@headroom/fleet';
+import { deleteKeysUnder, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { connectRedis } from '@headroom/fleet';
 import { WorkerService, type ProfileRequest, type ProfileResponse__Output, type WorkerClient } from '@headroom/proto';
 import { createWorker, type Worker } from '../src/index';
 
@@ -15,7 +15,7 @@ async function startWorker(t: TestContext): Promise<{ worker: Worker; client: Wo
   t.after(async () => {
     client.close();
     await worker.destroy();
-    for (const key of await redis.keys(keyspacePattern(keyPrefix))) await redis.del(key);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
   return { worker, client };

@@ -7,8 +7,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
-import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { connectRedis, keyspacePattern } from '@headroom/fleet';
+import { deleteKeysUnder, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { connectRedis } from '@headroom/fleet';
 import { createWorker, type HandlerMap } from '../src/index';
 
 const identity = (bytes: Buffer) => bytes;
@@ -38,8 +38,7 @@ test('an Execute message over maxReceiveMessageBytes, or not protobuf, gets INVA
   t.after(async () => {
     client.close();
     await worker.destroy();
-    const keys = await redis.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
 

@@ -2,8 +2,8 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { service as healthService } from 'grpc-health-check';
-import { testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { Ledger, connectRedis, keyspacePattern } from '@headroom/fleet';
+import { deleteKeysUnder, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { Ledger, connectRedis } from '@headroom/fleet';
 import { WorkerService, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
 import { createWorker, type HandlerMap, type WorkerOptions } from '../src/index';
 
@@ -16,8 +16,7 @@ async function start(t: import('node:test').TestContext, options: Partial<Worker
   t.after(async () => {
     client.close();
     await worker.destroy();
-    const keys = await redis.keys(keyspacePattern(keyPrefix));
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
   return { worker, client, ledger: new Ledger(redis, { keyPrefix }) };
