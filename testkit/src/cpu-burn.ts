@@ -12,3 +12,21 @@ export async function burnCpuForProfileTest(): Promise<string> {
   }
   return String(x);
 }
+
+/**
+ * A handler that holds the event loop for `blockMs` at once per task (a CPU-heavy integration),
+ * changeable while the test runs: what makes a worker's event-loop delay cross its line.
+ */
+export function eventLoopBlocker(): { handler: () => Promise<Buffer>; blockMs: number } {
+  const blocker = {
+    blockMs: 0,
+    handler: async () => {
+      const until = performance.now() + blocker.blockMs;
+      while (performance.now() < until) {
+        // Spin: the point is to hold the event loop.
+      }
+      return Buffer.from('ok');
+    },
+  };
+  return blocker;
+}

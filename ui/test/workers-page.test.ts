@@ -8,7 +8,7 @@ import * as assert from 'node:assert/strict';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, signIn, unexpectedProblems } from '../node/browser';
 import { startUiStack, viewerToken } from './ui-stack';
-import { submit, task } from '@headroom/testkit';
+import { eventLoopBlocker, submit, task } from '@headroom/testkit';
 
 let unleash: TestUnleash;
 before(async () => {
@@ -47,17 +47,10 @@ test('a worker balancers cannot reach is shown as unreachable on the Workers pag
 test('a worker protecting itself says so on its row, with the figure and its line, until it recovers', { timeout: 120_000 }, async (t) => {
   const stack = await startUiStack(t, unleash);
   const { fleet } = stack;
-  let blockMs = 0;
+  const blocker = eventLoopBlocker();
   await fleet.addWorker(
     { cluster: 'baseline', workerId: 'stalling-w1', maxParallelism: 8, protectEventLoopDelayP99Ms: 150, protectCheckIntervalMs: 250, reportIntervalMs: 200 },
-    {
-      'bank-a': async () => {
-        // A CPU-heavy handler: it holds the event loop for blockMs at once.
-        const until = performance.now() + blockMs;
-        while (performance.now() < until);
-        return Buffer.from('ok');
-      },
-    },
+    { 'bank-a': blocker.handler },
   );
   await fleet.addBalancer();
 
@@ -71,7 +64,7 @@ test('a worker protecting itself says so on its row, with the figure and its lin
   assert.equal(await tag.count(), 0);
 
   // Stalls until the page (which polls every few seconds) has shown the tag: at most 30 of them.
-  blockMs = 600;
+  blocker.blockMs = 600;
   for (let stalls = 0; stalls < 30 && (await tag.count()) === 0; stalls++) {
     assert.ok((await submit(fleet.clients[0]!, task({ integration: 'bank-a' }))).ok);
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -79,7 +72,7 @@ test('a worker protecting itself says so on its row, with the figure and its lin
   await tag.waitFor({ timeout: 1000 });
   assert.match((await tag.textContent()) ?? '', /loop stalled: (50|25|13|6)% of slots/);
   assert.match((await tag.getAttribute('title')) ?? '', /Self-protection since .+: its event-loop delay p99 was \d+ ms \(line 150 ms\); it advertises .+ of its slots until it is back below 80% of the line/);
-  blockMs = 0;
+  blocker.blockMs = 0;
   // Quick handlers again: every slot comes back and the tag goes (the page polls).
   await tag.waitFor({ state: 'detached', timeout: 15_000 });
   assert.deepEqual(unexpectedProblems(watched), []);

@@ -4,7 +4,7 @@ import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import type { RuntimeSample } from '@headroom/common';
 import { WorkerReports } from '@headroom/fleet';
-import { eventually, startFleet, submit, task } from '@headroom/testkit';
+import { eventLoopBlocker, eventually, startFleet, submit, task } from '@headroom/testkit';
 import { SelfProtection, recoveryFraction, type ProtectionState } from '../src/index';
 
 const calm: RuntimeSample = { heapUsedBytes: 100, heapLimitBytes: 1000, gcTimeRatio: 0, eventLoopUtilization: 0.1, eventLoopDelayP99Ms: 10 };
@@ -55,23 +55,16 @@ test('self-protection with both lines at 0 is off: nothing is ever cut', () => {
 
 test('a worker whose event loop stalls advertises fewer slots in the ledger and its report, and every slot again once it recovers', async (t) => {
   const fleet = await startFleet(t);
-  let blockMs = 0;
+  const blocker = eventLoopBlocker();
   const worker = await fleet.addWorker(
     { cluster: 'baseline', workerId: 'stalling', maxParallelism: 8, protectEventLoopDelayP99Ms: 150, protectCheckIntervalMs: 250, reportIntervalMs: 200 },
-    {
-      'bank-a': async () => {
-        // A CPU-heavy handler: it holds the event loop for blockMs at once.
-        const until = performance.now() + blockMs;
-        while (performance.now() < until);
-        return Buffer.from('ok');
-      },
-    },
+    { 'bank-a': blocker.handler },
   );
   await fleet.addBalancer();
   const capacityInLedger = async () => (await fleet.ledger.snapshot('baseline')).workers.find((w) => w.workerId === 'stalling')?.capacity;
   assert.equal(await capacityInLedger(), 8);
 
-  blockMs = 600;
+  blocker.blockMs = 600;
   const answer = await submit(fleet.clients[0]!, task({ integration: 'bank-a' }));
   assert.ok(answer.ok, JSON.stringify(answer));
   const cut = await eventually('the ledger to show fewer slots', 5000, async () => {
@@ -93,7 +86,7 @@ test('a worker whose event loop stalls advertises fewer slots in the ledger and 
   assert.match(metrics, /headroom_worker_self_protection_active\{reason="event-loop-delay"\} 1\b/);
 
   // The handler is quick again: within a few checks every slot is back.
-  blockMs = 0;
+  blocker.blockMs = 0;
   await eventually('every slot to come back', 5000, async () => ((await capacityInLedger()) === 8 ? true : undefined));
   assert.equal(worker.stats().selfProtection, null);
   assert.equal(worker.stats().maxParallelism, 8);
