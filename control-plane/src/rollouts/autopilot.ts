@@ -87,7 +87,12 @@ export class Autopilot {
   /** One look at the rollout, and what it calls for. */
   async tick(nowUnixMs = Date.now()): Promise<void> {
     const stored = await this.deps.store.current();
-    if (!stored || stored.rollout.status !== 'running') return;
+    if (!stored || stored.rollout.status !== 'running') {
+      // Nothing to act on: give the lease up, so that `acting` says so and the next rollout may start anywhere.
+      if (this.leaseValue) await this.deps.store.releaseLease(this.leaseValue);
+      this.leaseValue = null;
+      return;
+    }
     const lease = await this.deps.store.lease(this.deps.options.leaseMs).catch(() => null);
     if (lease !== this.leaseValue) this.deps.logger.info({ acting: lease !== null }, lease ? 'autopilot: this control plane acts on the rollout' : 'autopilot: another control plane acts on the rollout');
     this.leaseValue = lease;
@@ -158,6 +163,7 @@ export class Autopilot {
       const figures = workersBreached
         ? `the candidate's workers: ${describeGates(reading.workers.gates, 'breached')}`
         : describeGates(reading.integrations.find((i) => i.integration === integration)!.gates, 'breached');
+      await this.holdLease();
       await this.deps.service.rollback({ integration, reason: `rollout ${rollout.plan.name} (${rollout.id}), step ${rollout.step + 1}: ${figures}` }, autopilotActor);
       rollout = { ...rollout, rolledBack: [...rollout.rolledBack, integration] };
       note('rollback', rollout.step, `rolled ${integration} back to the baseline: ${figures}`, integration);
@@ -212,14 +218,30 @@ export class Autopilot {
   async applyStep(rollout: Rollout, step: PlanStep): Promise<Rollout> {
     const maxParallelism = step.search ? step.search.from : step.maxParallelism!;
     const moving = rollout.plan.integrations.filter((integration) => !rollout.rolledBack.includes(integration));
+    await this.holdLease();
     await this.deps.service.setTraffic({ integrations: Object.fromEntries(moving.map((integration) => [integration, step.candidatePercent])) }, autopilotActor);
     await this.setParallelism(maxParallelism);
     return { ...rollout, maxParallelism, search: step.search ? { current: step.search.from, highestHeld: null } : null };
   }
 
+  /**
+   * Renews the lease right before an action: a control plane that stalled past its lease (and
+   * so may have been replaced) does not act on what it read before the stall. Not held by the
+   * operator's start of a rollout (applyStep without a lease, see rollout-service.ts).
+   */
+  private async holdLease(): Promise<void> {
+    if (this.leaseValue === null) return;
+    const renewed = await this.deps.store.lease(this.deps.options.leaseMs);
+    if (renewed !== this.leaseValue) {
+      this.leaseValue = null;
+      throw new Error('autopilot: the lease passed to another control plane before this one acted; it does not act');
+    }
+  }
+
   private async setParallelism(maxParallelism: number): Promise<void> {
     const current = await this.deps.service.parallelism();
     if (current[this.deps.clusters.candidate] === maxParallelism) return;
+    await this.holdLease();
     await this.deps.service.setParallelism({ [this.deps.clusters.candidate]: maxParallelism }, autopilotActor);
   }
 
