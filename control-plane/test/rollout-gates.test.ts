@@ -58,8 +58,9 @@ test('gates compare the candidate with the baseline per integration: ok, close, 
   assert.equal(a!.gates[0]!.value, 1);
   assert.equal(b!.status, 'breached');
   assert.ok(b!.gates[0]!.value! > 3.5 && b!.gates[0]!.value! < 4.5, String(b!.gates[0]!.value));
-  // 2 failed of 42 on the candidate, none on the baseline: 0.0476 > 0.01.
-  assert.deepEqual([b!.gates[2]!.value, b!.gates[2]!.status], [0.0476, 'breached']);
+  // 2 failed of 42 on the candidate, none of 40 on the baseline: 0.0476 > 0.01, but chance could
+  // do that (z 1.4 < 2.33): not enough data, with the figure.
+  assert.deepEqual([b!.gates[2]!.value, b!.gates[2]!.status], [0.0476, 'not-enough-data']);
   assert.deepEqual(b!.samples, { baseline: 40, candidate: 42 });
   assert.equal(c!.status, 'not-enough-data');
   assert.ok(c!.gates.every((g) => g.value === null));
@@ -94,4 +95,16 @@ test('a ratio is close past 90% of the way from 1 to its line, not past 90% of t
   const oneBucketUp = latencyBucketValueMs(latencyBucketOf(100) + 1);
   assert.deepEqual([p50RatioWith(oneBucketUp).value, p50RatioWith(oneBucketUp).status], [1.0905, 'close']);
   assert.equal(p50RatioWith(latencyBucketValueMs(latencyBucketOf(100) + 2)).status, 'breached');
+});
+
+test('an error-rate increase above its line breaks only when it is significant (two-proportion z-test, 99%)', () => {
+  const failing = (n: number, failed: number) => histogram(Array.from({ length: n - failed }, () => 100), failed);
+  const gate = (candidate: LatencyHistogram, baseline: LatencyHistogram) =>
+    readGates(inputs(new Map([['baseline', new Map([['bank-a', baseline]])], ['candidate', new Map([['bank-a', candidate]])]]))).integrations[0]!.gates[2]!;
+  // 10 of 50 against 0 of 50: z 3.3.
+  assert.deepEqual([gate(failing(50, 10), failing(50, 0)).value, gate(failing(50, 10), failing(50, 0)).status], [0.2, 'breached']);
+  // 1 of 13 against 1 of 80 (a bank failing 2% of calls on both): 6.4 points, z 1.3.
+  assert.equal(gate(failing(13, 1), failing(80, 1)).status, 'not-enough-data');
+  // Below the line: ok, however many tasks.
+  assert.equal(gate(failing(1000, 5), failing(1000, 0)).status, 'ok');
 });

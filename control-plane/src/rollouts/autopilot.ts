@@ -146,9 +146,13 @@ export class Autopilot {
     const step = rollout.plan.steps[rollout.step]!;
     const search = rollout.search;
 
-    // Breaches first, whatever the window: a step that hurts is undone at once.
-    const breachedIntegrations = reading.integrations.filter((i) => i.status === 'breached');
-    const workersBreached = reading.workers.status === 'breached';
+    // Breaches first, on any window that lies within the rollout: a step that hurts is undone
+    // at once, though its window still holds tasks of the step before (which held). Not on
+    // tasks from before the rollout began: they say nothing of its steps (a cold start, another
+    // split).
+    const breachesCount = now >= rollout.createdAtUnixMs + rollout.plan.windowSeconds * 1000 + this.deps.options.settleMs;
+    const breachedIntegrations = breachesCount ? reading.integrations.filter((i) => i.status === 'breached') : [];
+    const workersBreached = breachesCount && reading.workers.status === 'breached';
     if ((breachedIntegrations.length > 0 || workersBreached) && search && search.highestHeld !== null) {
       const why = [
         ...breachedIntegrations.map((i) => `${i.integration}: ${describeGates(i.gates, 'breached')}`),

@@ -57,6 +57,26 @@ function errorRate(histogram: LatencyHistogram | undefined): number {
   return tasks === 0 ? 0 : histogram.failed / tasks;
 }
 
+/** One-sided z of a 99% test: a difference of error rates this many standard errors above 0 is not chance. */
+export const errorRateSignificanceZ = 2.33;
+
+/**
+ * The candidate's error rate minus the baseline's. Above its line it breaks only when the
+ * difference is also significant (a two-proportion z-test at 99%): with 13 tasks on the
+ * candidate, one failure is 7.7%, which a bank that fails 2% of calls does by chance a quarter
+ * of the time. Above the line but not significant is "not enough data", with the figure.
+ */
+function errorRateReading(candidate: LatencyHistogram | undefined, baseline: LatencyHistogram | undefined, line: number): GateReading {
+  const increase = errorRate(candidate) - errorRate(baseline);
+  const judged = reading('errorRateIncrease', increase, line);
+  if (judged.status !== 'breached') return judged;
+  const n1 = candidate ? candidate.total + candidate.failed : 0;
+  const n0 = baseline ? baseline.total + baseline.failed : 0;
+  const pooled = ((candidate?.failed ?? 0) + (baseline?.failed ?? 0)) / (n1 + n0);
+  const standardError = Math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n0));
+  return standardError > 0 && increase / standardError > errorRateSignificanceZ ? judged : { ...judged, status: 'not-enough-data' };
+}
+
 function ratio(candidate: number | undefined, baseline: number | undefined): number | null {
   if (candidate === undefined || baseline === undefined || baseline <= 0) return null;
   return candidate / baseline;
@@ -86,7 +106,7 @@ export function readGates(inputs: GateInputs): GatesReading {
       ? [
           reading('p50Ratio', ratio(candidate?.quantileMs(0.5), baseline?.quantileMs(0.5)), gates.p50Ratio, 1),
           reading('p95Ratio', ratio(candidate?.quantileMs(0.95), baseline?.quantileMs(0.95)), gates.p95Ratio, 1),
-          reading('errorRateIncrease', errorRate(candidate) - errorRate(baseline), gates.errorRateIncrease),
+          errorRateReading(candidate, baseline, gates.errorRateIncrease),
         ]
       : (['p50Ratio', 'p95Ratio', 'errorRateIncrease'] as const).map((gate) => reading(gate, null, gates[gate]));
     return { integration, samples, gates: readings, status: worstStatus(readings.map((r) => r.status)) };
