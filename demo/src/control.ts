@@ -184,23 +184,24 @@ export class DemoControl {
 }
 
 /**
- * The plan `--rollout demo` starts (docs/rollouts.md): the integrations to 10% then 30% of their
- * keys at growing parallelism, then 60% with a parallelism search up to 30. Its lines are looser
- * than the defaults, and its windows longer, because the demo's load is small: a few tasks a
- * second per integration would make tight lines on short windows trip on noise.
+ * The plan `--rollout demo` starts (docs/rollouts.md): the integrations to 25% then 50% of their
+ * keys at growing parallelism, then 75% with a parallelism search up to 30. The demo's load is
+ * small (20 tasks/s over four banks): its first step sends a quarter, and its windows are a
+ * minute, so that each integration runs enough tasks on the candidate to be judged; its p95
+ * line is looser than the default, since a p95 of 30 tasks is nearly their slowest.
  */
 export function demoRolloutPlan(integrations: readonly string[]): PlanInput {
   return {
     name: 'demo: parallel workers',
     integrations: [...integrations],
-    windowSeconds: 30,
-    holdSeconds: 30,
-    minSamples: 10,
+    windowSeconds: 60,
+    holdSeconds: 60,
+    minSamples: 30,
     gates: { p50Ratio: 1.3, p95Ratio: 2 },
     steps: [
-      { candidatePercent: 10, maxParallelism: 4 },
-      { candidatePercent: 30, maxParallelism: 8 },
-      { candidatePercent: 60, search: { from: 8, factor: 1.5, max: 30 } },
+      { candidatePercent: 25, maxParallelism: 4 },
+      { candidatePercent: 50, maxParallelism: 8 },
+      { candidatePercent: 75, search: { from: 8, factor: 1.5, max: 30 } },
     ],
   };
 }
