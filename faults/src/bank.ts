@@ -5,8 +5,8 @@ import { cliPaths, readyTimeoutMs } from './stack';
 
 export interface BankSimulatorProcess {
   readonly url: string;
-  /** POST /incidents: see sim/src/bank/incidents.ts. */
-  startIncident(incident: { bank: string; kind: 'latency-spike' | 'slow' | 'outage'; factor?: number; durationMs?: number }): Promise<void>;
+  /** POST /incidents: see sim/src/bank/incidents.ts (`cluster`: only that cluster's calls feel it). */
+  startIncident(incident: { bank: string; kind: 'latency-spike' | 'slow' | 'outage'; factor?: number; durationMs?: number; cluster?: string }): Promise<void>;
 }
 
 /** The env variable the bank handlers read the upstream's address from (sim/src/handlers/bank.ts). */
