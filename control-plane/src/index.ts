@@ -10,3 +10,7 @@ export type { ProfileSummary, FunctionSelfTime } from './profiles/cpuprofile';
 export type { AuditEntry, AuditAction } from './audit';
 export type { Caller } from './auth';
 export type { LatencySeries, LatencyView } from './latency-view';
+export type { Rollout, RolloutStatus, Decision, DecisionKind, ParallelismSearch } from './rollouts/rollout-store';
+export type { RolloutsView } from './rollouts/rollout-service';
+export type { PlanInput, Gates, GateName } from './rollouts/plan';
+export type { GatesReading, GateReading, IntegrationReading, GateStatus } from './rollouts/gates';

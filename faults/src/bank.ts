@@ -12,8 +12,9 @@ export interface BankSimulatorProcess {
 /** The env variable the bank handlers read the upstream's address from (sim/src/handlers/bank.ts). */
 export const bankUrlEnv = 'HEADROOM_BANK_URL';
 
-export async function startBankSimulator(t: TestContext, seed = 42): Promise<BankSimulatorProcess> {
-  const process = await spawnReady(t, cliPaths.bankSimulator, ['--port', '0', '--seed', String(seed)], readyTimeoutMs);
+/** `timeScale`: every latency multiplied by it (0.5 runs the banks twice as fast). */
+export async function startBankSimulator(t: TestContext, seed = 42, timeScale = 1): Promise<BankSimulatorProcess> {
+  const process = await spawnReady(t, cliPaths.bankSimulator, ['--port', '0', '--seed', String(seed), '--time-scale', String(timeScale)], readyTimeoutMs);
   const url = process.ready.address;
   return {
     url,

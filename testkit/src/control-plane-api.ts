@@ -13,9 +13,12 @@ import type {
   LatencySeries,
   OverrideChangeRecord,
   ParallelismByCluster,
+  PlanInput,
   ReadinessView,
   RollbackRecord,
   RollbackScope,
+  Rollout,
+  RolloutsView,
   TrafficChange,
   TrafficView,
   WorkerSummary,
@@ -179,6 +182,20 @@ export class ControlPlaneApi {
 
   resume(scope: RollbackScope = {}): Promise<OverrideChangeRecord> {
     return this.call('POST', '/resume', scope);
+  }
+
+  /** GET /rollouts: the rollout running or paused (else the latest), the finished ones, and whether this control plane's autopilot acts. */
+  rollouts(): Promise<RolloutsView> {
+    return this.call('GET', '/rollouts');
+  }
+
+  rollout(id: string): Promise<Rollout> {
+    return this.call('GET', `/rollouts/${encodeURIComponent(id)}`);
+  }
+
+  /** POST /rollouts: starts a plan; its first step takes effect before the answer. */
+  startRollout(plan: PlanInput): Promise<Rollout> {
+    return this.call('POST', '/rollouts', plan);
   }
 
   /** GET /latency/series over `window` ("30s", "5m", "1h"; the control plane's default 5m when absent). */
