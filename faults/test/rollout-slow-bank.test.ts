@@ -16,6 +16,12 @@ before(async () => {
 });
 after(() => unleash.stop());
 
+/**
+ * bank-b fails about 5% of its tasks on either cluster (1% of its calls, five calls a task): in
+ * windows of 30 to 100 tasks the candidate's error rate minus the baseline's swings by 0.05 and
+ * more on chance alone, so the line sits above that noise (errors are not what this test is about).
+ */
+const bankErrorRateNoise = 0.15;
 /** The workers' runtime is not what this test is about (the machine is shared): lines it does not come near. */
 const relaxedWorkerGates = { gcShare: 0.9, eventLoopUtilization: 1, eventLoopDelayP99Ms: 5000, heapShare: 0.95 };
 
@@ -38,8 +44,7 @@ test('a slow bank for the candidate only: the autopilot rolls that integration b
     windowSeconds: 10,
     holdSeconds: 10,
     minSamples: 30,
-    // errorRateIncrease 0.05: in a window of some 30 tasks one upstream failure (bank-a fails 0.2% of calls) is already 3%.
-    gates: { p50Ratio: 1.5, p95Ratio: 4, errorRateIncrease: 0.05, ...relaxedWorkerGates },
+    gates: { p50Ratio: 1.5, p95Ratio: 4, errorRateIncrease: bankErrorRateNoise, ...relaxedWorkerGates },
     steps: [
       { candidatePercent: 30, maxParallelism: 8 },
       { candidatePercent: 60, maxParallelism: 8 },
