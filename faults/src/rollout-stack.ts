@@ -14,9 +14,10 @@ import { cliPaths, eventually, handlersPaths, type ControlPlaneApi, json, spawnR
 import { bankUrlEnv, startBankSimulator, type BankSimulatorProcess } from './bank';
 import { readyTimeoutMs } from './stack';
 
-/** The autopilot acts fast and reads settled latency soon: every worker here reports every 500 ms. */
+/** The autopilot acts fast and reads settled latency soon: every worker here adds its latencies every 500 ms. */
 export const rolloutControlPlaneOptions = { autopilotTickMs: 250, autopilotLeaseMs: 2000, latencySettleMs: 1500 } as const satisfies Partial<ControlPlaneOptions>;
-export const rolloutReportIntervalMs = 500;
+/** Latencies every 500 ms; runtime figures (GC, event loop, heap) every second: a shorter interval makes a single GC pause a large share of it. */
+export const rolloutReportIntervals = { latencyReportIntervalMs: 500, reportIntervalMs: 1000 } as const;
 
 export interface BankWorkers {
   cluster: 'baseline' | 'candidate';
@@ -71,7 +72,7 @@ export async function startRolloutStack(
   for (const spec of options.workers) {
     for (let i = 0; i < spec.count; i++) {
       const workerId = `${spec.cluster}-${i}`;
-      const reporting = { latencyReportIntervalMs: rolloutReportIntervalMs, reportIntervalMs: rolloutReportIntervalMs };
+      const reporting = rolloutReportIntervals;
       if (!spec.asProcess) {
         const { flags } = await stack.newFlagClient();
         await fleet.addWorker({ cluster: spec.cluster, workerId, maxParallelism: spec.maxParallelism, ...reporting }, handlers, flags);

@@ -40,10 +40,17 @@ export function worstStatus(statuses: readonly GateStatus[]): GateStatus {
   return statuses.reduce<GateStatus>((worst, status) => (severity[status] > severity[worst] ? status : worst), 'ok');
 }
 
+/** What a gate reads when the candidate does as well as the baseline (a ratio of 1), or when nothing is wrong (0). */
+const neutralValue: Record<GateName, number> = { p50Ratio: 1, p95Ratio: 1, errorRateIncrease: 0, gcShare: 0, eventLoopUtilization: 0, eventLoopDelayP99Ms: 0, heapShare: 0 };
+
 function reading(gate: GateName, value: number | null, line: number): GateReading {
   if (value === null || !Number.isFinite(value)) return { gate, value: null, line, status: 'not-enough-data' };
   const rounded = Math.round(value * 10_000) / 10_000;
-  return { gate, value: rounded, line, status: value > line ? 'breached' : value > line * closeToLineShare ? 'close' : 'ok' };
+  // "Close" is the last part of the way from the neutral value to the line: for a ratio, from 1
+  // (a p50 line of 1.1 is close above 1.09; measured from 0 it would be from 0.99, and a
+  // candidate exactly as fast as the baseline would hold the rollout for ever).
+  const closeFrom = neutralValue[gate] + closeToLineShare * (line - neutralValue[gate]);
+  return { gate, value: rounded, line, status: value > line ? 'breached' : value > closeFrom ? 'close' : 'ok' };
 }
 
 function errorRate(histogram: LatencyHistogram | undefined): number {

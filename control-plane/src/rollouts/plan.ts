@@ -38,7 +38,7 @@ export const defaultGates: Readonly<Gates> = Object.freeze({
   heapShare: 0.85,
 });
 
-/** A gate is "close" (the autopilot holds, and says so) above this share of its line. */
+/** A gate is "close" (the autopilot holds, and says so) past this share of the way from its neutral value (1 for a ratio, else 0) to its line. */
 export const closeToLineShare = 0.9;
 
 export const planLimits = {
