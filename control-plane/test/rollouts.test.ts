@@ -128,8 +128,9 @@ test('a healthy plan of 3 steps completes; every decision is in the audit log wi
   await stopLoad();
   assert.equal(finished.status, 'completed', JSON.stringify(finished.decisions, null, 1));
   assert.deepEqual(finished.rolledBack, []);
+  // Holds (a gate near its line: on a busy machine, the in-process fleet's event loop) may come between; the rest in this order.
   assert.deepEqual(
-    finished.decisions.map((d: { kind: string; step: number }) => [d.kind, d.step]),
+    finished.decisions.filter((d: { kind: string }) => d.kind !== 'hold').map((d: { kind: string; step: number }) => [d.kind, d.step]),
     [
       ['start', 0],
       ['step', 1],
@@ -144,7 +145,7 @@ test('a healthy plan of 3 steps completes; every decision is in the audit log wi
   // The last step compared the candidate with the baseline's window before it: figures, not "not enough data".
   assert.ok(finished.lastReading.integrations.every((i: { status: string }) => i.status === 'ok'), JSON.stringify(finished.lastReading));
 
-  const decisions = (await stack.api('GET', '/audit?action=rollout.decision&limit=100')).body.entries.reverse();
+  const decisions = (await stack.api('GET', '/audit?action=rollout.decision&limit=100')).body.entries.reverse().filter((e: { after: { kind: string } }) => e.after.kind !== 'hold');
   assert.deepEqual(
     decisions.map((e: { actor: string; after: { kind: string } }) => [e.actor, e.after.kind]),
     [
