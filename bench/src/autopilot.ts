@@ -40,6 +40,9 @@ export interface AutopilotSettings {
   plan: { windowSeconds: number; minSamples: number; candidatePercent: number; maxParallelism: number; p50Ratio: number };
   load: { tasksPerSecond: number; maxOutstanding: number; callTimeoutMs: number; maxDurationMs: number };
   repetitions: number;
+  /** Before the first repetition, this share of the traffic warms the candidate's workers for warmupMs. */
+  warmupPercent: number;
+  warmupMs: number;
   /** Longest a repetition waits for the rollback. */
   detectTimeoutMs: number;
 }
@@ -59,6 +62,8 @@ export const fullSettings: AutopilotSettings = {
   plan: { windowSeconds: 10, minSamples: 30, candidatePercent: 30, maxParallelism: 8, p50Ratio: 1.5 },
   load: { tasksPerSecond: 40, maxOutstanding: 400, callTimeoutMs: 15_000, maxDurationMs: 600_000 },
   repetitions: 5,
+  warmupPercent: 20,
+  warmupMs: 10_000,
   detectTimeoutMs: 60_000,
 };
 
@@ -88,6 +93,8 @@ export interface AutopilotResult extends RunHeader<'autopilot', AutopilotSetting
   toLastAck: Figures;
   /** Every rollback rolled back the slow integration alone. */
   slowAloneEveryTime: boolean;
+  /** Rollouts rolled back before their incident (not measured; tried again): what the decisions said. */
+  rollbacksBeforeIncident: string[];
   load: Pick<PhaseResult, 'calls' | 'succeeded' | 'errorsByCode' | 'dropped' | 'tasksPerSecond' | 'latency'>;
   goals: Goal[];
 }
@@ -175,18 +182,41 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
       () => (loadRunning = false),
       () => (loadRunning = false),
     );
-    progress(`load: ${load.tasksPerSecond} tasks/s over ${settings.integrations.join(', ')}; the baseline fills its first gate window`);
+    // The candidate's workers are new processes: their first tasks (code not yet compiled, no connection to the bank yet)
+    // run slower, and a rollout starting on them would be rolled back for it (a breach counts at once). A cluster in
+    // service has run tasks before: a share of the traffic warms it, then the candidate runs nothing for a window.
+    progress(`load: ${load.tasksPerSecond} tasks/s over ${settings.integrations.join(', ')}; ${settings.warmupPercent}% on the candidate for ${settings.warmupMs} ms, then a window on the baseline alone`);
+    const setCandidatePercent = (percent: number) => control.api.setTraffic({ integrations: Object.fromEntries(settings.integrations.map((name) => [name, percent])) });
+    await setCandidatePercent(settings.warmupPercent);
+    await sleep(settings.warmupMs, signal);
+    await setCandidatePercent(0);
     await sleep(windowMs + settings.controlPlane.latencySettleMs, signal);
 
     const rolloutOf = (id: string) => control.api.call<Rollout>('GET', `/rollouts/${id}`);
     const samples: AutopilotSample[] = [];
-    for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
+    const rollbacksBeforeIncident: string[] = [];
+    const reset = async () => {
+      await bankCall(`${bank.url}/incidents`, 'DELETE');
+      for (const integration of settings.integrations) await control.api.resume({ integration });
+      await setCandidatePercent(0);
+      // The slow candidate tasks leave the gate window before the next rollout judges one.
+      await sleep(windowMs + settings.controlPlane.latencySettleMs + 1000, signal);
+    };
+    // Bounded: a rollout rolled back before its incident is counted and tried again, at most as many times as there are repetitions.
+    for (let repetition = 1, attempt = 1; repetition <= settings.repetitions && attempt <= 2 * settings.repetitions; attempt++) {
       if (!loadRunning) throw new Error(`the load ended before the measurements did (load.maxDurationMs ${load.maxDurationMs})`);
-      const rollout = await control.api.call<Rollout>('POST', '/rollouts', planFor(settings, repetition));
+      const rollout = await control.api.call<Rollout>('POST', '/rollouts', planFor(settings, attempt));
       // The step's first whole window, healthy: the incident begins mid-rollout, as one would.
       await sleep(windowMs + settings.controlPlane.latencySettleMs + 1000, signal);
       const before = await rolloutOf(rollout.id);
-      if (before.status !== 'running' || before.rolledBack.length > 0) throw new Error(`repetition ${repetition}: the rollout ended before the incident: ${JSON.stringify(before.decisions)}`);
+      if (before.status !== 'running' || before.rolledBack.length > 0) {
+        const why = before.decisions.filter((d) => d.kind === 'rollback').map((d) => d.message).join('; ');
+        rollbacksBeforeIncident.push(why);
+        progress(`attempt ${attempt}: rolled back before the incident (${why}); not measured, tried again`);
+        if (before.status === 'running') await control.api.call('POST', `/rollouts/${rollout.id}/abort`, { reason: 'rolled back before the incident' });
+        await reset();
+        continue;
+      }
       const { incident } = (await bankCall(`${bank.url}/incidents`, 'POST', { bank: settings.slowIntegration, kind: 'slow', factor: settings.incidentFactor, cluster: 'candidate' })) as { incident: { startedAtUnixMs: number } };
       const deadline = performance.now() + settings.detectTimeoutMs;
       let rolledBack: Rollout;
@@ -218,16 +248,14 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
         rolledBack: rolledBack.rolledBack,
       };
       samples.push(sample);
-      progress(`#${repetition}: decided ${(sample.toDecisionMs / 1000).toFixed(1)} s after the incident, last acknowledgement ${(sample.toLastAckMs / 1000).toFixed(1)} s (propagation ${sample.propagationMs.toFixed(1)} ms): ${sample.decision}`);
+      progress(`#${repetition} (attempt ${attempt}): decided ${(sample.toDecisionMs / 1000).toFixed(1)} s after the incident, last acknowledgement ${(sample.toLastAckMs / 1000).toFixed(1)} s (propagation ${sample.propagationMs.toFixed(1)} ms): ${sample.decision}`);
 
       // Back to where the next repetition starts: no rollout, no incident, both integrations at 0% and not overridden.
       if (rolledBack.status === 'running') await control.api.call('POST', `/rollouts/${rollout.id}/abort`, { reason: 'measured' });
-      await bankCall(`${bank.url}/incidents`, 'DELETE');
-      await control.api.resume({ integration: settings.slowIntegration });
-      await control.api.setTraffic({ integrations: Object.fromEntries(settings.integrations.map((name) => [name, 0])) });
-      // The slow candidate tasks leave the gate window before the next rollout judges one.
-      if (repetition < settings.repetitions) await sleep(windowMs + settings.controlPlane.latencySettleMs + 1000, signal);
+      repetition++;
+      if (repetition <= settings.repetitions) await reset();
     }
+    if (samples.length < settings.repetitions) throw new Error(`${samples.length} of ${settings.repetitions} repetitions measured; rolled back before the incident: ${rollbacksBeforeIncident.join(' | ')}`);
     stopLoad.abort();
     const loadResult = await loadDone;
     const toLastAck = figures(samples.map((s) => s.toLastAckMs));
@@ -240,6 +268,7 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
       toDecision,
       toLastAck,
       slowAloneEveryTime,
+      rollbacksBeforeIncident,
       load: { calls: loadResult.calls, succeeded: loadResult.succeeded, errorsByCode: loadResult.errorsByCode, dropped: loadResult.dropped, tasksPerSecond: loadResult.tasksPerSecond, latency: loadResult.latency },
       goals: [
         { name: `incident start to the last balancer's acknowledgement of the autopilot's rollback, median of ${samples.length} (gate window ${settings.plan.windowSeconds} s)`, target: `<= ${boundMs} ms (${goalWindows} windows)`, measured: toLastAck.medianMs, met: toLastAck.medianMs <= boundMs },

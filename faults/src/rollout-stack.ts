@@ -19,6 +19,9 @@ export const rolloutControlPlaneOptions = { autopilotTickMs: 250, autopilotLease
 /** Latencies every 500 ms; runtime figures (GC, event loop, heap) every second: a shorter interval makes a single GC pause a large share of it. */
 export const rolloutReportIntervals = { latencyReportIntervalMs: 500, reportIntervalMs: 1000 } as const;
 
+/** Lines on the candidate workers' runtime that a shared test machine does not come near: for scenarios about something else. */
+export const relaxedWorkerGates = { gcShare: 0.9, eventLoopUtilization: 1, eventLoopDelayP99Ms: 5000, heapShare: 0.95 } as const;
+
 export interface BankWorkers {
   cluster: 'baseline' | 'candidate';
   count: number;

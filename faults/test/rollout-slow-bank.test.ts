@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { describeRollout, startRolloutStack, waitForRollout } from '../src/index';
+import { describeRollout, relaxedWorkerGates, startRolloutStack, waitForRollout } from '../src/index';
 
 let unleash: TestUnleash;
 before(async () => {
@@ -22,8 +22,6 @@ after(() => unleash.stop());
  * more on chance alone, so the line sits above that noise (errors are not what this test is about).
  */
 const bankErrorRateNoise = 0.15;
-/** The workers' runtime is not what this test is about (the machine is shared): lines it does not come near. */
-const relaxedWorkerGates = { gcShare: 0.9, eventLoopUtilization: 1, eventLoopDelayP99Ms: 5000, heapShare: 0.95 };
 
 test('a slow bank for the candidate only: the autopilot rolls that integration back alone within two gate windows, the other ramps on', { timeout: 150_000 }, async (t) => {
   const startedAtMs = performance.now();
