@@ -10,10 +10,12 @@
  *      decision, and to the last balancer's acknowledgement of that rollback (Redis's clock; one
  *      machine, one clock);
  *   3. the rollout is aborted, the incident cleared, bank-b resumed and both set back to 0%, and
- *      the next repetition waits until no slow candidate task is left in a gate window.
+ *      the next repetition waits until no slow candidate task is left in a gate window (a window
+ *      reads the 10 s latency slots it overlaps: up to a slot more than windowSeconds).
  */
 import { performance } from 'node:perf_hooks';
 import { sleep } from '@headroom/common';
+import { latencyDefaults } from '@headroom/fleet';
 import type { PlanInput, Rollout } from '@headroom/control-plane';
 import { bankHandlersPath, bankUrlEnv, startBankSimulator } from './fleet/bank-simulator';
 import { Cleanups } from './fleet/cleanups';
@@ -100,6 +102,8 @@ export interface AutopilotResult extends RunHeader<'autopilot', AutopilotSetting
 }
 
 export type AutopilotOptions = BenchmarkOptions;
+
+const latencySlotMs = latencyDefaults.slotMs;
 
 /** The issue's bound: rolled back within two gate windows of the incident's start. */
 export const goalWindows = 2;
@@ -199,8 +203,9 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
       await bankCall(`${bank.url}/incidents`, 'DELETE');
       for (const integration of settings.integrations) await control.api.resume({ integration });
       await setCandidatePercent(0);
-      // The slow candidate tasks leave the gate window before the next rollout judges one.
-      await sleep(windowMs + settings.controlPlane.latencySettleMs + 1000, signal);
+      // The slow candidate tasks leave the gate window before the next rollout judges one: a window is read as the
+      // latency slots (10 s) it overlaps, so it reaches up to a slot further back than windowSeconds.
+      await sleep(windowMs + latencySlotMs + settings.controlPlane.latencySettleMs + 1000, signal);
     };
     // Bounded: a rollout rolled back before its incident is counted and tried again, at most as many times as there are repetitions.
     for (let repetition = 1, attempt = 1; repetition <= settings.repetitions && attempt <= 2 * settings.repetitions; attempt++) {
