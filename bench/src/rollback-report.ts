@@ -1,3 +1,4 @@
+import { describeLoad, describeWorkerGroups } from './report/fleet-load';
 import { goalsTable } from './report/goals';
 import { formatMachine } from './report/machine';
 import type { Figures } from './report/stats';
@@ -37,15 +38,12 @@ export function rollbackTables(result: RollbackResult): string {
       r.lastCandidateStartBeforeAckMs === null ? '-' : ms(r.lastCandidateStartBeforeAckMs),
     ]),
   );
-  const failed = Object.values(result.load.errorsByCode).reduce((sum, n) => sum + n, 0);
-  const errors = Object.entries(result.load.errorsByCode).map(([code, n]) => `${code} ${n}`);
-  const load = result.load;
   return [
     summary,
     '',
     `Flag polling alone is ${result.pollingToRollbackRatio.toFixed(0)}x the rollback (median over median).`,
     `Candidate tasks started after the last acknowledgement (workers' records): ${result.candidateStartsAfterAck}, of which sent by the client after it: ${result.candidateStartsSentAfterAck}; every rollback acknowledged by all ${balancers} balancers: ${result.acknowledgedByAllEveryTime ? 'yes' : 'NO'}.`,
-    `Load: ${load.succeeded} of ${load.calls} tasks succeeded (${Math.round(load.tasksPerSecond)}/s), ${failed} failed${errors.length > 0 ? ` (${errors.join(', ')})` : ''}, ${load.dropped} dropped; p50 ${ms(load.latency.p50Ms)} ms, p99 ${ms(load.latency.p99Ms)} ms.`,
+    describeLoad(result.load),
     '',
     perRollback,
     '',
@@ -55,7 +53,7 @@ export function rollbackTables(result: RollbackResult): string {
 
 export function rollbackMarkdown(result: RollbackResult): string {
   const s = result.settings;
-  const workers = s.workers.map((group) => `${group.count} ${group.cluster} (max parallelism ${group.maxParallelismPerWorker})`).join(' and ');
+  const workers = describeWorkerGroups(s.workers);
   return `## rollback
 
 ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n\n' : ''}- Date: ${result.startedAt}

@@ -12,7 +12,9 @@
  * 1..50), memory (6, 100,000 tasks queued at a balancer), scale (7, Redis's cost per task and per
  * worker, and what one Redis carries; with issue 14's fleet-scale mode, the old ledger's scripts
  * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
- * semi-space sizes); soak (the whole system for --minutes with faults in turn, judged on what grows).
+ * semi-space sizes); autopilot (issue 18: how long the rollout autopilot takes from a slow candidate's
+ * first slow answer to the last balancer's acknowledgement of its rollback); soak (the whole system for
+ * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);
@@ -21,6 +23,8 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { runAutopilot } from './autopilot';
+import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
 import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
 import { runMemory } from './memory';
@@ -73,6 +77,8 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   // On a private redis-server of its own: REDIS_URL is not used.
   scale: (options) => report('scale', options, runScale(common(options)), { tables: scaleTables, markdown: scaleMarkdown }),
   'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
+  // Issue 18: the rollout autopilot's detection and rollback of a slow candidate.
+  autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
   // Issue 19; runs only when named (30 minutes by default: --minutes N).
   soak: (options) => report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
 };

@@ -40,6 +40,9 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'auditRetentionDays', flag: 'audit-retention-days', env: 'HEADROOM_AUDIT_RETENTION_DAYS', valueName: 'DAYS', description: 'audit entries older than this are deleted (default 365)' },
   { key: 'auditOutboxMaxEntries', flag: 'audit-outbox-max-entries', env: 'HEADROOM_AUDIT_OUTBOX_MAX_ENTRIES', valueName: 'N', description: 'audit entries of rollbacks etc. kept in memory while PostgreSQL is away (default 1000; more are dropped and logged)' },
   { key: 'changeLockWaitMs', flag: 'change-lock-wait-ms', env: 'HEADROOM_CHANGE_LOCK_WAIT_MS', valueName: 'MS', description: "longest a change waits for another control plane's change (default 15000; then HR_ERR_BUSY)" },
+  { key: 'latencySettleMs', flag: 'latency-settle-ms', env: 'HEADROOM_LATENCY_SETTLE_MS', valueName: 'MS', description: "how long after a latency slot ends the workers' summaries of it are complete: charts and rollout gates read up to this long ago (default 6000; keep it above the workers' --latency-report-interval-ms)" },
+  { key: 'autopilotTickMs', flag: 'autopilot-tick-ms', env: 'HEADROOM_AUTOPILOT_TICK_MS', valueName: 'MS', description: 'how often the rollout autopilot reads the gates and acts (default 2000)' },
+  { key: 'autopilotLeaseMs', flag: 'autopilot-lease-ms', env: 'HEADROOM_AUTOPILOT_LEASE_MS', valueName: 'MS', description: "how long the autopilot's lease outlives its holder's last renewal: another control plane takes a rollout over after this (default 10000; more than twice --autopilot-tick-ms)" },
 ];
 
 /** "name=token,name=token" */
@@ -88,6 +91,9 @@ const cliSchema = z
     auditRetentionDays: controlPlaneOptionsSchema.shape.auditRetentionDays,
     auditOutboxMaxEntries: controlPlaneOptionsSchema.shape.auditOutboxMaxEntries,
     changeLockWaitMs: controlPlaneOptionsSchema.shape.changeLockWaitMs,
+    latencySettleMs: controlPlaneOptionsSchema.shape.latencySettleMs,
+    autopilotTickMs: controlPlaneOptionsSchema.shape.autopilotTickMs,
+    autopilotLeaseMs: controlPlaneOptionsSchema.shape.autopilotLeaseMs,
   })
   .strict();
 
@@ -155,6 +161,9 @@ async function main(): Promise<void> {
       auditRetentionDays: c.auditRetentionDays,
       auditOutboxMaxEntries: c.auditOutboxMaxEntries,
       changeLockWaitMs: c.changeLockWaitMs,
+      latencySettleMs: c.latencySettleMs,
+      autopilotTickMs: c.autopilotTickMs,
+      autopilotLeaseMs: c.autopilotLeaseMs,
       ...(uiDirectory ? { uiDirectory } : {}),
       ...(workerTls ? { workerTls } : {}),
     },

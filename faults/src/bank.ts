@@ -5,15 +5,16 @@ import { cliPaths, readyTimeoutMs } from './stack';
 
 export interface BankSimulatorProcess {
   readonly url: string;
-  /** POST /incidents: see sim/src/bank/incidents.ts. */
-  startIncident(incident: { bank: string; kind: 'latency-spike' | 'slow' | 'outage'; factor?: number; durationMs?: number }): Promise<void>;
+  /** POST /incidents: see sim/src/bank/incidents.ts (`cluster`: only that cluster's calls feel it). */
+  startIncident(incident: { bank: string; kind: 'latency-spike' | 'slow' | 'outage'; factor?: number; durationMs?: number; cluster?: string }): Promise<void>;
 }
 
 /** The env variable the bank handlers read the upstream's address from (sim/src/handlers/bank.ts). */
 export const bankUrlEnv = 'HEADROOM_BANK_URL';
 
-export async function startBankSimulator(t: TestContext, seed = 42): Promise<BankSimulatorProcess> {
-  const process = await spawnReady(t, cliPaths.bankSimulator, ['--port', '0', '--seed', String(seed)], readyTimeoutMs);
+/** `timeScale`: every latency multiplied by it (0.5 runs the banks twice as fast). */
+export async function startBankSimulator(t: TestContext, seed = 42, timeScale = 1): Promise<BankSimulatorProcess> {
+  const process = await spawnReady(t, cliPaths.bankSimulator, ['--port', '0', '--seed', String(seed), '--time-scale', String(timeScale)], readyTimeoutMs);
   const url = process.ready.address;
   return {
     url,

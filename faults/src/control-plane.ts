@@ -2,7 +2,7 @@
 import type { TestContext } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import { ControlPlaneApi, spawnReady, type ReadyProcess } from '@headroom/testkit';
-import { testSchema } from '@headroom/unleash-local';
+import { testSchema, type TestSchema } from '@headroom/unleash-local';
 import { cliPaths, keyPrefix, readyTimeoutMs, type FlagSource } from './stack';
 
 const apiTimeoutMs = 15_000;
@@ -20,11 +20,21 @@ export function uniqueFlags(unleash: { url: string; clientToken: string }): Flag
   return { unleashUrl: unleash.url, clientToken: unleash.clientToken, candidateFlag: `faults-${tag}.candidate-cluster`, parallelismFlag: `faults-${tag}.max-parallelism` };
 }
 
-export async function startControlPlaneProcess(t: TestContext, redisUrl: string, adminToken: string, flags: FlagSource, integrations: string[]): Promise<ControlPlaneProcess> {
+export interface ControlPlaneProcessOptions {
+  /**
+   * The audit log's schema, shared with other replicas (the caller drops it); absent: a schema of
+   * its own on the test PostgreSQL, dropped once the process stopped.
+   */
+  database?: TestSchema;
+  /** More CLI flags, e.g. --autopilot-lease-ms. */
+  args?: string[];
+}
+
+export async function startControlPlaneProcess(t: TestContext, redisUrl: string, adminToken: string, flags: FlagSource, integrations: string[], options: ControlPlaneProcessOptions = {}): Promise<ControlPlaneProcess> {
   const operatorToken = randomBytes(16).toString('hex');
-  // Its audit log: a schema of its own on the test PostgreSQL, dropped once the process stopped
-  // (after hooks run in the order registered).
-  const database = testSchema('hr_faults');
+  // After hooks run in the order registered: a schema of its own is dropped once the process stopped.
+  const ownsDatabase = options.database === undefined;
+  const database = options.database ?? testSchema('hr_faults');
   const process = await spawnReady(t, cliPaths.controlPlane, [
     '--database-url', database.url,
     '--database-schema', database.schema,
@@ -38,11 +48,12 @@ export async function startControlPlaneProcess(t: TestContext, redisUrl: string,
     '--integrations', integrations.join(','),
     '--operator-tokens', `faults=${operatorToken}`,
     '--ui-dir', 'none',
+    ...(options.args ?? []),
   ], readyTimeoutMs).catch(async (error: unknown) => {
-    await database.drop();
+    if (ownsDatabase) await database.drop();
     throw error;
   });
-  t.after(() => database.drop());
+  if (ownsDatabase) t.after(() => database.drop());
   const url = process.ready.address;
   return { url, process, api: new ControlPlaneApi({ apiUrl: `${url}/api/v1`, token: operatorToken, timeoutMs: apiTimeoutMs }) };
 }

@@ -9,3 +9,4 @@ export * from './control-plane';
 export * from './bank';
 export * from './unleash/process';
 export * from './soak';
+export * from './rollout-stack';

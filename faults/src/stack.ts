@@ -35,6 +35,8 @@ export interface WorkerSpec {
   /** Its own setting (--max-parallelism); a flag may override it. */
   maxParallelism: number;
   handlers?: keyof typeof handlersPaths;
+  /** More CLI flags, e.g. --latency-report-interval-ms. */
+  args?: string[];
 }
 
 export interface StackOptions {
@@ -119,6 +121,7 @@ export async function startWorkerProcess(t: TestContext, redisUrl: string, spec:
     '--max-parallelism', String(spec.maxParallelism),
     '--heartbeat-interval-ms', String(heartbeatIntervalMs),
     '--metrics-port', '0',
+    ...(spec.args ?? []),
     ...flagArgs(flags, false),
   ], readyTimeoutMs);
   return { kind: 'worker', id: spec.workerId, cluster: spec.cluster, process, metricsPort: process.ready.metricsPort!, alive: true };

@@ -6,7 +6,7 @@ import { gunzipSync } from 'node:zlib';
 import { ConfigError } from '@headroom/common';
 import { freePort } from '@headroom/common';
 import { TaskFailedError } from '@headroom/worker';
-import { createBankHandlers, readBankUrl, type BankHandlers } from '../src/handlers/bank';
+import { createBankHandlers, readBankLeak, readBankUrl, type BankHandlers } from '../src/handlers/bank';
 import { compressDebugRecord } from '../src/handlers/debug-payload';
 import { upstreamErrorCodes } from '../src/handlers/upstream-call';
 import type { BankProfile } from '../src/bank/banks';
@@ -115,6 +115,37 @@ test('a slow bank makes tasks slower', async (t) => {
   // Account, then page 1, then the others at once: three waits in a row, of 20 ms, then of 200 ms.
   assert.ok(normal.ms >= 50, `normal task ${normal.ms.toFixed(0)} ms`);
   assert.ok(slow.ms >= 590 && slow.ms > normal.ms, `slow task ${slow.ms.toFixed(0)} ms, normal ${normal.ms.toFixed(0)} ms`);
+});
+
+test("a slow incident for one cluster slows that cluster's tasks alone (the handlers name their worker's cluster)", async (t) => {
+  const simulator = await startTestSimulator(t, { banks: steadyBanks });
+  const agent = testAgent(t, 4);
+  const set = createBankHandlers({ bankUrl: simulator.url });
+  const timed = async (cluster: string) => {
+    const startedAt = performance.now();
+    await run(set, { ...bankTask(agent, { integration: 'bank-b', key: 'acc-3' }), cluster });
+    return performance.now() - startedAt;
+  };
+  simulator.setIncident({ bank: 'bank-b', kind: 'slow', factor: 10, cluster: 'candidate' });
+  const baselineMs = await timed('baseline');
+  const candidateMs = await timed('candidate');
+  // Three waits in a row: of 20 ms each on the baseline, of 200 ms on the candidate.
+  assert.ok(baselineMs >= 50 && baselineMs < 400, `baseline task ${baselineMs.toFixed(0)} ms`);
+  assert.ok(candidateMs >= 590, `candidate task ${candidateMs.toFixed(0)} ms`);
+});
+
+test('HEADROOM_BANK_LEAK=1 makes every task leak (a build with the bug); a bad value names it', async (t) => {
+  assert.equal(readBankLeak({}), false);
+  assert.equal(readBankLeak({ HEADROOM_BANK_LEAK: '0' }), false);
+  assert.equal(readBankLeak({ HEADROOM_BANK_LEAK: '1' }), true);
+  assert.equal(readBankLeak({ HEADROOM_BANK_LEAK: 'true' }), true);
+  assert.throws(() => readBankLeak({ HEADROOM_BANK_LEAK: 'yes' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith('HEADROOM_BANK_LEAK: got "yes"'));
+  const simulator = await startTestSimulator(t, { banks: steadyBanks });
+  const agent = testAgent(t, 4);
+  const set = createBankHandlers({ bankUrl: simulator.url, leakCapBytes: 4 * 1024 * 1024, leakEveryTask: true });
+  t.after(() => set.releaseLeaked());
+  assert.equal((await run(set, bankTask(agent, { integration: 'bank-a', key: 'acc-1' }))).leaked, true);
+  assert.equal(set.leakStats().retainedTasks, 1);
 });
 
 test('bad payloads fail the task with HR_ERR_INVALID_PAYLOAD naming the field, without calling the bank', async (t) => {

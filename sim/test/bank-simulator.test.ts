@@ -94,6 +94,8 @@ test('bad input gets 400 (404, 405, 413) naming what is wrong, and changes nothi
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","durationMs":-5}', status: 400, names: 'durationMs: got -5' },
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","colour":"red"}', status: 400, names: '"colour"' },
     { path: '/incidents', method: 'POST', body: '{"kind":"slow"}', status: 400, names: 'bank:' },
+    { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","cluster":"no spaces"}', status: 400, names: 'cluster: got "no spaces", expected a cluster name' },
+    { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","cluster":7}', status: 400, names: 'cluster: got 7' },
     { path: '/incidents', method: 'POST', body: 'not json', status: 400, names: 'body: not JSON' },
     { path: '/incidents', method: 'POST', body: '', status: 400, names: 'body: missing' },
     { path: '/incidents', method: 'POST', body: `{"bank":"${'x'.repeat(20_000)}"}`, status: 413, names: 'body: larger than 16384 bytes' },
@@ -124,7 +126,7 @@ test('incidents switch on and off: slow and spikes multiply latency, an outage a
   assert.equal(latencyOf(await account('bank-a')), 10);
   const slow = await post({ bank: 'bank-a', kind: 'slow', factor: 5 });
   assert.equal(slow.status, 201);
-  assert.deepEqual((slow.body as { incident: object }).incident, { bank: 'bank-a', kind: 'slow', factor: 5, startedAtUnixMs: (slow.body as { incident: { startedAtUnixMs: number } }).incident.startedAtUnixMs, endsAtUnixMs: null });
+  assert.deepEqual((slow.body as { incident: object }).incident, { bank: 'bank-a', kind: 'slow', factor: 5, startedAtUnixMs: (slow.body as { incident: { startedAtUnixMs: number } }).incident.startedAtUnixMs, endsAtUnixMs: null, cluster: null });
   const slowed = await account('bank-a');
   assert.equal(latencyOf(slowed), 50);
   assert.ok(slowed.durationMs >= 49, `a slow bank answered in ${slowed.durationMs} ms`);
@@ -153,6 +155,34 @@ test('incidents switch on and off: slow and spikes multiply latency, an outage a
   assert.deepEqual(clearedAll.body, { cleared: 1 });
   assert.equal(latencyOf(await account('bank-a')), 10);
   assert.deepEqual(simulator.incidents(), []);
+});
+
+test('an incident that names a cluster touches only the calls that say they come from it', async (t) => {
+  const banks = [{ name: 'bank-a', medianLatencyMs: 10, latencySigma: 0, maxLatencyMs: 1000, errorRate: 0 }];
+  const simulator = await startTestSimulator(t, { banks });
+  const agent = testAgent(t, 4);
+  const account = (cluster?: string) => callSimulator(agent, `${simulator.url}/banks/bank-a/accounts/acc-1`, cluster === undefined ? {} : { headers: { 'x-headroom-cluster': cluster } });
+  const post = (body: unknown) => callSimulator(agent, `${simulator.url}/incidents`, { method: 'POST', body: JSON.stringify(body) });
+
+  const slow = await post({ bank: 'bank-a', kind: 'slow', factor: 4, cluster: 'candidate' });
+  assert.equal(slow.status, 201, JSON.stringify(slow.body));
+  assert.equal((slow.body as { incident: { cluster: string } }).incident.cluster, 'candidate');
+  assert.equal(latencyOf(await account('candidate')), 40, "the candidate's calls are slow");
+  assert.equal(latencyOf(await account('baseline')), 10, "the baseline's are not");
+  assert.equal(latencyOf(await account()), 10, 'nor are calls that name no cluster');
+
+  // One incident of a kind per bank: a slow bank for everyone replaces the candidate's.
+  assert.equal((await post({ bank: 'bank-a', kind: 'slow', factor: 2 })).status, 201);
+  assert.deepEqual(simulator.incidents().map((i) => [i.kind, i.cluster]), [['slow', null]]);
+  assert.equal(latencyOf(await account('baseline')), 20);
+  assert.equal(latencyOf(await account()), 20);
+
+  // An outage of one cluster's calls, through the handle; the other kinds multiply as before.
+  simulator.setIncident({ bank: 'bank-a', kind: 'outage', cluster: 'candidate' });
+  assert.equal((await account('candidate')).status, 503);
+  assert.equal((await account('baseline')).status, 200);
+  assert.equal(simulator.clearIncidents({ kind: 'outage' }), 1);
+  assert.equal((await account('candidate')).status, 200);
 });
 
 test('close drops answers still waiting, does not hang, and is idempotent', async (t) => {

@@ -184,24 +184,26 @@ export class ControlPlaneApi {
     return this.call('POST', '/resume', scope);
   }
 
-  /** GET /latency/series over `window` ("30s", "5m", "1h"; the control plane's default 5m when absent). */
+  /** GET /rollouts: the rollout running or paused (else the latest), the finished ones, and whether this control plane's autopilot acts. */
   rollouts(): Promise<RolloutsView> {
     return this.call('GET', '/rollouts');
-  }
-
-  /** Starts a rollout from a plan (docs/rollouts.md); its first step takes effect at once. */
-  startRollout(plan: PlanInput): Promise<Rollout> {
-    return this.call('POST', '/rollouts', plan);
   }
 
   rollout(id: string): Promise<Rollout> {
     return this.call('GET', `/rollouts/${encodeURIComponent(id)}`);
   }
 
+  /** POST /rollouts: starts a plan; its first step takes effect before the answer. */
+  startRollout(plan: PlanInput): Promise<Rollout> {
+    return this.call('POST', '/rollouts', plan);
+  }
+
+  /** POST /rollouts/{id}/pause|resume|abort, with an optional reason for the audit log. */
   changeRollout(id: string, action: 'pause' | 'resume' | 'abort', reason?: string): Promise<Rollout> {
     return this.call('POST', `/rollouts/${encodeURIComponent(id)}/${action}`, reason === undefined ? {} : { reason });
   }
 
+  /** GET /latency/series over `window` ("30s", "5m", "1h"; the control plane's default 5m when absent). */
   latencySeries(window?: string): Promise<LatencySeries> {
     return this.call('GET', `/latency/series${window === undefined ? '' : `?window=${encodeURIComponent(window)}`}`);
   }

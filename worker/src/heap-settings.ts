@@ -34,13 +34,29 @@ export function v8HeapFlags(heap: HeapSettings): string[] {
  */
 export async function restartWithHeapFlags(heap: HeapSettings): Promise<void> {
   const flags = v8HeapFlags(heap);
-  if (flags.length === 0 || process.env[appliedMarker] === '1') return;
+  if (process.env[appliedMarker] === '1') {
+    stopWithRestarter();
+    return;
+  }
+  if (flags.length === 0) return;
   const child = spawn(process.execPath, [...process.execArgv, ...flags, ...process.argv.slice(1)], {
-    stdio: 'inherit',
+    // The IPC channel tells the child when this process is gone, even by SIGKILL (stopWithRestarter).
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
     env: { ...process.env, [appliedMarker]: '1' },
   });
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
   await new Promise<never>(() => {
     child.on('exit', (code, signal) => process.exit(code ?? (signal ? 128 + 15 : 1)));
   });
+}
+
+/**
+ * In the process restartWithHeapFlags started: stops it (SIGTERM, the graceful way) once the
+ * process that started it is gone, so that a SIGKILL of the command leaves no worker behind.
+ */
+function stopWithRestarter(): void {
+  const channel = process.channel;
+  if (!channel) return;
+  channel.unref();
+  process.once('disconnect', () => process.kill(process.pid, 'SIGTERM'));
 }

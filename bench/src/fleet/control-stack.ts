@@ -19,6 +19,8 @@ export interface ControlStackOptions {
   integrations: string[];
   /** Where the control plane's log goes. */
   logDir: string;
+  /** More control plane CLI flags, e.g. --autopilot-tick-ms. */
+  controlPlaneArgs?: readonly string[];
 }
 
 export interface ControlStack {
@@ -69,7 +71,7 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
   const started = await startNodeProcess({
     name: 'control-plane',
     script: controlPlaneCli,
-    args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl, '--database-url', database.url, '--database-schema', database.schema],
+    args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl, '--database-url', database.url, '--database-schema', database.schema, ...(options.controlPlaneArgs ?? [])],
     env: { ...env, UNLEASH_ADMIN_TOKEN: unleash.adminToken, HEADROOM_OPERATOR_TOKENS: `bench=${token}` },
     logDir: options.logDir,
     readyTimeoutMs,

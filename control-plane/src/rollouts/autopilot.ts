@@ -129,7 +129,9 @@ export class Autopilot {
       minSamples: plan.minSamples,
       clusters: this.deps.clusters,
       latency,
-      candidateReports: await this.deps.candidateReports(),
+      // A report taken before the step (or the search's latest raise) describes what ran before it,
+      // a worker's start or the parallelism before: not this step's to judge.
+      candidateReports: (await this.deps.candidateReports()).filter((report) => report.atUnixMs >= rollout.stepStartedAtUnixMs),
       nowUnixMs,
     });
   }
@@ -286,6 +288,6 @@ function whatHolds(reading: GatesReading, status: GateStatus, minSamples: number
     ...reading.integrations
       .filter((i) => i.status === 'not-enough-data')
       .map((i) => `${i.integration} ran ${i.samples.baseline} tasks on the baseline and ${i.samples.candidate} on the candidate (minSamples ${minSamples})`),
-    ...(reading.workers.status === 'not-enough-data' ? ['no report from a candidate worker'] : []),
+    ...(reading.workers.status === 'not-enough-data' ? ['no report from a candidate worker since the step began'] : []),
   ].join('; ')}`;
 }

@@ -8,7 +8,9 @@
  *   GET    /banks/{bank}/accounts/{id}                   an account (3-6 KiB of JSON)
  *   GET    /banks/{bank}/accounts/{id}/transactions?page=N   80-120 transactions (35-55 KiB)
  *   GET    /incidents                                    incidents in force
- *   POST   /incidents {"bank", "kind", "factor"?, "durationMs"?}   see incidents.ts
+ *   POST   /incidents {"bank", "kind", "factor"?, "durationMs"?, "cluster"?}   see incidents.ts
+ * A bank call may name its cluster in the x-headroom-cluster header: incidents that name a
+ * cluster touch only its calls.
  *   DELETE /incidents[?bank=B][&kind=K]                  end all, or those matching
  */
 import * as http from 'node:http';
@@ -21,7 +23,7 @@ import { accountDocument, transactionsPageDocument } from './bank-data';
 import { bankProfileSchema, defaultBanks, drawLatencyMs, type BankProfile } from './banks';
 import { BankApiError, bankErrorCodes } from './errors';
 import { queryParams, readJsonBody, sendError, sendJson } from './http-io';
-import { IncidentBoard, type Incident, type IncidentFilter, type IncidentInput } from './incidents';
+import { IncidentBoard, clusterHeader, type Incident, type IncidentFilter, type IncidentInput } from './incidents';
 import { hashSeed, seededRandom } from './random';
 
 /** @default values of the simulator's options. */
@@ -134,7 +136,7 @@ export async function startBankSimulator(options: BankSimulatorOptions = {}, dep
       response.once('close', cancel);
     });
 
-  async function serveBank(response: http.ServerResponse, url: URL, segments: readonly string[]): Promise<void> {
+  async function serveBank(request: http.IncomingMessage, response: http.ServerResponse, url: URL, segments: readonly string[]): Promise<void> {
     const [bankName, accountsSegment, accountId, transactionsSegment] = segments;
     const bank = banks.get(bankName!);
     if (!bank) throw notFound(`bank: no bank ${JSON.stringify(bankName)}, expected one of ${[...banks.keys()].join(', ')}`);
@@ -146,7 +148,8 @@ export async function startBankSimulator(options: BankSimulatorOptions = {}, dep
     if (transactionsSegment === undefined) queryParams(url, []);
     else page = parsePage(queryParams(url, ['page']).page);
 
-    const { latencyFactor, outage } = board.effectOn(bank.name);
+    const cluster = request.headers[clusterHeader];
+    const { latencyFactor, outage } = board.effectOn(bank.name, typeof cluster === 'string' ? cluster : undefined);
     if (outage) {
       const retryAfterMs = outage.endsAtUnixMs === null ? 5000 : outage.endsAtUnixMs - Date.now();
       throw new BankApiError(bankErrorCodes.unavailable, `${bank.name} is in an outage`, { retryAfterMs });
@@ -200,7 +203,7 @@ export async function startBankSimulator(options: BankSimulatorOptions = {}, dep
       sendError(response, new BankApiError(bankErrorCodes.methodNotAllowed, `method: ${request.method} is not served at ${url.pathname}, expected ${methods.join(' or ')}`), { allow: methods.join(', ') });
       return;
     }
-    if (route === 'bank') return serveBank(response, url, segments.slice(1));
+    if (route === 'bank') return serveBank(request, response, url, segments.slice(1));
     if (route === '/incidents') return serveIncidents(request, response, url);
     queryParams(url, []);
     if (route === '/banks') sendJson(response, 200, { banks: [...banks.values()], timeScale: config.timeScale });

@@ -7,6 +7,11 @@
  *                  (or `durationMs`, when given)
  *   outage         every request is answered at once with 503 until cleared (or `durationMs`)
  * A spike and a slow bank at once multiply. Setting a kind again on the same bank replaces it.
+ *
+ * An incident may name a `cluster`: then only calls that say they come from that cluster (the
+ * bank handlers send their worker's cluster in the `x-headroom-cluster` header) feel it, so a
+ * test can slow one bank for the candidate cluster alone; calls without the header, or from
+ * another cluster, are answered as usual. Still one incident of each kind per bank.
  */
 import { z } from 'zod';
 import { parseConfig } from '@headroom/common';
@@ -26,6 +31,12 @@ const maxLatencyFactor = 1000;
 
 const kindRule = `expected one of ${incidentKinds.join(', ')}`;
 
+/** The request header a call names its cluster in (sent by sim/src/handlers/bank.ts). */
+export const clusterHeader = 'x-headroom-cluster';
+/** Cluster names as workers accept them (@headroom/common's settings.name). */
+const clusterNamePattern = /^[A-Za-z0-9._-]{1,64}$/;
+const clusterRule = 'expected a cluster name of 1-64 characters of A-Z, a-z, 0-9, ".", "_", "-"';
+
 function incidentSchema(bankNames: readonly string[]) {
   return z
     .object({
@@ -38,6 +49,7 @@ function incidentSchema(bankNames: readonly string[]) {
         .min(1, `expected whole milliseconds from 1 to ${maxIncidentDurationMs}`)
         .max(maxIncidentDurationMs, `expected whole milliseconds from 1 to ${maxIncidentDurationMs}`)
         .optional(),
+      cluster: z.string({ error: clusterRule }).regex(clusterNamePattern, clusterRule).optional(),
     })
     .strict()
     .superRefine((input, context) => {
@@ -55,6 +67,8 @@ export interface Incident {
   startedAtUnixMs: number;
   /** null: until cleared. */
   endsAtUnixMs: number | null;
+  /** Only calls from this cluster feel it; null: every call. */
+  cluster: string | null;
 }
 
 export interface IncidentFilter {
@@ -89,7 +103,7 @@ export class IncidentBoard {
 
   /** Validates `input` (a ConfigError names each bad field) and switches the incident on. */
   set(input: unknown): Incident {
-    const { bank, kind, factor, durationMs } = parseConfig('incident', this.inputSchema, input);
+    const { bank, kind, factor, durationMs, cluster } = parseConfig('incident', this.inputSchema, input);
     const defaults = incidentDefaults[kind];
     const startedAtUnixMs = this.nowUnixMs();
     const lastsMs = durationMs ?? defaults.durationMs;
@@ -99,6 +113,7 @@ export class IncidentBoard {
       factor: kind === 'outage' ? null : (factor ?? defaults.factor ?? 1),
       startedAtUnixMs,
       endsAtUnixMs: lastsMs === undefined ? null : startedAtUnixMs + lastsMs,
+      cluster: cluster ?? null,
     };
     this.byBankAndKind.set(`${bank}/${kind}`, incident);
     return incident;
@@ -121,11 +136,13 @@ export class IncidentBoard {
     return [...this.live()].map(([, incident]) => ({ ...incident }));
   }
 
-  effectOn(bank: string): IncidentEffect {
+  /** What the incidents in force do to a call to `bank` from `cluster` (undefined: a call that names none). */
+  effectOn(bank: string, cluster?: string): IncidentEffect {
     let latencyFactor = 1;
     let outage: Incident | undefined;
     for (const [, incident] of this.live()) {
       if (incident.bank !== bank) continue;
+      if (incident.cluster !== null && incident.cluster !== cluster) continue;
       if (incident.kind === 'outage') outage = incident;
       else latencyFactor *= incident.factor ?? 1;
     }

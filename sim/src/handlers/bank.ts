@@ -20,7 +20,11 @@
  * Leaky variant: an integration named <bank>-leaky (e.g. bank-a-leaky) calls <bank> and then
  * leaks, on purpose, the data it fetched (see settlement-leak.ts): heap grows by about 0.25 MiB a
  * task (4 pages) until an estimated 256 MiB are held, then stops leaking. So does any bank
- * integration given the payload {"leak": true}.
+ * integration given the payload {"leak": true}, and every task of a worker started with
+ * HEADROOM_BANK_LEAK=1 (a build with the bug, e.g. on the candidate cluster alone).
+ *
+ * Every call names the worker's cluster in the x-headroom-cluster header, so that an incident
+ * of the simulator can touch one cluster's calls alone (sim/src/bank/incidents.ts).
  *
  * Upstream failures become TaskFailedError with codes of upstream-call.ts:
  * HR_ERR_UPSTREAM_UNAVAILABLE (5xx, outage, refused connection; with the upstream's
@@ -30,6 +34,7 @@
 import { z } from 'zod';
 import { ConfigError } from '@headroom/common';
 import { TaskFailedError, type HandlerMap, type TaskContext } from '@headroom/worker';
+import { clusterHeader } from '../bank/incidents';
 import { accountIdPattern, accountIdRule, accountPath, bankAccountSchema, transactionsPageSchema, transactionsPath, type BankTransaction } from '../bank/api';
 import { summarise } from './bank-statement';
 import { compressDebugRecord } from './debug-payload';
@@ -38,6 +43,8 @@ import { SettlementWatch, defaultLeakCapBytes, estimateRetainedBytes, type LeakS
 import { getUpstreamJson, type UpstreamAnswer, type UpstreamCallOptions } from './upstream-call';
 
 export const bankUrlEnv = 'HEADROOM_BANK_URL';
+/** 1: every task of these handlers leaks (a build with the bug); 0 or unset: only the leaky variants. */
+export const bankLeakEnv = 'HEADROOM_BANK_LEAK';
 export const defaultBankUrl = 'http://127.0.0.1:8090';
 /** Integrations ending so leak on purpose. */
 export const leakySuffix = '-leaky';
@@ -80,6 +87,14 @@ export function readBankUrl(env: NodeJS.ProcessEnv = process.env): string {
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
+/** Whether HEADROOM_BANK_LEAK asks every task to leak. */
+export function readBankLeak(env: NodeJS.ProcessEnv = process.env): boolean {
+  const raw = env[bankLeakEnv];
+  if (raw === undefined || raw === '' || raw === '0' || raw === 'false') return false;
+  if (raw === '1' || raw === 'true') return true;
+  throw new ConfigError(`${bankLeakEnv}: got ${JSON.stringify(raw)}, expected 1 or true (every task leaks), 0, false or unset (only the leaky variants)`);
+}
+
 function parsePayload(task: TaskContext): BankPayload {
   if (task.payload.length === 0) return {};
   let json: unknown;
@@ -101,6 +116,8 @@ export interface BankHandlersOptions {
   bankUrl: string;
   /** @default 256 MiB: what the leaky variant holds at most. */
   leakCapBytes?: number;
+  /** Every task leaks, whatever its integration and payload (a build with the bug). @default false */
+  leakEveryTask?: boolean;
 }
 
 export interface BankHandlers {
@@ -117,10 +134,10 @@ export function createBankHandlers(options: BankHandlersOptions): BankHandlers {
     const payload = parsePayload(task);
     const leakyIntegration = task.integration.endsWith(leakySuffix);
     const bank = leakyIntegration ? task.integration.slice(0, -leakySuffix.length) : task.integration;
-    const leaks = leakyIntegration || payload.leak === true;
+    const leaks = leakyIntegration || payload.leak === true || options.leakEveryTask === true;
     const accountId = payload.accountId ?? task.key;
     if (!accountIdPattern.test(accountId)) throw new TaskFailedError(invalidPayloadCode, `accountId: got ${JSON.stringify(accountId)} (the task's key), expected ${accountIdRule}`);
-    const call: UpstreamCallOptions = { dispatcher: task.httpAgent, signal, timeoutMs: payload.upstreamTimeoutMs ?? bankTaskDefaults.upstreamTimeoutMs, maxResponseBytes: maxUpstreamResponseBytes };
+    const call: UpstreamCallOptions = { dispatcher: task.httpAgent, signal, timeoutMs: payload.upstreamTimeoutMs ?? bankTaskDefaults.upstreamTimeoutMs, maxResponseBytes: maxUpstreamResponseBytes, headers: { [clusterHeader]: task.cluster } };
     const startedAt = performance.now();
 
     const account = await getUpstreamJson(options.bankUrl + accountPath(bank, accountId), bankAccountSchema, call);
@@ -168,7 +185,7 @@ export function createBankHandlers(options: BankHandlersOptions): BankHandlers {
   };
 }
 
-const fromEnv = createBankHandlers({ bankUrl: readBankUrl(process.env) });
+const fromEnv = createBankHandlers({ bankUrl: readBankUrl(process.env), leakEveryTask: readBankLeak(process.env) });
 
 /** For the worker's --handlers: every integration is a bank, named as the simulator names it. */
 export const handlers: HandlerMap = fromEnv.handlers;

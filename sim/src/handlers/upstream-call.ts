@@ -25,6 +25,8 @@ export interface UpstreamCallOptions {
   /** The whole call: waiting for one of the agent's connections, the answer's headers and its body. */
   timeoutMs: number;
   maxResponseBytes: number;
+  /** Sent with the call besides `accept` (e.g. the bank handlers' x-headroom-cluster). */
+  headers?: Readonly<Record<string, string>>;
 }
 
 export interface UpstreamAnswer<T> {
@@ -82,7 +84,7 @@ async function failureOf(statusCode: number, response: Dispatcher.ResponseData, 
 
 async function call<S extends z.ZodType>(url: string, schema: S, options: UpstreamCallOptions, signal: AbortSignal): Promise<UpstreamAnswer<z.output<S>>> {
   const startedAt = performance.now();
-  const response = await request(url, { method: 'GET', dispatcher: options.dispatcher, signal, headers: { accept: 'application/json' } });
+  const response = await request(url, { method: 'GET', dispatcher: options.dispatcher, signal, headers: { ...options.headers, accept: 'application/json' } });
   if (response.statusCode < 200 || response.statusCode > 299) throw await failureOf(response.statusCode, response, url);
   const text = await readText(response.body, options.maxResponseBytes, url);
   let json: unknown;
