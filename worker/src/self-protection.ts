@@ -19,7 +19,7 @@ export const protectionReasons: readonly ProtectionReason[] = ['event-loop-delay
 export interface SelfProtectionLines {
   /** Event-loop delay p99 over one check interval, ms, above which slots are cut; 0: not checked. */
   eventLoopDelayP99Ms: number;
-  /** Heap used ÷ V8's heap limit above which slots are cut; 0: not checked. */
+  /** Old generation used ÷ its limit (RuntimeSample) above which slots are cut; 0: not checked. */
   heapShare: number;
 }
 

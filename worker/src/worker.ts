@@ -78,7 +78,7 @@ export const workerOptionsSchema = z
      * line; 0 turns it off. @default 1000
      */
     protectEventLoopDelayP99Ms: settings.nonNegativeInt(600_000).default(1000),
-    /** Self-protection: heap used ÷ V8's heap limit above which the worker advertises fewer slots, as above; 0 turns it off. @default 0.85 */
+    /** Self-protection: old-generation heap used ÷ its limit (--max-old-space-size) above which the worker advertises fewer slots, as above; 0 turns it off. @default 0.85 */
     protectHeapShare: settings.share().default(0.85),
     /** How often self-protection checks the event loop and the heap. @default 1000 */
     protectCheckIntervalMs: settings.positiveInt(600_000).default(1000),

@@ -1,0 +1,45 @@
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { oldGenerationLimitBytes } from '../src/index';
+
+const mib = 2 ** 20;
+
+test('the old generation limit: --max-old-space-size when given, else the heap limit less the young generation', () => {
+  // heap_size_limit as V8 reports it: old + 3 semi-spaces (16 MiB each by default).
+  assert.equal(oldGenerationLimitBytes(112 * mib, ['--max-old-space-size=64']), 64 * mib);
+  assert.equal(oldGenerationLimitBytes(112 * mib, ['--max_old_space_size', '64']), 64 * mib);
+  // The last one wins, as in V8; NODE_OPTIONS comes after the command line in nodeFlags().
+  assert.equal(oldGenerationLimitBytes(176 * mib, ['--max-old-space-size=64', '--max-old-space-size=128']), 128 * mib);
+  assert.equal(oldGenerationLimitBytes(4108 * mib, ['--max-semi-space-size=4']), 4096 * mib);
+  assert.equal(oldGenerationLimitBytes(4144 * mib, []), 4096 * mib);
+  // A small machine: V8 sized both generations itself (semi-space about old ÷ 128).
+  const small = oldGenerationLimitBytes(259 * mib, []);
+  assert.ok(small > 250 * mib && small < 259 * mib, `${small / mib} MiB`);
+  // Garbage is not a limit.
+  assert.equal(oldGenerationLimitBytes(4144 * mib, ['--max-old-space-size=abc']), 4096 * mib);
+});
+
+test('a leaking process reaches a heap share near 1 before it runs out of memory', { timeout: 60_000 }, async () => {
+  // A child on a small old generation leaks until V8 gives up; it prints its share each step.
+  const script = `
+    const { RuntimeSampler } = require(${JSON.stringify(require.resolve('../src/index'))});
+    const sampler = new RuntimeSampler();
+    const kept = [];
+    let i = 0;
+    setInterval(() => {
+      for (let k = 0; k < 2000; k++) kept.push({ text: 'x'.repeat(100) + i++ });
+      const s = sampler.sample();
+      process.stdout.write((s.heapUsedBytes / s.heapLimitBytes).toFixed(3) + '\\n');
+    }, 2);`;
+  const child = spawn(process.execPath, ['--max-old-space-size=48', '-e', script], { stdio: ['ignore', 'pipe', 'ignore'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exitCode = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const shares = output.trim().split('\n').map(Number);
+  const highest = Math.max(...shares);
+  assert.notEqual(exitCode, 0, 'the child should have run out of memory');
+  // With V8's heap_size_limit as the divisor (48 + 48 MiB) the share stopped near 0.5 here.
+  assert.ok(highest > 0.9, `highest share before running out of memory: ${highest}`);
+  assert.ok(highest <= 1.05, `highest share before running out of memory: ${highest}`);
+});
