@@ -116,7 +116,10 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
       const { code = '', message = '', retryAfterMs } = answer.error;
       throw new TaskFailedError(code, message, placement, { balancer: address, ...(retryAfterMs !== undefined && Number(retryAfterMs) > 0 ? { retryAfterMs: Number(retryAfterMs) } : {}) });
     }
-    return { taskId: answer.taskId ?? task.id, result: Buffer.from(answer.result ?? Buffer.alloc(0)), placement, balancer: address };
+    const bytes = answer.result ?? Buffer.alloc(0);
+    // The worker's answer is a Buffer already (no copy); a string or other view is converted.
+    const resultBuffer = Buffer.isBuffer(bytes) ? bytes : typeof bytes === 'string' ? Buffer.from(bytes) : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    return { taskId: answer.taskId ?? task.id, result: resultBuffer, placement, balancer: address };
   }
 
   /** HeadroomClient's retry loop, with one "balancer": this client's own engine. */
