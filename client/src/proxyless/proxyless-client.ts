@@ -79,7 +79,11 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
         config,
       );
     } catch (error) {
-      if (isHeadroomError(error)) throw new InvalidTaskError(`${error.code}: ${error.message}`, { balancer: address });
+      if (isHeadroomError(error)) {
+        // Counted as the balancer counts a task it refused before routing.
+        metrics.tasks.inc({ cluster: 'none', priority: 'none', outcome: error.code });
+        throw new InvalidTaskError(`${error.code}: ${error.message}`, { balancer: address });
+      }
       throw error;
     }
   }
