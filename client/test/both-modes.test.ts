@@ -159,6 +159,43 @@ for (const mode of modes) {
     await Promise.all(blockers);
   });
 
+  test(`${mode}: a full queue is tried again after its hint, by the client's retry policy, and the task then runs`, async (t) => {
+    const { fleet, addFront } = await startModeFleet(t, { keptForUserPresentShare: 0 });
+    await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+    const front = await addFront(mode, { maxQueuedTasks: 1 });
+    const blocker = front.submit(request({ payload: json({ sleepMs: 700 }) }));
+    await eventually('blocker runs', 2000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+    const queued = front.submit(request({ payload: json({ sleepMs: 10 }) }));
+    await eventually('one queued', 2000, () => (front.engine().queue.queued === 1 ? true : undefined));
+    const startedAt = Date.now();
+    const retried = await front.submit(request({ deadlineMs: 6000 }));
+    assert.ok(retried.attempts >= 2, `${retried.attempts} calls`);
+    assert.ok(Date.now() - startedAt >= 1000, 'waited the hint (1000 ms) before the second call');
+    assert.equal(retried.placement.workerAttempts, 1);
+    await Promise.all([blocker, queued]);
+    assert.match(await front.registry.metrics(), /^headroom_balancer_queue_full_total [1-9]\d*$/m);
+  });
+
+  test(`${mode}: a task a rollback moved to the baseline and that then fails is counted under the baseline`, async (t) => {
+    const { fleet, addFront } = await startModeFleet(t);
+    // The candidate's only slot is held by a long task; the baseline has no worker.
+    await fleet.addWorker({ cluster: 'candidate', workerId: 'cand-1', maxParallelism: 1 });
+    const front = await addFront(mode, { candidatePercent: 100 });
+    const long = front.submit(request({ payload: json({ sleepMs: 1500 }) }));
+    await eventually('the long task runs', 3000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+    const doomed = front.settle(request({ payload: json({ sleepMs: 10 }), deadlineMs: 1000 }));
+    await eventually('a task queued for the candidate', 3000, () => (front.engine().queue.queued === 1 ? true : undefined));
+    await new OverrideStore(fleet.redis, fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix).change({ operation: 'rollback-all' }, 'test');
+    await eventually('the rollback applied', 3000, () => (front.engine().rerouted === 1 ? true : undefined));
+    // In the baseline queue it finds no worker before its deadline.
+    const failed = await doomed;
+    assert.ok(!failed.ok && failed.error instanceof DeadlineExceededError, JSON.stringify(failed));
+    const metrics = await front.registry.metrics();
+    assert.match(metrics, /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
+    assert.doesNotMatch(metrics, /^headroom_balancer_tasks_total\{cluster="candidate",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\}/m);
+    assert.equal((await long).placement.cluster, 'candidate', 'the running task finished on the candidate');
+  });
+
   test(`${mode}: a rollback is followed (queued tasks move to the baseline, in order) and acknowledged`, async (t) => {
     const { fleet, addFront } = await startModeFleet(t, { keptForUserPresentShare: 0 });
     await fleet.addWorker({ cluster: 'candidate', workerId: 'cand-1', maxParallelism: 1 });
