@@ -13,7 +13,7 @@ export interface SubmitRequest {
   payload?: Uint8Array | string;
   /** Your id for the task, echoed in logs and the answer; a random UUID by default. */
   id?: string;
-  /** Time allowed from now (ms), queueing, retries and running included; defaultDeadlineMs by default. */
+  /** Time allowed from now (ms), queueing, retries and running included; defaultDeadlineMs by default (proxyless: defaultTaskTimeoutMs). */
   deadlineMs?: number;
   /** Aborting it cancels the task: the balancer drops it from its queue or cancels it on its worker. */
   signal?: AbortSignal;
@@ -38,7 +38,7 @@ export interface SubmitResult {
   /** What the handler returned. */
   result: Buffer;
   placement: TaskPlacement;
-  /** The balancer that answered (host:port). */
+  /** The balancer that answered (host:port), or the proxyless client's label (proxyless:<hostname>:<pid>). */
   balancer: string;
   /** Calls made for the task, retries included. */
   attempts: number;
