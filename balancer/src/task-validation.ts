@@ -43,6 +43,14 @@ export function validateSubmit(request: SubmitRequest__Output | UnreadableReques
   }
   const task = request.task;
   if (!task) throw invalidTask('task', 'missing');
+  return validateTask(task, limits, nowMs);
+}
+
+/**
+ * The same checks on a task given without a Submit message (the proxyless client): the same
+ * rules, the same HR_ERR_INVALID_TASK naming the field.
+ */
+export function validateTask(task: Task__Output, limits: TaskLimits, nowMs = Date.now()): ValidTask {
   checkText('task.id', task.id, 128);
   checkText('task.key', task.key, 256);
   if (!integrationPattern.test(task.integration)) {

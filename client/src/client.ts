@@ -1,9 +1,12 @@
-import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { parseConfig, settings } from '@headroom/common';
 import { BalancerService, channelSecurity, clientTlsSchema, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
-import { BalancerUnreachableError, CancelledError, ClientOverloadedError, HeadroomClientError, InvalidTaskError, TaskFailedError, errorFromStatus } from './errors';
-import { retryDelayMs, retryable, type RetryPolicy } from './retry-policy';
+import { BalancerUnreachableError, ClientOverloadedError, HeadroomClientError, TaskFailedError, errorFromStatus } from './errors';
+import { retryDelayMs, retryable, retryPolicySchema, type RetryPolicy } from './retry-policy';
+import { cancelledByCaller, sleepUnlessAborted, taskOf } from './task-request';
+import type { ClientStats, SubmitRequest, SubmitResult, TaskPlacement } from './submit-types';
+
+export type { ClientStats, SubmitRequest, SubmitResult, TaskPlacement, TaskPriority } from './submit-types';
 
 const clientOptionsSchema = z
   .object({
@@ -11,14 +14,7 @@ const clientOptionsSchema = z
     balancers: z.array(settings.hostPort()).min(1, 'expected at least one balancer').max(64, 'expected at most 64 balancers'),
     /** TLS to the balancers (their CA, and a client certificate when they ask for one); plain text without. */
     tls: clientTlsSchema.optional(),
-    retry: z
-      .object({
-        maxAttempts: settings.positiveInt(20).default(4),
-        minDelayMs: settings.positiveInt(60_000).default(100),
-        maxDelayMs: settings.positiveInt(600_000).default(5_000),
-      })
-      .strict()
-      .prefault({}),
+    retry: retryPolicySchema.prefault({}),
     /** The task's deadline when submit is given none (ms from now): the balancer's default task timeout. */
     defaultDeadlineMs: settings.positiveInt(7 * 24 * 3600_000).default(30_000),
     /** Submits under way at most; more are refused at once with ClientOverloadedError. */
@@ -28,64 +24,9 @@ const clientOptionsSchema = z
     /** The largest answer accepted (bytes): a task's result and its envelope. */
     maxReceiveMessageBytes: settings.positiveInt(2 ** 31 - 1).default(64 * 1024 * 1024 + 64 * 1024),
   })
-  .strict()
-  .refine((o) => o.retry.minDelayMs <= o.retry.maxDelayMs, { message: 'retry.minDelayMs must not exceed retry.maxDelayMs', path: ['retry', 'minDelayMs'] });
+  .strict();
 
 export type ClientOptions = z.input<typeof clientOptionsSchema>;
-
-export type TaskPriority = 'USER_PRESENT' | 'BACKGROUND';
-
-export interface SubmitRequest {
-  /** Which integration's handler runs it, e.g. "bank-a". */
-  integration: string;
-  /** The account or item the task concerns. */
-  key: string;
-  /** USER_PRESENT when a person waits for the answer (served first); BACKGROUND by default. */
-  priority?: TaskPriority;
-  /** The handler's input. */
-  payload?: Uint8Array | string;
-  /** Your id for the task, echoed in logs and the answer; a random UUID by default. */
-  id?: string;
-  /** Time allowed from now (ms), queueing, retries and running included; defaultDeadlineMs by default. */
-  deadlineMs?: number;
-  /** Aborting it cancels the task: the balancer drops it from its queue or cancels it on its worker. */
-  signal?: AbortSignal;
-  /** Running it twice is harmless: it may then be sent again after it may have run (a worker or balancer lost). */
-  idempotent?: boolean;
-}
-
-/** Where and how the task ran. */
-export interface TaskPlacement {
-  cluster: string;
-  workerId: string;
-  /** Time it waited in the balancer for a free slot (ms). */
-  queueWaitMs: number;
-  /** Time the handler ran, measured by the worker (ms). */
-  runMs: number;
-  /** Workers the balancer tried (1 when the first took it). */
-  workerAttempts: number;
-}
-
-export interface SubmitResult {
-  taskId: string;
-  /** What the handler returned. */
-  result: Buffer;
-  placement: TaskPlacement;
-  /** The balancer that answered (host:port). */
-  balancer: string;
-  /** Calls made for the task, retries included. */
-  attempts: number;
-}
-
-export interface ClientStats {
-  inFlight: number;
-  submitted: number;
-  succeeded: number;
-  /** Calls sent again after a retryable error. */
-  retries: number;
-  /** Failures by code; codes past the 100th distinct one count under "other". */
-  failedByCode: Record<string, number>;
-}
 
 export interface HeadroomClient {
   /** Runs one task; rejects with a HeadroomClientError subclass (see errors.ts) when it does not succeed. */
@@ -105,7 +46,6 @@ interface Target {
 /** How long after the task's deadline the call itself ends: the balancer answers a coded error at the deadline. */
 const answerGraceMs = 1000;
 const maxCountedCodes = 100;
-const priorities: ReadonlySet<string> = new Set(['USER_PRESENT', 'BACKGROUND']);
 
 export function createClient(options: ClientOptions): HeadroomClient {
   const config = parseConfig('Headroom client options', clientOptionsSchema, options);
@@ -226,51 +166,3 @@ export function createClient(options: ClientOptions): HeadroomClient {
     },
   };
 }
-
-/** The task as sent, or InvalidTaskError naming the field (the balancer checks the limits it alone knows). */
-function taskOf(request: SubmitRequest, defaultDeadlineMs: number): Task & { deadlineUnixMs: number } {
-  const invalid = (field: string, message: string) => new InvalidTaskError(`${field}: ${message}`);
-  if (typeof request !== 'object' || request === null) throw invalid('request', 'expected an object');
-  for (const field of ['integration', 'key'] as const) {
-    if (typeof request[field] !== 'string' || request[field].length === 0) throw invalid(field, `got ${JSON.stringify(request[field])}, expected a non-empty string`);
-  }
-  if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length === 0)) throw invalid('id', `got ${JSON.stringify(request.id)}, expected a non-empty string`);
-  const priority = request.priority ?? 'BACKGROUND';
-  if (!priorities.has(priority)) throw invalid('priority', `got ${JSON.stringify(priority)}, expected USER_PRESENT or BACKGROUND`);
-  const deadlineMs = request.deadlineMs ?? defaultDeadlineMs;
-  if (!Number.isSafeInteger(deadlineMs) || deadlineMs <= 0) throw invalid('deadlineMs', `got ${JSON.stringify(request.deadlineMs)}, expected a whole number of milliseconds > 0`);
-  const { payload } = request;
-  if (payload !== undefined && typeof payload !== 'string' && !(payload instanceof Uint8Array)) throw invalid('payload', 'expected a string or a Uint8Array');
-  if (request.signal !== undefined && !(request.signal instanceof AbortSignal)) throw invalid('signal', 'expected an AbortSignal');
-  return {
-    id: request.id ?? randomUUID(),
-    key: request.key,
-    integration: request.integration,
-    priority,
-    payload: payload === undefined ? Buffer.alloc(0) : typeof payload === 'string' ? Buffer.from(payload) : payload,
-    deadlineUnixMs: Date.now() + deadlineMs,
-    idempotent: request.idempotent === true,
-  };
-}
-
-function cancelledByCaller(signal: AbortSignal, balancer: string | undefined, attempts?: number): CancelledError {
-  const error = new CancelledError('cancelled by the AbortSignal given to submit', { balancer, cause: signal.reason });
-  if (attempts !== undefined) error.attempts = attempts;
-  return error;
-}
-
-/** Resolves true after `ms`, or false as soon as `signal` aborts. */
-function sleepUnlessAborted(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
-  return new Promise((resolve) => {
-    const onAbort = () => {
-      clearTimeout(timer);
-      resolve(false);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve(true);
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-

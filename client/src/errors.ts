@@ -87,6 +87,16 @@ const classByCode = new Map<string, new (message: string, options?: Omit<ErrorOp
 );
 
 /**
+ * The error for a Headroom code (HR_ERR_*): the class for it, or a HeadroomClientError that may
+ * have run for a code this client does not know. The proxyless client gets codes without gRPC.
+ */
+export function errorFromCode(code: string, message: string, options: Omit<ErrorOptions, 'runState'> = {}): HeadroomClientError {
+  const Coded = classByCode.get(code);
+  if (Coded) return new Coded(message, options);
+  return new HeadroomClientError(code, message, { ...options, runState: 'may-have-run' });
+}
+
+/**
  * The error for a failed Submit call. A status without a Headroom code came from the
  * connection or grpc-js, not the balancer: UNAVAILABLE before the call was sent (no connection
  * could be made) means the task was not sent; other such statuses mean it may have run.
@@ -96,9 +106,7 @@ export function errorFromStatus(error: grpc.ServiceError, balancer: string): Hea
   const hint = Number(error.metadata?.get(metadataKeys.retryAfterMs)[0] ?? NaN);
   const options = { balancer, cause: error, ...(Number.isFinite(hint) && hint >= 0 ? { retryAfterMs: hint } : {}) };
   const message = error.details || error.message;
-  const Coded = classByCode.get(code);
-  if (Coded) return new Coded(message, options);
-  if (code !== '') return new HeadroomClientError(code, message, { ...options, runState: 'may-have-run' });
+  if (code !== '') return errorFromCode(code, message, options);
   if (error.code === grpc.status.UNAVAILABLE && notConnected(error.details)) {
     return new BalancerUnreachableError(`balancer ${balancer} could not be reached: ${message}`, options);
   }

@@ -1,4 +1,16 @@
+import { z } from 'zod';
+import { settings } from '@headroom/common';
 import type { HeadroomClientError } from './errors';
+
+/** The retry settings of both clients (through balancers, and proxyless). */
+export const retryPolicySchema = z
+  .object({
+    maxAttempts: settings.positiveInt(20).default(4),
+    minDelayMs: settings.positiveInt(60_000).default(100),
+    maxDelayMs: settings.positiveInt(600_000).default(5_000),
+  })
+  .strict()
+  .refine((r) => r.minDelayMs <= r.maxDelayMs, { message: 'retry.minDelayMs must not exceed retry.maxDelayMs', path: ['minDelayMs'] });
 
 export interface RetryPolicy {
   /** Calls per task at most, the first included (1 = never retry). */
