@@ -14,6 +14,8 @@ function cpuCells(microsPerTask: Partial<Record<CpuGroup, number>> | undefined):
 
 const cpuHeader = `CPU µs/task: ${cpuGroups.join(' / ')}`;
 const busy = (m: Measurement) => (m.machineBusyPercentOfCore === undefined ? '?' : String(m.machineBusyPercentOfCore));
+/** Our processes together, percent of one core over the measured window: the machine's busy share minus this is other work. */
+const ours = (m: Measurement) => (m.cpu ? String(Math.round(Object.values(m.cpu.percentOfCore).reduce((sum, percent) => sum + percent, 0))) : '?');
 
 export function overheadTables(result: OverheadResult): string {
   const labelOf = (target: string) => result.paths.find((path) => path.target === target)?.label ?? target;
@@ -37,7 +39,7 @@ export function overheadTables(result: OverheadResult): string {
     }),
   );
   const ceiling = markdownTable(
-    ['path (closed loop)', 'outstanding', 'tasks/s', 'p50 ms', 'p99 ms', 'failed or dropped', cpuHeader, 'machine busy, % of a core'],
+    ['path (closed loop)', 'outstanding', 'tasks/s', 'p50 ms', 'p99 ms', 'failed or dropped', cpuHeader, 'our processes, % of a core', 'machine busy, % of a core'],
     result.ceiling.runs.map((run) => [
       labelOf(run.target),
       String(run.concurrency),
@@ -46,6 +48,7 @@ export function overheadTables(result: OverheadResult): string {
       run.latency.p99Ms.toFixed(2),
       String(failed(run)),
       cpuCells(run.cpu?.microsPerTask),
+      ours(run),
       busy(run),
     ]),
   );
@@ -69,7 +72,7 @@ export function overheadTables(result: OverheadResult): string {
   return [
     summary,
     '',
-    'Ceiling: closed loop, each path at each number of calls outstanding (direct and HAProxy lanes capped at the workers\' slots).',
+    `Ceiling: closed loop, each path at each number of calls outstanding (direct and HAProxy lanes capped at the workers' slots), after every path ran ${result.settings.ceiling.firstWarmupPerPathMs} ms unmeasured. "Machine busy" minus "our processes" is other work on the machine.`,
     '',
     ceiling,
     '',

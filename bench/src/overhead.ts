@@ -28,6 +28,8 @@ export interface OverheadSettings {
   payloadBytes: number;
   callTimeoutMs: number;
   ceiling: {
+    /** Before the first run: each path under closed-loop load this long, unmeasured, so that no path runs cold (JIT, connections). */
+    firstWarmupPerPathMs: number;
     /** Calls outstanding; a path's ceiling is its best figure over these. */
     concurrencies: readonly number[];
     warmupMs: number;
@@ -52,14 +54,14 @@ export const fullSettings: OverheadSettings = {
   payloadBytes: 16,
   callTimeoutMs: 10_000,
   // 128 = the workers' slots; 64 stays below them; 256 overfills them, so tasks wait in the balancer's queue.
-  ceiling: { concurrencies: [64, 128, 256], warmupMs: 1_000, durationMs: 3_000 },
+  ceiling: { firstWarmupPerPathMs: 2_000, concurrencies: [64, 128, 256], warmupMs: 1_000, durationMs: 3_000 },
   latency: { goalRate: { maxTasksPerSecond: 1_000, shareOfBalancerCeiling: 0.5 }, ceilingShares: [0.25, 0.5, 0.75], repetitions: 3, leadInMs: 500, durationMs: 2_500, maxOutstanding: 2_048 },
 };
 
 /** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */
 export const smokeSettings: OverheadSettings = {
   ...fullSettings,
-  ceiling: { concurrencies: [8], warmupMs: 300, durationMs: 1_500 },
+  ceiling: { firstWarmupPerPathMs: 300, concurrencies: [8], warmupMs: 300, durationMs: 1_500 },
   latency: { goalRate: { maxTasksPerSecond: 100, shareOfBalancerCeiling: 0.5 }, ceilingShares: [], repetitions: 1, leadInMs: 200, durationMs: 1_000, maxOutstanding: 256 },
 };
 
@@ -226,8 +228,14 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
         .map((group) => `${group} ${Math.round(m.cpu!.microsPerTask[group]!)}`)
         .join(', ');
 
-    // 1. Ceiling, each path at each number of calls outstanding.
+    // 1. Ceiling, each path at each number of calls outstanding, after every path has warmed up.
     const capacity = settings.workerCount * settings.maxParallelismPerWorker;
+    for (const path of paths) {
+      const lanes = Math.min(settings.ceiling.concurrencies[0] ?? 1, capacity);
+      const warmupMs = settings.ceiling.firstWarmupPerPathMs;
+      await generator.run({ kind: 'closed', target: path.target, concurrency: lanes, warmupMs, durationMs: 0, maxCalls: Math.ceil((warmupMs / 1000) * 100_000) }, signal);
+    }
+    progress(`each path warmed up for ${settings.ceiling.firstWarmupPerPathMs} ms`);
     const ceilingRuns: CeilingRun[] = [];
     for (const concurrency of settings.ceiling.concurrencies) {
       for (const path of paths) {
