@@ -1,15 +1,18 @@
 /**
  * Keeps the overhead benchmark from rotting: runs it in smoke mode (seconds, tiny load) as
  * its own process, as `npm run bench -- overhead --smoke` would, and checks the JSON it writes.
- * It asserts that figures exist and are sane, never how good they are.
+ * It asserts that every path answered, that the HAProxy path's calls went through HAProxy to
+ * every worker, and that the CPU figures exist and are sane, never how good they are.
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import { findHaproxy } from '../src/fleet/haproxy';
 import type { LatencySummary } from '../src/report/histogram';
-import type { OverheadResult } from '../src/overhead';
+import type { Measurement, OverheadResult } from '../src/overhead';
+import type { CpuGroup } from '../src/overhead-paths';
 import { runSmoke } from './smoke-run';
 
-const timeoutMs = 45_000;
+const timeoutMs = 50_000;
 
 function assertLatency(what: string, latency: LatencySummary): void {
   assert.ok(latency.count > 0, `${what}: no latencies recorded`);
@@ -20,28 +23,75 @@ function assertLatency(what: string, latency: LatencySummary): void {
   assert.ok(latency.p50Ms <= latency.p99Ms && latency.p99Ms <= latency.maxMs * 1.001, `${what}: percentiles out of order ${JSON.stringify(latency)}`);
 }
 
-test('the overhead benchmark runs end to end in smoke mode and writes sane JSON', { timeout: timeoutMs + 15_000 }, async (t) => {
+/** The processes a path's calls pass through, whose CPU time per task must be positive. */
+const busyOn: Record<string, readonly CpuGroup[]> = { direct: ['generator', 'workers'], haproxy: ['generator', 'workers', 'haproxy'], balancer: ['generator', 'workers', 'balancer', 'redis'] };
+
+function assertCpu(what: string, m: Measurement, mustBePositive: boolean): void {
+  assert.ok(m.cpu, `${what}: no CPU figures`);
+  assert.ok(m.cpu.tasks > 0 && m.cpu.windowMs > 0, `${what}: CPU window ${JSON.stringify(m.cpu)}`);
+  for (const group of busyOn[m.target] ?? []) {
+    const micros = m.cpu.microsPerTask[group];
+    assert.ok(micros !== undefined && Number.isFinite(micros) && micros >= 0, `${what}: ${group} CPU µs/task is ${micros}`);
+    // 10 ms ticks: a short window at a low rate may read 0 for a light process, so only the closed-loop runs must be above 0.
+    if (mustBePositive) assert.ok(micros > 0, `${what}: ${group} CPU µs/task is ${micros}`);
+  }
+}
+
+test('the overhead benchmark runs every path end to end in smoke mode and writes sane JSON', { timeout: timeoutMs + 15_000 }, async (t) => {
   const result = await runSmoke<OverheadResult>(t, 'overhead', timeoutMs);
 
   assert.equal(result.benchmark, 'overhead');
   assert.equal(result.mode, 'smoke');
   assert.ok(result.machine.nproc >= 1);
-  assert.ok(result.ceiling.balancerTasksPerSecond > 0, 'no throughput through the balancer');
-  assert.ok(result.ceiling.directTasksPerSecond > 0, 'no throughput straight to the workers');
-  for (const run of result.ceiling.runs) assertLatency(`ceiling ${run.target}`, run.latency);
+  const expected = findHaproxy() ? ['direct', 'haproxy', 'balancer'] : ['direct', 'balancer'];
+  assert.deepEqual(
+    result.paths.map((path) => path.target),
+    expected,
+  );
+  if (!findHaproxy()) assert.ok('skipped' in result.haproxy, 'haproxy is not installed, yet the result does not say its path was skipped');
+
+  for (const target of expected) {
+    const best = result.ceiling.best[target as keyof typeof result.ceiling.best];
+    assert.ok(best && best.tasksPerSecond > 0, `no throughput on the ${target} path`);
+  }
+  for (const run of result.ceiling.runs) {
+    assertLatency(`ceiling ${run.target}`, run.latency);
+    assertCpu(`ceiling ${run.target}`, run, true);
+    if (run.target === 'haproxy') {
+      const requests = run.haproxyRequestsByServer ?? {};
+      assert.equal(Object.keys(requests).length, result.settings.workerCount, `HAProxy's servers: ${JSON.stringify(requests)}`);
+      for (const [server, count] of Object.entries(requests)) assert.ok(count > 0, `HAProxy sent no request to ${server}`);
+      const sent = Object.values(requests).reduce((sum, n) => sum + n, 0);
+      assert.ok(sent >= run.cpu!.tasks, `HAProxy sent ${sent} requests, fewer than the ${run.cpu!.tasks} tasks answered through it`);
+    }
+  }
 
   assert.ok(result.latency.length >= 1, 'no latency level measured');
+  assert.equal(result.latency.filter((level) => level.isGoalLevel).length, 1, 'no goal level');
   for (const level of result.latency) {
     assert.equal(level.repetitions.length, result.settings.latency.repetitions);
-    for (const { direct, balancer } of level.repetitions) {
-      assertLatency(`${level.label} direct`, direct.latency);
-      assertLatency(`${level.label} balancer`, balancer.latency);
-      assert.ok(direct.tasksPerSecond > 0 && balancer.tasksPerSecond > 0);
+    for (const measurements of level.repetitions) {
+      assert.deepEqual(
+        measurements.map((m) => m.target),
+        expected,
+      );
+      for (const m of measurements) {
+        assertLatency(`${level.label} ${m.target}`, m.latency);
+        assert.ok(m.tasksPerSecond > 0, `${level.label} ${m.target}: no task answered`);
+        assertCpu(`${level.label} ${m.target}`, m, false);
+      }
     }
-    assert.ok(Number.isFinite(level.addedP50Ms.median) && Number.isFinite(level.addedP99Ms.median), 'added latency missing');
+    for (const path of level.paths.filter((p) => p.target !== 'direct')) {
+      assert.ok(path.addedP50Ms && Number.isFinite(path.addedP50Ms.median) && path.addedP99Ms && Number.isFinite(path.addedP99Ms.median), `${path.target}: added latency missing`);
+    }
   }
-  assert.deepEqual(
-    result.goals.map((goal) => typeof goal.met),
-    result.goals.map(() => 'boolean'),
+  assert.ok(result.goals.length >= 4, `goals: ${JSON.stringify(result.goals)}`);
+  for (const goal of result.goals) {
+    assert.ok(typeof goal.met === 'boolean' || goal.met === 'stated', `${goal.name}: met is ${goal.met}`);
+    assert.ok(Number.isFinite(goal.measured), `${goal.name}: measured is ${goal.measured}`);
+  }
+  assert.ok(
+    result.goals.some((goal) => goal.name.startsWith('balancer CPU per task') && goal.measured > 0),
+    'no balancer CPU per task goal',
   );
 });

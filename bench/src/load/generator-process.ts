@@ -3,9 +3,9 @@
  * and timing answers never shares an event loop with the benchmark's orchestration.
  * argv[2]: the Targets as JSON. Then it runs the phases it is sent, one at a time.
  */
-import { asTargets, asToGenerator, type FromGenerator, type PhaseSpec, type PhaseResult, type TargetName } from './protocol';
+import { asTargets, asToGenerator, type FromGenerator, type PhaseSpec, type PhaseResult } from './protocol';
 import { closedLoop, openLoop } from './loops';
-import { createTarget, type CallTarget } from './targets';
+import { createTarget, targetNames, type CallTarget, type TargetName } from './targets';
 
 const readyTimeoutMs = 10_000;
 
@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   if (!process.send) throw new Error('load generator: start it with child_process.fork (it needs the IPC channel)');
   const targets = asTargets(process.argv[2]);
   const callTargets = new Map<TargetName, CallTarget>();
-  for (const name of ['direct', 'balancer'] as const) {
+  for (const name of targetNames) {
     const target = createTarget(name, targets);
     if (target) callTargets.set(name, target);
   }
@@ -25,7 +25,8 @@ async function main(): Promise<void> {
 
   const run = async (spec: PhaseSpec, stop: AbortSignal): Promise<PhaseResult> => {
     const target = callTargets.get(spec.target);
-    if (!target) throw new Error(`no ${spec.target} target: the generator was started without ${spec.target === 'direct' ? 'workers' : 'balancers'}`);
+    if (!targetNames.includes(spec.target)) throw new Error(`unknown target ${JSON.stringify(spec.target)}: expected one of ${targetNames.join(', ')}`);
+    if (!target) throw new Error(`no ${spec.target} target: the generator was started without ${spec.target === 'balancer' ? 'balancers' : spec.target === 'haproxy' ? 'an HAProxy' : 'workers'}`);
     return spec.kind === 'closed' ? closedLoop(target.call, spec) : openLoop(target.call, spec, stop);
   };
   // Phases run strictly one after another, even if the parent sent the next one early.

@@ -5,6 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { ClosedLoop, OpenLoop } from '@headroom/sim';
 import { LatencyHistogram } from '../report/histogram';
+import { CpuWindow } from './cpu-window';
 import { PhaseFigures } from './phase-figures';
 import type { ClosedLoopSpec, OpenLoopSpec, PhaseResult } from './protocol';
 import type { Call } from './targets';
@@ -16,6 +17,7 @@ import type { Call } from './targets';
  */
 export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<PhaseResult> {
   const measured = new PhaseFigures(spec.keepLatencies);
+  const cpu = new CpuWindow(spec.cpuOf ?? {});
   const loop = new ClosedLoop({
     lanes: spec.concurrency,
     maxCalls: spec.maxCalls,
@@ -24,16 +26,21 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
       const sentAt = performance.now();
       const outcome = await call(sequence, route);
       const answeredAt = performance.now();
+      if (outcome.ok) cpu.taskDone();
       if (answeredAt >= measureFrom && answeredAt < measureUntil) measured.record(outcome, answeredAt - sentAt);
     },
   });
   const measureFrom = loop.startedAtMs + spec.warmupMs;
   const measureUntil = measureFrom + spec.durationMs;
+  const cpuOpens = setTimeout(() => cpu.open(), Math.max(0, measureFrom - performance.now()));
   let timer: NodeJS.Timeout | undefined;
   const windowEnds = new Promise<void>((resolve) => (timer = setTimeout(resolve, Math.max(0, measureUntil - performance.now()))));
   await Promise.race([loop.finished(), windowEnds]);
+  cpu.close();
+  clearTimeout(cpuOpens);
   clearTimeout(timer);
   loop.stop();
+  const cpuFigures = cpu.figures();
   return {
     spec,
     ...measured.result(),
@@ -42,6 +49,7 @@ export async function closedLoop(call: Call, spec: ClosedLoopSpec): Promise<Phas
     sendLag: new LatencyHistogram().summary(),
     calls: loop.sentCalls,
     elapsedMs: performance.now() - loop.startedAtMs,
+    ...(cpuFigures ? { cpu: cpuFigures } : {}),
   };
 }
 
@@ -57,6 +65,7 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
   const warmupCalls = Math.round(spec.warmupMs / intervalMs);
   const measuredCalls = new PhaseFigures(spec.keepLatencies);
   const sendLag = new LatencyHistogram();
+  const cpu = new CpuWindow(spec.cpuOf ?? {});
   let dropped = 0;
   let lastAnsweredAt = Number.NaN;
   const loop = new OpenLoop({
@@ -78,6 +87,7 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
       if (measured) sendLag.record(performance.now() - dueAt);
       const outcome = await call(sequence, sequence);
       const answeredAt = performance.now();
+      if (outcome.ok) cpu.taskDone();
       if (!measured) return;
       lastAnsweredAt = Number.isNaN(lastAnsweredAt) ? answeredAt : Math.max(lastAnsweredAt, answeredAt);
       measuredCalls.record(outcome, answeredAt - dueAt);
@@ -86,8 +96,13 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
   const stopEarly = () => loop.stop();
   if (stop?.aborted) stopEarly();
   else stop?.addEventListener('abort', stopEarly, { once: true });
+  // From when the first measured call is due until the last call is answered.
+  const cpuOpens = setTimeout(() => cpu.open(), Math.max(0, loop.startedAtMs + warmupCalls * intervalMs - performance.now()));
   await loop.finished();
+  cpu.close();
+  clearTimeout(cpuOpens);
   stop?.removeEventListener('abort', stopEarly);
+  const cpuFigures = cpu.figures();
   const calls = loop.dueCalls(0);
   const firstMeasuredDueAt = calls > warmupCalls ? loop.startedAtMs + warmupCalls * intervalMs : Number.NaN;
   const measuredMs = lastAnsweredAt - firstMeasuredDueAt;
@@ -99,5 +114,6 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
     sendLag: sendLag.summary(),
     calls,
     elapsedMs: performance.now() - loop.startedAtMs,
+    ...(cpuFigures ? { cpu: cpuFigures } : {}),
   };
 }

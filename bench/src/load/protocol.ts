@@ -4,13 +4,20 @@
  */
 import type { LatencySummary } from '../report/histogram';
 
-export type TargetName = 'direct' | 'balancer';
+import type { TargetName } from './targets';
+
+export type { TargetName };
+
+/** The request header that names the HAProxy server (the worker) a call through HAProxy is meant for. */
+export const haproxyWorkerHeader = 'headroom-worker';
 
 export interface Targets {
   /** Balancer calls go to these in turn (the call's route picks one). */
   balancerAddresses: readonly string[];
   /** Direct calls go to these; empty when only the balancers are called. */
   workers: readonly { address: string; cluster: string; workerId: string }[];
+  /** HAProxy in front of `workers`: its address, and its server name for each of them, in their order (see fleet/haproxy.ts). */
+  haproxy?: { address: string; serverNames: readonly string[] };
   task: TaskTemplate;
   /** Each task's own deadline, from when it is sent; the gRPC call's is that or a second later (see callDeadlineMarginMs). */
   callTimeoutMs: number;
@@ -91,6 +98,8 @@ export interface ClosedLoopSpec {
   maxCalls: number;
   /** Return every latency by integration too (at most maxKeptLatencies), to pool several phases' tasks. */
   keepLatencies?: boolean;
+  /** Processes (name → pid) whose CPU time over the measured window the result gives (PhaseResult.cpu). */
+  cpuOf?: Record<string, number>;
 }
 
 /**
@@ -107,6 +116,8 @@ export interface OpenLoopSpec {
   maxOutstanding: number;
   /** Return every latency by integration too (at most maxKeptLatencies), to pool several phases' tasks. */
   keepLatencies?: boolean;
+  /** Processes (name → pid) whose CPU time over the measured window the result gives (PhaseResult.cpu). */
+  cpuOf?: Record<string, number>;
 }
 
 export type PhaseSpec = ClosedLoopSpec | OpenLoopSpec;
@@ -134,6 +145,17 @@ export interface PhaseResult {
   byPriority: Record<string, IntegrationFigures>;
   /** Where the measured tasks waited (balancer calls). */
   queued: QueuedFigures;
+  /** With `cpuOf`: the processes' CPU time from the start of the measured window to its end (see cpu-window.ts). */
+  cpu?: CpuWindowFigures;
+}
+
+/** CPU time of some processes over a window, and the tasks answered with a result in it. */
+export interface CpuWindowFigures {
+  windowMs: number;
+  /** Successful calls answered between the window's two readings. */
+  tasks: number;
+  /** Per process (user + system, all threads, from /proc/<pid>/stat; 10 ms ticks); missing when it could not be read. */
+  cpuMsByProcess: Record<string, number>;
 }
 
 /** `stop` ends an open-loop phase early: no further calls are sent, and the answer comes once the outstanding ones are answered. */
@@ -157,7 +179,7 @@ export function asToGenerator(value: unknown): ToGenerator | undefined {
   if (isRecord(value) && value.type === 'stop' && typeof value.id === 'number') return { type: 'stop', id: value.id };
   if (!isRecord(value) || value.type !== 'run' || typeof value.id !== 'number' || !isRecord(value.spec)) return undefined;
   const spec = value.spec;
-  if ((spec.kind !== 'closed' && spec.kind !== 'open') || (spec.target !== 'direct' && spec.target !== 'balancer')) return undefined;
+  if ((spec.kind !== 'closed' && spec.kind !== 'open') || typeof spec.target !== 'string') return undefined;
   return value as ToGenerator;
 }
 
@@ -184,6 +206,7 @@ export function asTargets(value: string | undefined): Targets {
     typeof task.integration !== 'string' ||
     typeof task.payload !== 'string' ||
     typeof parsed.callTimeoutMs !== 'number' ||
+    (parsed.haproxy !== undefined && !(isRecord(parsed.haproxy) && typeof parsed.haproxy.address === 'string' && Array.isArray(parsed.haproxy.serverNames))) ||
     (task.integrationMix !== undefined && !isMix(task.integrationMix, (entry) => typeof entry.name === 'string')) ||
     (task.priorityMix !== undefined && !isMix(task.priorityMix, (entry) => isPriority(entry.priority))) ||
     (task.priority !== undefined && !isPriority(task.priority))

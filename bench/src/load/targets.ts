@@ -1,7 +1,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { WorkerService, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
 import { connectBalancer, errorCodeOf, submitTask, type PlacementFigures, type SubmitAnswer } from '@headroom/sim';
-import type { Priority, TargetName, Targets, TaskTemplate } from './protocol';
+import { haproxyWorkerHeader, type Priority, type Targets, type TaskTemplate } from './protocol';
 
 /** How a call ended, the integration and priority of its task, and (through a balancer) its placement. */
 export type CallOutcome = ({ ok: true; placement?: PlacementFigures } | { ok: false; code: string }) & { integration: string; priority: Priority };
@@ -58,38 +58,76 @@ export function priorityPicker(task: TaskTemplate): (sequence: number) => Priori
   return (sequence) => cycle[sequence % cycle.length]!;
 }
 
-/** The target `name` of `targets`; undefined when it has nothing to call. */
-export function createTarget(name: TargetName, targets: Targets): CallTarget | undefined {
-  const integrationOf = integrationPicker(targets.task);
-  const priorityOf = priorityPicker(targets.task);
-  const payload = Buffer.from(targets.task.payload);
-  const runId = `${process.pid}-${++runCounter}`;
-  const { callTimeoutMs } = targets;
+interface CallSettings {
+  integrationOf: (sequence: number) => string;
+  priorityOf: (sequence: number) => Priority;
+  payload: Buffer;
+  runId: string;
+  callTimeoutMs: number;
+}
 
-  if (name === 'balancer') {
-    const clients = targets.balancerAddresses.map(connectBalancer);
-    if (clients.length === 0) return undefined;
-    return {
-      call: async (sequence, route) => {
-        const integration = integrationOf(sequence);
-        const priority = priorityOf(sequence);
-        const outcome = await submitBenchTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
-        if (!outcome.ok) return { ...outcome, integration, priority };
-        return { ok: true, integration, priority, ...(outcome.placement ? { placement: outcome.placement } : {}) };
-      },
-      waitForReady: async (timeoutMs) => {
-        await Promise.all(clients.map((client) => waitForReady(client, timeoutMs)));
-      },
-      close: () => {
-        for (const client of clients) client.close();
-      },
-    };
-  }
-
+/**
+ * How the generator calls each target (direct: the workers straight; haproxy: HAProxy in front of
+ * them; balancer: the balancers); undefined when `targets` gives it nothing to call. A new path
+ * (another proxy, a client library) is one more entry here.
+ */
+const targetFactories = {
+  balancer: balancerTarget,
   // Straight to the workers, as the balancer would call them but without a ledger lease:
   // the worker accepts any non-empty lease id, and releasing an unknown lease is a no-op.
-  const workers = targets.workers.map((worker) => ({ cluster: worker.cluster, workerId: worker.workerId, client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient }));
-  if (workers.length === 0) return undefined;
+  direct: (targets, settings) => workerTarget(targets, settings),
+  // The same calls through HAProxy, each naming its worker's HAProxy server (fleet/haproxy.ts says why).
+  haproxy: (targets, settings) => (targets.haproxy ? workerTarget(targets, settings, targets.haproxy) : undefined),
+} satisfies Record<string, (targets: Targets, settings: CallSettings) => CallTarget | undefined>;
+
+export type TargetName = keyof typeof targetFactories;
+export const targetNames = Object.keys(targetFactories) as TargetName[];
+
+/** The target `name` of `targets`; undefined when it has nothing to call. */
+export function createTarget(name: TargetName, targets: Targets): CallTarget | undefined {
+  return targetFactories[name](targets, {
+    integrationOf: integrationPicker(targets.task),
+    priorityOf: priorityPicker(targets.task),
+    payload: Buffer.from(targets.task.payload),
+    runId: `${process.pid}-${++runCounter}`,
+    callTimeoutMs: targets.callTimeoutMs,
+  });
+}
+
+function balancerTarget(targets: Targets, { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings): CallTarget | undefined {
+  const clients = targets.balancerAddresses.map(connectBalancer);
+  if (clients.length === 0) return undefined;
+  return {
+    call: async (sequence, route) => {
+      const integration = integrationOf(sequence);
+      const priority = priorityOf(sequence);
+      const outcome = await submitBenchTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
+      if (!outcome.ok) return { ...outcome, integration, priority };
+      return { ok: true, integration, priority, ...(outcome.placement ? { placement: outcome.placement } : {}) };
+    },
+    waitForReady: async (timeoutMs) => {
+      await Promise.all(clients.map((client) => waitForReady(client, timeoutMs)));
+    },
+    close: () => {
+      for (const client of clients) client.close();
+    },
+  };
+}
+
+/**
+ * Worker.Execute on the workers, the route picking the worker; through `proxy` when given (one
+ * connection to it, each call naming its worker's server in the proxy's header).
+ */
+function workerTarget(targets: Targets, { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings, proxy?: { address: string; serverNames: readonly string[] }): CallTarget | undefined {
+  if (targets.workers.length === 0) return undefined;
+  if (proxy && proxy.serverNames.length !== targets.workers.length) throw new Error(`load generator: ${proxy.serverNames.length} proxy server names for ${targets.workers.length} workers`);
+  const proxyClient = proxy ? (new WorkerService(proxy.address, grpc.credentials.createInsecure()) as WorkerClient) : undefined;
+  const workers = targets.workers.map((worker, index) => {
+    const metadata = new grpc.Metadata();
+    if (proxy) metadata.set(haproxyWorkerHeader, proxy.serverNames[index]!);
+    return { cluster: worker.cluster, workerId: worker.workerId, metadata, client: proxyClient ?? (new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient) };
+  });
+  const clients = proxyClient ? [proxyClient] : workers.map((worker) => worker.client);
   return {
     call: (sequence, route) =>
       new Promise((resolve) => {
@@ -99,17 +137,17 @@ export function createTarget(name: TargetName, targets: Targets): CallTarget | u
         const priority = priorityOf(sequence);
         const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), deadlineUnixMs };
         const request = { task, leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
-        worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
+        worker.client.execute(request, worker.metadata, { deadline: deadlineUnixMs }, (error, response) => {
           if (error) return resolve({ ok: false, code: errorCodeOf(error).code, integration, priority });
           if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR', integration, priority });
           resolve({ ok: true, integration, priority });
         });
       }),
     waitForReady: async (timeoutMs) => {
-      await Promise.all(workers.map((worker) => waitForReady(worker.client, timeoutMs)));
+      await Promise.all(clients.map((client) => waitForReady(client, timeoutMs)));
     },
     close: () => {
-      for (const worker of workers) worker.client.close();
+      for (const client of clients) client.close();
     },
   };
 }
