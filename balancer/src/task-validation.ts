@@ -1,6 +1,6 @@
 import { UnreadableRequest, type Priority, type SubmitRequest__Output, type Task__Output } from '@headroom/proto';
-import type { HeadroomError } from '@headroom/common';
-import { invalidTask } from './errors';
+import { HeadroomError } from '@headroom/common';
+import { balancerErrorCodes, invalidTask } from './errors';
 
 export interface TaskLimits {
   maxPayloadBytes: number;
@@ -67,7 +67,11 @@ export function validateTask(task: Task__Output, limits: TaskLimits, nowMs = Dat
     throw invalidTask('task.deadlineUnixMs', `got ${deadlineUnixMs}, expected Unix milliseconds, or 0 for the default timeout`);
   }
   if (deadlineUnixMs === 0) deadlineUnixMs = nowMs + limits.defaultTaskTimeoutMs;
-  else if (deadlineUnixMs <= nowMs) throw invalidTask('task.deadlineUnixMs', `${deadlineUnixMs} is ${nowMs - deadlineUnixMs} ms in the past`);
+  else if (deadlineUnixMs <= nowMs) {
+    // A well-formed deadline that passed on the way (a client's retry sent just before it, or
+    // clocks apart) has expired, as gRPC would say of its own deadline: not a malformed task.
+    throw new HeadroomError(balancerErrorCodes.deadlineExceeded, `task.deadlineUnixMs: the deadline passed ${nowMs - deadlineUnixMs} ms before the task arrived (${deadlineUnixMs})`);
+  }
   else if (deadlineUnixMs > nowMs + limits.maxTaskTimeoutMs) {
     throw invalidTask('task.deadlineUnixMs', `${deadlineUnixMs} is more than ${limits.maxTaskTimeoutMs} ms (maxTaskTimeoutMs) ahead`);
   }

@@ -22,7 +22,6 @@ test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', 
     ['unspecified priority', { priority: 'PRIORITY_UNSPECIFIED' }, 'task.priority'],
     ['unknown priority', { priority: 7 as unknown as 'BACKGROUND' }, 'task.priority'],
     ['payload over the limit', { payload: Buffer.alloc(1001) }, 'task.payload'],
-    ['deadline in the past', { deadlineUnixMs: Date.now() - 1000 }, 'task.deadlineUnixMs'],
     ['negative deadline', { deadlineUnixMs: -5 }, 'task.deadlineUnixMs'],
     ['absurd deadline', { deadlineUnixMs: Date.now() + 365 * 24 * 3600_000 }, 'task.deadlineUnixMs'],
   ];
@@ -33,12 +32,19 @@ test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', 
     assert.equal(result.code, 'HR_ERR_INVALID_TASK', name);
     assert.ok(result.details.includes(field), `${name}: "${result.details}" does not name ${field}`);
   }
+  // A deadline that passed is not malformed: it expired (a retry can arrive just after it).
+  const expired = await submit(client, task({ deadlineUnixMs: Date.now() - 1000 }));
+  assert.ok(!expired.ok);
+  assert.equal(expired.status, grpc.status.DEADLINE_EXCEEDED, expired.details);
+  assert.equal(expired.code, 'HR_ERR_DEADLINE_EXCEEDED');
+  assert.match(expired.details, /task\.deadlineUnixMs: the deadline passed \d+ ms before the task arrived/);
   const noTask = await new Promise<grpc.ServiceError | null>((resolve) => client.submit({}, (error) => resolve(error)));
   assert.equal(noTask?.code, grpc.status.INVALID_ARGUMENT);
   assert.match(noTask!.details, /task: missing/);
   assert.equal(worker.stats().completed + worker.stats().failed, 0, 'no malformed task reached a worker');
   assert.equal(fleet.balancers[0]!.stats().queue.queued, 0);
-  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 13$/m);
+  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 12$/m);
+  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",priority="none",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
   // A good task still works afterwards.
   assert.ok((await submit(client, task())).ok);
 });

@@ -76,13 +76,14 @@ const payloadField: fc.Arbitrary<FieldCase> = mostlyValid<FieldCase>(
 );
 
 /** Deadlines relative to when the case runs: generated as offsets, encoded at send time. */
-type DeadlineCase = { offsetMs: bigint | null; absolute?: bigint; valid: boolean; label: string };
+// An expired deadline (well formed, passed) is refused as DEADLINE_EXCEEDED, not as malformed.
+type DeadlineCase = { offsetMs: bigint | null; absolute?: bigint; valid: boolean; expired?: true; label: string };
 const deadlineField: fc.Arbitrary<DeadlineCase> = mostlyValid<DeadlineCase>(
   fc.oneof(
     fc.constant({ offsetMs: null, valid: true, label: 'deadline default' }),
     fc.bigInt({ min: 5_000n, max: BigInt(maxTaskTimeoutMs - 5_000) }).map((ms) => ({ offsetMs: ms, valid: true, label: `deadline in ${ms} ms` })),
   ),
-  fc.bigInt({ min: -(10n ** 9n), max: -1_000n }).map((ms) => ({ offsetMs: ms, valid: false, label: `deadline ${-ms} ms ago` })),
+  fc.bigInt({ min: -(10n ** 9n), max: -1_000n }).map((ms) => ({ offsetMs: ms, valid: false, expired: true as const, label: `deadline ${-ms} ms ago` })),
   fc.bigInt({ min: BigInt(maxTaskTimeoutMs + 10_000), max: 10n ** 12n }).map((ms) => ({ offsetMs: ms, valid: false, label: `deadline in ${ms} ms` })),
   fc.bigInt({ min: -(2n ** 63n), max: -1n }).map((value) => ({ offsetMs: null, absolute: value, valid: false, label: `deadline ${value}` })),
   fc.constant({ offsetMs: null, absolute: 2n ** 63n - 1n, valid: false, label: 'deadline int64 max' }),
@@ -135,6 +136,12 @@ test('fuzz: any malformed task gets INVALID_ARGUMENT naming the first bad field;
           return;
         }
         assert.ok(error, `accepted a task with ${firstBad[1].label} (${description})`);
+        if (firstBad[1] === deadline && deadline.expired) {
+          assert.equal(error.code, grpc.status.DEADLINE_EXCEEDED, `${description}: ${grpc.status[error.code]} ${error.details}`);
+          assert.ok(error.details.startsWith('HR_ERR_DEADLINE_EXCEEDED: task.deadlineUnixMs:'), `${description}: "${error.details}"`);
+          refused++;
+          return;
+        }
         assert.equal(error.code, grpc.status.INVALID_ARGUMENT, `${description}: ${grpc.status[error.code]} ${error.details}`);
         assert.ok(error.details.startsWith(`HR_ERR_INVALID_TASK: ${firstBad[0]}:`), `${description}: "${error.details}" should name ${firstBad[0]}`);
         assert.equal(String(error.metadata.get('headroom-error-code')[0]), 'HR_ERR_INVALID_TASK');
