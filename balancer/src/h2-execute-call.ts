@@ -174,7 +174,7 @@ export class H2ExecuteCall {
     if (code === status.OK) {
       if (this.response) return resolve({ kind: 'done', response: this.response });
       code = status.UNIMPLEMENTED;
-      details = 'No message received';
+      details = this.reader.partial ? 'the stream ended inside the response message' : 'No message received';
     }
     // As WorkerChannels maps grpc-js's errors.
     if (signal.aborted) return resolve({ kind: 'cancelled', started });

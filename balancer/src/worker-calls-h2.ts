@@ -34,18 +34,26 @@ class WorkerConnection implements CallConnection {
     readonly session: http2.ClientHttp2Session,
     private readonly keepaliveTimeMs: number,
     private readonly ended: (connection: WorkerConnection) => void,
-    failed: (connection: WorkerConnection) => void,
+    private readonly failed: (connection: WorkerConnection) => void,
   ) {
     // Held open only while calls run (see callStarted): an idle connection keeps no process alive.
     session.unref();
-    const fail = (why: string) => {
-      this.failure ??= why;
-      this.stopKeepalive();
-      failed(this);
-    };
-    session.on('error', (error: Error) => fail(error.message));
-    session.on('goaway', (code: number) => fail(`the worker sent GOAWAY (code ${code})`));
-    session.on('close', () => fail('the connection closed'));
+    session.on('error', (error: Error) => this.fail(error.message));
+    session.on('goaway', (code: number) => this.fail(`the worker sent GOAWAY (code ${code})`));
+    session.on('close', () => this.fail('the connection closed'));
+  }
+
+  /** False once the session failed, closed or went away (its events may come after its streams'). */
+  get usable(): boolean {
+    return this.failure === undefined && !this.session.closed && !this.session.destroyed;
+  }
+
+  /** Records why it failed and leaves the cache, before its streams end: a call retried at once connects anew. */
+  fail(why: string): void {
+    if (this.failure !== undefined) return;
+    this.failure = why;
+    this.stopKeepalive();
+    this.failed(this);
   }
 
   callStarted(): void {
@@ -69,17 +77,22 @@ class WorkerConnection implements CallConnection {
 
   private ping(): void {
     if (this.pingTimer || this.session.destroyed) return;
-    this.pingTimer = setTimeout(() => this.session.destroy(new Error(`no answer to a keepalive ping in ${keepaliveTimeoutMs} ms`)), keepaliveTimeoutMs);
+    this.pingTimer = setTimeout(() => this.destroy(`no answer to a keepalive ping in ${keepaliveTimeoutMs} ms`), keepaliveTimeoutMs);
     this.pingTimer.unref();
     try {
       this.session.ping((error) => {
         clearTimeout(this.pingTimer);
         this.pingTimer = undefined;
-        if (error && !this.session.destroyed) this.session.destroy(error);
+        if (error) this.destroy(`keepalive ping failed: ${error.message}`);
       });
     } catch (error) {
-      this.session.destroy(error as Error);
+      this.destroy(`keepalive ping failed: ${(error as Error).message}`);
     }
+  }
+
+  private destroy(why: string): void {
+    this.fail(why);
+    if (!this.session.destroyed) this.session.destroy();
   }
 
   private stopKeepalive(): void {
@@ -163,9 +176,8 @@ export class WorkerCallsH2 implements WorkerCalls {
       try {
         stream = connection.session.request(executeHeaders(msLeft), { endStream: false });
       } catch (error) {
-        // The session closed or went away before its events were seen: it is of no more use.
-        connection.failure ??= (error as Error).message;
-        this.forget(connection);
+        // The session failed between the check above and now: it is of no more use.
+        connection.fail((error as Error).message);
         onStartedOrEnded?.();
         return resolve({ kind: 'not-started', unreachable: true, code: '', message: `the connection to the worker failed: ${(error as Error).message}` });
       }
@@ -176,6 +188,10 @@ export class WorkerCallsH2 implements WorkerCalls {
 
   private connection(address: string): WorkerConnection {
     let connection = this.connections.get(address) ?? this.closing.get(address);
+    if (connection && !connection.usable) {
+      connection.fail('the connection closed');
+      connection = undefined;
+    }
     if (connection) {
       this.connections.delete(address);
       this.closing.delete(address);
