@@ -128,7 +128,7 @@ export class H2ExecuteCall {
     // No status: the stream was reset, or the connection under it failed.
     const { session, failure } = this.connection;
     if (failure !== undefined || session.destroyed || isConnectionError(this.streamError)) {
-      return this.finish(status.UNAVAILABLE, `the connection to the worker failed: ${this.streamError?.message ?? failure ?? 'it closed'}`, '');
+      return this.finish(status.UNAVAILABLE, `the connection to the worker failed: ${this.streamError?.message ?? failure ?? 'it closed before the worker answered'}`, '');
     }
     const rstCode = this.stream.rstCode ?? 0;
     if (rstCode === NGHTTP2_REFUSED_STREAM) return this.finish(status.UNAVAILABLE, 'Stream refused by server', '');
