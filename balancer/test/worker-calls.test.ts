@@ -134,6 +134,22 @@ for (const implementation of implementations) {
     assert.deepEqual(await call('echo', Buffer.alloc(0), { signal: before.signal }), { kind: 'cancelled', started: false });
   });
 
+  test(`${name}: a worker that drains answers its running task, refuses new ones, then goes away: unreachable`, async (t) => {
+    const { worker, call, held, heldCount, calls } = await setUp(t, create);
+    const running = call('hold');
+    await heldCount(1);
+    const closed = worker.close();
+    const refused = await call('echo');
+    assert.deepEqual(refused, { kind: 'not-started', unreachable: false, code: 'HR_ERR_WORKER_DRAINING', message: `worker ${worker.workerId} is draining` });
+    held[0]!.release();
+    assert.equal((await running).kind, 'done');
+    await closed;
+    const gone = await call('echo');
+    assert.ok(gone.kind === 'not-started' && gone.unreachable && gone.code === '', JSON.stringify(gone));
+    calls.keepOnly(new Set());
+    assert.equal(calls.size, 0);
+  });
+
   test(`${name}: a response over the receive limit ends the call (lost, it had started) with a clear message; the next call works`, async (t) => {
     const { call } = await setUp(t, create, { maxSendMessageBytes: 64 * 1024 });
     const outcome = await call('big', uint32(100_000));

@@ -60,6 +60,16 @@ for (const implementation of implementations) {
     assert.equal(channels.size, 0, 'idle, it closes at once');
   });
 
+  test(`${implementation.name}: closeAll lets the calls under way finish, and opens nothing more`, async (t) => {
+    const { channels, run, started, finishAll } = await setUp(t, create);
+    const running = run();
+    await started(1);
+    channels.closeAll();
+    assert.equal(channels.size, 0);
+    finishAll();
+    assert.equal((await running).kind, 'done');
+  });
+
   test(`${implementation.name}: beyond maxChannels the least recently used channel closes, once its calls have ended`, async (t) => {
     const fleet = await startFleet(t);
     const waiting: Array<() => void> = [];
