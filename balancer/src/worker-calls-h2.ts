@@ -171,13 +171,15 @@ export class WorkerCallsH2 implements WorkerCalls {
         onStartedOrEnded?.();
         return resolve({ kind: 'not-started', unreachable: false, code: '', message: `Attempted to send message with a size larger than ${this.options.maxSendMessageBytes}` });
       }
-      const connection = this.connection(address);
+      let connection: WorkerConnection | undefined;
       let stream: http2.ClientHttp2Stream;
       try {
+        connection = this.connection(address);
         stream = connection.session.request(executeHeaders(msLeft), { endStream: false });
       } catch (error) {
-        // The session failed between the check above and now: it is of no more use.
-        connection.fail((error as Error).message);
+        // An address http2.connect cannot parse, or a session that failed since it was checked
+        // (of no more use): as grpc-js, UNAVAILABLE.
+        connection?.fail((error as Error).message);
         onStartedOrEnded?.();
         return resolve({ kind: 'not-started', unreachable: true, code: '', message: `the connection to the worker failed: ${(error as Error).message}` });
       }

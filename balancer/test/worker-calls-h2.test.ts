@@ -102,3 +102,11 @@ test('TLS settings are read and checked when built: the errors name the setting'
   assert.throws(() => http2ClientTls({ caFile: file('server.ext') }, 'workerTls'), /workerTls\.caFile: .*server\.ext is not a PEM file/);
   assert.throws(() => http2ClientTls({ caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('server.key') }, 'workerTls'), /workerTls: .*key values mismatch/);
 });
+
+test('an address that does not parse is not-started, unreachable, and leaves nothing open', async (t) => {
+  const calls = workerCalls(t);
+  const outcome = await execute(calls, 'not an address');
+  assert.ok(outcome.kind === 'not-started' && outcome.unreachable && outcome.code === '', JSON.stringify(outcome));
+  assert.match(outcome.message, /Invalid URL/);
+  assert.equal(calls.size, 0);
+});
