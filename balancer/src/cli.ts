@@ -29,6 +29,7 @@ const optionSpecs: readonly OptionSpec[] = [
   { key: 'defaultTaskTimeoutMs', flag: 'default-task-timeout-ms', env: 'HEADROOM_DEFAULT_TASK_TIMEOUT_MS', valueName: 'MS', description: 'deadline of a task that has none (default 30000)' },
   { key: 'maxTaskTimeoutMs', flag: 'max-task-timeout-ms', env: 'HEADROOM_MAX_TASK_TIMEOUT_MS', valueName: 'MS', description: 'farthest deadline accepted (default 3600000)' },
   { key: 'maxDispatchAttempts', flag: 'max-dispatch-attempts', env: 'HEADROOM_MAX_DISPATCH_ATTEMPTS', valueName: 'N', description: 'workers tried for one task (default 3)' },
+  { key: 'workerTransport', flag: 'worker-transport', env: 'HEADROOM_WORKER_TRANSPORT', valueName: 'NAME', description: 'http2 | grpc-js: how Worker/Execute is called (default http2: gRPC framed over node:http2, about half the CPU per task of grpc-js)' },
   { key: 'ejectAfterConnectFailures', flag: 'eject-after-connect-failures', env: 'HEADROOM_EJECT_AFTER_CONNECT_FAILURES', valueName: 'N', description: 'failures in a row to connect to a worker after which every balancer skips it until a health check passes; 0 never (default 3)' },
   { key: 'ejectionBackoffMs', flag: 'ejection-backoff-ms', env: 'HEADROOM_EJECTION_BACKOFF_MS', valueName: 'MS', description: 'first time an ejected worker is skipped before its health check, doubled each time it fails (default 10000)' },
   { key: 'maxEjectionBackoffMs', flag: 'max-ejection-backoff-ms', env: 'HEADROOM_MAX_EJECTION_BACKOFF_MS', valueName: 'MS', description: 'longest that doubling goes (default 300000)' },

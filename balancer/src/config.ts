@@ -53,6 +53,12 @@ export const balancerOptionsSchema = z
     tls: serverTlsSchema.optional(),
     /** TLS towards the workers: the CA of their certificates, and this balancer's own certificate when they require one. */
     workerTls: clientTlsSchema.optional(),
+    /**
+     * How the balancer calls Worker/Execute: `http2`, gRPC framed by hand over one node:http2
+     * session per worker (about half grpc-js's CPU per call, bench/RESULTS.md overhead), or
+     * `grpc-js`, one grpc-js channel per worker. Same outcomes either way. @default http2
+     */
+    workerTransport: z.enum(['http2', 'grpc-js'], { error: 'expected http2 or grpc-js' }).default('http2'),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
     /** Consecutive failures to connect to a worker after which it is marked unreachable in the ledger (every balancer skips it); 0 never marks. @default 3 */

@@ -4,7 +4,7 @@ import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, once, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, maxLeasesWaiting, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
 import type { FlagClient } from '@headroom/flags';
-import { channelSecurity } from '@headroom/proto';
+import { channelSecurity, http2ClientTls } from '@headroom/proto';
 import { Admission } from './admission';
 import type { BalancerConfig } from './config';
 import { Dispatcher, type DispatchResult, type WorkerCalls } from './dispatch';
@@ -16,6 +16,7 @@ import { FlagRouter } from './routing/flag-router';
 import { OverrideFollower } from './routing/override-follower';
 import type { ClusterRouter } from './routing/cluster-router';
 import type { ValidTask } from './task-validation';
+import { WorkerCallsH2 } from './worker-calls-h2';
 import { WorkerChannels, type WorkerChannelsOptions } from './worker-channels';
 import { WorkerDirectory } from './worker-directory';
 import { WorkerEjection, processTimer, workerHealthCheck } from './worker-ejection';
@@ -52,7 +53,7 @@ export interface DispatchEngineDependencies {
   router?: ClusterRouter;
   /** Where the metrics go; a registry of its own by default. */
   registry?: Registry;
-  /** Calls to workers; WorkerChannels (one cached grpc-js channel per worker) by default. */
+  /** Calls to workers; by default as config.workerTransport says (WorkerCallsH2, or WorkerChannels over grpc-js). */
   workerCalls?: WorkerCallsSource;
 }
 
@@ -126,7 +127,11 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     logger,
   });
   const channelOptions: WorkerChannelsOptions = { maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024, maxChannels: config.maxWorkerChannels, security: workerSecurity };
-  const source = deps.workerCalls ?? ((options: WorkerChannelsOptions) => new WorkerChannels(options));
+  const source =
+    deps.workerCalls ??
+    (config.workerTransport === 'http2'
+      ? (options: WorkerChannelsOptions) => new WorkerCallsH2({ maxSendMessageBytes: options.maxSendMessageBytes, maxChannels: options.maxChannels, tls: http2ClientTls(config.workerTls, 'workerTls') })
+      : (options: WorkerChannelsOptions) => new WorkerChannels(options));
   // Only calls the engine made itself are its to close.
   const ownsWorkerCalls = typeof source === 'function';
   const workerCalls: ManagedWorkerCalls = typeof source === 'function' ? source(channelOptions) : source;

@@ -51,7 +51,6 @@ export const profileLimits = {
 } as const;
 
 export { addHealthService, checkHealth, type HealthStatus } from './health';
-export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
+export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, http2ClientTls, type Http2ClientTls, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
 export * from './tls-options';
 export { UnreadableRequest, withTolerantDeserializers, receiveLimitInterceptor, type ReceiveLimitOptions } from './unreadable-requests';
-export { http2ClientTls, type Http2ClientTls } from './http2-tls';

@@ -60,6 +60,32 @@ export function channelSecurity(tls: ClientTls | undefined, field: string): Chan
   };
 }
 
+/** What `http2.connect('https://…', options)` needs of a ClientTls: the files read, the pair checked. */
+export interface Http2ClientTls {
+  ca: Buffer;
+  cert?: Buffer;
+  key?: Buffer;
+  /** The name the servers' certificates carry, when it is not the host dialled. */
+  servername?: string;
+}
+
+/**
+ * The TLS options of a node:http2 client for `tls` (undefined: plain text), as channelSecurity
+ * gives them to grpc-js. `field` names the setting in errors, e.g. "workerTls". Files are read
+ * once, now; a key that does not match its certificate is found now, not at the first connect.
+ */
+export function http2ClientTls(tls: ClientTls | undefined, field: string): Http2ClientTls | undefined {
+  if (!tls) return undefined;
+  const options: Http2ClientTls = { ca: readPem(`${field}.caFile`, tls.caFile) };
+  if (tls.certFile !== undefined && tls.keyFile !== undefined) {
+    options.cert = readPem(`${field}.certFile`, tls.certFile);
+    options.key = readPem(`${field}.keyFile`, tls.keyFile);
+  }
+  if (tls.serverName !== undefined) options.servername = tls.serverName;
+  if (options.cert && options.key) built(field, () => checkPair(options.key!, options.cert!, options.ca));
+  return options;
+}
+
 function readPem(field: string, file: string): Buffer {
   let content: Buffer;
   try {
