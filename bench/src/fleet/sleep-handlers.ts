@@ -7,12 +7,24 @@
  *   HEADROOM_BENCH_MAX_SLEEP_MS     the longest wait
  *   HEADROOM_BENCH_SLEEP_FACTORS    optional, JSON {"bank-b": 3}: an integration whose waits are
  *                                   that many times longer (its median too; still at most the longest)
+ *   HEADROOM_BENCH_SLEEP_BY_TASK    optional, 1: the draw is a function of the task's sequence
+ *                                   number (the end of its id, as the load generator numbers a
+ *                                   phase's tasks), not of Math.random: every phase of the same
+ *                                   rate and length runs the same tasks, so two policies'
+ *                                   latencies differ by their placement only (common random
+ *                                   numbers), not by which of them drew the longer tail
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HandlerMap } from '@headroom/worker';
 import { logNormal } from '@headroom/sim';
 
-export const sleepEnv = { medianMs: 'HEADROOM_BENCH_MEDIAN_SLEEP_MS', sigma: 'HEADROOM_BENCH_SLEEP_SIGMA', maxMs: 'HEADROOM_BENCH_MAX_SLEEP_MS', factorByIntegration: 'HEADROOM_BENCH_SLEEP_FACTORS' } as const;
+export const sleepEnv = {
+  medianMs: 'HEADROOM_BENCH_MEDIAN_SLEEP_MS',
+  sigma: 'HEADROOM_BENCH_SLEEP_SIGMA',
+  maxMs: 'HEADROOM_BENCH_MAX_SLEEP_MS',
+  factorByIntegration: 'HEADROOM_BENCH_SLEEP_FACTORS',
+  byTask: 'HEADROOM_BENCH_SLEEP_BY_TASK',
+} as const;
 
 export interface SleepProfile {
   medianMs: number;
@@ -20,6 +32,8 @@ export interface SleepProfile {
   maxMs: number;
   /** Integrations slower (or faster) than the rest: their waits times this. */
   factorByIntegration?: Readonly<Record<string, number>>;
+  /** Draw each task's wait from its sequence number (see HEADROOM_BENCH_SLEEP_BY_TASK above). */
+  byTask?: boolean;
 }
 
 /** The env of a worker whose tasks wait like that. */
@@ -29,6 +43,7 @@ export function sleepHandlersEnv(sleepProfile: SleepProfile): Record<string, str
     [sleepEnv.sigma]: String(sleepProfile.sigma),
     [sleepEnv.maxMs]: String(sleepProfile.maxMs),
     ...(sleepProfile.factorByIntegration ? { [sleepEnv.factorByIntegration]: JSON.stringify(sleepProfile.factorByIntegration) } : {}),
+    ...(sleepProfile.byTask ? { [sleepEnv.byTask]: '1' } : {}),
   };
 }
 
@@ -47,14 +62,38 @@ function readFactors(name: string): Record<string, number> {
   return parsed as Record<string, number>;
 }
 
+/**
+ * A random() for one task, seeded by the sequence number that ends its id ("<run>-<sequence>"):
+ * FNV-1a of it, then mulberry32.
+ */
+export function taskRandom(taskId: string): () => number {
+  const sequence = taskId.slice(taskId.lastIndexOf('-') + 1);
+  let state = 0x811c9dc5;
+  for (let i = 0; i < sequence.length; i++) state = Math.imul(state ^ sequence.charCodeAt(i), 0x01000193) >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 // Read at the first task, not at import: the benchmark imports this module for sleepHandlersEnv.
 let profile: Required<SleepProfile> | undefined;
 
 export const handlers: HandlerMap = {
   '*': async (task, signal) => {
-    profile ??= { medianMs: readNumber(sleepEnv.medianMs), sigma: readNumber(sleepEnv.sigma), maxMs: readNumber(sleepEnv.maxMs), factorByIntegration: readFactors(sleepEnv.factorByIntegration) };
+    profile ??= {
+      medianMs: readNumber(sleepEnv.medianMs),
+      sigma: readNumber(sleepEnv.sigma),
+      maxMs: readNumber(sleepEnv.maxMs),
+      factorByIntegration: readFactors(sleepEnv.factorByIntegration),
+      byTask: process.env[sleepEnv.byTask] === '1',
+    };
     const factor = profile.factorByIntegration[task.integration] ?? 1;
-    await sleep(Math.min(profile.maxMs, factor * logNormal(profile.medianMs, profile.sigma, Math.random)), undefined, { signal });
+    const random = profile.byTask ? taskRandom(task.id) : Math.random;
+    await sleep(Math.min(profile.maxMs, factor * logNormal(profile.medianMs, profile.sigma, random)), undefined, { signal });
     return '';
   },
 };
