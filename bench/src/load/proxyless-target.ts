@@ -3,6 +3,7 @@
  * the worker, through @headroom/client/proxyless, so the generator's CPU includes the routing
  * work (the ledger calls, the queue, the worker channels) that the balancer does on its path.
  */
+import { HeadroomClientError } from '@headroom/client';
 import { createProxylessClient, type ProxylessClient } from '@headroom/client/proxyless';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import type { Targets } from './protocol';
@@ -30,8 +31,7 @@ export function proxylessTarget(ledger: NonNullable<Targets['ledger']>, { integr
         await (client ??= await started).submit({ id: `${runId}-${sequence}`, key: `key-${sequence % 1024}`, integration, priority, payload, deadlineMs: callTimeoutMs });
         return { ok: true, integration, priority };
       } catch (error) {
-        const code = typeof error === 'object' && error !== null && 'code' in error && typeof error.code === 'string' ? error.code : 'UNKNOWN';
-        return { ok: false, code, integration, priority };
+        return { ok: false, code: error instanceof HeadroomClientError ? error.code : 'UNKNOWN', integration, priority };
       }
     },
     waitForReady: async (timeoutMs) => {
