@@ -1,8 +1,4 @@
-/**
- * The paths the overhead benchmark compares in one run, and what each costs in CPU per task.
- * A path is one entry in `overheadPaths`; its generator side (how a call is made) is the
- * entry of the same name in targetFactories (load/targets.ts).
- */
+/** The paths the overhead benchmark compares in one run, and what each costs in CPU per task. */
 import type { CpuWindowFigures } from './load/protocol';
 import type { TargetName } from './load/targets';
 
@@ -10,28 +6,28 @@ export interface OverheadPath {
   target: TargetName;
   label: string;
   /**
-   * The generator pins each lane to one worker (the route picks it), so more lanes than the
-   * workers' slots would only be refused: the ceiling caps its lanes there.
+   * The generator spreads each lane's calls over the workers itself and nothing queues them, so
+   * more lanes than the workers' slots would only be refused: the ceiling caps its lanes there.
+   * The other paths queue what finds no slot (the balancer and the proxyless client in their
+   * queue, HAProxy under each server's maxconn).
    */
-  pinnedToWorkers: boolean;
+  lanesCappedAtSlots: boolean;
 }
 
 /**
  * In the order each repetition runs them; "direct" first, the baseline the others are read against.
+ * A path's generator side (how a call is made) is the entry of the same name in targetFactories
+ * (load/targets.ts); its ceiling, latency and CPU rows then appear by themselves. Its goals are
+ * judged in overhead.ts (`goals`, `proxylessGoals`).
  *
- * The proxyless path (issue 15: the generator reserves a slot in the Redis ledger itself and calls
- * the worker) joins when `createProxylessClient` is exported by `@headroom/client/proxyless`:
- * a `proxyless` factory in targetFactories (load/targets.ts) that makes the client from the run's
- * Redis URL and key prefix (two more fields of Targets, filled in overhead.ts where the
- * generator starts) and submits each call through it, and here
- * `{ target: 'proxyless', label: 'proxyless client', pinnedToWorkers: false }`.
- * Its ceiling, latency and CPU rows then appear by themselves, and so do its goals (overhead.ts,
- * `proxylessGoals`): added latency at most HAProxy's, ceiling at least 0.9x direct.
+ * On the proxyless path the routing work runs in the generator (load/proxyless-target.ts): its
+ * "generator" CPU per task is the caller's, the client's ledger work included.
  */
 export const overheadPaths: readonly OverheadPath[] = [
-  { target: 'direct', label: 'direct to workers', pinnedToWorkers: true },
-  { target: 'haproxy', label: 'through HAProxy', pinnedToWorkers: true },
-  { target: 'balancer', label: 'through balancer', pinnedToWorkers: false },
+  { target: 'direct', label: 'direct to workers', lanesCappedAtSlots: true },
+  { target: 'haproxy', label: 'through HAProxy (leastconn)', lanesCappedAtSlots: false },
+  { target: 'balancer', label: 'through balancer', lanesCappedAtSlots: false },
+  { target: 'proxyless', label: 'proxyless client', lanesCappedAtSlots: false },
 ];
 
 /** The processes CPU time is reported for, each a group of the benchmark's named processes. */

@@ -72,7 +72,7 @@ export function overheadTables(result: OverheadResult): string {
   return [
     summary,
     '',
-    `Ceiling: closed loop, each path at each number of calls outstanding (direct and HAProxy lanes capped at the workers' slots), after every path ran ${result.settings.ceiling.firstWarmupPerPathMs} ms unmeasured. "Machine busy" minus "our processes" is other work on the machine.`,
+    `Ceiling: closed loop, each path at each number of calls outstanding (${result.paths.filter((path) => path.lanesCappedAtSlots).map((path) => path.target).join(', ') || 'no path'}: lanes capped at the workers' slots, as nothing queues them), after every path ran ${result.settings.ceiling.firstWarmupPerPathMs} ms unmeasured. "Machine busy" minus "our processes" is other work on the machine.`,
     '',
     ceiling,
     '',
@@ -81,6 +81,8 @@ export function overheadTables(result: OverheadResult): string {
     latency,
     '',
     goalsTable(result.goals),
+    '',
+    `Ledger after the last phase (cluster ${result.ledgerAtEnd.cluster}): ${result.ledgerAtEnd.leases} leases held, ${result.ledgerAtEnd.totalFree} of ${result.ledgerAtEnd.totalCapacity} slots free.`,
     ...result.notJudged.map((line) => `\nNot judged: ${line}.`),
     ...('skipped' in result.haproxy ? [`\nHAProxy: ${result.haproxy.skipped}.`] : []),
   ].join('\n');
@@ -95,8 +97,8 @@ ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n
 - Machine: ${formatMachine(result.machine)}, ${result.loadAverageAtEnd1m} when it ended; Redis ${result.redisVersion}, shared, on 127.0.0.1
 - Command: \`${result.command}\` (from the repository root)
 - Setup: 1 balancer and ${s.workerCount} workers (cluster baseline, max parallelism ${s.maxParallelismPerWorker} each, \`echo\` handler, ${s.payloadBytes}-byte payload), each its own process; ${haproxy} in front of the same workers (h2c both sides, one thread, no logging); the load generator is a process of its own. Everything shares the ${result.machine.nproc} cores, so the figures include that contention, and other work on the machine ("machine busy" counts ours and theirs).
-- Paths: ${result.paths.map((path) => `${path.target} (${path.label})`).join(', ')}. "direct" calls Worker.Execute on the workers with a made-up lease id (no ledger); "haproxy" makes the same calls through HAProxy, each naming its worker in a header that HAProxy's \`use-server\` follows (a worker refuses a task meant for another, and HAProxy cannot rewrite the request body, so HAProxy does not pick the worker: its figures are a proxy hop's); "balancer" is Balancer.Submit.
-- CPU per task: each process's CPU time (user + system from /proc/<pid>/stat, 10 ms ticks) over the measured window, read by the generator at the window's edges, divided by the tasks answered in it; "workers" sums the workers.
+- Paths: ${result.paths.map((path) => `${path.target} (${path.label})`).join(', ')}. "direct" calls Worker.Execute on the workers with a made-up lease id (no ledger), the generator spreading the calls over them; "haproxy" makes the same calls naming no worker through HAProxy, which picks one (\`balance leastconn\`, \`maxconn\` ${s.maxParallelismPerWorker} per worker, more waiting in its queue; the workers run \`--accept-unaddressed\`); "balancer" is Balancer.Submit; "proxyless" is \`@headroom/client/proxyless\` in the generator (its own two Redis connections, the balancer's key prefix, clusters and policy, one attempt per task): it reserves the slot in the ledger and calls the worker itself.
+- CPU per task: each process's CPU time (user + system from /proc/<pid>/stat, 10 ms ticks) over the measured window, read by the generator at the window's edges, divided by the tasks answered in it; "workers" sums the workers. On the proxyless path the routing work runs in the caller: its "generator" figure includes the client's ledger work, and the balancer's figure is its idle cost.
 - Ceiling: closed loop, ${s.ceiling.warmupMs} ms warm-up then ${s.ceiling.durationMs} ms measured.
 - Latency: open loop (calls sent on schedule whatever the answers; latency counted from when each call was due), ${s.latency.leadInMs} ms lead-in then ${s.latency.durationMs} ms measured per window; a call due while ${s.latency.maxOutstanding} are outstanding is dropped (not sent). The goal level is ${s.latency.goalRate.maxTasksPerSecond} tasks/s or ${Math.round(s.latency.goalRate.shareOfBalancerCeiling * 100)}% of the balancer's ceiling, whichever is lower.
 

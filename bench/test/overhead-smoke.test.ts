@@ -1,8 +1,9 @@
 /**
  * Keeps the overhead benchmark from rotting: runs it in smoke mode (seconds, tiny load) as
  * its own process, as `npm run bench -- overhead --smoke` would, and checks the JSON it writes.
- * It asserts that every path answered, that the HAProxy path's calls went through HAProxy to
- * every worker, and that the CPU figures exist and are sane, never how good they are.
+ * It asserts that every path answered, that HAProxy balanced the calls over every worker, that
+ * the proxyless client answered every call and left every slot of the ledger free, and that the
+ * CPU figures exist and are sane, never how good they are.
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -10,6 +11,7 @@ import { findHaproxy } from '../src/fleet/haproxy';
 import type { LatencySummary } from '../src/report/histogram';
 import type { Measurement, OverheadResult } from '../src/overhead';
 import type { CpuGroup } from '../src/overhead-paths';
+import { failedCalls } from '../src/report/stats';
 import { runSmoke } from './smoke-run';
 
 const timeoutMs = 50_000;
@@ -24,7 +26,15 @@ function assertLatency(what: string, latency: LatencySummary): void {
 }
 
 /** The processes a path's calls pass through, whose CPU time per task must be positive. */
-const busyOn: Record<string, readonly CpuGroup[]> = { direct: ['generator', 'workers'], haproxy: ['generator', 'workers', 'haproxy'], balancer: ['generator', 'workers', 'balancer', 'redis'] };
+const busyOn: Record<string, readonly CpuGroup[]> = {
+  direct: ['generator', 'workers'],
+  haproxy: ['generator', 'workers', 'haproxy'],
+  balancer: ['generator', 'workers', 'balancer', 'redis'],
+  // The client's routing work runs in the generator, its ledger calls in Redis.
+  proxyless: ['generator', 'workers', 'redis'],
+};
+/** Paths that must answer every call even in the smoke: nothing on them may refuse at this load. */
+const neverFail = new Set(['haproxy', 'proxyless']);
 
 function assertCpu(what: string, m: Measurement, mustBePositive: boolean): void {
   assert.ok(m.cpu, `${what}: no CPU figures`);
@@ -43,7 +53,7 @@ test('the overhead benchmark runs every path end to end in smoke mode and writes
   assert.equal(result.benchmark, 'overhead');
   assert.equal(result.mode, 'smoke');
   assert.ok(result.machine.nproc >= 1);
-  const expected = findHaproxy() ? ['direct', 'haproxy', 'balancer'] : ['direct', 'balancer'];
+  const expected = findHaproxy() ? ['direct', 'haproxy', 'balancer', 'proxyless'] : ['direct', 'balancer', 'proxyless'];
   assert.deepEqual(
     result.paths.map((path) => path.target),
     expected,
@@ -57,6 +67,7 @@ test('the overhead benchmark runs every path end to end in smoke mode and writes
   for (const run of result.ceiling.runs) {
     assertLatency(`ceiling ${run.target}`, run.latency);
     assertCpu(`ceiling ${run.target}`, run, true);
+    if (neverFail.has(run.target)) assert.equal(failedCalls(run), 0, `ceiling ${run.target}: failed or dropped calls ${JSON.stringify(run.errorsByCode)}, dropped ${run.dropped}`);
     if (run.target === 'haproxy') {
       const requests = run.haproxyRequestsByServer ?? {};
       assert.equal(Object.keys(requests).length, result.settings.workerCount, `HAProxy's servers: ${JSON.stringify(requests)}`);
@@ -79,12 +90,19 @@ test('the overhead benchmark runs every path end to end in smoke mode and writes
         assertLatency(`${level.label} ${m.target}`, m.latency);
         assert.ok(m.tasksPerSecond > 0, `${level.label} ${m.target}: no task answered`);
         assertCpu(`${level.label} ${m.target}`, m, false);
+        if (neverFail.has(m.target)) assert.equal(failedCalls(m), 0, `${level.label} ${m.target}: failed or dropped calls ${JSON.stringify(m.errorsByCode)}, dropped ${m.dropped}`);
       }
     }
     for (const path of level.paths.filter((p) => p.target !== 'direct')) {
       assert.ok(path.addedP50Ms && Number.isFinite(path.addedP50Ms.median) && path.addedP99Ms && Number.isFinite(path.addedP99Ms.median), `${path.target}: added latency missing`);
     }
   }
+  const capacity = result.settings.workerCount * result.settings.maxParallelismPerWorker;
+  assert.deepEqual(
+    [result.ledgerAtEnd.leases, result.ledgerAtEnd.totalFree, result.ledgerAtEnd.totalCapacity],
+    [0, capacity, capacity],
+    `the ledger after the run holds leases or misses slots: ${JSON.stringify(result.ledgerAtEnd)}`,
+  );
   assert.ok(result.goals.length >= 4, `goals: ${JSON.stringify(result.goals)}`);
   for (const goal of result.goals) {
     assert.ok(typeof goal.met === 'boolean' || goal.met === 'stated', `${goal.name}: met is ${goal.met}`);
@@ -93,5 +111,9 @@ test('the overhead benchmark runs every path end to end in smoke mode and writes
   assert.ok(
     result.goals.some((goal) => goal.name.startsWith('balancer CPU per task') && goal.measured > 0),
     'no balancer CPU per task goal',
+  );
+  assert.ok(
+    result.goals.some((goal) => goal.name.startsWith('ceiling of the proxyless client') && goal.measured > 0),
+    'no proxyless ceiling goal',
   );
 });

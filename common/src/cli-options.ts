@@ -13,8 +13,10 @@ export interface OptionSpec {
   flag: string;
   /** e.g. HEADROOM_DEMO_BASELINE_WORKERS */
   env?: string;
-  /** e.g. N, for the usage text. */
-  valueName: string;
+  /** e.g. N, for the usage text; omitted for a switch (a flag without a value). */
+  valueName?: string;
+  /** A switch: `--flag` alone turns it on; its env variable takes true/false (1/0). Read it with settings.switch(). */
+  isSwitch?: boolean;
   description: string;
   /** A secret (token): never echoed in error messages. */
   secret?: boolean;
@@ -23,7 +25,7 @@ export interface OptionSpec {
 export type ParsedOptions<T> = { help: true } | { help: false; config: T };
 
 export function usageText(synopsis: string, specs: readonly OptionSpec[]): string {
-  const heads = specs.map((spec) => `  --${spec.flag} ${spec.valueName}`);
+  const heads = specs.map((spec) => `  --${spec.flag}${spec.valueName ? ` ${spec.valueName}` : ''}`);
   const width = Math.max(...heads.map((head) => head.length)) + 2;
   const lines = specs.map((spec, i) => `${heads[i]!.padEnd(width)}${spec.description}${spec.env ? ` (env ${spec.env})` : ''}`);
   return [synopsis, ...lines, `${'  --help'.padEnd(width)}this text`].join('\n');
@@ -45,7 +47,7 @@ export function readOptions<S extends z.ZodType>(
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { ...Object.fromEntries(specs.map((spec) => [spec.flag, { type: 'string' as const }])), help: { type: 'boolean' as const } },
+      options: { ...Object.fromEntries(specs.map((spec) => [spec.flag, { type: spec.isSwitch ? ('boolean' as const) : ('string' as const) }])), help: { type: 'boolean' as const } },
       strict: true,
       allowPositionals: false,
     }));
@@ -58,8 +60,8 @@ export function readOptions<S extends z.ZodType>(
   for (const spec of specs) {
     const fromFlag = values[spec.flag];
     const fromEnv = spec.env === undefined ? undefined : env[spec.env];
-    if (typeof fromFlag === 'string') {
-      input[spec.key] = fromFlag;
+    if (typeof fromFlag === 'string' || typeof fromFlag === 'boolean') {
+      input[spec.key] = String(fromFlag);
       source.set(spec.key, `--${spec.flag}`);
     } else if (fromEnv !== undefined && fromEnv !== '') {
       input[spec.key] = fromEnv;
@@ -73,7 +75,7 @@ export function readOptions<S extends z.ZodType>(
     const spec = specs.find((s) => s.key === key);
     const name = source.get(key) ?? (spec ? `--${spec.flag}` : key || 'options');
     const given = input[key];
-    if (given === undefined) return `${name}: required${spec ? ` (${spec.valueName})` : ''}`;
+    if (given === undefined) return `${name}: required${spec?.valueName ? ` (${spec.valueName})` : ''}`;
     if (spec?.secret) return `${name}: ${issue.message}`;
     return `${name}: got ${JSON.stringify(withoutPassword(given))}, ${issue.message}`;
   });

@@ -52,5 +52,11 @@ export const settings = {
       }
     }),
   keyPrefix: () => z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
+  /** On or off: a boolean, or (from a flag or env) true/false/1/0. */
+  switch: () =>
+    z.preprocess(
+      (value) => (value === 'true' || value === '1' ? true : value === 'false' || value === '0' ? false : value),
+      z.boolean({ error: 'expected true or false (or 1 or 0)' }),
+    ),
   hostPort: () => z.string().regex(/^[^\s:]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/, 'expected host:port, e.g. 127.0.0.1:7001'),
 };

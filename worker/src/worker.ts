@@ -82,6 +82,13 @@ export const workerOptionsSchema = z
     protectHeapShare: settings.share().default(0.85),
     /** How often self-protection checks the event loop and the heap. @default 1000 */
     protectCheckIntervalMs: settings.positiveInt(600_000).default(1000),
+    /**
+     * Also run a task whose ExecuteRequest names no worker (empty workerId; its cluster must still
+     * be this worker's), as a worker behind a proxy that picks the worker itself (HAProxy, a
+     * Kubernetes Service) must: such a proxy cannot write the worker's id into the body. A task
+     * addressed to another worker is refused either way. @default false
+     */
+    acceptUnaddressed: settings.switch().default(false),
   })
   .strict();
 
@@ -239,14 +246,15 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `the message is not a valid ${request.messageType}: ${request.reason}`);
     }
     const task = request.task;
-    if (!task || request.leaseId === '' || request.cluster !== cluster || request.workerId !== workerId) {
+    const addressedHere = request.workerId === workerId || (config.acceptUnaddressed && request.workerId === '');
+    if (!task || request.leaseId === '' || request.cluster !== cluster || !addressedHere) {
       const why = !task
         ? 'task is missing'
         : request.leaseId === ''
           ? 'leaseId is missing'
           : request.cluster !== cluster
             ? `cluster is ${JSON.stringify(request.cluster)}, this worker serves ${JSON.stringify(cluster)}`
-            : `workerId is ${JSON.stringify(request.workerId)}, this worker is ${JSON.stringify(workerId)}`;
+            : `workerId is ${JSON.stringify(request.workerId)}, this worker is ${JSON.stringify(workerId)}${request.workerId === '' ? ' (start it with acceptUnaddressed to run tasks that name no worker)' : ''}`;
       return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, why);
     }
     const handler = deps.handlers[task.integration] ?? deps.handlers['*'];

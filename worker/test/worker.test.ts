@@ -219,3 +219,27 @@ async function eventuallyStarted(check: () => boolean): Promise<boolean> {
   for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   return check();
 }
+
+test('acceptUnaddressed: a task naming no worker runs; off (the default), it is refused naming workerId', async (t) => {
+  const unaddressed = () => ({ task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'proxy-1', cluster: 'c', workerId: '' });
+  const off = await start(t, { workerId: 'w-off' }, { 'bank-a': async () => 'ok' });
+  const refused = await execute(off.client, unaddressed());
+  assert.equal(refused.error?.code, grpc.status.INVALID_ARGUMENT);
+  assert.equal(refused.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_INVALID_REQUEST');
+  assert.match(refused.error!.details, /workerId is "", this worker is "w-off".*acceptUnaddressed/);
+  assert.equal(off.worker.stats().completed, 0);
+
+  const on = await start(t, { workerId: 'w-on', acceptUnaddressed: true }, { 'bank-a': async () => 'ok' });
+  const accepted = await execute(on.client, unaddressed());
+  assert.equal(accepted.error, null);
+  assert.equal(accepted.response?.result?.toString(), 'ok');
+  assert.equal(accepted.started, true);
+  // Still refused: another worker's task, and an unaddressed task of another cluster.
+  const otherWorker = await execute(on.client, { ...unaddressed(), workerId: 'someone-else' });
+  assert.equal(otherWorker.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_INVALID_REQUEST');
+  assert.match(otherWorker.error!.details, /workerId is "someone-else", this worker is "w-on"/);
+  const otherCluster = await execute(on.client, { ...unaddressed(), cluster: 'other' });
+  assert.equal(otherCluster.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_INVALID_REQUEST');
+  assert.match(otherCluster.error!.details, /cluster is "other"/);
+  assert.equal(on.worker.stats().completed, 1);
+});

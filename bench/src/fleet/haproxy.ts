@@ -1,14 +1,14 @@
 /**
  * Debian's HAProxy in front of the benchmark's workers: the anchor the balancer's cost is read
- * against (what a proxy written in C costs for the same gRPC hop). h2c on both sides, one thread,
- * no logging, its config and admin socket in a temporary directory, on a free port.
+ * against (what a proxy written in C costs for the same gRPC hop and a balancing decision). h2c on
+ * both sides, one thread, no logging, its config and admin socket in a temporary directory, on a
+ * free port.
  *
- * A worker refuses a task whose ExecuteRequest names another worker (worker_id), and HAProxy
- * cannot rewrite a protobuf body, so HAProxy cannot choose the worker itself: each call carries
- * the name of the server it is meant for in a header (haproxyWorkerHeader), and `use-server` sends it
- * there. The backend keeps `balance leastconn` for any call without the header; the benchmark
- * sends none. What HAProxy's figures cover is therefore the proxy hop (h2 in, h2 out, header
- * rules), not a balancing decision, which in HAProxy is a tree lookup of little cost.
+ * It balances for real: `balance leastconn` over the workers, each at most its max parallelism of
+ * requests at once (`maxconn`; more wait in HAProxy's queue, as tasks wait in the balancer's). A
+ * call through it names no worker (HAProxy cannot write the worker's id into a protobuf body), so
+ * the workers run with --accept-unaddressed. HAProxy's count of a worker's requests is its own: it
+ * does not know of tasks that reach the worker another way.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -18,7 +18,6 @@ import * as path from 'node:path';
 import { createInterface } from 'node:readline';
 import { freePort } from '@headroom/common';
 import { findOnPath, somethingListens } from '@headroom/testkit';
-import { haproxyWorkerHeader as workerHeader } from '../load/protocol';
 
 export const haproxyDefaults = {
   /** Where Debian installs it; found on the PATH first. */
@@ -28,15 +27,19 @@ export const haproxyDefaults = {
   connectTimeoutMs: 2_000,
   /** Client and server inactivity: longer than any call, and than the idle gaps between phases. */
   idleTimeoutMs: 300_000,
+  /** Longest a request waits in the queue for a server under its maxconn; then 503. */
+  queueTimeoutMs: 30_000,
   maxConnections: 4_096,
   keptLines: 20,
 };
 
 export interface HaproxyServer {
-  /** The server's name in HAProxy's config and in haproxyWorkerHeader: letters, digits, '-', '_', '.'. */
+  /** The server's name in HAProxy's config and stats: letters, digits, '-', '_', '.'. */
   name: string;
   /** host:port of the worker's gRPC server (h2c). */
   address: string;
+  /** Requests HAProxy sends it at once (its max parallelism); more wait in HAProxy's queue. */
+  maxConcurrentRequests: number;
 }
 
 export interface HaproxyProcess {
@@ -74,6 +77,7 @@ export function haproxyConfig(port: number, servers: readonly HaproxyServer[], a
     `  timeout connect ${d.connectTimeoutMs}ms`,
     `  timeout client ${d.idleTimeoutMs}ms`,
     `  timeout server ${d.idleTimeoutMs}ms`,
+    `  timeout queue ${d.queueTimeoutMs}ms`,
     '',
     'frontend grpc_in',
     `  bind 127.0.0.1:${port} proto h2`,
@@ -83,8 +87,7 @@ export function haproxyConfig(port: number, servers: readonly HaproxyServer[], a
     '  balance leastconn',
     // Every call is alike (no per-client state): share the h2 connections to the workers.
     '  http-reuse always',
-    ...servers.map((server) => `  use-server ${server.name} if { req.hdr(${workerHeader}) -m str ${server.name} }`),
-    ...servers.map((server) => `  server ${server.name} ${server.address} proto h2`),
+    ...servers.map((server) => `  server ${server.name} ${server.address} proto h2 maxconn ${server.maxConcurrentRequests}`),
     '',
   ].join('\n');
 }
@@ -97,6 +100,7 @@ export function haproxyConfig(port: number, servers: readonly HaproxyServer[], a
 export async function startHaproxy(binary: string, servers: readonly HaproxyServer[], register: (cleanup: () => Promise<void>) => void): Promise<HaproxyProcess> {
   for (const server of servers) {
     if (!/^[A-Za-z0-9_.-]+$/.test(server.name)) throw new Error(`HAProxy server name ${JSON.stringify(server.name)}: expected letters, digits, '_', '.' and '-'`);
+    if (!Number.isInteger(server.maxConcurrentRequests) || server.maxConcurrentRequests < 1) throw new Error(`HAProxy server ${server.name}: maxConcurrentRequests is ${server.maxConcurrentRequests}, expected a whole number >= 1`);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-haproxy-'));
   const adminSocketPath = path.join(dir, 'admin.sock');

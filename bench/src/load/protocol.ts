@@ -8,16 +8,15 @@ import type { TargetName } from './targets';
 
 export type { TargetName };
 
-/** The request header that names the HAProxy server (the worker) a call through HAProxy is meant for. */
-export const haproxyWorkerHeader = 'headroom-worker';
-
 export interface Targets {
   /** Balancer calls go to these in turn (the call's route picks one). */
   balancerAddresses: readonly string[];
   /** Direct calls go to these; empty when only the balancers are called. */
   workers: readonly { address: string; cluster: string; workerId: string }[];
-  /** HAProxy in front of `workers`: its address, and its server name for each of them, in their order (see fleet/haproxy.ts). */
-  haproxy?: { address: string; serverNames: readonly string[] };
+  /** HAProxy in front of `workers` (leastconn; the workers accept unaddressed tasks): calls through it name no worker. */
+  haproxy?: { address: string };
+  /** The ledger the balancers use: the proxyless client reserves its slots there, under the same key prefix (and the balancer's default clusters). */
+  ledger?: { redisUrl: string; keyPrefix: string };
   task: TaskTemplate;
   /** Each task's own deadline, from when it is sent; the gRPC call's is that or a second later (see callDeadlineMarginMs). */
   callTimeoutMs: number;
@@ -206,7 +205,8 @@ export function asTargets(value: string | undefined): Targets {
     typeof task.integration !== 'string' ||
     typeof task.payload !== 'string' ||
     typeof parsed.callTimeoutMs !== 'number' ||
-    (parsed.haproxy !== undefined && !(isRecord(parsed.haproxy) && typeof parsed.haproxy.address === 'string' && Array.isArray(parsed.haproxy.serverNames))) ||
+    (parsed.haproxy !== undefined && !(isRecord(parsed.haproxy) && typeof parsed.haproxy.address === 'string')) ||
+    (parsed.ledger !== undefined && !(isRecord(parsed.ledger) && typeof parsed.ledger.redisUrl === 'string' && typeof parsed.ledger.keyPrefix === 'string')) ||
     (task.integrationMix !== undefined && !isMix(task.integrationMix, (entry) => typeof entry.name === 'string')) ||
     (task.priorityMix !== undefined && !isMix(task.priorityMix, (entry) => isPriority(entry.priority))) ||
     (task.priority !== undefined && !isPriority(task.priority))

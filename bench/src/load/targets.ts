@@ -1,7 +1,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { WorkerService, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
 import { connectBalancer, errorCodeOf, submitTask, type PlacementFigures, type SubmitAnswer } from '@headroom/sim';
-import { haproxyWorkerHeader, type Priority, type Targets, type TaskTemplate } from './protocol';
+import { proxylessTarget } from './proxyless-target';
+import type { Priority, Targets, TaskTemplate } from './protocol';
 
 /** How a call ended, the integration and priority of its task, and (through a balancer) its placement. */
 export type CallOutcome = ({ ok: true; placement?: PlacementFigures } | { ok: false; code: string }) & { integration: string; priority: Priority };
@@ -58,7 +59,7 @@ export function priorityPicker(task: TaskTemplate): (sequence: number) => Priori
   return (sequence) => cycle[sequence % cycle.length]!;
 }
 
-interface CallSettings {
+export interface CallSettings {
   integrationOf: (sequence: number) => string;
   priorityOf: (sequence: number) => Priority;
   payload: Buffer;
@@ -68,16 +69,18 @@ interface CallSettings {
 
 /**
  * How the generator calls each target (direct: the workers straight; haproxy: HAProxy in front of
- * them; balancer: the balancers); undefined when `targets` gives it nothing to call. A new path
- * (another proxy, a client library) is one more entry here.
+ * them; balancer: the balancers; proxyless: the proxyless client on the balancers' ledger);
+ * undefined when `targets` gives it nothing to call. A new path (another proxy, a client library)
+ * is one more entry here.
  */
 const targetFactories = {
   balancer: balancerTarget,
   // Straight to the workers, as the balancer would call them but without a ledger lease:
   // the worker accepts any non-empty lease id, and releasing an unknown lease is a no-op.
   direct: (targets, settings) => workerTarget(targets, settings),
-  // The same calls through HAProxy, each naming its worker's HAProxy server (fleet/haproxy.ts says why).
+  // The same calls through HAProxy naming no worker: HAProxy picks one (leastconn), the workers accept unaddressed tasks.
   haproxy: (targets, settings) => (targets.haproxy ? workerTarget(targets, settings, targets.haproxy) : undefined),
+  proxyless: (targets, settings) => (targets.ledger ? proxylessTarget(targets.ledger, settings) : undefined),
 } satisfies Record<string, (targets: Targets, settings: CallSettings) => CallTarget | undefined>;
 
 export type TargetName = keyof typeof targetFactories;
@@ -115,19 +118,17 @@ function balancerTarget(targets: Targets, { integrationOf, priorityOf, payload, 
 }
 
 /**
- * Worker.Execute on the workers, the route picking the worker; through `proxy` when given (one
- * connection to it, each call naming its worker's server in the proxy's header).
+ * Worker.Execute on the workers, the route picking the worker; through `proxy` when given: one
+ * connection to it, and each call names no worker (empty workerId), the proxy picking one.
  */
-function workerTarget(targets: Targets, { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings, proxy?: { address: string; serverNames: readonly string[] }): CallTarget | undefined {
+function workerTarget(targets: Targets, { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings, proxy?: { address: string }): CallTarget | undefined {
   if (targets.workers.length === 0) return undefined;
-  if (proxy && proxy.serverNames.length !== targets.workers.length) throw new Error(`load generator: ${proxy.serverNames.length} proxy server names for ${targets.workers.length} workers`);
   const proxyClient = proxy ? (new WorkerService(proxy.address, grpc.credentials.createInsecure()) as WorkerClient) : undefined;
-  const workers = targets.workers.map((worker, index) => {
-    const metadata = new grpc.Metadata();
-    if (proxy) metadata.set(haproxyWorkerHeader, proxy.serverNames[index]!);
-    return { cluster: worker.cluster, workerId: worker.workerId, metadata, client: proxyClient ?? (new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient) };
-  });
-  const clients = proxyClient ? [proxyClient] : workers.map((worker) => worker.client);
+  const workers = proxyClient
+    ? // The workers' cluster (one cluster behind the proxy), no worker named.
+      [{ cluster: targets.workers[0]!.cluster, workerId: '', client: proxyClient }]
+    : targets.workers.map((worker) => ({ cluster: worker.cluster, workerId: worker.workerId, client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient }));
+  const clients = workers.map((worker) => worker.client);
   return {
     call: (sequence, route) =>
       new Promise((resolve) => {
@@ -137,7 +138,7 @@ function workerTarget(targets: Targets, { integrationOf, priorityOf, payload, ru
         const priority = priorityOf(sequence);
         const task = { ...benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), deadlineUnixMs };
         const request = { task, leaseId: `bench-${runId}-${sequence}`, cluster: worker.cluster, workerId: worker.workerId };
-        worker.client.execute(request, worker.metadata, { deadline: deadlineUnixMs }, (error, response) => {
+        worker.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
           if (error) return resolve({ ok: false, code: errorCodeOf(error).code, integration, priority });
           if (response?.error) return resolve({ ok: false, code: response.error.code || 'TASK_ERROR', integration, priority });
           resolve({ ok: true, integration, priority });

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import * as os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { randomBytes } from 'node:crypto';
@@ -35,6 +36,9 @@ export interface ProxylessClient {
 const maxCountedCodes = 100;
 /** The signal of a submit given none: never aborts. */
 const neverAborted = new AbortController().signal;
+// Every submit without a signal shares it, and each call to a worker listens on it while it runs
+// (and stops after): more than 10 at once is normal, not the leak Node's warning is about.
+setMaxListeners(0, neverAborted);
 
 /**
  * Starts a client that does the balancer's work itself, as gRPC's proxyless service mesh does: it
