@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { isHeadroomError, once, silentLogger } from '@headroom/common';
 import { createDispatchEngine, validateTask, type DispatchEngineDependencies, type DispatchEngineStats, type ValidTask } from '@headroom/balancer';
-import { ClientOverloadedError, HeadroomClientError, InternalError, InvalidTaskError, ShuttingDownError, TaskFailedError, errorFromCode } from '../errors';
+import { ClientOverloadedError, HeadroomClientError, InternalError, ShuttingDownError, TaskFailedError, errorFromCode } from '../errors';
 import { retryDelayMs, retryable, type RetryPolicy } from '../retry-policy';
 import { cancelledByCaller, sleepUnlessAborted, taskOf } from '../task-request';
 import type { ClientStats, SubmitRequest, SubmitResult, TaskPlacement } from '../submit-types';
@@ -65,7 +65,7 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
     stats.failedByCode[counted] = (stats.failedByCode[counted] ?? 0) + 1;
   }
 
-  /** The request as a task the balancer would accept, or InvalidTaskError naming the field (the balancer's rules and limits). */
+  /** The request as a task the balancer would accept, or the error the balancer would answer (InvalidTaskError naming the field). */
   function validTaskOf(request: SubmitRequest): ValidTask {
     const task = taskOf(request, config.defaultTaskTimeoutMs);
     const payload = task.payload ?? Buffer.alloc(0);
@@ -86,7 +86,8 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
       if (isHeadroomError(error)) {
         // Counted as the balancer counts a task it refused before routing.
         metrics.tasks.inc({ cluster: 'none', priority: 'none', outcome: error.code });
-        throw new InvalidTaskError(`${error.code}: ${error.message}`, { balancer: address });
+        // HR_ERR_INVALID_TASK, or HR_ERR_DEADLINE_EXCEEDED for a deadline already passed.
+        throw errorFromCode(error.code, `${error.code}: ${error.message}`, { balancer: address });
       }
       throw error;
     }
