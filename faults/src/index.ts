@@ -10,3 +10,4 @@ export * from './bank';
 export * from './unleash/process';
 export * from './soak';
 export * from './rollout-stack';
+export * from './proxyless-caller/process';
