@@ -1,9 +1,10 @@
 /**
  * The fault suite again, on a Redis Cluster of 3 primaries with a replica each (issue 19): every
- * case of process-faults, shared-state-faults and slow-upstream, its stack on a cluster of its own
+ * case of process-faults, proxyless-faults, shared-state-faults and slow-upstream, its stack on a cluster of its own
  * (a Redis restart restarts every node, FLUSHALL flushes every primary).
  */
 process.env.HEADROOM_TEST_REDIS = 'cluster';
 require('./process-faults.test');
+require('./proxyless-faults.test');
 require('./shared-state-faults.test');
 require('./slow-upstream.test');
