@@ -16,7 +16,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HandlerMap } from '@headroom/worker';
-import { logNormal } from '@headroom/sim';
+import { hashSeed, logNormal, seededRandom } from '@headroom/sim';
 
 export const sleepEnv = {
   medianMs: 'HEADROOM_BENCH_MEDIAN_SLEEP_MS',
@@ -62,21 +62,9 @@ function readFactors(name: string): Record<string, number> {
   return parsed as Record<string, number>;
 }
 
-/**
- * A random() for one task, seeded by the sequence number that ends its id ("<run>-<sequence>"):
- * FNV-1a of it, then mulberry32.
- */
+/** A random() for one task, seeded by the sequence number that ends its id ("<run>-<sequence>"). */
 export function taskRandom(taskId: string): () => number {
-  const sequence = taskId.slice(taskId.lastIndexOf('-') + 1);
-  let state = 0x811c9dc5;
-  for (let i = 0; i < sequence.length; i++) state = Math.imul(state ^ sequence.charCodeAt(i), 0x01000193) >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return seededRandom(hashSeed(taskId.slice(taskId.lastIndexOf('-') + 1)));
 }
 
 // Read at the first task, not at import: the benchmark imports this module for sleepHandlersEnv.
