@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { parseConfig, settings } from '@headroom/common';
 import { BalancerService, channelSecurity, clientTlsSchema, type BalancerClient, type SubmitResponse__Output, type Task } from '@headroom/proto';
-import { BalancerUnreachableError, ClientOverloadedError, HeadroomClientError, TaskFailedError, errorFromStatus } from './errors';
+import { BalancerUnreachableError, HeadroomClientError, TaskFailedError, errorFromStatus } from './errors';
+import { SubmitTally } from './submit-tally';
 import { retryDelayMs, retryable, retryPolicySchema, type RetryPolicy } from './retry-policy';
 import { cancelledByCaller, sleepUnlessAborted, taskOf } from './task-request';
 import type { ClientStats, SubmitRequest, SubmitResult, TaskPlacement } from './submit-types';
@@ -45,7 +46,6 @@ interface Target {
 
 /** How long after the task's deadline the call itself ends: the balancer answers a coded error at the deadline. */
 const answerGraceMs = 1000;
-const maxCountedCodes = 100;
 
 export function createClient(options: ClientOptions): HeadroomClient {
   const config = parseConfig('Headroom client options', clientOptionsSchema, options);
@@ -63,7 +63,7 @@ export function createClient(options: ClientOptions): HeadroomClient {
     downUntilMs: 0,
   }));
   const policy: RetryPolicy = config.retry;
-  const stats: ClientStats = { inFlight: 0, submitted: 0, succeeded: 0, retries: 0, failedByCode: {} };
+  const tally = new SubmitTally(config.maxInFlight);
   let next = 0;
 
   /** The next balancer in turn that this task has not tried in this round, preferring those not down. */
@@ -80,11 +80,6 @@ export function createClient(options: ClientOptions): HeadroomClient {
       down ??= target;
     }
     return down ?? targets[next++ % targets.length]!;
-  }
-
-  function countFailure(code: string): void {
-    const counted = code in stats.failedByCode || Object.keys(stats.failedByCode).length < maxCountedCodes ? code : 'other';
-    stats.failedByCode[counted] = (stats.failedByCode[counted] ?? 0) + 1;
   }
 
   function call(target: Target, task: Task & { deadlineUnixMs: number }, signal: AbortSignal | undefined): Promise<Omit<SubmitResult, 'attempts'>> {
@@ -135,32 +130,15 @@ export function createClient(options: ClientOptions): HeadroomClient {
         const elsewhere = (unreachable || error.code === 'HR_ERR_SHUTTING_DOWN') && targets.some((t) => !tried.has(t) && t.downUntilMs <= Date.now());
         const delayMs = elsewhere ? 0 : retryDelayMs(policy, attempt, error);
         if (Date.now() + delayMs >= task.deadlineUnixMs) throw error;
-        stats.retries++;
+        tally.countRetry();
         if (delayMs > 0 && !(await sleepUnlessAborted(delayMs, signal))) throw cancelledByCaller(signal!, undefined, attempt);
       }
     }
   }
 
   return {
-    async submit(request) {
-      if (stats.inFlight >= config.maxInFlight) {
-        countFailure(ClientOverloadedError.code);
-        throw new ClientOverloadedError(`${stats.inFlight} submits are under way, the limit is ${config.maxInFlight} (maxInFlight)`);
-      }
-      stats.inFlight++;
-      stats.submitted++;
-      try {
-        const result = await run(request);
-        stats.succeeded++;
-        return result;
-      } catch (error) {
-        countFailure(error instanceof HeadroomClientError ? error.code : 'HR_ERR_INTERNAL');
-        throw error;
-      } finally {
-        stats.inFlight--;
-      }
-    },
-    stats: () => ({ ...stats, failedByCode: { ...stats.failedByCode } }),
+    submit: (request) => tally.run(() => run(request)),
+    stats: () => tally.snapshot(),
     close() {
       for (const target of targets) target.client.close();
     },

@@ -5,10 +5,11 @@ import { randomBytes } from 'node:crypto';
 import type { Registry } from 'prom-client';
 import { isHeadroomError, once, silentLogger } from '@headroom/common';
 import { createDispatchEngine, validateTask, type DispatchEngineDependencies, type DispatchEngineStats, type ValidTask } from '@headroom/balancer';
-import { ClientOverloadedError, HeadroomClientError, InternalError, ShuttingDownError, TaskFailedError, errorFromCode } from '../errors';
+import { HeadroomClientError, InternalError, ShuttingDownError, TaskFailedError, errorFromCode } from '../errors';
 import { retryDelayMs, retryable, type RetryPolicy } from '../retry-policy';
 import { cancelledByCaller, sleepUnlessAborted, taskOf } from '../task-request';
 import type { ClientStats, SubmitRequest, SubmitResult, TaskPlacement } from '../submit-types';
+import { SubmitTally } from '../submit-tally';
 import { parseProxylessOptions, type ProxylessClientOptions } from './options';
 
 /** What the proxyless client needs besides its options: the balancer's dependencies, the ledger's settings being in the options. */
@@ -33,7 +34,6 @@ export interface ProxylessClient {
   close(): Promise<void>;
 }
 
-const maxCountedCodes = 100;
 /** The signal of a submit given none: never aborts. */
 const neverAborted = new AbortController().signal;
 // Every submit without a signal shares it, and each call to a worker listens on it while it runs
@@ -57,13 +57,8 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
   const address = `proxyless:${os.hostname()}:${process.pid}`;
   await engine.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
   const policy: RetryPolicy = config.retry;
-  const stats: ClientStats = { inFlight: 0, submitted: 0, succeeded: 0, retries: 0, failedByCode: {} };
+  const tally = new SubmitTally(config.maxInFlight);
   let closing = false;
-
-  function countFailure(code: string): void {
-    const counted = code in stats.failedByCode || Object.keys(stats.failedByCode).length < maxCountedCodes ? code : 'other';
-    stats.failedByCode[counted] = (stats.failedByCode[counted] ?? 0) + 1;
-  }
 
   /** The request as a task the balancer would accept, or the error the balancer would answer (InvalidTaskError naming the field). */
   function validTaskOf(request: SubmitRequest): ValidTask {
@@ -146,7 +141,7 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
         if (attempt >= policy.maxAttempts || signal?.aborted || closing || !retryable(error, task.idempotent)) throw error;
         const delayMs = retryDelayMs(policy, attempt, error);
         if (Date.now() + delayMs >= task.deadlineUnixMs) throw error;
-        stats.retries++;
+        tally.countRetry();
         if (delayMs > 0 && !(await sleepUnlessAborted(delayMs, signal))) throw cancelledByCaller(signal!, undefined, attempt);
       }
     }
@@ -158,27 +153,12 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
     registry: engine.registry,
     async submit(request) {
       if (closing) {
-        countFailure(ShuttingDownError.code);
+        tally.countFailure(ShuttingDownError.code);
         throw new ShuttingDownError('the proxyless client is closed (close() was called)', { balancer: address });
       }
-      if (stats.inFlight >= config.maxInFlight) {
-        countFailure(ClientOverloadedError.code);
-        throw new ClientOverloadedError(`${stats.inFlight} submits are under way, the limit is ${config.maxInFlight} (maxInFlight)`);
-      }
-      stats.inFlight++;
-      stats.submitted++;
-      try {
-        const result = await run(request);
-        stats.succeeded++;
-        return result;
-      } catch (error) {
-        countFailure(error instanceof HeadroomClientError ? error.code : InternalError.code);
-        throw error;
-      } finally {
-        stats.inFlight--;
-      }
+      return tally.run(() => run(request));
     },
-    stats: () => ({ ...stats, failedByCode: { ...stats.failedByCode }, engine: engine.stats() }),
+    stats: () => ({ ...tally.snapshot(), engine: engine.stats() }),
     close: once(async () => {
       closing = true;
       await engine.close();
