@@ -93,31 +93,33 @@ export class H2GrpcServer {
     this.sessions.add(session);
     session.on('close', () => this.sessions.delete(session));
     // A connection that fails: its streams close with it (their calls see "cancelled").
-    session.on('error', () => undefined);
+    session.on('error', ignore);
   }
 
   private onStream(stream: http2.ServerHttp2Stream, headers: http2.IncomingHttpHeaders): void {
-    // Its calls see a stream error as a close; without a listener it would be thrown.
-    stream.on('error', () => undefined);
+    // Its call sees a stream error as a close; without a listener it would be thrown.
+    stream.on('error', ignore);
     const contentType = headers['content-type'];
-    if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) {
-      stream.respond(unsupportedMediaType, endStreamOptions);
-      return;
-    }
-    if (headers[':method'] !== 'POST') {
-      stream.respond(methodNotAllowed, endStreamOptions);
-      return;
-    }
+    if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) return refuse(stream, unsupportedMediaType);
+    if (headers[':method'] !== 'POST') return refuse(stream, methodNotAllowed);
     const path = headers[':path'] ?? '';
     const method = this.methods.get(path);
     if (!method) {
-      stream.respond(
-        { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(status.UNIMPLEMENTED), 'grpc-message': encodeURI(`The server does not implement the method ${path}`) },
-        endStreamOptions,
-      );
-      stream.resume();
-      return;
+      return refuse(stream, {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'grpc-status': String(status.UNIMPLEMENTED),
+        'grpc-message': encodeURI(`The server does not implement the method ${path}`),
+      });
     }
     new H2ServerCall(stream, headers, method);
   }
+}
+
+function ignore(): void {}
+
+/** Answers with `headers` alone, and reads and drops whatever the request still sends. */
+function refuse(stream: http2.ServerHttp2Stream, headers: http2.OutgoingHttpHeaders): void {
+  stream.respond(headers, endStreamOptions);
+  stream.resume();
 }
