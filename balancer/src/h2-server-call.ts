@@ -24,6 +24,7 @@ export interface H2Method {
 
 // As grpc-js reads grpc-timeout (server-interceptors.ts): up to 8 digits and a unit.
 const timeoutPattern = /(\d{1,8})\s*([HMSmun])/;
+const maxTimerMs = 2 ** 31 - 1;
 const msPerTimeoutUnit: Readonly<Record<string, number>> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000_001 };
 
 // Node copies header objects before it sends them, so these are shared by every call.
@@ -126,7 +127,8 @@ export class H2ServerCall {
   private startDeadline(timeout: string): void {
     const match = timeoutPattern.exec(timeout);
     if (!match) return this.fail({ code: status.INTERNAL, details: `Invalid grpc-timeout value "${timeout}"` });
-    const timeoutMs = (Number(match[1]) * msPerTimeoutUnit[match[2]!]!) | 0;
+    // Capped where setTimeout is (about 24.8 days; grpc-js's `| 0` wraps such a timeout to a past one).
+    const timeoutMs = Math.min(Math.trunc(Number(match[1]) * msPerTimeoutUnit[match[2]!]!), maxTimerMs);
     this.deadlineTimer = setTimeout(() => this.fail({ code: status.DEADLINE_EXCEEDED, details: 'Deadline exceeded' }), timeoutMs);
     this.deadlineTimer.unref();
   }
