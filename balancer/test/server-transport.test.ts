@@ -19,6 +19,34 @@ type WatchMethod = (request: { service: string }) => grpc.ClientReadableStream<H
 
 const identity = (bytes: Buffer) => bytes;
 
+interface RawAnswer {
+  httpStatus: number | undefined;
+  grpcStatus: string | undefined;
+  grpcMessage: string | undefined;
+}
+
+/** One request over a raw HTTP/2 stream: the status headers, or trailers, it got back. */
+function rawRequest(session: http2.ClientHttp2Session, headers: http2.OutgoingHttpHeaders, body: Buffer): Promise<RawAnswer> {
+  return new Promise((resolve, reject) => {
+    const request = session.request(headers);
+    let httpStatus: number | undefined;
+    const settle = (fields: http2.IncomingHttpHeaders) =>
+      resolve({ httpStatus, grpcStatus: fields['grpc-status'] as string | undefined, grpcMessage: fields['grpc-message'] === undefined ? undefined : decodeURI(String(fields['grpc-message'])) });
+    request.on('response', (response, flags) => {
+      httpStatus = response[':status'];
+      if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) settle(response);
+      else request.on('trailers', settle);
+    });
+    request.on('data', () => undefined);
+    request.on('error', reject);
+    // Node ends a GET's request side itself.
+    if (!request.writableEnded) request.end(body);
+  });
+}
+
+/** gRPC framing: the 5-byte prefix and the message. */
+const framed = (message: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);
+
 /** A handler that runs until its task is aborted, counting the aborts. */
 function untilAborted(counter: { aborted: number }): HandlerMap {
   return {
@@ -92,18 +120,35 @@ for (const serverTransport of ['grpc-js', 'http2'] as const) {
     );
   });
 
-  test(`${serverTransport}: a request that is not gRPC gets HTTP 415; a taken port stops the start`, async (t) => {
+  test(`${serverTransport}: requests that are not one gRPC message get grpc-js's answers; a taken port stops the start`, async (t) => {
     const fleet = await startFleet(t);
     const balancer = await fleet.addBalancer({ serverTransport });
     const session = http2.connect(`http://${balancer.address}`);
     t.after(() => session.close());
-    const httpStatus = await new Promise<number | undefined>((resolve, reject) => {
-      const request = session.request({ ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/json' });
-      request.on('response', (headers) => resolve(headers[':status']));
-      request.on('error', reject);
-      request.end('{}');
+    const submitHeaders = { ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc', te: 'trailers' };
+    const oneTask = framed(Buffer.from([0x0a, 0]));
+    assert.deepEqual(await rawRequest(session, { ...submitHeaders, 'content-type': 'application/json' }, Buffer.from('{}')), { httpStatus: 415, grpcStatus: undefined, grpcMessage: undefined });
+    assert.deepEqual(await rawRequest(session, submitHeaders, Buffer.alloc(0)), {
+      httpStatus: 200,
+      grpcStatus: String(grpc.status.UNIMPLEMENTED),
+      grpcMessage: 'Received no request message for server streaming method /headroom.v1.Balancer/Submit',
     });
-    assert.equal(httpStatus, 415);
+    assert.deepEqual(await rawRequest(session, submitHeaders, Buffer.concat([oneTask, oneTask])), {
+      httpStatus: 200,
+      grpcStatus: String(grpc.status.UNIMPLEMENTED),
+      grpcMessage: 'Received a second request message for server streaming method /headroom.v1.Balancer/Submit',
+    });
+    assert.deepEqual(await rawRequest(session, { ...submitHeaders, 'grpc-timeout': 'soon' }, oneTask), { httpStatus: 200, grpcStatus: String(grpc.status.INTERNAL), grpcMessage: 'Invalid grpc-timeout value "soon"' });
+    // One message split byte by byte across DATA frames is read whole (an empty SubmitRequest: "task: missing").
+    const split = await new Promise<RawAnswer>((resolve, reject) => {
+      const request = session.request(submitHeaders);
+      request.on('response', (response) => resolve({ httpStatus: response[':status'], grpcStatus: response['grpc-status'] as string, grpcMessage: decodeURI(String(response['grpc-message'])) }));
+      request.on('error', reject);
+      const bytes = framed(Buffer.alloc(0));
+      for (const byte of bytes) request.write(Buffer.from([byte]));
+      request.end();
+    });
+    assert.deepEqual(split, { httpStatus: 200, grpcStatus: String(grpc.status.INVALID_ARGUMENT), grpcMessage: 'HR_ERR_INVALID_TASK: task: missing' });
 
     const port = Number(balancer.address.split(':').pop());
     await assert.rejects(fleet.addBalancer({ serverTransport, port }), /No address added out of total 1 resolved errors: \[.*EADDRINUSE/);
@@ -126,23 +171,11 @@ test('http2 only: a Watch still open is ended at close (it cannot hold the balan
 
   const session = http2.connect(`http://${balancer.address}`);
   t.after(() => session.close());
-  const respond = (headers: http2.OutgoingHttpHeaders, body: Buffer) =>
-    new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-      const request = session.request(headers);
-      request.on('response', (response, flags) => {
-        if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) resolve(response);
-        else request.on('trailers', resolve);
-      });
-      request.on('data', () => undefined);
-      request.on('error', reject);
-      // Node ends a GET's request side itself.
-      if (!request.writableEnded) request.end(body);
-    });
-  const get = await respond({ ':method': 'GET', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc' }, Buffer.alloc(0));
-  assert.equal(get[':status'], 405);
-  const compressed = await respond({ ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc', 'grpc-encoding': 'gzip' }, Buffer.from([1, 0, 0, 0, 1, 0]));
-  assert.equal(compressed['grpc-status'], String(grpc.status.UNIMPLEMENTED));
-  assert.match(String(compressed['grpc-message']), /compressed/);
+  const get = await rawRequest(session, { ':method': 'GET', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc' }, Buffer.alloc(0));
+  assert.equal(get.httpStatus, 405);
+  const compressed = await rawRequest(session, { ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc', 'grpc-encoding': 'gzip' }, Buffer.from([1, 0, 0, 0, 1, 0]));
+  assert.equal(compressed.grpcStatus, String(grpc.status.UNIMPLEMENTED));
+  assert.match(String(compressed.grpcMessage), /compressed/);
   session.close();
 
   await balancer.close();
