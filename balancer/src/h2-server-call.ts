@@ -79,11 +79,6 @@ export class H2ServerCall {
     return this.abortController.signal;
   }
 
-  /** True until the status is sent or the stream closed. */
-  get open(): boolean {
-    return !this.ended;
-  }
-
   /** Sends one response message (encoded, without its 5-byte prefix), the response headers first. */
   sendMessage(message: Buffer): void {
     if (this.ended || this.stream.closed) return;
