@@ -5,6 +5,7 @@
  * The balancer's CPU is read from /proc/<pid>/stat (utime + stime) around each round; rounds
  * alternate between the two; medians printed. Run by hand (not a test, never fails on timing):
  *   npx tsc --build && node balancer/dist/test/server-transport-bench.js [tasksPerRound] [rounds]
+ * With HEADROOM_BENCH_CPU_PROF_DIR set, each balancer writes a CPU profile there when it stops.
  */
 import * as fs from 'node:fs';
 import { execFileSync } from 'node:child_process';
@@ -17,6 +18,7 @@ const rounds = Math.min(9, Number(process.argv[3] ?? 3));
 const inFlight = 64;
 const warmUpTasks = 3_000;
 const transports = ['grpc-js', 'http2'] as const;
+const cpuProfileDir = process.env.HEADROOM_BENCH_CPU_PROF_DIR;
 const clockTicksPerSecond = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
 /** User + system CPU of a process so far (µs), from /proc/<pid>/stat. */
@@ -79,6 +81,7 @@ async function main(): Promise<void> {
         name: `bench-balancer-${transport}`,
         script: cliPaths.balancer,
         args: ['--server-transport', transport, '--redis-url', testRedisUrl, '--key-prefix', keyPrefix],
+        ...(cpuProfileDir ? { nodeFlags: ['--cpu-prof', '--cpu-prof-dir', cpuProfileDir, '--cpu-prof-name', `balancer-${transport}.cpuprofile`] } : {}),
         env,
       });
       processes.push(balancer);
