@@ -59,6 +59,12 @@ export const balancerOptionsSchema = z
      * `grpc-js`, one grpc-js channel per worker. Same outcomes either way. @default http2
      */
     workerTransport: z.enum(['http2', 'grpc-js'], { error: 'expected http2 or grpc-js' }).default('http2'),
+    /**
+     * How the balancer serves Balancer/Submit and grpc.health.v1 to its clients: `grpc-js`, a
+     * grpc-js Server, or `http2`, gRPC framed by hand on a node:http2 server (h2-server.ts: the
+     * same answers, statuses, metadata and TLS, at less CPU per call). @default grpc-js
+     */
+    serverTransport: z.enum(['grpc-js', 'http2'], { error: 'expected grpc-js or http2' }).default('grpc-js'),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
     /** Consecutive failures to connect to a worker after which it is marked unreachable in the ledger (every balancer skips it); 0 never marks. @default 3 */

@@ -39,11 +39,32 @@ export function invalidTask(field: string, message: string): HeadroomError {
   return new HeadroomError(balancerErrorCodes.invalidTask, `${field}: ${message}`);
 }
 
+/** How a call fails, as the client sees it, whatever serves it: gRPC status, details, and the metadata. */
+export interface CallFailure {
+  status: grpc.status;
+  /** "<code>: <message>" (grpc-message). */
+  details: string;
+  /** Metadata "headroom-error-code". */
+  errorCode: string;
+  /** Metadata "retry-after-ms", when the same request may succeed later. */
+  retryAfterMs: number | undefined;
+}
+
+/** Turns any error into the failure a client sees: its code's gRPC status, the code and the retry hint. */
+export function toCallFailure(error: unknown): CallFailure {
+  const coded = error instanceof HeadroomError ? error : new HeadroomError(balancerErrorCodes.internal, 'internal error', { cause: error });
+  return { status: grpcStatusOf(coded.code), details: `${coded.code}: ${coded.message}`, errorCode: coded.code, retryAfterMs: coded.retryAfterMs };
+}
+
+/** A CallFailure as grpc-js's server sends it, with code and retry hint as metadata. */
+export function serviceErrorOf(failure: CallFailure): Partial<grpc.ServiceError> {
+  const metadata = new grpc.Metadata();
+  metadata.set('headroom-error-code', failure.errorCode);
+  if (failure.retryAfterMs !== undefined) metadata.set('retry-after-ms', String(failure.retryAfterMs));
+  return { code: failure.status, details: failure.details, metadata };
+}
+
 /** Turns any error into the gRPC error a client sees, with code and retry hint as metadata. */
 export function toServiceError(error: unknown): Partial<grpc.ServiceError> {
-  const coded = error instanceof HeadroomError ? error : new HeadroomError(balancerErrorCodes.internal, 'internal error', { cause: error });
-  const metadata = new grpc.Metadata();
-  metadata.set('headroom-error-code', coded.code);
-  if (coded.retryAfterMs !== undefined) metadata.set('retry-after-ms', String(coded.retryAfterMs));
-  return { code: grpcStatusOf(coded.code), details: `${coded.code}: ${coded.message}`, metadata };
+  return serviceErrorOf(toCallFailure(error));
 }

@@ -12,6 +12,7 @@ export {
 export type { DispatchResult, WorkerCalls } from './dispatch';
 export type { DispatchOutcome, WorkerChannelsOptions } from './worker-channels';
 export { balancerErrorCodes, grpcStatusOf } from './errors';
+export type { ServerTransport } from './submit-server';
 export { policyNames, type PolicyName, type SlotPolicy } from './policies';
 export type { ClusterRouter, ClusterNames } from './routing/cluster-router';
 export { StaticSplitRouter, bucketOf } from './routing/static-split';

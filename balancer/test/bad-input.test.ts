@@ -158,6 +158,10 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /HEADROOM_LEDGER_BATCH_WINDOW_MS.*expected a number <= 1000/);
 
+  result = run(balancerCli, ['--server-transport', 'quic']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--server-transport: got "quic", expected grpc-js or http2/);
+
   result = run(balancerCli, ['--frobnicate', '1']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /Unknown option '--frobnicate'/);

@@ -39,6 +39,18 @@ test('gRPC over mutual TLS: clients to the balancer and the balancer to its work
   assert.equal(fleet.workers[0]!.stats().completed, 1, 'only the trusted client\'s task ran');
 });
 
+test('TLS without a client CA: a client that trusts the server\'s CA gets through without a certificate of its own; plain text is refused', async (t) => {
+  const { file } = makeCertificates(t);
+  const fleet = await startFleet(t);
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+  const balancer = await fleet.addBalancer({ tls: { certFile: file('server.pem'), keyFile: file('server.key') } });
+  const trusting = client(balancer.address, channelSecurity({ caFile: file('ca.pem') }, 'test').credentials, t);
+  const done = await submit(trusting, task({ integration: 'echo', payload: Buffer.from('tls') }));
+  assert.ok(done.ok && done.response.result?.toString() === 'tls', JSON.stringify(done));
+  const plain = await submit(client(balancer.address, grpc.credentials.createInsecure(), t), task({ integration: 'echo' }), 3000);
+  assert.ok(!plain.ok && plain.status === grpc.status.UNAVAILABLE, JSON.stringify(plain));
+});
+
 test('a balancer without a client certificate cannot reach workers that require one: the task fails with a coded error', async (t) => {
   const { file } = makeCertificates(t);
   const fleet = await startFleet(t);

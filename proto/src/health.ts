@@ -17,6 +17,9 @@ export function addHealthService(server: grpc.Server, serviceNames: readonly str
   };
 }
 
+/** The grpc.health.v1.Health service definition (paths, serializers), for servers not built on grpc-js. */
+export { healthService };
+
 const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
 
 type CheckMethod = (request: { service: string }, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, reply?: { status?: string }) => void) => void;

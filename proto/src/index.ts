@@ -50,7 +50,7 @@ export const profileLimits = {
   maxCpuprofileBytes: 16 * 1024 * 1024,
 } as const;
 
-export { addHealthService, checkHealth, type HealthStatus } from './health';
-export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, http2ClientTls, type Http2ClientTls, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
+export { addHealthService, checkHealth, healthService, type HealthStatus } from './health';
+export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, http2ClientTls, http2ServerTls, type Http2ClientTls, type Http2ServerTls, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
 export * from './tls-options';
 export { UnreadableRequest, withTolerantDeserializers, receiveLimitInterceptor, type ReceiveLimitOptions } from './unreadable-requests';

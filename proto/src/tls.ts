@@ -60,6 +60,35 @@ export function channelSecurity(tls: ClientTls | undefined, field: string): Chan
   };
 }
 
+/** What `http2.createSecureServer(options)` needs of a ServerTls: the files read, the pair checked. */
+export interface Http2ServerTls {
+  cert: Buffer;
+  key: Buffer;
+  /** With clientCaFile: the CA client certificates must be signed by, and the server asks for and checks them. */
+  ca?: Buffer;
+  requestCert: boolean;
+  rejectUnauthorized: boolean;
+}
+
+/**
+ * The TLS options of a node:http2 server for `tls` (undefined: plain text), as serverCredentials
+ * gives them to grpc-js: with clientCaFile, a client must present a certificate that CA signed
+ * (mutual TLS). Files are read once, now; a key that does not match its certificate is found now.
+ */
+export function http2ServerTls(tls: ServerTls | undefined, field: string): Http2ServerTls | undefined {
+  if (!tls) return undefined;
+  const clientCa = tls.clientCaFile === undefined ? undefined : readPem(`${field}.clientCaFile`, tls.clientCaFile);
+  const options: Http2ServerTls = {
+    key: readPem(`${field}.keyFile`, tls.keyFile),
+    cert: readPem(`${field}.certFile`, tls.certFile),
+    requestCert: clientCa !== undefined,
+    rejectUnauthorized: clientCa !== undefined,
+  };
+  if (clientCa) options.ca = clientCa;
+  built(field, () => checkPair(options.key, options.cert, clientCa ?? null));
+  return options;
+}
+
 /** What `http2.connect('https://…', options)` needs of a ClientTls: the files read, the pair checked. */
 export interface Http2ClientTls {
   ca: Buffer;

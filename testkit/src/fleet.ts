@@ -26,6 +26,17 @@ export async function connected(url = testRedisUrl, subscriber = false): Promise
   return redis;
 }
 
+/**
+ * The balancer's server transport the tests run against: HEADROOM_TEST_SERVER_TRANSPORT
+ * (grpc-js or http2), or the balancer's default. A test's own serverTransport option wins.
+ */
+export function testServerTransport(): BalancerOptions['serverTransport'] {
+  const transport = process.env.HEADROOM_TEST_SERVER_TRANSPORT;
+  if (transport === undefined || transport === '') return undefined;
+  if (transport !== 'grpc-js' && transport !== 'http2') throw new Error(`HEADROOM_TEST_SERVER_TRANSPORT: got "${transport}", expected grpc-js or http2`);
+  return transport;
+}
+
 /** Workers and balancers in this process, on the shared Redis under a key prefix of their own. */
 export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = {}, redisUrl = testRedisUrl): Promise<Fleet> {
   const options = { keyPrefix: uniquePrefix('fleet'), ...ledgerOptions };
@@ -45,7 +56,8 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
     async addBalancer(balancerOptions = {}, flags, logger) {
       const subscriber = await connected(redisUrl, true);
       t.after(() => subscriber.disconnect());
-      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...balancerOptions }, { redis, subscriber, ledger: options, ...(flags ? { flags } : {}), ...(logger ? { logger } : {}) });
+      const serverTransport = testServerTransport();
+      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...(serverTransport ? { serverTransport } : {}), ...balancerOptions }, { redis, subscriber, ledger: options, ...(flags ? { flags } : {}), ...(logger ? { logger } : {}) });
       const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
       fleet.balancers.push(balancer);
       fleet.clients.push(client);
