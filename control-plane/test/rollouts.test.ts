@@ -7,6 +7,7 @@ import * as assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import type { HandlerMap } from '@headroom/worker';
+import { LatencyRecorder } from '@headroom/fleet';
 import { eventually, json, startStack, submit, task, viewerToken, type Stack } from '@headroom/testkit';
 
 let unleash: TestUnleash;
@@ -216,4 +217,50 @@ test('a slow candidate on one integration: the autopilot rolls that one back wit
   assert.equal((await stack.api('GET', '/traffic')).body.effectivePercent.integrations['bank-a'], 60, 'bank-a ramped on');
   const rollbacks = (await stack.api('GET', '/audit?action=rollback&actor=autopilot')).body.entries;
   assert.deepEqual(rollbacks.map((e: { target: string }) => e.target), ['bank-b']);
+});
+
+test('a gate that stays close to its line without crossing it doubles the hold, then counts as held: the rollout is not held forever', { timeout: 120_000 }, async (t) => {
+  const stack = await startStack(t, unleash, controlPlaneOptions);
+  // A candidate worker that runs nothing: its reports feed the worker gates (lenient here).
+  await stack.fleet.addWorker({ cluster: 'candidate', workerId: 'candidate-0', maxParallelism: 8, reportIntervalMs: 500 });
+  // Latency as the workers would report it, written straight to Redis: bank-a on the candidate is
+  // exactly one latency bucket slower (21.5 ms against 20 ms: buckets 36 and 35), a p50 ratio of
+  // 2^(1/8) = 1.0905, 90.5% of the way from 1 to the line of 1.1: close, and never over.
+  const recorders = (['baseline', 'candidate'] as const).map((cluster) => ({
+    recorder: new LatencyRecorder(stack.fleet.redis, { keyPrefix: stack.fleet.ledgerOptions.keyPrefix!, cluster }),
+    ms: cluster === 'baseline' ? 20 : 21.5,
+  }));
+  let writing = true;
+  const writer = (async () => {
+    for (let round = 0; writing && round < 1000; round++) {
+      for (const { recorder, ms } of recorders) {
+        for (let i = 0; i < 20; i++) recorder.record('bank-a', ms);
+        await recorder.flush();
+      }
+      await sleep(250);
+    }
+  })();
+  t.after(async () => {
+    writing = false;
+    await writer;
+  });
+  const plan = { name: 'near-the-line', integrations: ['bank-a'], windowSeconds: 10, holdSeconds: 10, minSamples: 20, gates: workerGates, steps: [{ candidatePercent: 50, maxParallelism: 8 }] };
+  const started = await stack.api('POST', '/rollouts', plan);
+  assert.equal(started.status, 201, JSON.stringify(started.body));
+  const id = started.body.id as string;
+  const finished = await eventually('the rollout to finish', 90_000, async () => {
+    const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
+    return rollout.status === 'running' ? undefined : rollout;
+  });
+  const described = JSON.stringify(finished.decisions, null, 1);
+  assert.equal(finished.status, 'completed', described);
+  assert.deepEqual(finished.decisions.map((d: { kind: string }) => d.kind), ['start', 'hold', 'complete'], described);
+  const [start, hold, complete] = finished.decisions as { atUnixMs: number; message: string }[];
+  assert.match(hold!.message, /holding: gates close to their lines: bank-a: p50Ratio 1\.0905 near 1\.1/);
+  assert.match(complete!.message, /every gate held for 20 s \(2x the hold: a gate came close to its line, none crossed it\)/);
+  // Judged from the step's first whole window (10 s + 1 s to settle), then held twice the hold (20 s), not once (10 s).
+  const judgedFromMs = plan.windowSeconds * 1000 + controlPlaneOptions.latencySettleMs;
+  const tookMs = complete!.atUnixMs - start!.atUnixMs;
+  assert.ok(tookMs >= judgedFromMs + 2 * plan.holdSeconds * 1000, `completed ${tookMs} ms after the start`);
+  assert.equal(finished.lastReading.integrations[0].gates.find((g: { gate: string }) => g.gate === 'p50Ratio').status, 'close');
 });

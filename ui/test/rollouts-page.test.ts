@@ -135,7 +135,7 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
     assert.match((await steps.nth(1).textContent()) ?? '', /Step 2current.*trying 4 now; highest held none yet/);
     // Gate figures again in step 2, and what the autopilot waits for now.
     await p50.locator('.gate-status', { hasText: /^. (ok|close)$/ }).waitFor({ timeout: 30_000 });
-    await rolloutState(page).locator('.waiting-for', { hasText: /first whole window|to hold for|enough data|close to their lines/ }).waitFor();
+    await rolloutState(page).locator('.waiting-for', { hasText: /first whole window|to hold for|to stay within its line|enough data/ }).waitFor();
     assert.deepEqual(unexpectedProblems(operator), []);
   });
 

@@ -29,6 +29,7 @@ const rollout: JsonSchema = {
     maxParallelism: { type: 'integer', description: "The candidate cluster's max parallelism the autopilot set" },
     search: { type: ['object', 'null'], properties: { current: { type: 'integer' }, highestHeld: { type: ['integer', 'null'] } } },
     heldSinceUnixMs: { type: ['integer', 'null'], description: 'Since when every gate held without a break' },
+    closeSinceUnixMs: { type: ['integer', 'null'], description: 'Since when a gate has been close to its line in this hold, which then lasts twice as long' },
     baselineUntilUnixMs: { type: ['integer', 'null'], description: "On a step at 100%: the baseline's figures are those of the window that ended then (it runs none of the plan's tasks now)" },
     closeGates: { type: ['string', 'null'], description: 'The gates close to their lines at the latest hold decision, e.g. "bank-a:p95Ratio"' },
     rolledBack: { type: 'array', items: { type: 'string' }, description: 'Integrations the autopilot rolled back (the rest go on)' },

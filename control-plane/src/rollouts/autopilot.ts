@@ -15,18 +15,22 @@
  *   off the same way, else rolls back every integration still moving: the workers are shared.
  * - else, once every gate has held for the step's hold time, judged on windows that lie within
  *   the step, it takes the next step (or, on a search step, the next raise); the last completes.
- * - else it waits, and says for what: a gate close to its line (with the figures), not enough
- *   samples, the first window of the step still filling.
+ *   A gate close to its line (90% of the way there) makes that hold twice as long, and is noted.
+ * - else it waits, and says for what: not enough samples, the first window of the step still
+ *   filling, the hold (with the figures of a gate close to its line).
  */
 import type { Logger } from '@headroom/common';
 import { readLatency, type RedisConnection, type WorkerReport } from '@headroom/fleet';
 import type { AuditLog } from '../audit';
 import type { ControlService } from '../control-service';
-import { describeGates, readGates, worstStatus, type GateStatus, type GatesReading } from './gates';
+import { describeGates, readGates, type GatesReading } from './gates';
 import type { PlanStep } from './plan';
 import { withDecision, type Decision, type DecisionKind, type Rollout, type RolloutStore } from './rollout-store';
 
 export const autopilotActor = 'autopilot';
+
+/** How many times the step's hold the gates must stay within their lines once one came close to its line. */
+export const closeHoldFactor = 2;
 
 export interface AutopilotOptions {
   /** How often the autopilot reads the gates and acts. */
@@ -182,42 +186,56 @@ export class Autopilot {
 
     // A gate counts only on windows that lie within the step.
     const judgedFromMs = rollout.stepStartedAtUnixMs + rollout.plan.windowSeconds * 1000 + this.deps.options.settleMs;
-    const status = worstStatus([...reading.integrations.map((i) => i.status), reading.workers.status]);
-    if (now < judgedFromMs || status !== 'ok') {
-      const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, status, rollout.plan.minSamples);
-      const closeGates = status === 'close' ? closeGateNames(reading) : null;
-      // Noted when a hold begins or holds on other gates, not at every tick the figures move; it names the gates with their figures.
-      if (closeGates !== null && closeGates !== rollout.closeGates) note('hold', rollout.step, `holding: ${whatHolds(reading, status, rollout.plan.minSamples)}`);
-      return { ...rollout, heldSinceUnixMs: null, waitingFor, closeGates };
+    const statuses = [...reading.integrations.map((i) => i.status), reading.workers.status];
+    // Not before the step's first whole window: those figures are the step before's.
+    const closeGates = now >= judgedFromMs && statuses.includes('close') ? closeGateNames(reading) : null;
+    // Noted when a hold begins or holds on other gates, not at every tick the figures move; it names the gates with their figures.
+    if (closeGates !== null && closeGates !== rollout.closeGates) note('hold', rollout.step, `holding: ${whatHolds(reading, 'close', rollout.plan.minSamples)}`);
+    if (now < judgedFromMs || statuses.includes('not-enough-data') || statuses.includes('breached')) {
+      const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, 'not-enough-data', rollout.plan.minSamples);
+      return { ...rollout, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor, closeGates };
     }
+    // Every gate within its line. One close to it makes the hold closeHoldFactor times as long: more
+    // windows to tell whether it stays within. It does not stop the rollout for good: a latency ratio
+    // moves in steps of one latency bucket (9%), so a candidate one bucket slower at p50 reads 1.09
+    // against a line of 1.1 for as long as it runs, and would otherwise be held forever.
     const heldSince = rollout.heldSinceUnixMs ?? now;
-    if (now - heldSince < step.holdSeconds * 1000) {
-      return { ...rollout, heldSinceUnixMs: heldSince, closeGates: null, waitingFor: `every gate to hold for ${step.holdSeconds} s (held ${Math.floor((now - heldSince) / 1000)} s)` };
+    const closeSince = rollout.closeSinceUnixMs ?? (closeGates !== null ? now : null);
+    const holdMs = step.holdSeconds * 1000 * (closeSince !== null ? closeHoldFactor : 1);
+    if (now - heldSince < holdMs) {
+      const held = Math.floor((now - heldSince) / 1000);
+      const waitingFor =
+        closeSince === null
+          ? `every gate to hold for ${step.holdSeconds} s (held ${held} s)`
+          : `every gate to stay within its line for ${holdMs / 1000} s, ${closeHoldFactor}x the hold, since ${closeGates !== null ? whatHolds(reading, 'close', rollout.plan.minSamples) : 'a gate came close to its line'} (held ${held} s)`;
+      return { ...rollout, heldSinceUnixMs: heldSince, closeSinceUnixMs: closeSince, closeGates, waitingFor };
     }
+    const heldFor = `${holdMs / 1000} s${closeSince !== null ? ` (${closeHoldFactor}x the hold: a gate came close to its line, none crossed it)` : ''}`;
 
     // Every gate held for the whole hold.
     if (search && search.current < step.search!.max) {
       const raised = Math.min(step.search!.max, Math.ceil(search.current * step.search!.factor));
       await this.setParallelism(raised);
-      note('raise', rollout.step, `max parallelism ${search.current} held for ${step.holdSeconds} s; raised to ${raised}`);
-      return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, waitingFor: null, closeGates: null };
+      note('raise', rollout.step, `max parallelism ${search.current} held for ${heldFor}; raised to ${raised}`);
+      return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
     }
-    if (search) note('step', rollout.step, `max parallelism ${search.current} held for ${step.holdSeconds} s: the highest the search tries`);
-    return this.nextStep(rollout, now, note);
+    if (search) note('step', rollout.step, `max parallelism ${search.current} held for ${heldFor}: the highest the search tries`);
+    return this.nextStep(rollout, now, note, search ? undefined : heldFor);
   }
 
-  /** Takes the next step, or completes the rollout after the last. */
-  private async nextStep(rollout: Rollout, now: number, note: Note): Promise<Rollout> {
+  /** Takes the next step, or completes the rollout after the last; `heldFor`: how long the step's gates held, when that is why. */
+  private async nextStep(rollout: Rollout, now: number, note: Note, heldFor?: string): Promise<Rollout> {
     const index = rollout.step + 1;
     const step = rollout.plan.steps[index];
+    const held = heldFor ? `every gate held for ${heldFor}; ` : '';
     if (!step) {
-      note('complete', rollout.step, `every step held; the candidate runs at max parallelism ${rollout.maxParallelism}`);
-      return { ...rollout, status: 'completed', finishedAtUnixMs: now, waitingFor: null, heldSinceUnixMs: null };
+      note('complete', rollout.step, `${held}every step held; the candidate runs at max parallelism ${rollout.maxParallelism}`);
+      return { ...rollout, status: 'completed', finishedAtUnixMs: now, waitingFor: null, heldSinceUnixMs: null, closeSinceUnixMs: null };
     }
     const applied = await this.applyStep({ ...rollout, step: index }, step);
-    note('step', index, `step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.maxParallelism)}`);
+    note('step', index, `${held}step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.maxParallelism)}`);
     const baselineUntilUnixMs = step.candidatePercent < 100 ? null : (rollout.baselineUntilUnixMs ?? now);
-    return { ...applied, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, waitingFor: null, closeGates: null };
+    return { ...applied, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
   }
 
   /** Sets traffic and max parallelism for `step` (idempotent: a value already set is not written again). */
@@ -277,7 +295,7 @@ function closeGateNames(reading: GatesReading): string {
 }
 
 /** What keeps the autopilot from advancing: the gates close to their lines (with figures), or the data missing. */
-function whatHolds(reading: GatesReading, status: GateStatus, minSamples: number): string {
+function whatHolds(reading: GatesReading, status: 'close' | 'not-enough-data', minSamples: number): string {
   if (status === 'close') {
     return `gates close to their lines: ${[
       ...reading.integrations.filter((i) => i.status === 'close').map((i) => `${i.integration}: ${describeGates(i.gates, 'close')}`),

@@ -67,6 +67,7 @@ export class RolloutService {
       search: first.search ? { current: first.search.from, highestHeld: null } : null,
       baselineUntilUnixMs: first.candidatePercent === 100 ? now : null,
       heldSinceUnixMs: null,
+      closeSinceUnixMs: null,
       rolledBack: [],
       waitingFor: null,
       closeGates: null,
@@ -110,7 +111,7 @@ export class RolloutService {
       }
       const now = Date.now();
       // Resumed: the gates are judged again from windows after now, and must hold a whole hold again.
-      const restarted = to === 'running' ? { stepStartedAtUnixMs: now, heldSinceUnixMs: null } : {};
+      const restarted = to === 'running' ? { stepStartedAtUnixMs: now, heldSinceUnixMs: null, closeSinceUnixMs: null } : {};
       const next = withDecision(
         { ...rollout, ...restarted, status: to, waitingFor: null, finishedAtUnixMs: finishedStatuses.includes(to) ? now : null },
         { atUnixMs: now, kind, step: rollout.step, actor, message },

@@ -58,8 +58,13 @@ export interface Rollout {
    * (when the first such step began). null on other steps.
    */
   baselineUntilUnixMs: number | null;
-  /** Since when every gate held without a break; null while one does not. */
+  /** Since when every gate held (within its line) without a break; null while one does not. */
   heldSinceUnixMs: number | null;
+  /**
+   * Since when a gate has been close to its line in the current hold (which then lasts
+   * closeHoldFactor times as long); null when none came close. Absent in rollouts stored before it.
+   */
+  closeSinceUnixMs?: number | null;
   /** Integrations rolled back (they stay on the baseline; the rest go on). */
   rolledBack: string[];
   /** Why the autopilot does not advance now: a gate close to its line, not enough data, a window still filling. */

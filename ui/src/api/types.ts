@@ -306,6 +306,8 @@ export interface Rollout {
   /** On a step with every task on the candidate: the baseline's window ending here is the comparison. */
   baselineUntilUnixMs: number | null;
   heldSinceUnixMs: number | null;
+  /** Since when a gate has been close to its line in this hold (which then lasts twice as long). */
+  closeSinceUnixMs?: number | null;
   rolledBack: string[];
   /** Why the autopilot does not advance now. */
   waitingFor: string | null;
