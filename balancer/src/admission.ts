@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import { ledgerErrorCodes, type ClusterKeys, type Ledger, type LedgerPriority, type QueueDepth } from '@headroom/fleet';
+import { ledgerErrorCodes, type ClusterKeys, type Ledger, type LedgerPriority, type QueueDepth, type ReleaseKind } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
 import { Lease, type LeaseEnds } from './lease';
 import { WaitQueue, type Waiter } from './wait-queue';
@@ -63,6 +63,8 @@ interface ClusterQueue {
   readonly waiters: WaitQueue<SlotWaiter>;
   /** Counts slot-freed messages, to catch one that arrived while a reservation was in flight. */
   wakeups: number;
+  /** Releases by this balancer while tasks waited here: each served the queue at once (Admission.release). */
+  handoffs: number;
   serving: boolean;
   serveAgain: boolean;
   /** This balancer is recorded in the ledger as waiting (for any task / for a user-present task). */
@@ -92,11 +94,11 @@ export class Admission {
   constructor(private readonly options: AdmissionOptions) {
     this.leaseEnds = {
       // The unshared policies take no slot in the ledger: nothing to give back there.
-      release: options.policy.sharedCount ? (cluster, leaseId, kind) => options.ledger.release(cluster, leaseId, kind) : async () => undefined,
+      release: options.policy.sharedCount ? (cluster, leaseId, kind) => this.release(cluster, leaseId, kind) : async () => undefined,
       finished: (cluster, workerId) => options.policy.finished(cluster, workerId),
     };
     for (const cluster of options.clusters) {
-      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, serving: false, serveAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
+      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, handoffs: 0, serving: false, serveAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
       this.queues.set(cluster, queue);
       this.queueByChannel.set(options.ledger.keys(cluster).slotFreedChannel, queue);
     }
@@ -165,6 +167,24 @@ export class Admission {
       if (request.signal.aborted) return { ok: false, error: cancelled(), cluster };
     }
     return this.enqueue(queue, request, queue.wakeups !== wakeupsBefore, startedAt);
+  }
+
+  /**
+   * Gives a slot back. When tasks wait here for the same cluster, their reservations are asked
+   * for in the same turn, so they go to Redis in the same settle call, after the release (the
+   * ledger batches both, releases first): the slot freed here is taken by a waiter here without
+   * a round trip through the ledger's pub/sub announcement and back. The ledger still decides:
+   * a user-present task waiting on another balancer keeps priority over a background one here,
+   * and the freed slot is then announced to it.
+   */
+  private release(cluster: string, leaseId: string, kind: ReleaseKind): Promise<unknown> {
+    const released = this.options.ledger.release(cluster, leaseId, kind);
+    const queue = this.queues.get(cluster);
+    if (queue && queue.waiters.size > 0 && !this.closed) {
+      queue.handoffs++;
+      void this.serveQueue(queue);
+    }
+    return released;
   }
 
   /** Fails every waiting task and clears this balancer's waiting entries; further acquires fail. */

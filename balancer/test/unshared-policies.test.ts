@@ -1,20 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually, startFleet, submit, task, type SubmitResult } from '@headroom/testkit';
-import type { HandlerMap } from '@headroom/worker';
-
-/** Tasks run until the test lets them end, by id. */
-function heldHandlers() {
-  const waiting = new Map<string, () => void>();
-  const handlers: HandlerMap = {
-    'bank-a': (t) => new Promise<string>((resolve) => waiting.set(t.id, () => resolve(`done ${t.id}`))),
-  };
-  const finish = async (id: string) => {
-    await eventually(`${id} to run`, 5000, () => (waiting.has(id) ? true : undefined));
-    waiting.get(id)!();
-  };
-  return { handlers, waiting, finish };
-}
+import { eventually, heldHandlers, startFleet, submit, task, type SubmitResult } from '@headroom/testkit';
 
 const placedOn = (result: SubmitResult) => (result.ok ? result.response.placement?.workerId : `failed: ${result.code}`);
 

@@ -115,10 +115,16 @@ for (const implementation of implementations) {
   });
 
   test(`${name}: a cancelled call is cancelled; the worker sees the cancel (RST_STREAM) and its slot comes back`, async (t) => {
-    const { call, heldCount, inflightBecomes, abortReasons, worker } = await setUp(t, create, {}, 1);
+    const { call, heldCount, inflightBecomes, abortReasons, worker, startedOrEnded } = await setUp(t, create, {}, 1);
     const controller = new AbortController();
     const running = call('hold', Buffer.alloc(0), { signal: controller.signal });
     await heldCount(1);
+    // The worker sent its "started" header before the handler ran; wait until this side read it
+    // (on a loaded machine the cancel could otherwise overtake it: a CI run saw started: false).
+    for (let waited = 0; startedOrEnded() === 0; waited += 10) {
+      assert.ok(waited < 5000, 'the call never saw the task start');
+      await sleep(10);
+    }
     controller.abort();
     assert.deepEqual(await running, { kind: 'cancelled', started: true });
     await inflightBecomes(0);

@@ -1,6 +1,6 @@
 import type { TestContext } from 'node:test';
 import * as grpc from '@grpc/grpc-js';
-import { testRedisUrl, uniquePrefix } from './redis';
+import { eventually, testRedisUrl, uniquePrefix } from './redis';
 import { deleteKeysUnder } from './redis-server';
 import { Ledger, connectRedis, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
@@ -80,6 +80,19 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
 export type SubmitResult = SubmitAnswer;
 
 let taskCounter = 0;
+
+/** bank-a tasks that run until the test lets each end, by task id. */
+export function heldHandlers() {
+  const waiting = new Map<string, () => void>();
+  const handlers: HandlerMap = {
+    'bank-a': (t) => new Promise<string>((resolve) => waiting.set(t.id, () => resolve(`done ${t.id}`))),
+  };
+  const finish = async (id: string) => {
+    await eventually(`${id} to run`, 5000, () => (waiting.has(id) ? true : undefined));
+    waiting.get(id)!();
+  };
+  return { handlers, waiting, finish };
+}
 
 export function task(overrides: Partial<Task> = {}): Task {
   taskCounter++;
