@@ -128,7 +128,9 @@ export class Admission {
     for (const queue of this.queues.values()) {
       byCluster[queue.cluster] = { userPresent: queue.waiters.userPresentCount, background: queue.waiters.backgroundCount };
     }
-    return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount };
+    let handoffs = 0;
+    for (const queue of this.queues.values()) handoffs += queue.handoffs;
+    return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount, handoffs };
   }
 
   /** Tasks waiting for a slot, all clusters together, by priority. */

@@ -25,6 +25,7 @@ export function createBalancerMetrics(
     queuedBytes: number;
     shed: number;
     refusedQueueFull: number;
+    handoffs: number;
     maxQueued: number;
     maxQueuedBytes: number;
   },
@@ -129,6 +130,15 @@ export function createBalancerMetrics(
     collect() {
       this.reset();
       this.inc(readQueue().refusedQueueFull);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_queue_handoffs_total',
+    help: 'Releases that found tasks waiting on this balancer and asked for their slots in the same ledger call',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readQueue().handoffs);
     },
   });
   return {

@@ -35,6 +35,7 @@ export const metricCatalogue: Readonly<Record<string, MetricType>> = {
   headroom_balancer_dispatch_retries_total: 'counter',
   headroom_balancer_shed_total: 'counter',
   headroom_balancer_queue_full_total: 'counter',
+  headroom_balancer_queue_handoffs_total: 'counter',
   headroom_balancer_rerouted_tasks_total: 'counter',
   headroom_balancer_override_version: 'gauge',
   headroom_balancer_override_active: 'gauge',
