@@ -2,6 +2,11 @@
  * The tasks of one cluster waiting for a slot on this balancer: user-present first, FIFO
  * within a priority. Removal of a waiter in the middle (deadline, cancel) is lazy: it is
  * marked done and skipped later, so every operation is O(1) amortised.
+ *
+ * A waiter that is done is let go of as soon as the head passes it, and the array is compacted
+ * once a few dozen are behind the head or among the live ones: a done waiter holds its task's
+ * request, lease and promise, and keeping a thousand of them per queue (as this did until
+ * 2026-11-26) made a balancer's heap climb by megabytes between compactions.
  */
 export interface Waiter {
   readonly priority: 'user' | 'background';
@@ -10,10 +15,19 @@ export interface Waiter {
   done: boolean;
 }
 
+/** Done waiters kept at most, behind the head or among the live ones, before the array is compacted. */
+const maxDoneKept = 32;
+
 class Fifo<T extends Waiter> {
-  private items: T[] = [];
+  /** Entries before `head` are cleared (undefined): served or done, not referenced any more. */
+  private items: (T | undefined)[] = [];
   private head = 0;
   live = 0;
+
+  /** Waiters still referenced, live or done and not yet dropped: at most 2 x live + maxDoneKept after any operation. */
+  get held(): number {
+    return this.items.length - this.head;
+  }
 
   push(item: T): void {
     this.items.push(item);
@@ -21,7 +35,7 @@ class Fifo<T extends Waiter> {
   }
 
   peek(): T | undefined {
-    while (this.head < this.items.length && this.items[this.head]!.done) this.head++;
+    while (this.head < this.items.length && this.items[this.head]!.done) this.items[this.head++] = undefined;
     this.compact();
     return this.items[this.head];
   }
@@ -40,7 +54,7 @@ class Fifo<T extends Waiter> {
 
   /** Adds items (oldest first) where their arrival puts them among the live ones. O(live + added). */
   insertInOrder(added: readonly T[]): void {
-    const live = this.items.slice(this.head).filter((item) => !item.done);
+    const live = this.all();
     const merged: T[] = [];
     let i = 0;
     let j = 0;
@@ -70,16 +84,17 @@ class Fifo<T extends Waiter> {
   }
 
   all(): T[] {
-    return this.items.slice(this.head).filter((item) => !item.done);
+    return (this.items.slice(this.head) as T[]).filter((item) => !item.done);
   }
 
   private compact(): void {
-    // Drop skipped entries once they are most of the array.
-    if (this.head > 1024 && this.head * 2 > this.items.length) {
-      this.items = this.items.slice(this.head);
+    if (this.items.length - this.head > 2 * this.live + maxDoneKept) {
+      // Done waiters in the middle (deadlines, cancels) outnumber the live ones.
+      this.items = this.all();
       this.head = 0;
-    } else if (this.items.length > 2 * this.live + 1024) {
-      this.items = this.items.slice(this.head).filter((item) => !item.done);
+    } else if (this.head > maxDoneKept && this.head * 2 > this.items.length) {
+      // The cleared slots behind the head are most of the array: O(1) amortised.
+      this.items = this.items.slice(this.head);
       this.head = 0;
     }
   }
@@ -99,6 +114,11 @@ export class WaitQueue<T extends Waiter> {
 
   get size(): number {
     return this.user.live + this.background.live;
+  }
+
+  /** Waiters still referenced, live or done and not yet dropped (bounded: see Fifo.held). */
+  get held(): number {
+    return this.user.held + this.background.held;
   }
 
   push(waiter: T): void {

@@ -59,3 +59,30 @@ test('process metrics: the heap after a full collection follows what survives it
   const freed = await afterGc();
   assert.ok(full - freed > 20_000_000, `freed: ${full} -> ${freed} bytes`);
 });
+
+test("process metrics: the heap after GC splits into V8's code and the program's objects, and a leak shows in the objects", async () => {
+  const registry = new Registry();
+  registerProcessMetrics(registry, { codeStatisticsEveryMs: 0 });
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const read = async () => {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const text = await registry.metrics();
+    const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+    return { total: value('headroom_heap_after_major_gc_bytes'), code: value('headroom_heap_code_after_major_gc_bytes'), objects: value('headroom_heap_objects_after_major_gc_bytes') };
+  };
+  const before = await read();
+  assert.ok(before.code > 100_000, `V8's code: ${before.code} bytes`);
+  assert.equal(before.objects + before.code, before.total);
+  // Code compiled for the first time raises the code, not the objects.
+  const compiled = Array.from({ length: 300 }, (_, i) => new Function('a', `let s = a; for (let j = 0; j < ${i}; j++) s = (s * 31 + j) % 1000003; return s + ${i};`) as (a: number) => number);
+  let sum = 0;
+  for (const f of compiled) sum += f(1);
+  const leaked: string[] = Array.from({ length: 100_000 }, (_, i) => `leaked item ${i}`.padEnd(100, '.'));
+  const after = await read();
+  assert.ok(after.code - before.code > 50_000, `300 functions compiled: code ${before.code} -> ${after.code} bytes`);
+  assert.ok(after.objects - before.objects > 10_000_000, `~12 MB kept: objects ${before.objects} -> ${after.objects} bytes`);
+  assert.equal(leaked.length + compiled.length, 100_300);
+  assert.ok(sum > 0);
+});

@@ -19,6 +19,8 @@ export const metricCatalogue: Readonly<Record<string, MetricType>> = {
   headroom_eventloop_utilization_ratio: 'gauge',
   headroom_heap_limit_bytes: 'gauge',
   headroom_heap_after_major_gc_bytes: 'gauge',
+  headroom_heap_code_after_major_gc_bytes: 'gauge',
+  headroom_heap_objects_after_major_gc_bytes: 'gauge',
   // Worker.
   headroom_worker_task_duration_seconds: 'histogram',
   headroom_worker_tasks_in_flight: 'gauge',
