@@ -45,6 +45,13 @@ export function soakTables(result: SoakResult): string {
   return [summary, latency, firstAndLast, series].join('\n\n');
 }
 
+/** The series judged otherwise than their kind (a process with too few full collections), one line each. */
+function notedSeries(result: SoakResult): string {
+  const noted = result.soak.series.filter((s) => s.note !== undefined && s.points > 0);
+  if (noted.length === 0) return '';
+  return `\nJudged otherwise: ${noted.map((s) => `${s.name}: ${s.note} (${s.slopePerHour >= 0 ? '+' : ''}${formatValue(s.slopePerHour, s.unit)}/h${s.grows ? ', GROWS' : ''})`).join('; ')}.\n`;
+}
+
 export function soakMarkdown(result: SoakResult): string {
   return `## soak
 
@@ -56,5 +63,5 @@ export function soakMarkdown(result: SoakResult): string {
 ${soakTables(result)}
 
 Faults: ${result.soak.faults.map((f) => `${f.atSeconds} s ${f.what}`).join('; ')}.
-${result.soak.grew.length > 0 ? `\nGrew: ${result.soak.grew.join('; ')}.\n` : ''}`;
+${notedSeries(result)}${result.soak.grew.length > 0 ? `\nGrew: ${result.soak.grew.join('; ')}.\n` : ''}`;
 }

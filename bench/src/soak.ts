@@ -22,6 +22,8 @@ export interface SoakSeries {
   slopePerHour: number;
   /** Whether the slope counts as growth without bound (only judged on runs of 10 minutes or more). */
   grows: boolean;
+  /** Why it was not judged as its kind is, when it was not (e.g. too few full collections to fit). */
+  note?: string;
   /** Every sample: [seconds since the load started, value] (one every sampleEveryMs: 120 in 30 minutes). */
   values: [number, number][];
 }

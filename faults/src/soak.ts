@@ -72,8 +72,66 @@ const growthLimits: Record<string, { relative: number; absolute: number }> = {
   'keys-besides-latency': { relative: 0.5, absolute: 50 },
   'memory-besides-latency': { relative: 0, absolute: 2 ** 20 },
 };
+/**
+ * The heap after a full collection is a figure of the last one: a process that allocates little
+ * (the control plane) makes one full collection in ten minutes or more, and its series is then a
+ * step or two, which a slope cannot tell from a leak. With fewer collections than this after its
+ * warm-up, a process's heap used is judged instead (through its lows, with the same limit): it
+ * also rises with the garbage promoted between full collections, so it may over-state a leak,
+ * never hide one.
+ */
+const minFullCollectionsFitted = 4;
 /** Task latency p99 of the last 5 minutes against the first 5: at most this ratio. */
 const maxP99Ratio = 1.2;
+
+/** Samples by series name (`<process>/<metric>` or `redis/<metric>`), as the soak takes them. */
+export type SoakSamples = Map<string, { unit: string; points: { atMs: number; value: number }[] }>;
+
+/**
+ * Fits every series after its warm-up and says which grow without bound (see growthLimits,
+ * heapFloorWindowMs and minFullCollectionsFitted for how each kind is fitted and judged).
+ */
+export function judgeSeries(samples: SoakSamples, timing: { loadStartedAtMs: number; redisRestartedAtMs: number; sampleEveryMs: number; judged: boolean }): SoakSeries[] {
+  const fittedFromMs = timing.loadStartedAtMs + warmUpMs;
+  const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
+    const metric = name.split('/')[1]!;
+    // A process started again warms up again; Redis restarted empty refills its keys for a minute.
+    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, (points[0]?.atMs ?? 0) + warmUpMs);
+    let fitted = points.filter((p) => p.atMs >= fromMs);
+    const perLow = metric === 'heap' || metric === 'rss' ? samplesPerLow : metric.endsWith('-after-gc') ? Math.max(1, Math.round(heapFloorWindowMs / timing.sampleEveryMs)) : 1;
+    if (perLow > 1) {
+      const lows: typeof fitted = [];
+      for (let i = 0; i + perLow <= fitted.length; i += perLow) {
+        const run = fitted.slice(i, i + perLow);
+        lows.push(run.reduce((low, p) => (p.value < low.value ? p : low)));
+      }
+      fitted = lows;
+    }
+    const mean = fitted.length > 0 ? fitted.reduce((a, p) => a + p.value, 0) / fitted.length : 0;
+    const slope = slopePerHour(fitted);
+    const limit = growthLimits[metric];
+    const grows =
+      timing.judged &&
+      (metric === 'latency-keys'
+        ? points.some((p) => p.value > latencyKeysBound)
+        : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
+    const values = points.map((p): [number, number] => [Math.round((p.atMs - timing.loadStartedAtMs) / 1000), p.value]);
+    // Each full collection sets the figure anew (never to the same byte): distinct values count them.
+    const fullCollections = metric === 'heap-objects-after-gc' ? new Set(points.filter((p) => p.atMs >= fromMs).map((p) => p.value)).size : undefined;
+    if (fullCollections !== undefined && fullCollections < minFullCollectionsFitted) {
+      return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `${fullCollections} full collections after the warm-up: judged on heap used` };
+    }
+    return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows, values };
+  });
+  const objectsLimit = growthLimits['heap-objects-after-gc']!.absolute;
+  for (const heap of series.filter((s) => s.name.endsWith('/heap'))) {
+    const objects = series.find((s) => s.name === `${heap.name}-objects-after-gc`);
+    if (objects && objects.note === undefined) continue;
+    heap.grows = timing.judged && heap.points >= 4 && heap.slopePerHour > objectsLimit;
+    heap.note = `judged for its heap after GC (${objects ? objects.note!.split(':')[0] : 'no full collection read'})`;
+  }
+  return series;
+}
 
 /** Least-squares slope of value over time, per hour. */
 export function slopePerHour(points: readonly { atMs: number; value: number }[]): number {
@@ -155,7 +213,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   ];
   const cycleMs = Math.min(durationMs / (faultsInTurn.length + 1), 5 * 60_000);
 
-  const samples = new Map<string, { unit: string; points: { atMs: number; value: number }[] }>();
+  const samples: SoakSamples = new Map();
   const record = (name: string, unit: string, value: number) => {
     let series = samples.get(name);
     if (!series) samples.set(name, (series = { unit, points: [] }));
@@ -239,32 +297,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   });
 
   const judged = options.minutes >= 10;
-  const fittedFromMs = loadStartedAtMs + warmUpMs;
-  const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
-    const metric = name.split('/')[1]!;
-    // A process started again warms up again; Redis restarted empty refills its keys for a minute.
-    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, (points[0]?.atMs ?? 0) + warmUpMs);
-    let fitted = points.filter((p) => p.atMs >= fromMs);
-    const perLow = metric === 'heap' || metric === 'rss' ? samplesPerLow : metric.endsWith('-after-gc') ? Math.max(1, Math.round(heapFloorWindowMs / options.sampleEveryMs)) : 1;
-    if (perLow > 1) {
-      const lows: typeof fitted = [];
-      for (let i = 0; i + perLow <= fitted.length; i += perLow) {
-        const run = fitted.slice(i, i + perLow);
-        lows.push(run.reduce((low, p) => (p.value < low.value ? p : low)));
-      }
-      fitted = lows;
-    }
-    const mean = fitted.length > 0 ? fitted.reduce((a, p) => a + p.value, 0) / fitted.length : 0;
-    const slope = slopePerHour(fitted);
-    const limit = growthLimits[metric];
-    const grows =
-      judged &&
-      (metric === 'latency-keys'
-        ? points.some((p) => p.value > latencyKeysBound)
-        : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
-    const values = points.map((p): [number, number] => [Math.round((p.atMs - loadStartedAtMs) / 1000), p.value]);
-    return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows, values };
-  });
+  const series = judgeSeries(samples, { loadStartedAtMs, redisRestartedAtMs, sampleEveryMs: options.sampleEveryMs, judged });
   const latencyBetween = (fromMs: number, toMs: number) => {
     const answered = log.answeredBetween(fromMs, toMs).filter((s) => s.answer?.ok);
     const latencies = answered.map(latencyMs);

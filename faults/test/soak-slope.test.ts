@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { slopePerHour } from '../src/index';
+import { judgeSeries, slopePerHour } from '../src/index';
 
 test("the soak's slope per hour: least squares over time, 0 for a flat or too short series", () => {
   const minute = 60_000;
@@ -16,4 +16,47 @@ test("the soak's slope per hour: least squares over time, 0 for a flat or too sh
   assert.ok(Math.abs(slopePerHour(sawtooth(1)) - 60) < 10, String(slopePerHour(sawtooth(1))));
   // Samples at uneven times (one missed while a process restarted) still give the rate.
   assert.equal(slopePerHour([0, 1, 3, 4].map((i) => ({ atMs: i * minute, value: 2 * i }))), 120);
+});
+
+test("the soak's judgement of the heap: the program's objects after GC, or the heap used when full collections were too few to fit", () => {
+  const minute = 60_000;
+  const mib = 2 ** 20;
+  const sampleEveryMs = 15_000;
+  // 30 minutes of samples every 15 s, from a value at each time.
+  const series = (unit: string, valueAt: (atMs: number) => number) => ({ unit, points: Array.from({ length: 121 }, (_, i) => ({ atMs: i * sampleEveryMs, value: Math.round(valueAt(i * sampleEveryMs)) })) });
+  // A full collection every 2 minutes: the gauge holds its figure until the next.
+  const everyTwoMinutes = (perHourMiB: number) => (atMs: number) => 20 * mib + perHourMiB * mib * (Math.floor(atMs / (2 * minute)) * 2 * minute / (60 * minute)) + (Math.floor(atMs / (2 * minute)) % 3) * 1000 + Math.floor(atMs / (2 * minute));
+  const judge = (samples: [string, ReturnType<typeof series>][]) =>
+    new Map(judgeSeries(new Map(samples), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: true }).map((s) => [s.name, s]));
+
+  // Objects flat, V8's code rising 3 MiB/h: not a leak.
+  let judged = judge([
+    ['worker:w0/heap-objects-after-gc', series('bytes', everyTwoMinutes(0))],
+    ['worker:w0/heap-code-after-gc', series('bytes', everyTwoMinutes(3))],
+    ['worker:w0/heap', series('bytes', (t) => 30 * mib + (t % minute) * 100)],
+  ]);
+  assert.equal(judged.get('worker:w0/heap-objects-after-gc')!.grows, false);
+  assert.equal(judged.get('worker:w0/heap-objects-after-gc')!.note, undefined, 'fitted on its own: 12 full collections');
+  assert.equal(judged.get('worker:w0/heap')!.note, undefined);
+  assert.equal(judged.get('worker:w0/heap-code-after-gc')!.grows, false);
+  // Objects rising 2 MiB/h: a leak.
+  judged = judge([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(2))]]);
+  const leak = judged.get('balancer:b0/heap-objects-after-gc')!;
+  assert.equal(leak.grows, true, `slope ${leak.slopePerHour / mib} MiB/h`);
+  // Two full collections after the warm-up (a step): not fitted; the heap used is judged instead.
+  const step = (atMs: number) => (atMs < 20 * minute ? 24 * mib : 24.6 * mib + 1000 * Math.floor(atMs / (20 * minute)));
+  judged = judge([
+    ['control-plane:c/heap-objects-after-gc', series('bytes', step)],
+    ['control-plane:c/heap', series('bytes', (t) => 32 * mib - (t / (60 * minute)) * mib + (t % minute) * 100)],
+  ]);
+  assert.equal(judged.get('control-plane:c/heap-objects-after-gc')!.grows, false);
+  assert.match(judged.get('control-plane:c/heap-objects-after-gc')!.note ?? '', /^2 full collections after the warm-up/);
+  assert.equal(judged.get('control-plane:c/heap')!.grows, false);
+  assert.match(judged.get('control-plane:c/heap')!.note ?? '', /judged for its heap after GC/);
+  // ... and a heap used whose lows rise 2 MiB/h then fails it.
+  judged = judge([
+    ['control-plane:c/heap-objects-after-gc', series('bytes', step)],
+    ['control-plane:c/heap', series('bytes', (t) => 32 * mib + (t / (60 * minute)) * 2 * mib + (t % minute) * 100)],
+  ]);
+  assert.equal(judged.get('control-plane:c/heap')!.grows, true);
 });
