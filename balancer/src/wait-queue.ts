@@ -4,9 +4,9 @@
  * marked done and skipped later, so every operation is O(1) amortised.
  *
  * A waiter that is done is let go of as soon as the head passes it, and the array is compacted
- * once a few dozen are behind the head or among the live ones: a done waiter holds its task's
- * request, lease and promise, and keeping a thousand of them per queue (as this did until
- * 2026-11-26) made a balancer's heap climb by megabytes between compactions.
+ * once the done waiters among the live ones outnumber them by maxDoneKept: a done waiter holds
+ * its task's request, lease and promise, and keeping a thousand of them per queue made a
+ * balancer's heap climb by megabytes between compactions.
  */
 export interface Waiter {
   readonly priority: 'user' | 'background';
@@ -15,7 +15,7 @@ export interface Waiter {
   done: boolean;
 }
 
-/** Done waiters kept at most, behind the head or among the live ones, before the array is compacted. */
+/** The array is compacted once its done waiters outnumber its live ones by this many (or the cleared slots behind the head do). */
 const maxDoneKept = 32;
 
 class Fifo<T extends Waiter> {
@@ -46,6 +46,7 @@ class Fifo<T extends Waiter> {
       const item = this.items.pop()!;
       if (!item.done) {
         this.live--;
+        this.compact();
         return item;
       }
     }

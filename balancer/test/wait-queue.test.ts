@@ -2,8 +2,8 @@
  * The balancer's wait queue: order (user-present first, FIFO within a priority, moved waiters in
  * their place by arrival), and memory: a waiter that is done (served, timed out, cancelled) is let
  * go of, so what the queue holds is bounded by its live waiters, not by the tasks that passed.
- * (Until 2026-11-26 it kept up to 1,024 done waiters per queue, each with its task's request,
- * lease and promise: the 30-minute soak saw a balancer's heap climb by megabytes.)
+ * (It kept up to 1,024 done waiters per queue, each with its task's request, lease and promise:
+ * the 30-minute soak saw a balancer's heap climb by megabytes.)
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -77,7 +77,8 @@ test('tasks passing through the queue are let go of: it holds its live waiters a
   await nextTurn(); // a WeakRef keeps its target until the end of the turn that made it
   collectGarbage();
   const stillAlive = gone.filter((ref) => ref.deref() !== undefined).length;
-  assert.ok(stillAlive <= 2 * 32 + 1, `${stillAlive} of ${gone.length} done waiters are still referenced`);
+  // Each of the 2 queues holds at most its live waiters + 32 done ones.
+  assert.ok(stillAlive <= liveTarget + 2 * 32, `${stillAlive} of ${gone.length} done waiters are still referenced`);
   for (const w of waiting) queue.remove(w);
   queue.peek();
   assert.equal(queue.size, 0);
@@ -94,4 +95,26 @@ test('shedding takes the newest background waiter, and skips the done ones', () 
   assert.equal(queue.shedNewestBackground(), undefined);
   assert.equal(queue.userPresentCount, 1);
   assert.equal(queue.backgroundCount, 0);
+});
+
+test('most waiters of a long queue giving up in its middle: the queue compacts, keeps the order of the rest, and holds a bounded number', () => {
+  const queue = new WaitQueue<Entry>();
+  const all = Array.from({ length: 1000 }, (_, i) => waiter(`t${i}`));
+  for (const w of all) queue.push(w);
+  // Three in four give up (deadline or cancel), oldest first.
+  for (const [i, w] of all.entries()) {
+    if (i % 4 === 0) continue;
+    queue.remove(w);
+    assert.ok(queue.held <= 2 * queue.size + 32 + 1, `held ${queue.held} with ${queue.size} live`);
+  }
+  assert.equal(queue.size, 250);
+  assert.ok(queue.held <= 2 * 250 + 32, `held ${queue.held} with 250 live`);
+  const order: string[] = [];
+  for (let next = serveNext(queue); next; next = serveNext(queue)) order.push(next.name);
+  assert.deepEqual(order, all.filter((_, i) => i % 4 === 0).map((w) => w.name));
+  // Shedding keeps the bound too.
+  for (const w of Array.from({ length: 100 }, (_, i) => waiter(`s${i}`))) queue.push(w);
+  for (let i = 0; i < 90; i++) queue.shedNewestBackground();
+  assert.equal(queue.size, 10);
+  assert.ok(queue.held <= 2 * 10 + 32, `held ${queue.held} with 10 live after shedding`);
 });

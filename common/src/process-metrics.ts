@@ -44,7 +44,7 @@ export interface ProcessMetricsOptions {
    * Least time between two reads of V8's code statistics (after a major collection): a read
    * walks the heap, about 5 ms of the event loop for a 25 MiB heap. @default 60_000
    */
-  codeStatisticsEveryMs?: number;
+  minCodeStatisticsIntervalMs?: number;
 }
 
 /**
@@ -53,13 +53,13 @@ export interface ProcessMetricsOptions {
  * bytecode of functions not run lately, which are compiled again when they run: bounded by the
  * program's size, but it moves for an hour or more, so it is kept apart from the program's objects.
  */
-function heapCode(): number {
+function heapCodeBytes(): number {
   const code = v8.getHeapCodeStatistics();
   return code.code_and_metadata_size + code.bytecode_and_metadata_size;
 }
 
 export function registerProcessMetrics(registry: Registry, options: ProcessMetricsOptions = {}): void {
-  const codeStatisticsEveryMs = options.codeStatisticsEveryMs ?? 60_000;
+  const minCodeStatisticsIntervalMs = options.minCodeStatisticsIntervalMs ?? 60_000;
   collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 10 });
   // prom-client 15 records only the first GC of each batch perf_hooks delivers, and misses
   // most of them when collections come close together (a busy parallel worker): ours counts
@@ -79,15 +79,16 @@ export function registerProcessMetrics(registry: Registry, options: ProcessMetri
   });
   const heapCodeAfterMajorGc = new Gauge({
     name: 'headroom_heap_code_after_major_gc_bytes',
-    help: "V8's compiled code and bytecode with their metadata, part of the heap after a major collection (read after one at most once a minute; 0 until the first)",
+    help: "V8's compiled code and bytecode with their metadata, part of the heap after a major collection (read after one, at most once a minute; 0 until the first)",
     registers: [registry],
   });
   const heapObjectsAfterMajorGc = new Gauge({
     name: 'headroom_heap_objects_after_major_gc_bytes',
-    help: "Heap after a major collection less V8's code and bytecode: the program's own objects, where a leak shows (read with the code, at most once a minute; 0 until the first)",
+    help: "Heap after the last major collection less V8's code and bytecode as last read: the program's own objects, where a leak shows (0 until the first)",
     registers: [registry],
   });
   let codeReadAtMs = Number.NEGATIVE_INFINITY;
+  let codeBytes = 0;
   new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       const kind = gcKinds.get((entry as { detail?: { kind?: number } }).detail?.kind ?? -1) ?? 'other';
@@ -95,12 +96,15 @@ export function registerProcessMetrics(registry: Registry, options: ProcessMetri
       if (kind !== 'major') continue;
       const surviving = heapSurvivingGc();
       heapAfterMajorGc.set(surviving);
-      if (performance.now() - codeReadAtMs >= codeStatisticsEveryMs) {
-        codeReadAtMs = performance.now();
-        const code = heapCode();
-        heapCodeAfterMajorGc.set(code);
-        heapObjectsAfterMajorGc.set(surviving - code);
+      const nowMs = performance.now();
+      if (nowMs - codeReadAtMs >= minCodeStatisticsIntervalMs) {
+        codeReadAtMs = nowMs;
+        codeBytes = heapCodeBytes();
+        heapCodeAfterMajorGc.set(codeBytes);
       }
+      // Every collection sets it (the code, which moves slowly, as of its last read): a series of
+      // it has a point per collection.
+      heapObjectsAfterMajorGc.set(surviving - codeBytes);
     }
   }).observe({ entryTypes: ['gc'] });
   let previous: EventLoopUtilization = performance.eventLoopUtilization();

@@ -80,7 +80,7 @@ const growthLimits: Record<string, { relative: number; absolute: number }> = {
  * also rises with the garbage promoted between full collections, so it may over-state a leak,
  * never hide one.
  */
-const minFullCollectionsFitted = 4;
+const minFullCollectionsToFit = 4;
 /** Task latency p99 of the last 5 minutes against the first 5: at most this ratio. */
 const maxP99Ratio = 1.2;
 
@@ -89,14 +89,16 @@ export type SoakSamples = Map<string, { unit: string; points: { atMs: number; va
 
 /**
  * Fits every series after its warm-up and says which grow without bound (see growthLimits,
- * heapFloorWindowMs and minFullCollectionsFitted for how each kind is fitted and judged).
+ * heapFloorWindowMs and minFullCollectionsToFit for how each kind is fitted and judged).
  */
 export function judgeSeries(samples: SoakSamples, timing: { loadStartedAtMs: number; redisRestartedAtMs: number; sampleEveryMs: number; judged: boolean }): SoakSeries[] {
   const fittedFromMs = timing.loadStartedAtMs + warmUpMs;
   const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
     const metric = name.split('/')[1]!;
     // A process started again warms up again; Redis restarted empty refills its keys for a minute.
-    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, (points[0]?.atMs ?? 0) + warmUpMs);
+    // (A process's series start at its first sample: the heap after GC at its first full collection, later.)
+    const processStartedAtMs = samples.get(`${name.split('/')[0]}/heap`)?.points[0]?.atMs ?? points[0]?.atMs ?? 0;
+    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, processStartedAtMs + warmUpMs);
     let fitted = points.filter((p) => p.atMs >= fromMs);
     const perLow = metric === 'heap' || metric === 'rss' ? samplesPerLow : metric.endsWith('-after-gc') ? Math.max(1, Math.round(heapFloorWindowMs / timing.sampleEveryMs)) : 1;
     if (perLow > 1) {
@@ -116,17 +118,24 @@ export function judgeSeries(samples: SoakSamples, timing: { loadStartedAtMs: num
         ? points.some((p) => p.value > latencyKeysBound)
         : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
     const values = points.map((p): [number, number] => [Math.round((p.atMs - timing.loadStartedAtMs) / 1000), p.value]);
-    // Each full collection sets the figure anew (never to the same byte): distinct values count them.
-    const fullCollections = metric === 'heap-objects-after-gc' ? new Set(points.filter((p) => p.atMs >= fromMs).map((p) => p.value)).size : undefined;
-    if (fullCollections !== undefined && fullCollections < minFullCollectionsFitted) {
-      return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `${fullCollections} full collections after the warm-up: judged on heap used` };
+    if (metric === 'heap-objects-after-gc') {
+      // Each full collection sets the figure anew; two giving the same figure to the byte are rare
+      // enough that distinct values count them (an undercount only sends the process to the fallback).
+      const fullCollections = new Set(points.filter((p) => p.atMs >= fromMs).map((p) => p.value)).size;
+      if (fullCollections < minFullCollectionsToFit) {
+        return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `${fullCollections} full collections after the warm-up: judged on heap used` };
+      }
+    }
+    // A process started again late in the run has too little left after its warm-up to fit.
+    if (limit !== undefined && fitted.length < 4 && points.length > 0) {
+      return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `not judged: ${fitted.length} points fitted after the warm-up (4 needed)` };
     }
     return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows, values };
   });
   const objectsLimit = growthLimits['heap-objects-after-gc']!.absolute;
   for (const heap of series.filter((s) => s.name.endsWith('/heap'))) {
     const objects = series.find((s) => s.name === `${heap.name}-objects-after-gc`);
-    if (objects && objects.note === undefined) continue;
+    if (objects && !objects.note?.endsWith('judged on heap used')) continue;
     heap.grows = timing.judged && heap.points >= 4 && heap.slopePerHour > objectsLimit;
     heap.note = `judged for its heap after GC (${objects ? objects.note!.split(':')[0] : 'no full collection read'})`;
   }

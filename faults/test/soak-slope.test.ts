@@ -59,4 +59,20 @@ test("the soak's judgement of the heap: the program's objects after GC, or the h
     ['control-plane:c/heap', series('bytes', (t) => 32 * mib + (t / (60 * minute)) * 2 * mib + (t % minute) * 100)],
   ]);
   assert.equal(judged.get('control-plane:c/heap')!.grows, true);
+  // A process with no full collection read at all: its heap used is judged.
+  judged = judge([['control-plane:c/heap', series('bytes', (t) => 32 * mib + (t / (60 * minute)) * 2 * mib)]]);
+  assert.equal(judged.get('control-plane:c/heap')!.grows, true);
+  // A worker started again at minute 12: 18 minutes of it, 13 after its warm-up, too few windows
+  // to fit (not judged, and not sent to the fallback), whatever its heap used does.
+  const late = (s: ReturnType<typeof series>) => ({ unit: s.unit, points: s.points.filter((p) => p.atMs >= 12 * minute) });
+  judged = judge([
+    ['worker:w1/heap-objects-after-gc', late(series('bytes', everyTwoMinutes(5)))],
+    ['worker:w1/heap', late(series('bytes', (t) => 30 * mib + (t / (60 * minute)) * 10 * mib))],
+  ]);
+  assert.equal(judged.get('worker:w1/heap-objects-after-gc')!.grows, false);
+  assert.match(judged.get('worker:w1/heap-objects-after-gc')!.note ?? '', /^not judged: 2 points fitted/);
+  assert.equal(judged.get('worker:w1/heap')!.grows, false);
+  // A run under 10 minutes is not judged at all.
+  const short = judgeSeries(new Map([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(20))]]), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: false });
+  assert.equal(short[0]!.grows, false);
 });
