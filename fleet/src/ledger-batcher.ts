@@ -1,6 +1,6 @@
 /**
  * Collects one process's releases and reservations for one cluster and sends them to the ledger
- * together (lua/settle-12.lua): what Redis spends on a call (reading, parsing and answering the
+ * together (lua/settle-11.lua): what Redis spends on a call (reading, parsing and answering the
  * request, starting the script) is paid once per batch instead of once per lease.
  *
  * A call goes out at once when none went out in the last `batchWindowMs`; otherwise the batch
@@ -16,7 +16,7 @@ export interface ReleaseEntry {
 
 export interface ReservationEntry {
   priority: string;
-  /** The balancer asking; recorded as waiting when `waitIfNone` and nothing is free. */
+  /** The balancer asking; recorded as waiting when `waitIfNone` and nothing is free. A call carries one balancer's reservations. */
   balancerId: string;
   waitIfNone: boolean;
   targetWorkerId: string;
@@ -27,7 +27,8 @@ export interface ReservationEntry {
 /** What one settle call returned: per release whether a lease was released, per reservation the script's reply. */
 export interface SettleReply {
   released: number[];
-  reservations: string[][];
+  /** Per reservation: [worker, free slots it had, address?] or ['', reason] (lua/settle-11.lua). */
+  reservations: (string | number)[][];
 }
 
 export interface LedgerBatcherOptions {
@@ -53,7 +54,7 @@ export class BatchFullError extends Error {
 
 export class LedgerBatcher {
   private releases: Pending<ReleaseEntry, boolean>[] = [];
-  private reservations: Pending<ReservationEntry, string[]>[] = [];
+  private reservations: Pending<ReservationEntry, (string | number)[]>[] = [];
   private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   private lastCallAtMs = Number.NEGATIVE_INFINITY;
 
@@ -74,7 +75,7 @@ export class LedgerBatcher {
     return this.enqueue(this.releases, entry, 'releases');
   }
 
-  reserve(entry: ReservationEntry): Promise<string[]> {
+  reserve(entry: ReservationEntry): Promise<(string | number)[]> {
     return this.enqueue(this.reservations, entry, 'reservations');
   }
 
@@ -99,7 +100,15 @@ export class LedgerBatcher {
   private readonly flush = (): void => {
     this.timer = undefined;
     const releases = this.releases.splice(0, this.options.maxPerCall);
-    const reservations = this.reservations.splice(0, this.options.maxPerCall);
+    // A call names one balancer, the first waiting (a process has one; another's go in the next call).
+    const balancerId = this.reservations[0]?.entry.balancerId;
+    const reservations: Pending<ReservationEntry, (string | number)[]>[] = [];
+    const later: Pending<ReservationEntry, (string | number)[]>[] = [];
+    for (const pending of this.reservations) {
+      if (reservations.length < this.options.maxPerCall && pending.entry.balancerId === balancerId) reservations.push(pending);
+      else later.push(pending);
+    }
+    this.reservations = later;
     if (releases.length === 0 && reservations.length === 0) return;
     this.lastCallAtMs = performance.now();
     this.send(
