@@ -88,14 +88,12 @@ local userWaits = userWaitingUntil > now
 local addressesKnown = knownDirectory ~= '' and totals[3] == knownDirectory
 local waitsUntil, userWaitsUntil = waitingUntil, userWaitingUntil
 -- The top of `free`, read once for the batch's least-loaded picks: { worker, score } from the
--- highest score down, each pick (of any kind) written back in its place. A pick only lowers a
--- score, and the picks left need at most as many entries as were read: one read entry not yet
--- picked always stays above every unread one, so the first entry is the top of `free`.
+-- highest score down, each pick written back in its place. N picks need the top N: each takes one
+-- entry at most out of the order, so one read entry not yet picked stays above all unread ones.
 local top = nil
 
--- Whether entry a = { worker, score } comes before b in `free` read from the top: the higher
--- score, then (as ZREVRANGE) the later member. Scores tie only when written in the same
--- microsecond, and either of two tied workers is least-loaded.
+-- Whether entry a = { worker, score } comes before b in `free` read from the top (ZREVRANGE:
+-- higher score first, then the member later in byte order).
 local function above(a, b)
   return a[2] > b[2] or (a[2] == b[2] and a[1] > b[1])
 end
@@ -132,6 +130,8 @@ for r = 1, reservationCount do
   local worker, free
   if not reason then
     if target ~= '' then
+      -- A pick outside the read top may change its order: read it again at the next pick.
+      top = nil
       free = freeOf(redis.call('ZSCORE', freeKey, target) or '0')
       if free < 1 then reason = 'target-full' else worker = target end
     elseif skipCount == 0 then
@@ -146,6 +146,7 @@ for r = 1, reservationCount do
         if free < 1 then worker, reason = nil, 'full' end
       end
     else
+      top = nil
       local skip = {}
       for i = skipFrom, skipTo do skip[ARGV[i]] = true end
       local candidates = redis.call('ZREVRANGE', freeKey, 0, skipCount, 'WITHSCORES')
@@ -166,19 +167,14 @@ for r = 1, reservationCount do
     -- turns as calls one at a time would.
     local score = freeScore(free - 1, nowUs + taken)
     redis.call('ZADD', freeKey, score, worker)
-    if top then
-      -- Its new score moves it down to its place in the top read. (A worker picked by name that
-      -- is not in it stays out: its score only fell.)
-      local i = 1
-      while top[i] and top[i][1] ~= worker do i = i + 1 end
-      if top[i] then
-        local entry = { worker, score }
-        while top[i + 1] and above(top[i + 1], entry) do
-          top[i] = top[i + 1]
-          i = i + 1
-        end
-        top[i] = entry
+    if top and top[1] and top[1][1] == worker then
+      -- Its new score moves it down to its place in the top read.
+      local entry, i = { worker, score }, 1
+      while top[i + 1] and above(top[i + 1], entry) do
+        top[i] = top[i + 1]
+        i = i + 1
       end
+      top[i] = entry
     end
     redis.call('HINCRBY', workersKey, worker .. '|reserved', 1)
     redis.call('HSET', leasesPrefix .. worker, nonce, now)
