@@ -10,7 +10,7 @@ export interface ClusterKeys {
   /**
    * HASH of every registered worker's state: `<worker>` -> its max parallelism, and its lease
    * counts for the heartbeat's settling (`<worker>|reserved`, `|before`, `|acked`, `|e1`, `|e2`;
-   * see lua/heartbeat-11.lua), so that a heartbeat reads them with one command.
+   * see lua/heartbeat-12.lua), so that a heartbeat reads them with one command.
    */
   readonly workers: string;
   /** In-flight counts of the workers out of `free` (draining, marked unreachable); one in `free` holds its count in its score. */
@@ -18,17 +18,13 @@ export interface ClusterKeys {
   readonly address: string;
   readonly heartbeat: string;
   readonly draining: string;
-  /**
-   * HASH of what a settle call reads of the cluster with one command: `capacity` and `free` (sums
-   * over the workers that take tasks), `directory` (Redis's clock, µs, at the last change of the
-   * workers or their addresses: balancers re-read the addresses when it changes), and the latest
-   * expiry (ms) of `waiting` and of `waitingUser` (`waiting-until`, `user-waiting-until`).
-   */
   readonly totals: string;
   readonly waiting: string;
   readonly waitingUser: string;
-  /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-11.lua. */
+  /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-12.lua. */
   readonly unreachable: string;
+  /** Redis's clock (µs) at the last change of the workers or their addresses. */
+  readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
   readonly leasesPrefix: string;
   /** Pub/sub channel on which scripts announce freed slots while balancers wait. */
@@ -49,6 +45,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     waiting: key('waiting'),
     waitingUser: key('waiting-user'),
     unreachable: key('unreachable'),
+    directoryVersion: key('directory-version'),
     leasesPrefix: key('leases:'),
   };
   return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };

@@ -1,6 +1,6 @@
 /**
  * Collects one process's releases and reservations for one cluster and sends them to the ledger
- * together (lua/settle-11.lua): what Redis spends on a call (reading, parsing and answering the
+ * together (lua/settle-12.lua): what Redis spends on a call (reading, parsing and answering the
  * request, starting the script) is paid once per batch instead of once per lease.
  *
  * A call goes out at once when none went out in the last `batchWindowMs`; otherwise the batch
@@ -16,7 +16,7 @@ export interface ReleaseEntry {
 
 export interface ReservationEntry {
   priority: string;
-  /** The balancer asking; recorded as waiting when `waitIfNone` and nothing is free. A call carries one balancer's reservations. */
+  /** The balancer asking; recorded as waiting when `waitIfNone` and nothing is free. */
   balancerId: string;
   waitIfNone: boolean;
   targetWorkerId: string;
@@ -27,8 +27,7 @@ export interface ReservationEntry {
 /** What one settle call returned: per release whether a lease was released, per reservation the script's reply. */
 export interface SettleReply {
   released: number[];
-  /** Per reservation: [worker, free slots it had, address?] or ['', reason] (lua/settle-11.lua). */
-  reservations: (string | number)[][];
+  reservations: string[][];
 }
 
 export interface LedgerBatcherOptions {
@@ -54,7 +53,7 @@ export class BatchFullError extends Error {
 
 export class LedgerBatcher {
   private releases: Pending<ReleaseEntry, boolean>[] = [];
-  private reservations: Pending<ReservationEntry, (string | number)[]>[] = [];
+  private reservations: Pending<ReservationEntry, string[]>[] = [];
   private timer: NodeJS.Timeout | NodeJS.Immediate | undefined;
   private lastCallAtMs = Number.NEGATIVE_INFINITY;
 
@@ -75,7 +74,7 @@ export class LedgerBatcher {
     return this.enqueue(this.releases, entry, 'releases');
   }
 
-  reserve(entry: ReservationEntry): Promise<(string | number)[]> {
+  reserve(entry: ReservationEntry): Promise<string[]> {
     return this.enqueue(this.reservations, entry, 'reservations');
   }
 
@@ -100,15 +99,7 @@ export class LedgerBatcher {
   private readonly flush = (): void => {
     this.timer = undefined;
     const releases = this.releases.splice(0, this.options.maxPerCall);
-    // A call names one balancer, the first waiting (a process has one; another's go in the next call).
-    const balancerId = this.reservations[0]?.entry.balancerId;
-    const reservations: Pending<ReservationEntry, (string | number)[]>[] = [];
-    const later: Pending<ReservationEntry, (string | number)[]>[] = [];
-    for (const pending of this.reservations) {
-      if (reservations.length < this.options.maxPerCall && pending.entry.balancerId === balancerId) reservations.push(pending);
-      else later.push(pending);
-    }
-    this.reservations = later;
+    const reservations = this.reservations.splice(0, this.options.maxPerCall);
     if (releases.length === 0 && reservations.length === 0) return;
     this.lastCallAtMs = performance.now();
     this.send(

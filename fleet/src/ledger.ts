@@ -153,7 +153,7 @@ export function freeSlotsOfScore(score: string | number): number {
 /**
  * How much longer than configured a cluster of `workers` waits between heartbeats (and before a
  * silent worker is swept): 1 up to `workersAtFullRate`, proportional above. The sweep script
- * computes the same (lua/sweep-11.lua).
+ * computes the same (lua/sweep-12.lua).
  */
 export function heartbeatScale(workers: number, workersAtFullRate: number): number {
   return Math.max(1, workers / workersAtFullRate);
@@ -206,20 +206,18 @@ export class Ledger {
    * Takes a slot, batched with this process's other calls for the cluster (see `batchWindowMs`).
    */
   async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
-    const nonce = randomUUID();
     const reply = await this.guard('reserve', () =>
       this.batcher(cluster).reserve({
         balancerId: request.balancerId,
         priority: request.priority,
         waitIfNone: request.waitIfNone,
         targetWorkerId: request.targetWorkerId ?? '',
-        nonce,
+        nonce: randomUUID(),
         skipWorkerIds: (request.skipWorkerIds ?? []).slice(0, maxSkippedWorkers),
       }),
     );
-    if (reply[0] !== '') {
-      const workerId = String(reply[0]);
-      return { ok: true, leaseId: `${workerId}|${nonce}`, workerId, address: String(reply[2]), freeSlotsBefore: Number(reply[1]) };
+    if (reply[0] === 'ok') {
+      return { ok: true, leaseId: reply[4]!, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
     }
     return { ok: false, reason: reply[1] as NoSlotReason };
   }
@@ -292,7 +290,7 @@ export class Ledger {
    */
   async addressesIfChanged(cluster: string, knownVersion: string | undefined): Promise<{ changed: false } | { changed: true; version: string; addresses: Map<string, string> }> {
     const keys = this.keys(cluster);
-    const version = (await this.guard('addresses', () => this.redis.hget(keys.totals, 'directory'))) ?? 'none';
+    const version = (await this.guard('addresses', () => this.redis.get(keys.directoryVersion))) ?? 'none';
     if (version === knownVersion) return { changed: false };
     // Read after the version: a change in between shows at the next call.
     const addresses = await this.addresses(cluster);
@@ -400,31 +398,17 @@ export class Ledger {
 
   private async settle(cluster: string, releases: readonly ReleaseEntry[], reservations: readonly ReservationEntry[]): Promise<SettleReply> {
     const directory = this.directories.get(cluster);
-    // The argument layout of lua/settle-11.lua: answered releases, then unused ones, then reservations.
-    const answered = releases.filter((release) => release.kind === 'answered');
-    const unused = releases.filter((release) => release.kind !== 'answered');
-    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', reservations[0]?.balancerId ?? ''];
-    args.push(answered.length, ...answered.map((release) => release.leaseId), unused.length, ...unused.map((release) => release.leaseId), reservations.length);
-    for (const r of reservations) {
-      const mode = `${r.priority}${r.waitIfNone ? '/wait' : ''}`;
-      if (r.targetWorkerId === '' && r.skipWorkerIds.length === 0) args.push(mode, r.nonce);
-      else args.push(`${mode}/pick`, r.nonce, r.targetWorkerId, r.skipWorkerIds.length, ...r.skipWorkerIds);
-    }
+    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', releases.length];
+    for (const release of releases) args.push(release.kind, release.leaseId);
+    args.push(reservations.length);
+    for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.skipWorkerIds.length, ...r.skipWorkerIds);
     this.settleCounts.calls++;
     this.settleCounts.releases += releases.length;
     this.settleCounts.reservations += reservations.length;
-    const [releasedInOrder, results] = (await this.call('settle', cluster, args)) as [number[], (string | number)[][]];
-    // Back to the order of `releases`.
-    const released: number[] = [];
-    let answeredAt = 0;
-    let unusedAt = answered.length;
-    for (const release of releases) released.push(releasedInOrder[release.kind === 'answered' ? answeredAt++ : unusedAt++]!);
+    const [released, results] = (await this.call('settle', cluster, args)) as [number[], string[][]];
     for (const result of results) {
-      // No address: the version sent is current, so the directory read with it has it.
-      if (result[0] !== '' && result.length < 3) {
-        const workerId = String(result[0]);
-        result[2] = directory?.addresses.get(workerId) ?? (await this.redis.hget(this.keys(cluster).address, workerId)) ?? '';
-      }
+      // '': the version sent is current, so the directory read with it has the address.
+      if (result[0] === 'ok' && result[2] === '') result[2] = directory?.addresses.get(result[1]!) ?? (await this.redis.hget(this.keys(cluster).address, result[1]!)) ?? '';
     }
     return { released, reservations: results };
   }

@@ -360,7 +360,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   /**
    * Answers a task, and leaves `running` (if it was there). The balancer that receives the answer
    * releases the lease, batched with its other calls to Redis; the worker counts its answers, and
-   * the ledger counts each as running until that release arrives (heartbeat-11.lua). When the
+   * the ledger counts each as running until that release arrives (heartbeat-12.lua). When the
    * balancer cancelled the call it will not release: the worker does, and counts the task as
    * running until the release is through (a heartbeat sent meanwhile then still counts it).
    */

@@ -11,25 +11,20 @@ local workersKey = KEYS[2]       -- HASH of every registered worker's state, so 
                                  --      "<worker>|before" -> in the period before that (tasks on their way to it),
                                  --      "<worker>|acked" -> the worker's answered-task count that releases have matched,
                                  --      "<worker>|e1", "<worker>|e2" -> its answered-task count at its last heartbeat
-                                 --      and at the one before (see heartbeat-11.lua)
+                                 --      and at the one before (see heartbeat-12.lua)
 local inflightKey = KEYS[3]      -- HASH worker -> its leases (reserved and not yet released), for a worker out of
                                  --      `free` only: one in `free` has capacity - its free slots (so a lease
                                  --      costs no write here)
 local addressKey = KEYS[4]       -- HASH worker -> host:port of its gRPC server
 local heartbeatKey = KEYS[5]     -- ZSET worker -> time of its last heartbeat (ms): every registered worker is in it
 local drainingKey = KEYS[6]      -- SET  workers that take no new tasks
-local totalsKey = KEYS[7]        -- HASH of what a settle call reads of the cluster, with one command:
-                                 --      capacity, free: sums over the workers in `free` (free counted as >= 0);
-                                 --      directory: Redis's clock (us) at the last change of the workers or their
-                                 --      addresses (balancers re-read the addresses when it changes);
-                                 --      waiting-until, user-waiting-until: the latest expiry (ms) in `waiting` and in
-                                 --      `waitingUser` (kept by settle-11.lua and waiting-11.lua), so that "does anyone
-                                 --      wait" is a field read, not a count of a sorted set
+local totalsKey = KEYS[7]        -- HASH capacity, free: sums over the workers in `free` (free counted as >= 0)
 local waitingKey = KEYS[8]       -- ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
 local waitingUserKey = KEYS[9]   -- ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could not connect to it; out of `free`
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
-local leasesPrefix = KEYS[11]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
+local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
+local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved), kept so a release counts once
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
@@ -65,12 +60,6 @@ local function workerState(worker, capacity)
   local score = redis.call('ZSCORE', freeKey, worker)
   if score then return { capacity = capacity, inflight = capacity - freeOf(score), score = score } end
   return { capacity = capacity, inflight = tonumber(redis.call('HGET', inflightKey, worker) or '0'), score = false }
-end
-
--- Whether a balancer waits for a slot of this cluster (an entry of `waiting` not yet expired at
--- `now`, ms): read from the totals, where every change of `waiting` keeps its latest expiry.
-local function someoneWaits(now)
-  return tonumber(redis.call('HGET', totalsKey, 'waiting-until') or '0') > now
 end
 
 -- The one place that changes a registered worker's slots outside the hot paths: it writes
@@ -116,12 +105,12 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
   end
   if newCapacity ~= oldCapacity then redis.call('HINCRBY', totalsKey, 'capacity', newCapacity - oldCapacity) end
   if newFree ~= oldFree then redis.call('HINCRBY', totalsKey, 'free', newFree - oldFree) end
-  if newFree > oldFree and someoneWaits(math.floor(nowUs / 1000)) then
+  if newFree > oldFree and redis.call('ZCARD', waitingKey) > 0 then
     redis.call('PUBLISH', slotFreedChannel, worker)
   end
 end
 
 -- The workers changed (one joined or left, or an address changed): balancers re-read the list.
 local function directoryChanged(nowUs)
-  redis.call('HSET', totalsKey, 'directory', string.format('%d', nowUs))
+  redis.call('SET', directoryKey, string.format('%d', nowUs))
 end

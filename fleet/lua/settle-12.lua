@@ -1,0 +1,155 @@
+-- settle: one balancer's batch of releases and reservations for one cluster, in one call (the
+-- balancer collects them for up to a couple of milliseconds, see src/ledger-batcher.ts): what a
+-- call to Redis costs is paid once for the batch, and each lease costs a handful of commands.
+-- Releases run first, so that the slots they free are there for the reservations.
+--
+-- A reservation takes one slot on the live worker with the most free slots (of those tied, the
+-- one that waited longest), or on one named worker, and records a lease for it. Draining
+-- workers and workers marked unreachable are not in `free`: they cost nothing.
+-- A release ends a lease and gives its slot back. Releasing a lease twice, or one whose worker
+-- left (or whose record a heartbeat cleared), changes nothing: the worker's next heartbeats
+-- settle its count either way. A release "answered" follows the worker's answer to the task:
+-- the worker counted it among the tasks it answered, and the heartbeat matches the two counts.
+-- KEYS: see includes/ledger.lua
+-- ARGV: 1 channel  2 share of capacity kept for user-present (0..1)  3 waiterTtlMs
+--       4 the directory version (see directoryKey) whose addresses the caller holds ('' for none)
+--       5 number of releases R, then R pairs: kind ('answered'|'unused'), lease id
+--       then the number of reservations N, then N groups: priority ('user'|'background'),
+--       balancerId, wait (1: on failure, register the balancer as waiting), target worker ('' = least-loaded),
+--       lease nonce (unique), number of workers to skip S, then S worker ids
+-- Returns: { { 1|0 per release: whether a lease was released },
+--            { per reservation: { 'ok', worker, address, free slots it had, lease id } or { 'none', reason } } }
+--   The address is '' when the caller's directory version is current: it has every address then,
+--   and one read of the version costs less than one of an address per reservation.
+--   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full'
+--   The lease id is "<worker>|<nonce>": a release finds the worker's leases from it.
+--@include ledger
+local keptShare, waiterTtlMs, knownDirectory = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local now, nowUs = clock()
+
+-- Releases. The totals' free count and the wake-up are written once for the batch.
+local released, freedInTotals, freedWorker = {}, 0, nil
+local at = 5
+local releaseCount = tonumber(ARGV[at])
+for i = 1, releaseCount do
+  local kind, lease = ARGV[at + 2 * i - 1], ARGV[at + 2 * i]
+  local bar = string.find(lease, '|', 1, true)
+  local done = 0
+  if bar then
+    local worker, nonce = string.sub(lease, 1, bar - 1), string.sub(lease, bar + 1)
+    local held = redis.call('HDEL', leasesPrefix .. worker, nonce) == 1
+    -- The answer it follows is matched even when the lease's record is gone (a heartbeat
+    -- dropped it, or Redis lost it), as long as the worker is registered.
+    if kind == 'answered' and (held or redis.call('HEXISTS', workersKey, worker) == 1) then
+      redis.call('HINCRBY', workersKey, worker .. '|acked', 1)
+    end
+    if held then
+      done = 1
+      -- A worker in `free` holds its count there (XX): the slot returns keeping its place in the
+      -- turn. One out of it (draining, marked unreachable) holds it in `inflight`.
+      local score = redis.call('ZADD', freeKey, 'XX', 'INCR', 1, worker)
+      if score then
+        if freeOf(score) >= 1 then
+          freedInTotals = freedInTotals + 1
+          freedWorker = worker
+        end
+      elseif redis.call('HINCRBY', inflightKey, worker, -1) < 0 then
+        redis.call('HSET', inflightKey, worker, 0)
+      end
+    end
+  end
+  released[i] = done
+end
+at = at + 2 * releaseCount + 1
+
+-- Reservations. The totals are read once and kept here as they change.
+local reservationCount = tonumber(ARGV[at])
+local results = {}
+local totals = nil
+local totalCapacity, totalFree = 0, 0
+local taken = 0
+local waitingUser = nil
+local addressesKnown = nil
+for r = 1, reservationCount do
+  local priority, balancer, wait = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3] == '1'
+  local target, nonce, skipCount = ARGV[at + 4], ARGV[at + 5], tonumber(ARGV[at + 6])
+  local skipFrom, skipTo = at + 7, at + 6 + skipCount
+  at = skipTo
+
+  local reason = nil
+  if priority ~= 'user' then
+    -- Priority holds across balancers: no background task starts while a user-present one waits
+    -- (entries past their expiry do not count; the sweep removes them).
+    if waitingUser == nil then waitingUser = redis.call('ZCOUNT', waitingUserKey, '(' .. now, '+inf') > 0 end
+    if waitingUser then
+      reason = 'user-present-waiting'
+    else
+      if not totals then
+        totals = redis.call('HMGET', totalsKey, 'capacity', 'free')
+        totalCapacity, totalFree = tonumber(totals[1] or '0'), tonumber(totals[2] or '0') + freedInTotals
+      end
+      local free = totalFree - taken
+      -- Keep ceil(share x capacity) slots, but never all of them: a one-slot cluster still runs background work.
+      local kept = math.min(math.ceil(keptShare * totalCapacity), math.max(0, totalCapacity - 1))
+      if free - 1 < kept then
+        if totalCapacity == 0 then reason = 'no-workers'
+        elseif free <= 0 then reason = 'full'
+        else reason = 'kept-for-user-present' end
+      end
+    end
+  end
+
+  local worker, free
+  if not reason then
+    if target ~= '' then
+      free = freeOf(redis.call('ZSCORE', freeKey, target) or '0')
+      if free < 1 then reason = 'target-full' else worker = target end
+    elseif skipCount == 0 then
+      local top = redis.call('ZREVRANGE', freeKey, 0, 0, 'WITHSCORES')
+      if #top == 0 then reason = 'no-workers'
+      else
+        worker, free = top[1], freeOf(top[2])
+        if free < 1 then worker, reason = nil, 'full' end
+      end
+    else
+      local skip = {}
+      for i = skipFrom, skipTo do skip[ARGV[i]] = true end
+      local candidates = redis.call('ZREVRANGE', freeKey, 0, skipCount, 'WITHSCORES')
+      if #candidates == 0 then reason = 'no-workers' end
+      for i = 1, #candidates, 2 do
+        if not skip[candidates[i]] and freeOf(candidates[i + 1]) >= 1 then
+          worker, free = candidates[i], freeOf(candidates[i + 1])
+          break
+        end
+      end
+      if not worker and not reason then reason = 'full' end
+    end
+  end
+
+  if worker then
+    -- The hot path: only what changes is written (free >= 1, so the totals lose exactly one).
+    redis.call('ZADD', freeKey, freeScore(free - 1, nowUs), worker)
+    redis.call('HINCRBY', workersKey, worker .. '|reserved', 1)
+    redis.call('HSET', leasesPrefix .. worker, nonce, now)
+    taken = taken + 1
+    if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end
+    results[r] = { 'ok', worker, addressesKnown and '' or redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }
+  else
+    if wait then
+      redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
+      if priority == 'user' then
+        redis.call('ZADD', waitingUserKey, now + waiterTtlMs, balancer)
+        -- The background reservations after it in this batch hold back too.
+        waitingUser = true
+      end
+    end
+    results[r] = { 'none', reason }
+  end
+end
+
+if freedInTotals ~= taken then redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken) end
+-- Slots freed that this batch did not take again: tell waiting balancers.
+if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
+  redis.call('PUBLISH', slotFreedChannel, freedWorker)
+end
+return { released, results }
