@@ -578,6 +578,25 @@ test('in one batch, a user-present reservation that must wait holds back the bac
   assert.equal((await ledger.snapshot('c')).workers.find((w) => w.workerId === 'w2')!.freeSlots, 2);
 });
 
+test('background tasks are held back while any user-present waiter is current, and no longer once the last stopped or expired', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0, waiterTtlMs: 600 });
+  await addWorker(ledger, 'c', 'w1', 1);
+  const held = await ledger.reserve('c', user);
+  assert.ok(held.ok);
+  assert.deepEqual(await ledger.reserve('c', { ...user, balancerId: 'b2', waitIfNone: true }), { ok: false, reason: 'full' });
+  assert.deepEqual(await ledger.reserve('c', { ...user, balancerId: 'b3', waitIfNone: true }), { ok: false, reason: 'full' });
+  await ledger.release('c', held.leaseId);
+  await ledger.stopWaiting('c', 'b2', 'user');
+  // b3 still waits.
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'user-present-waiting' });
+  // b2 says so again, then stops for good; b3's entry expires on its own.
+  await ledger.stillWaiting('c', 'b2', true);
+  await ledger.stopWaiting('c', 'b2', 'all');
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'user-present-waiting' });
+  await new Promise((resolve) => setTimeout(resolve, 650));
+  assert.ok((await ledger.reserve('c', background)).ok);
+});
+
 test('a busy balancer makes at most one call per batch window; an idle one waits for nothing', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0, batchWindowMs: 50 });
   await addWorker(ledger, 'c', 'w1', 100);
