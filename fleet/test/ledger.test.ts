@@ -579,7 +579,7 @@ test('in one batch, a user-present reservation that must wait holds back the bac
 });
 
 test('background tasks are held back while any user-present waiter is current, and no longer once the last stopped or expired', async (t) => {
-  const ledger = await openLedger(t, { keptForUserPresentShare: 0, waiterTtlMs: 600 });
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0, waiterTtlMs: 1_500 });
   await addWorker(ledger, 'c', 'w1', 1);
   const held = await ledger.reserve('c', user);
   assert.ok(held.ok);
@@ -593,7 +593,7 @@ test('background tasks are held back while any user-present waiter is current, a
   await ledger.stillWaiting('c', 'b2', true);
   await ledger.stopWaiting('c', 'b2', 'all');
   assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'user-present-waiting' });
-  await new Promise((resolve) => setTimeout(resolve, 650));
+  await new Promise((resolve) => setTimeout(resolve, 1_600));
   assert.ok((await ledger.reserve('c', background)).ok);
 });
 
