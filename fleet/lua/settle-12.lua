@@ -128,7 +128,9 @@ for r = 1, reservationCount do
 
   if worker then
     -- The hot path: only what changes is written (free >= 1, so the totals lose exactly one).
-    redis.call('ZADD', freeKey, freeScore(free - 1, nowUs), worker)
+    -- Each pick of the batch counts as a microsecond later than the one before, so that workers
+    -- tied again after each took a slot in this call keep their turn (the first taken, first again).
+    redis.call('ZADD', freeKey, freeScore(free - 1, nowUs + taken), worker)
     redis.call('HINCRBY', workersKey, worker .. '|reserved', 1)
     redis.call('HSET', leasesPrefix .. worker, nonce, now)
     taken = taken + 1

@@ -562,6 +562,20 @@ test('reservations and releases made in the same turn go to Redis in one call, i
   assert.deepEqual(sixth, { ok: false, reason: 'full' });
 });
 
+test('in one batch, workers tied again after each took a slot keep their turn', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  // Registered in this order, so w-a has waited longest; names in the reverse order of the turn
+  // would win a tie on equal scores (a sorted set orders those by name).
+  for (const workerId of ['w-a', 'w-b', 'w-c']) await addWorker(ledger, 'c', workerId, 2);
+  const callsBefore = ledger.settleCounts.calls;
+  const picks = await Promise.all(Array.from({ length: 6 }, () => ledger.reserve('c', user)));
+  assert.equal(ledger.settleCounts.calls - callsBefore, 1, 'one call for the batch');
+  assert.deepEqual(
+    picks.map((r) => (r.ok ? `${r.workerId}:${r.freeSlotsBefore}` : r.reason)),
+    ['w-a:2', 'w-b:2', 'w-c:2', 'w-a:1', 'w-b:1', 'w-c:1'],
+  );
+});
+
 test('in one batch, a user-present reservation that must wait holds back the background ones after it', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 1);
