@@ -18,16 +18,13 @@ export interface SoakSeries {
   /** Points fitted (after the warm-up; for heap and RSS, the lowest of every few samples). */
   points: number;
   mean: number;
-  /**
-   * Least-squares slope over the samples after the warm-up, per hour: the first 5 minutes of the
-   * measured run and of the process, and 5 minutes after each kind of fault first reached it.
-   */
+  /** Least-squares slope over the samples after the warm-up (the first 5 minutes of the run and of the process), per hour. */
   slopePerHour: number;
   /** Whether the slope counts as growth without bound (only judged on runs of 10 minutes or more). */
   grows: boolean;
   /** Why it was not judged as its kind is, when it was not (e.g. too few full collections to fit). */
   note?: string;
-  /** Every sample: [seconds since the measured minutes began (negative: the faults' warm-up), value] (one every sampleEveryMs: 120 in 30 minutes). */
+  /** Every sample: [seconds since the load started, value] (one every sampleEveryMs: 120 in 30 minutes). */
   values: [number, number][];
 }
 
@@ -38,11 +35,7 @@ export interface SoakReport {
   slots: number;
   /** Tasks sent, answered and lost, as the fault suite's invariant counts them. */
   tasks: { submitted: number; ok: number; connectionErrors: number; lost: number; taskErrors: Record<string, number>; refused: Record<string, number> };
-  /**
-   * Every fault run, in order: seconds since the measured minutes began (negative for the faults'
-   * warm-up, each kind once before them on a judged run).
-   */
-  faults: { atSeconds: number; what: string; warmUp?: boolean }[];
+  faults: { atSeconds: number; what: string }[];
   /** Task latency (client side, ms) in each quarter of the run. */
   latencyByQuarter: { p50: number; p99: number; answered: number }[];
   /** Task latency in the first and the last 5 minutes (a half each for shorter runs); their p99 ratio is judged (≤ 1.2). */

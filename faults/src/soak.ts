@@ -38,25 +38,9 @@ const candidateSpecs: WorkerSpec[] = ['c0', 'c1'].map((workerId) => ({ workerId,
 /**
  * Slopes are fitted after the first 5 minutes (of the run, and of a process started again): those
  * are warm-up (code compiled, connections opened, V8's heap grown to its working size, caches
- * filled). A process warms up as long again after each kind of fault first reaches it: V8
- * compiles that fault's code paths then (see faultWarmUpGapMs).
+ * filled).
  */
 const warmUpMs = 5 * 60_000;
-/**
- * A judged run starts with each kind of fault once, this far apart, before its measured minutes
- * (the faults' warm-up). Heap snapshots of workers before and after the first run of each kind
- * (2026-11-26, 20 minutes apart) differ by V8's work alone: 0.7 to 1.3 MB more optimised code
- * with its deoptimisation data and relocation info, the dependent-code lists of maps
- * (`WeakArrayList`, about 100 KB), line-end tables of scripts whose stack traces were formatted
- * (62 KB), feedback vectors and scope infos (about 20 KB); of ours a few KB (timer lists). Part of
- * that is outside V8's code statistics, so it stays in the objects figure: in a 30-minute run
- * without this warm-up, those first runs fall in the fitted minutes and lift the workers' slope to
- * the 1 MiB/h line, while an hour's run showed them flat through every fault's second and third
- * run. Each kind's later runs stay in the measured minutes, where a leak per fault shows.
- */
-const faultWarmUpGapMs = 15_000;
-/** A process started by a fault (a worker killed and started again) has met that fault: faults this long before its first sample count. */
-const startedByFaultMs = 30_000;
 /** Heap and RSS rise and fall with each GC: the lowest of each run of this many samples is fitted (what survives a collection). */
 const samplesPerLow = 4;
 /**
@@ -109,37 +93,14 @@ export type SoakSamples = Map<string, { unit: string; points: { atMs: number; va
  * Fits every series after its warm-up and says which grow without bound (see growthLimits,
  * heapFloorWindowMs and minFullCollectionsToFit for how each kind is fitted and judged).
  */
-export interface SoakTiming {
-  /** When the measured minutes began (after the faults' warm-up, if any). */
-  measuredFromMs: number;
-  redisRestartedAtMs: number;
-  sampleEveryMs: number;
-  /** Every fault run, the warm-up's included, by kind. */
-  faults: readonly { atMs: number; kind: string }[];
-  judged: boolean;
-}
-
-/**
- * When a process's series are fitted from: 5 minutes after the measured minutes began, after the
- * process started, and after each kind of fault first reached it (a fault while it ran, or the one
- * that started it).
- */
-function processFittedFromMs(processStartedAtMs: number, timing: SoakTiming): number {
-  const firstMetAtMs = new Map<string, number>();
-  for (const fault of timing.faults) {
-    if (fault.atMs >= processStartedAtMs - startedByFaultMs && !firstMetAtMs.has(fault.kind)) firstMetAtMs.set(fault.kind, fault.atMs);
-  }
-  return Math.max(timing.measuredFromMs, processStartedAtMs, ...firstMetAtMs.values()) + warmUpMs;
-}
-
-export function judgeSeries(samples: SoakSamples, timing: SoakTiming): SoakSeries[] {
-  const fittedFromMs = timing.measuredFromMs + warmUpMs;
+export function judgeSeries(samples: SoakSamples, timing: { loadStartedAtMs: number; redisRestartedAtMs: number; sampleEveryMs: number; judged: boolean }): SoakSeries[] {
+  const fittedFromMs = timing.loadStartedAtMs + warmUpMs;
   const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
     const metric = name.split('/')[1]!;
     // A process started again warms up again; Redis restarted empty refills its keys for a minute.
     // (A process's series start at its first sample: the heap after GC at its first full collection, later.)
     const processStartedAtMs = samples.get(`${name.split('/')[0]}/heap`)?.points[0]?.atMs ?? points[0]?.atMs ?? 0;
-    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000) : processFittedFromMs(processStartedAtMs, timing);
+    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, processStartedAtMs + warmUpMs);
     let fitted = points.filter((p) => p.atMs >= fromMs);
     const perLow = metric === 'heap' || metric === 'rss' ? samplesPerLow : metric.endsWith('-after-gc') ? Math.max(1, Math.round(heapFloorWindowMs / timing.sampleEveryMs)) : 1;
     if (perLow > 1) {
@@ -158,7 +119,7 @@ export function judgeSeries(samples: SoakSamples, timing: SoakTiming): SoakSerie
       (metric === 'latency-keys'
         ? points.some((p) => p.value > latencyKeysBound)
         : limit !== undefined && fitted.length >= 4 && slope > Math.max(limit.absolute, limit.relative * mean));
-    const values = points.map((p): [number, number] => [Math.round((p.atMs - timing.measuredFromMs) / 1000), p.value]);
+    const values = points.map((p): [number, number] => [Math.round((p.atMs - timing.loadStartedAtMs) / 1000), p.value]);
     if (metric === 'heap-objects-after-gc') {
       // Each full collection sets the figure anew; two giving the same figure to the byte are rare
       // enough that distinct values count them (an undercount only sends the process to the fallback).
@@ -167,8 +128,7 @@ export function judgeSeries(samples: SoakSamples, timing: SoakTiming): SoakSerie
         return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `${fullCollections} full collections after the warm-up: judged on heap used` };
       }
     }
-    // A process started again late in the run (or that met a kind of fault first late) has too
-    // little left after its warm-up to fit.
+    // A process started again late in the run has too little left after its warm-up to fit.
     if (limit !== undefined && fitted.length < 4 && points.length > 0) {
       return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `not judged: ${fitted.length} points fitted after the warm-up (4 needed)` };
     }
@@ -210,29 +170,23 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   const control = await startControlPlaneProcess(t, stack.redisUrl, options.unleash.adminToken, flags, ['bank-a', 'bank-b']);
   await control.api.setTraffic({ integrations: { 'bank-a': 50, 'bank-b': 50 } });
 
-  const judged = options.minutes >= 10;
   const slots = [...baselineSpecs, ...candidateSpecs].reduce((sum, spec) => sum + spec.maxParallelism, 0);
   // 70% of the slots kept busy: each lane sends its next task when the last is answered.
   const lanes = Math.round(0.7 * slots);
   const log = new TaskLog();
   const watch = new FleetWatch(stack).start();
   const loadStartedAtMs = performance.now();
-  // The faults' warm-up takes about a minute and a half: 3 minutes spare for it.
-  const loadMinutes = options.minutes + (judged ? 3 : 0);
   const load = startClosedLoad(t, log, {
     lanes,
-    maxTasks: Math.ceil(loadMinutes * 60 * 400),
-    maxDurationMs: loadMinutes * 60_000 + 60_000,
+    maxTasks: Math.ceil(options.minutes * 60 * 400),
+    maxDurationMs: durationMs + 60_000,
     balancerFor: (lane) => stack.balancers[lane % 2]!,
     // The account and one page of transactions, one task in eight with a user waiting.
     taskFor: (_lane, seq) => task({ integration: seq % 2 === 0 ? 'bank-a' : 'bank-b', priority: seq % 8 === 0 ? 'USER_PRESENT' : 'BACKGROUND', payload: Buffer.from(JSON.stringify({ maxPages: 1 })), deadlineUnixMs: Date.now() + 30_000 }),
   });
 
   const faults: SoakReport['faults'] = [];
-  const faultTimes: SoakTiming['faults'][number][] = [];
-  // Until the measured minutes begin, the load's start.
-  let measuredFromMs = loadStartedAtMs;
-  const at = () => Math.round((performance.now() - measuredFromMs) / 1000);
+  const at = () => Math.round((performance.now() - loadStartedAtMs) / 1000);
   let redisRestartedAtMs = 0;
   const faultsInTurn: [string, () => Promise<void>][] = [
     [
@@ -326,36 +280,22 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     }
   };
 
+  let nextFaultAtMs = loadStartedAtMs + cycleMs;
   let nextSampleAtMs = loadStartedAtMs;
-  const sampleUntil = async (untilMs: number) => {
-    for (let now = performance.now(); now < untilMs; now = performance.now()) {
-      if (now >= nextSampleAtMs) {
-        nextSampleAtMs += options.sampleEveryMs;
-        await sample();
-      }
-      await sleep(Math.max(0, Math.min(nextSampleAtMs, untilMs) - performance.now()));
+  while (performance.now() - loadStartedAtMs < durationMs) {
+    const now = performance.now();
+    if (now >= nextSampleAtMs) {
+      nextSampleAtMs += options.sampleEveryMs;
+      await sample();
     }
-  };
-  // The faults in turn: the kind, and the worker a kill takes, follow how many ran before.
-  const nextFault = async (warmUp: boolean) => {
-    const [what, run] = faultsInTurn[faults.length % faultsInTurn.length]!;
-    faultTimes.push({ atMs: performance.now(), kind: what });
-    faults.push({ atSeconds: at(), what, ...(warmUp ? { warmUp } : {}) });
-    say(`soak ${at()} s${warmUp ? ' (warm-up)' : ''}: ${what}`);
-    await run();
-  };
-  if (judged) {
-    for (let i = 0; i < faultsInTurn.length; i++) {
-      await sampleUntil(performance.now() + faultWarmUpGapMs);
-      await nextFault(true);
+    if (now >= nextFaultAtMs) {
+      nextFaultAtMs += cycleMs;
+      const [what, run] = faultsInTurn[faults.length % faultsInTurn.length]!;
+      faults.push({ atSeconds: at(), what });
+      say(`soak ${at()} s: ${what}`);
+      await run();
     }
-    await sampleUntil(performance.now() + faultWarmUpGapMs);
-    measuredFromMs = performance.now();
-  }
-  for (let nextFaultAtMs = measuredFromMs + cycleMs; ; nextFaultAtMs += cycleMs) {
-    await sampleUntil(Math.min(nextFaultAtMs, measuredFromMs + durationMs));
-    if (performance.now() - measuredFromMs >= durationMs) break;
-    await nextFault(false);
+    await sleep(Math.max(0, Math.min(nextSampleAtMs, nextFaultAtMs) - performance.now()));
   }
   await load.stop();
   const endedAtMs = performance.now();
@@ -363,20 +303,21 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     name: `soak (${options.minutes} min)`,
     startedAtMs,
     convergeTimeoutMs: 15_000,
-    measuredMs: { duration: Math.round(endedAtMs - measuredFromMs), warmUp: Math.round(measuredFromMs - loadStartedAtMs) },
+    measuredMs: { duration: Math.round(endedAtMs - loadStartedAtMs) },
     figures: { faults: faults.length },
   });
 
-  const series = judgeSeries(samples, { measuredFromMs, redisRestartedAtMs, sampleEveryMs: options.sampleEveryMs, faults: faultTimes, judged });
+  const judged = options.minutes >= 10;
+  const series = judgeSeries(samples, { loadStartedAtMs, redisRestartedAtMs, sampleEveryMs: options.sampleEveryMs, judged });
   const latencyBetween = (fromMs: number, toMs: number) => {
     const answered = log.answeredBetween(fromMs, toMs).filter((s) => s.answer?.ok);
     const latencies = answered.map(latencyMs);
     return { p50: Math.round(percentile(latencies, 50)), p99: Math.round(percentile(latencies, 99)), answered: answered.length };
   };
-  const quarterMs = (endedAtMs - measuredFromMs) / 4;
-  const latencyByQuarter = [0, 1, 2, 3].map((q) => latencyBetween(measuredFromMs + q * quarterMs, measuredFromMs + (q + 1) * quarterMs));
-  const edgeMs = Math.min(warmUpMs, (endedAtMs - measuredFromMs) / 2);
-  const firstAndLast = { first: latencyBetween(measuredFromMs, measuredFromMs + edgeMs), last: latencyBetween(endedAtMs - edgeMs, endedAtMs) };
+  const quarterMs = (endedAtMs - loadStartedAtMs) / 4;
+  const latencyByQuarter = [0, 1, 2, 3].map((q) => latencyBetween(loadStartedAtMs + q * quarterMs, loadStartedAtMs + (q + 1) * quarterMs));
+  const edgeMs = Math.min(warmUpMs, (endedAtMs - loadStartedAtMs) / 2);
+  const firstAndLast = { first: latencyBetween(loadStartedAtMs, loadStartedAtMs + edgeMs), last: latencyBetween(endedAtMs - edgeMs, endedAtMs) };
   const p99Ratio = firstAndLast.first.p99 > 0 ? firstAndLast.last.p99 / firstAndLast.first.p99 : 0;
   const grew = series.filter((s) => s.grows).map((s) => `${s.name}: +${Math.round(s.slopePerHour)} ${s.unit}/h (mean ${Math.round(s.mean)})`);
   if (judged && p99Ratio > maxP99Ratio) grew.push(`latency p99: ${firstAndLast.last.p99} ms in the last ${edgeMs / 60_000} min, ${p99Ratio.toFixed(2)}x the first (at most ${maxP99Ratio}x)`);

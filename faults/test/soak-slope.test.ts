@@ -27,7 +27,7 @@ test("the soak's judgement of the heap: the program's objects after GC, or the h
   // A full collection every 2 minutes: the gauge holds its figure until the next.
   const everyTwoMinutes = (perHourMiB: number) => (atMs: number) => 20 * mib + perHourMiB * mib * (Math.floor(atMs / (2 * minute)) * 2 * minute / (60 * minute)) + (Math.floor(atMs / (2 * minute)) % 3) * 1000 + Math.floor(atMs / (2 * minute));
   const judge = (samples: [string, ReturnType<typeof series>][]) =>
-    new Map(judgeSeries(new Map(samples), { measuredFromMs: 0, redisRestartedAtMs: 0, sampleEveryMs, faults: [], judged: true }).map((s) => [s.name, s]));
+    new Map(judgeSeries(new Map(samples), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: true }).map((s) => [s.name, s]));
 
   // Objects flat, V8's code rising 3 MiB/h: not a leak.
   let judged = judge([
@@ -73,44 +73,6 @@ test("the soak's judgement of the heap: the program's objects after GC, or the h
   assert.match(judged.get('worker:w1/heap-objects-after-gc')!.note ?? '', /^not judged: 2 points fitted/);
   assert.equal(judged.get('worker:w1/heap')!.grows, false);
   // A run under 10 minutes is not judged at all.
-  const short = judgeSeries(new Map([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(20))]]), { measuredFromMs: 0, redisRestartedAtMs: 0, sampleEveryMs, faults: [], judged: false });
+  const short = judgeSeries(new Map([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(20))]]), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: false });
   assert.equal(short[0]!.grows, false);
-});
-
-test("the soak's warm-up per process: 5 minutes after the measured run began, after it started, and after each kind of fault first reached it", () => {
-  const minute = 60_000;
-  const mib = 2 ** 20;
-  const sampleEveryMs = 15_000;
-  // Objects stepping up 0.3 MiB at each fault's first run (minutes 5, 10, 15, 20), flat after.
-  const firstRuns = [5, 10, 15, 20].map((m) => m * minute);
-  const stepping = (atMs: number) => 20 * mib + 0.3 * mib * firstRuns.filter((f) => atMs >= f).length + Math.floor(atMs / (2 * minute));
-  // Sampled from 2 minutes before the measured minutes (the load starts then) to minute 30.
-  const points = (fromMs: number) => Array.from({ length: 129 }, (_, i) => -2 * minute + i * sampleEveryMs).filter((atMs) => atMs >= fromMs).map((atMs) => ({ atMs, value: stepping(atMs) }));
-  const samples = (fromMs = -2 * minute) =>
-    new Map([
-      ['worker:w0/heap', { unit: 'bytes', points: points(fromMs).map((p) => ({ ...p, value: p.value + 5 * mib })) }],
-      ['worker:w0/heap-objects-after-gc', { unit: 'bytes', points: points(fromMs) }],
-    ]);
-  const faults = ['kill', 'rollback', 'redis', 'unleash'].map((kind, i) => ({ atMs: firstRuns[i]!, kind }));
-  const objects = (judged: ReturnType<typeof judgeSeries>) => judged.find((s) => s.name === 'worker:w0/heap-objects-after-gc')!;
-
-  // With no fault known, the first runs fall in the fitted minutes: 1.2 MiB over 15 minutes grows.
-  const unknown = objects(judgeSeries(samples(), { measuredFromMs: 0, redisRestartedAtMs: 0, sampleEveryMs, faults: [], judged: true }));
-  assert.equal(unknown.grows, true, `slope ${unknown.slopePerHour / mib} MiB/h`);
-  // Told of them, the process is fitted from 5 minutes after the last kind first reached it (minute
-  // 25): too few windows left in 30 minutes, so not judged, and not counted as growth.
-  const told = objects(judgeSeries(samples(), { measuredFromMs: 0, redisRestartedAtMs: 0, sampleEveryMs, faults, judged: true }));
-  assert.equal(told.grows, false);
-  assert.match(told.note ?? '', /^not judged: 1 points fitted/);
-  // Faults run before the measured minutes (the warm-up) and again inside them: fitted from minute
-  // 5 of the measured run, and a step at each later run of a fault is growth.
-  const warmUp = ['kill', 'rollback', 'redis', 'unleash'].map((kind, i) => ({ atMs: -minute + i * 15_000, kind }));
-  const repeated = objects(judgeSeries(samples(), { measuredFromMs: 0, redisRestartedAtMs: 0, sampleEveryMs, faults: [...warmUp, ...faults], judged: true }));
-  assert.equal(repeated.points, 5);
-  assert.equal(repeated.grows, true, `slope ${repeated.slopePerHour / mib} MiB/h`);
-  // A worker started by a kill (its first sample 10 s after the kill) has met the kill: fitted from
-  // 5 minutes after the later faults it met.
-  const restarted = objects(judgeSeries(samples(5 * minute + 10_000), { measuredFromMs: 0, redisRestartedAtMs: 0, sampleEveryMs, faults: [...warmUp, ...faults], judged: true }));
-  assert.equal(restarted.grows, false);
-  assert.match(restarted.note ?? '', /^not judged: 1 points fitted/);
 });
