@@ -147,7 +147,10 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
     await goTo(viewerPage, 'Rollouts');
     const why = "You are signed in as victor, a viewer: changes need an operator's token.";
     await viewerPage.getByRole('note').filter({ hasText: why }).waitFor();
-    assert.equal(await viewerPage.getByRole('list', { name: 'Plan steps' }).getByRole('listitem').count(), 3);
+    // The note can show before the rollout's steps arrive (a CI run counted 0): count once they did.
+    const steps = viewerPage.getByRole('list', { name: 'Plan steps' }).getByRole('listitem');
+    await steps.nth(2).waitFor();
+    assert.equal(await steps.count(), 3);
     await gateRow(viewerPage, 'bank-a', 'p50 ratio').waitFor();
     await viewerPage.locator('.decision-log tbody tr').nth(1).waitFor();
     const pause = viewerPage.getByRole('button', { name: 'Pause' });
