@@ -26,6 +26,7 @@
 --@include ledger
 local keptShare, waiterTtlMs, knownDirectory = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local now, nowUs = clock()
+local nowText = string.format('%d', now)  -- each lease's record: written as text once (see freeScore)
 
 -- Releases. The totals' free count and the wake-up are written once for the batch.
 local released, freedInTotals, freedWorker = {}, 0, nil
@@ -41,19 +42,19 @@ for i = 1, releaseCount do
     -- The answer it follows is matched even when the lease's record is gone (a heartbeat
     -- dropped it, or Redis lost it), as long as the worker is registered.
     if kind == 'answered' and (held or redis.call('HEXISTS', workersKey, worker) == 1) then
-      redis.call('HINCRBY', workersKey, worker .. '|acked', 1)
+      redis.call('HINCRBY', workersKey, worker .. '|acked', '1')
     end
     if held then
       done = 1
       -- A worker in `free` holds its count there (XX): the slot returns keeping its place in the
       -- turn. One out of it (draining, marked unreachable) holds it in `inflight`.
-      local score = redis.call('ZADD', freeKey, 'XX', 'INCR', 1, worker)
+      local score = redis.call('ZADD', freeKey, 'XX', 'INCR', oneSlot, worker)
       if score then
         if freeOf(score) >= 1 then
           freedInTotals = freedInTotals + 1
           freedWorker = worker
         end
-      elseif redis.call('HINCRBY', inflightKey, worker, -1) < 0 then
+      elseif redis.call('HINCRBY', inflightKey, worker, '-1') < 0 then
         redis.call('HSET', inflightKey, worker, 0)
       end
     end
@@ -131,8 +132,8 @@ for r = 1, reservationCount do
     -- Each pick of the batch counts as a microsecond later than the one before, so that workers
     -- tied again after each took a slot in this call keep their turn (the first taken, first again).
     redis.call('ZADD', freeKey, freeScore(free - 1, nowUs + taken), worker)
-    redis.call('HINCRBY', workersKey, worker .. '|reserved', 1)
-    redis.call('HSET', leasesPrefix .. worker, nonce, now)
+    redis.call('HINCRBY', workersKey, worker .. '|reserved', '1')
+    redis.call('HSET', leasesPrefix .. worker, nonce, nowText)
     taken = taken + 1
     if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end
     results[r] = { 'ok', worker, addressesKnown and '' or redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }

@@ -142,12 +142,15 @@ export interface ClusterSnapshot {
 
 const maxSkippedWorkers = 32;
 
+/** One slot in a score of the cluster's `free` set (lua/includes/ledger.lua: turnPeriodUs). */
+const scorePerSlot = 2 ** 30;
+
 /**
- * A worker's free slots from its score in the cluster's `free` set: the whole part (the fraction
- * only orders workers with as many free slots; see lua/includes/ledger.lua).
+ * A worker's free slots from its score in the cluster's `free` set: the score divided by 2^30,
+ * rounded down (the rest only orders workers with as many free slots; see lua/includes/ledger.lua).
  */
 export function freeSlotsOfScore(score: string | number): number {
-  return Math.floor(Number(score));
+  return Math.floor(Number(score) / scorePerSlot);
 }
 
 /**

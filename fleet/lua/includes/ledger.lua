@@ -1,7 +1,7 @@
 -- Shared by every ledger script (the loader pastes it in where "--@include ledger" stands).
 --
 -- KEYS, the same in every script, all sharing one hash tag per cluster, bound to names here:
-local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in flight) + a tie-break fraction in [0, 1);
+local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in flight) x 2^30 + a tie-break turn in [0, 2^30);
                                  --      the workers that take tasks (not draining, not marked unreachable): being in it
                                  --      is what "active" means, so a worker in it has no drain request and no
                                  --      unreachable mark (the heartbeat reads neither for it)
@@ -37,17 +37,23 @@ local function clock()
   return seconds * 1000 + math.floor(micros / 1000), seconds * 1000000 + micros
 end
 
--- A score in `free`: the free slots, plus a fraction that falls with the time the worker last
--- took a task (or changed otherwise), so that among workers with as many free slots the one
--- that waited longest goes first: ties are spread in turn, nobody is herded, at no extra cost.
--- (The fraction repeats every 1000 s; the turn is briefly out of order when it wraps.)
-local fractionPeriodUs = 1000000000
+-- A score in `free`: the free slots times turnPeriodUs, plus a turn in [0, turnPeriodUs) that
+-- falls with the time (us) the worker last took a task (or changed otherwise), so that among
+-- workers with as many free slots the one that waited longest goes first: ties are spread in
+-- turn, nobody is herded, at no extra cost. (The turn repeats every 2^30 us, about 18 minutes;
+-- it is briefly out of order when it wraps.)
+-- Scores are whole numbers (exact below 2^53: up to 2^22 slots), written as decimal strings:
+-- Redis 7.0 formats a number argument, and every score it answers, with "%.17g", and a score
+-- with a fraction took 17 digits each way (profiled: formatting and parsing doubles were 12% of
+-- Redis's thread at 20,000 tasks/s; whole numbers print short).
+local turnPeriodUs = 1073741824  -- 2^30
+local oneSlot = '1073741824'     -- one slot, as an argument of ZADD INCR
 local function freeScore(free, nowUs)
-  return free + (fractionPeriodUs - 1 - nowUs % fractionPeriodUs) / fractionPeriodUs
+  return string.format('%d', free * turnPeriodUs + (turnPeriodUs - 1 - nowUs % turnPeriodUs))
 end
 
 local function freeOf(score)
-  return math.floor(tonumber(score))
+  return math.floor(tonumber(score) / turnPeriodUs)
 end
 
 -- What the ledger holds of a registered worker: { capacity, inflight, score } (score: its
