@@ -1,2 +1,2 @@
-export type { SoakReport, SoakSeries } from './soak';
+export type { SoakHeapSnapshots, SoakReport, SoakSeries } from './soak';
 export { parsePrometheusText } from './fleet/runtime-metrics';

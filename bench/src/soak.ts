@@ -28,6 +28,21 @@ export interface SoakSeries {
   values: [number, number][];
 }
 
+/** One process's two heap snapshots (faults/src/heap-snapshot.ts): after the warm-up, and at the end of the run, both under the load. */
+export interface SoakHeapSnapshots {
+  process: string;
+  /** When each was taken, seconds after the load started. */
+  atSeconds: [number, number];
+  /** What JavaScript created (objects, closures, strings, arrays' elements, buffers), in each. */
+  programBytes: [number, number];
+  /** V8's metadata (code, feedback, scope infos, object shapes, internal structures), in each. */
+  v8Bytes: [number, number];
+  programSlopePerHour: number;
+  v8SlopePerHour: number;
+  /** The program's data grew more than 1 MiB/h (judged on runs of 10 minutes or more). */
+  grows: boolean;
+}
+
 export interface SoakReport {
   minutes: number;
   sampleEveryMs: number;
@@ -41,6 +56,8 @@ export interface SoakReport {
   /** Task latency in the first and the last 5 minutes (a half each for shorter runs); their p99 ratio is judged (≤ 1.2). */
   latencyFirstAndLast: { minutes: number; first: { p50: number; p99: number; answered: number }; last: { p50: number; p99: number; answered: number }; p99Ratio: number };
   series: SoakSeries[];
+  /** Processes alive from the warm-up's end to the run's: their heap is judged by these. */
+  heapSnapshots: SoakHeapSnapshots[];
   /** Series that grew, and latency if its p99 rose; empty for a run that passes. */
   grew: string[];
   judged: boolean;

@@ -11,3 +11,4 @@ export * from './unleash/process';
 export * from './soak';
 export * from './rollout-stack';
 export * from './proxyless-caller/process';
+export * from './heap-snapshot';

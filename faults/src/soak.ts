@@ -8,10 +8,14 @@
  * latency summaries' keys, which fill up to a known bound over their retention, fail it when they
  * pass that bound.
  */
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import type { TestContext } from 'node:test';
 import { performance } from 'node:perf_hooks';
 import { startBankSimulator, bankUrlEnv } from './bank';
 import { finishCase, sleep } from './case';
+import { snapshotNodeOptions, takeHeapSnapshot, type HeapSummary } from './heap-snapshot';
 import { startControlPlaneProcess, uniqueFlags } from './control-plane';
 import { TaskLog, startClosedLoad } from './load';
 import { parseMetrics, scrapeMetrics, type MetricsText } from './metrics';
@@ -21,9 +25,9 @@ import { latencyDefaults } from '@headroom/fleet';
 import type { UnleashProcess } from './unleash/process';
 import { FleetWatch } from './watch';
 import { ControlPlaneApi, task } from '@headroom/testkit';
-import type { SoakReport, SoakSeries } from '@headroom/bench';
+import type { SoakHeapSnapshots, SoakReport, SoakSeries } from '@headroom/bench';
 
-export type { SoakReport, SoakSeries };
+export type { SoakHeapSnapshots, SoakReport, SoakSeries };
 
 export interface SoakOptions {
   minutes: number;
@@ -85,6 +89,23 @@ const growthLimits: Record<string, { relative: number; absolute: number }> = {
 const minFullCollectionsToFit = 4;
 /** Task latency p99 of the last 5 minutes against the first 5: at most this ratio. */
 const maxP99Ratio = 1.2;
+
+/**
+ * A process's heap is judged by its heap snapshots when it has two (after the warm-up, and at the
+ * end: heap-snapshot.ts): the program's data in them may grow at most this much per hour, the
+ * issue's goal for the heap. Its fitted series are reported, with a note.
+ */
+export function judgeBySnapshots(series: SoakSeries[], snapshots: SoakHeapSnapshots[], judged: boolean): void {
+  const limit = growthLimits['heap-objects-after-gc']!.absolute;
+  for (const pair of snapshots) {
+    pair.grows = judged && pair.programSlopePerHour > limit;
+    const note = `judged by its heap snapshots: the program's data ${pair.programSlopePerHour >= 0 ? '+' : ''}${(pair.programSlopePerHour / 2 ** 20).toFixed(2)} MiB/h, V8's metadata ${pair.v8SlopePerHour >= 0 ? '+' : ''}${(pair.v8SlopePerHour / 2 ** 20).toFixed(2)} MiB/h`;
+    for (const s of series.filter((s) => s.name === `${pair.process}/heap` || s.name === `${pair.process}/heap-objects-after-gc`)) {
+      s.grows = false;
+      s.note = note;
+    }
+  }
+}
 
 /** Samples by series name (`<process>/<metric>` or `redis/<metric>`), as the soak takes them. */
 export type SoakSamples = Map<string, { unit: string; points: { atMs: number; value: number }[] }>;
@@ -163,6 +184,15 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   const say = options.progress ?? (() => undefined);
   const startedAtMs = performance.now();
   const durationMs = options.minutes * 60_000;
+  // Every process this soak starts can be made to write a heap snapshot (heap-snapshot.ts).
+  const snapshotDir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-soak-heap-'));
+  const nodeOptionsBefore = process.env.NODE_OPTIONS;
+  process.env.NODE_OPTIONS = [nodeOptionsBefore, snapshotNodeOptions(snapshotDir)].filter(Boolean).join(' ');
+  t.after(() => {
+    if (nodeOptionsBefore === undefined) delete process.env.NODE_OPTIONS;
+    else process.env.NODE_OPTIONS = nodeOptionsBefore;
+    fs.rmSync(snapshotDir, { recursive: true, force: true });
+  });
   const bank = await startBankSimulator(t);
   process.env[bankUrlEnv] = bank.url;
   const flags = uniqueFlags(options.unleash);
@@ -280,6 +310,26 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     }
   };
 
+  // Snapshots of every process after the warm-up (before the fault due then) and at the end: both
+  // outside the latency windows compared, since writing one stops a process for a second or so.
+  const liveProcesses = () => [
+    ...[...stack.liveWorkers(), ...stack.liveBalancers()].map((p) => ({ name: `${p.kind}:${p.id}:${p.process.child.pid}`, pid: p.process.child.pid! })),
+    { name: `control-plane:${control.process.child.pid}`, pid: control.process.child.pid! },
+  ];
+  const snapshotAll = async (names?: Set<string>) => {
+    const taken = new Map<string, HeapSummary & { atMs: number }>();
+    for (const p of liveProcesses().filter((p) => !names || names.has(p.name))) {
+      try {
+        taken.set(p.name, await takeHeapSnapshot(p.pid, snapshotDir));
+      } catch (error) {
+        say(`soak: no heap snapshot of ${p.name}: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+    return taken;
+  };
+  let firstSnapshots: Map<string, HeapSummary & { atMs: number }> | undefined;
+  const snapshotAtMs = loadStartedAtMs + Math.min(warmUpMs, durationMs / 2);
+
   let nextFaultAtMs = loadStartedAtMs + cycleMs;
   let nextSampleAtMs = loadStartedAtMs;
   while (performance.now() - loadStartedAtMs < durationMs) {
@@ -287,6 +337,12 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     if (now >= nextSampleAtMs) {
       nextSampleAtMs += options.sampleEveryMs;
       await sample();
+    }
+    if (!firstSnapshots && now >= snapshotAtMs) {
+      firstSnapshots = await snapshotAll();
+      say(`soak ${at()} s: heap snapshots of ${firstSnapshots.size} processes`);
+      // The faults keep their schedule after the pause.
+      nextFaultAtMs = Math.max(nextFaultAtMs, performance.now());
     }
     if (now >= nextFaultAtMs) {
       nextFaultAtMs += cycleMs;
@@ -297,8 +353,24 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     }
     await sleep(Math.max(0, Math.min(nextSampleAtMs, nextFaultAtMs) - performance.now()));
   }
-  await load.stop();
   const endedAtMs = performance.now();
+  // Under the same load as the first ones (a process between tasks holds less), after the last
+  // latency window.
+  const lastSnapshots = firstSnapshots ? await snapshotAll(new Set(firstSnapshots.keys())) : new Map<string, HeapSummary & { atMs: number }>();
+  await load.stop();
+  const heapSnapshots: SoakHeapSnapshots[] = [...lastSnapshots].map(([name, last]) => {
+    const first = firstSnapshots!.get(name)!;
+    const perHour = (from: number, to: number) => ((to - from) / (last.atMs - first.atMs)) * 3_600_000;
+    return {
+      process: name,
+      atSeconds: [Math.round((first.atMs - loadStartedAtMs) / 1000), Math.round((last.atMs - loadStartedAtMs) / 1000)],
+      programBytes: [first.program, last.program],
+      v8Bytes: [first.v8, last.v8],
+      programSlopePerHour: perHour(first.program, last.program),
+      v8SlopePerHour: perHour(first.v8, last.v8),
+      grows: false,
+    };
+  });
   const result = await finishCase(t, stack, log, watch, {
     name: `soak (${options.minutes} min)`,
     startedAtMs,
@@ -309,6 +381,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
 
   const judged = options.minutes >= 10;
   const series = judgeSeries(samples, { loadStartedAtMs, redisRestartedAtMs, sampleEveryMs: options.sampleEveryMs, judged });
+  judgeBySnapshots(series, heapSnapshots, judged);
   const latencyBetween = (fromMs: number, toMs: number) => {
     const answered = log.answeredBetween(fromMs, toMs).filter((s) => s.answer?.ok);
     const latencies = answered.map(latencyMs);
@@ -320,6 +393,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   const firstAndLast = { first: latencyBetween(loadStartedAtMs, loadStartedAtMs + edgeMs), last: latencyBetween(endedAtMs - edgeMs, endedAtMs) };
   const p99Ratio = firstAndLast.first.p99 > 0 ? firstAndLast.last.p99 / firstAndLast.first.p99 : 0;
   const grew = series.filter((s) => s.grows).map((s) => `${s.name}: +${Math.round(s.slopePerHour)} ${s.unit}/h (mean ${Math.round(s.mean)})`);
+  for (const pair of heapSnapshots.filter((p) => p.grows)) grew.push(`${pair.process}/heap snapshots: the program's data +${Math.round(pair.programSlopePerHour)} bytes/h`);
   if (judged && p99Ratio > maxP99Ratio) grew.push(`latency p99: ${firstAndLast.last.p99} ms in the last ${edgeMs / 60_000} min, ${p99Ratio.toFixed(2)}x the first (at most ${maxP99Ratio}x)`);
   return {
     minutes: options.minutes,
@@ -331,6 +405,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     latencyByQuarter,
     latencyFirstAndLast: { minutes: edgeMs / 60_000, ...firstAndLast, p99Ratio },
     series,
+    heapSnapshots,
     grew,
     judged,
   };

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { judgeSeries, slopePerHour } from '../src/index';
+import { judgeBySnapshots, judgeSeries, slopePerHour, type SoakSeries } from '../src/index';
 
 test("the soak's slope per hour: least squares over time, 0 for a flat or too short series", () => {
   const minute = 60_000;
@@ -74,5 +74,36 @@ test("the soak's judgement of the heap: the program's objects after GC, or the h
   assert.equal(judged.get('worker:w1/heap')!.grows, false);
   // A run under 10 minutes is not judged at all.
   const short = judgeSeries(new Map([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(20))]]), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: false });
+  assert.equal(short[0]!.grows, false);
+});
+
+test("a process with two heap snapshots is judged by its program's data in them, its fitted series noted", () => {
+  const mib = 2 ** 20;
+  const fitted = (name: string, grows: boolean): SoakSeries => ({ name, unit: 'bytes', sampled: 120, points: 5, mean: 20 * mib, slopePerHour: grows ? 1.5 * mib : 0, grows, values: [] });
+  const pair = (process: string, programSlopeMiB: number) => ({
+    process,
+    atSeconds: [300, 1800] as [number, number],
+    programBytes: [10 * mib, 10 * mib + (programSlopeMiB * mib * 1500) / 3600] as [number, number],
+    v8Bytes: [20 * mib, 21 * mib] as [number, number],
+    programSlopePerHour: programSlopeMiB * mib,
+    v8SlopePerHour: 2.4 * mib,
+    grows: false,
+  });
+  // V8's metadata rose (the fitted objects too): the program's data is flat, so it does not grow.
+  const series = [fitted('worker:c0:1/heap-objects-after-gc', true), fitted('worker:c0:1/heap', false), fitted('worker:w0:2/heap-objects-after-gc', true)];
+  const snapshots = [pair('worker:c0:1', 0.02), pair('balancer:b0:3', 1.6)];
+  judgeBySnapshots(series, snapshots, true);
+  assert.equal(series[0]!.grows, false);
+  assert.match(series[0]!.note ?? '', /^judged by its heap snapshots: the program's data \+0\.02 MiB\/h, V8's metadata \+2\.40 MiB\/h$/);
+  assert.match(series[1]!.note ?? '', /^judged by its heap snapshots/);
+  // No snapshots of w0 (started again after the first): its fitted series stands.
+  assert.equal(series[2]!.grows, true);
+  assert.equal(series[2]!.note, undefined);
+  // The program's data growing 1.6 MiB/h: a leak.
+  assert.equal(snapshots[0]!.grows, false);
+  assert.equal(snapshots[1]!.grows, true);
+  // Not judged on short runs.
+  const short = [pair('balancer:b0:3', 5)];
+  judgeBySnapshots([], short, false);
   assert.equal(short[0]!.grows, false);
 });

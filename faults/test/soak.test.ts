@@ -32,6 +32,10 @@ test(`soak: ${minutes} min at 70% of the slots with faults in turn; nothing lost
   );
   // Every process was sampled (workers, balancers, the control plane) and Redis too.
   for (const kind of ['worker:', 'balancer:', 'control-plane:', 'redis/']) assert.ok(report.series.some((s) => s.name.startsWith(kind) && s.sampled >= 3), `${kind} sampled: ${report.series.map((s) => `${s.name} ${s.sampled}`).join(', ')}`);
+  // Heap snapshots after the warm-up (half the run, here) and at the end, of every process alive
+  // through both: the balancers and the control plane at least.
+  for (const kind of ['balancer:', 'control-plane:']) assert.ok(report.heapSnapshots.some((p) => p.process.startsWith(kind)), `${kind} snapshotted twice: ${JSON.stringify(report.heapSnapshots.map((p) => p.process))}`);
+  for (const p of report.heapSnapshots) assert.ok(p.programBytes.every((b) => b > 1_000_000) && p.v8Bytes.every((b) => b > 1_000_000) && p.atSeconds[1] > p.atSeconds[0], JSON.stringify(p));
   assert.ok(report.latencyByQuarter.every((q) => q.answered > 0), `served in every quarter: ${JSON.stringify(report.latencyByQuarter)}`);
   if (report.judged) assert.deepEqual(report.grew, [], 'no series grows without bound');
 });
