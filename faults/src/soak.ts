@@ -310,25 +310,42 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     }
   };
 
-  // Snapshots of every process after the warm-up (before the fault due then) and at the end: both
-  // outside the latency windows compared, since writing one stops a process for a second or so.
+  // Heap snapshots of every process after the warm-up (before the fault due then; a process started
+  // again, after its own) and at the end. None falls in the latency windows compared (the first
+  // and the last), since writing one stops a process for a second or so.
+  const warmUpOfRunMs = Math.min(warmUpMs, durationMs / 2);
+  const lastWindowStartsAtMs = loadStartedAtMs + durationMs - warmUpOfRunMs;
   const liveProcesses = () => [
     ...[...stack.liveWorkers(), ...stack.liveBalancers()].map((p) => ({ name: `${p.kind}:${p.id}:${p.process.child.pid}`, pid: p.process.child.pid! })),
     { name: `control-plane:${control.process.child.pid}`, pid: control.process.child.pid! },
   ];
-  const snapshotAll = async (names?: Set<string>) => {
-    const taken = new Map<string, HeapSummary & { atMs: number }>();
-    for (const p of liveProcesses().filter((p) => !names || names.has(p.name))) {
-      try {
-        taken.set(p.name, await takeHeapSnapshot(p.pid, snapshotDir));
-      } catch (error) {
-        say(`soak: no heap snapshot of ${p.name}: ${error instanceof Error ? error.message : String(error)}`);
-      }
+  const firstSeenAtMs = new Map(liveProcesses().map((p) => [p.name, loadStartedAtMs]));
+  const firstSnapshots = new Map<string, HeapSummary & { atMs: number }>();
+  const snapshotTried = new Set<string>();
+  const snapshot = async (p: { name: string; pid: number }, into: Map<string, HeapSummary & { atMs: number }>) => {
+    snapshotTried.add(p.name);
+    try {
+      into.set(p.name, await takeHeapSnapshot(p.pid, snapshotDir));
+    } catch (error) {
+      say(`soak: no heap snapshot of ${p.name}: ${error instanceof Error ? error.message : String(error)}`);
     }
-    return taken;
   };
-  let firstSnapshots: Map<string, HeapSummary & { atMs: number }> | undefined;
-  const snapshotAtMs = loadStartedAtMs + Math.min(warmUpMs, durationMs / 2);
+  const takeDueSnapshots = async () => {
+    const now = performance.now();
+    for (const p of liveProcesses()) if (!firstSeenAtMs.has(p.name)) firstSeenAtMs.set(p.name, now);
+    if (now < loadStartedAtMs + warmUpOfRunMs) return;
+    const due = liveProcesses().filter((p) => {
+      if (snapshotTried.has(p.name)) return false;
+      const seenAtMs = firstSeenAtMs.get(p.name)!;
+      return seenAtMs <= loadStartedAtMs || (seenAtMs + warmUpOfRunMs <= now && now < lastWindowStartsAtMs);
+    });
+    for (const p of due) await snapshot(p, firstSnapshots);
+    if (due.length > 0) {
+      say(`soak ${at()} s: heap snapshots of ${due.map((p) => p.name).join(', ')}`);
+      // The faults keep their schedule after the pause.
+      nextFaultAtMs = Math.max(nextFaultAtMs, performance.now());
+    }
+  };
 
   let nextFaultAtMs = loadStartedAtMs + cycleMs;
   let nextSampleAtMs = loadStartedAtMs;
@@ -338,12 +355,7 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
       nextSampleAtMs += options.sampleEveryMs;
       await sample();
     }
-    if (!firstSnapshots && now >= snapshotAtMs) {
-      firstSnapshots = await snapshotAll();
-      say(`soak ${at()} s: heap snapshots of ${firstSnapshots.size} processes`);
-      // The faults keep their schedule after the pause.
-      nextFaultAtMs = Math.max(nextFaultAtMs, performance.now());
-    }
+    await takeDueSnapshots();
     if (now >= nextFaultAtMs) {
       nextFaultAtMs += cycleMs;
       const [what, run] = faultsInTurn[faults.length % faultsInTurn.length]!;
@@ -356,10 +368,11 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   const endedAtMs = performance.now();
   // Under the same load as the first ones (a process between tasks holds less), after the last
   // latency window.
-  const lastSnapshots = firstSnapshots ? await snapshotAll(new Set(firstSnapshots.keys())) : new Map<string, HeapSummary & { atMs: number }>();
+  const lastSnapshots = new Map<string, HeapSummary & { atMs: number }>();
+  for (const p of liveProcesses().filter((p) => firstSnapshots.has(p.name))) await snapshot(p, lastSnapshots);
   await load.stop();
   const heapSnapshots: SoakHeapSnapshots[] = [...lastSnapshots].map(([name, last]) => {
-    const first = firstSnapshots!.get(name)!;
+    const first = firstSnapshots.get(name)!;
     const perHour = (from: number, to: number) => ((to - from) / (last.atMs - first.atMs)) * 3_600_000;
     return {
       process: name,
