@@ -6,7 +6,9 @@
  * task latency. A series that keeps growing (a least-squares slope after the first 5 minutes, per
  * hour) fails the run, and so does a latency p99 in the last 5 minutes above 1.2x the first's; the
  * latency summaries' keys, which fill up to a known bound over their retention, fail it when they
- * pass that bound.
+ * pass that bound. A process's heap is judged by two heap snapshots, after the first 5 minutes and
+ * at the end, which tell the program's data from V8's metadata (heap-snapshot.ts); its sampled heap
+ * series when it has no two (started again too late).
  */
 import * as fs from 'node:fs';
 import * as os from 'node:os';
