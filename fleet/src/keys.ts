@@ -31,9 +31,18 @@ export interface ClusterKeys {
   readonly slotFreedChannel: string;
 }
 
+/**
+ * The layout of the ledger's keys and values, in every key's name: a version that reads them
+ * otherwise (a score's meaning changed) uses keys of its own, so processes of two versions on
+ * one prefix keep two ledgers apart (a balancer sees the workers of its own version) instead of
+ * misreading each other's. Bump it whenever a script reads or writes a key differently.
+ * 2: the free set's scores are free slots x 2^30 plus a turn (before: plus a fraction).
+ */
+export const ledgerLayout = 2;
+
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;
-  const key = (name: string) => `${tag}:${name}`;
+  const key = (name: string) => `${tag}:l${ledgerLayout}:${name}`;
   const named = {
     free: key('free'),
     workers: key('workers'),

@@ -103,6 +103,27 @@ test('reserve takes the worker with the most free slots, exactly', async (t) => 
   assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
 });
 
+test("a ledger of an earlier layout on the same prefix is neither read nor changed: two versions keep two ledgers", async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  const prefix = ledger.options.keyPrefix;
+  // What the layout before (version 1, unversioned key names) held: a worker with 29 of 30 slots
+  // free, its score a fraction. Read as this layout reads a score, it would be a full worker.
+  const old = (name: string) => `{${prefix}:c}:${name}`;
+  await ledger.redis.zadd(old('free'), '29.5', 'w-old');
+  await ledger.redis.hset(old('workers'), 'w-old', '30');
+  await ledger.redis.hset(old('totals'), 'capacity', '30', 'free', '29');
+  await ledger.redis.zadd(old('heartbeat'), String(Date.now()), 'w-old');
+  assert.deepEqual(await ledger.reserve('c', background), { ok: false, reason: 'no-workers' });
+  await addWorker(ledger, 'c', 'w-new', 2);
+  const r = await ledger.reserve('c', background);
+  assert.ok(r.ok && r.workerId === 'w-new', JSON.stringify(r));
+  assert.ok(clusterKeys(prefix, 'c').free.startsWith(`{${prefix}:c}:l`), clusterKeys(prefix, 'c').free);
+  // The earlier version's keys are as they were.
+  assert.equal(await ledger.redis.zscore(old('free'), 'w-old'), '29.5');
+  assert.deepEqual(await ledger.redis.hgetall(old('totals')), { capacity: '30', free: '29' });
+  assert.equal(await ledger.redis.zscore(old('free'), 'w-new'), null);
+});
+
 test('concurrent reservations from 3 balancers never exceed any worker and stay least-loaded', async (t) => {
   const first = await openLedger(t, { keptForUserPresentShare: 0 });
   const others = [await openLedger(t, first.options), await openLedger(t, first.options)];
