@@ -106,11 +106,19 @@ const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join
 const interrupted = new AbortController();
 
 async function main(): Promise<number> {
-  const { values, positionals } = parseArgs({
-    options: { smoke: { type: 'boolean', default: false }, out: { type: 'string' }, 'cpu-prof-dir': { type: 'string' }, minutes: { type: 'string', default: '30' }, help: { type: 'boolean', default: false } },
-    allowPositionals: true,
-    strict: true,
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: { smoke: { type: 'boolean', default: false }, out: { type: 'string' }, 'cpu-prof-dir': { type: 'string' }, minutes: { type: 'string', default: '30' }, help: { type: 'boolean', default: false } },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (error) {
+    // An unknown option, or a value that looks like one (`--minutes -3`): say so, not a stack.
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${usage}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
   if (values.help) {
     process.stdout.write(`${usage}\n`);
     return 0;
