@@ -235,7 +235,14 @@ test('a gate that stays close to its line without crossing it doubles the hold, 
     for (let round = 0; writing && round < 1000; round++) {
       for (const { recorder, ms } of recorders) {
         for (let i = 0; i < 20; i++) recorder.record('bank-a', ms);
-        await recorder.flush();
+        try {
+          await recorder.flush();
+        } catch (error) {
+          // The stack's own after hook, added first, runs first and closes Redis: a flush then
+          // in flight fails, which ends the writer; with Redis open, a failure fails the test.
+          if (writing && stack.fleet.redis.status === 'ready') throw error;
+          return;
+        }
       }
       await sleep(250);
     }
