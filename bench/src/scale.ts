@@ -69,6 +69,8 @@ const fleetSim = {
   ...realFleetTimings(),
   userPresentShare: 0.1,
   durations: { medianMs: 2_000, p99OverMedian: 10 },
+  // Latency summaries count per integration: a fleet of bank integrations has a few dozen; each worker's tasks spread over them.
+  integrations: 20,
   maxOutstandingReserves: 8_000,
   connectConcurrency: 200,
 };
@@ -90,6 +92,7 @@ export const fullSettings: ScaleSettings = {
     // Batches grow with the rate (a balancer's calls carry what came in their window): the new ledger's cost per task falls as it rises.
     newOnlyTasksPerSecond: [5_000, 10_000, 20_000],
     loadAtPlannedShare: true,
+    othersAtHighestRate: true,
     idleWindowMs: 2_000,
     loadWarmUpMs: 2_000,
     loadWindowMs: 3_000,
@@ -112,6 +115,7 @@ export const smokeSettings: ScaleSettings = {
     sharedTasksPerSecond: [400],
     newOnlyTasksPerSecond: [800],
     loadAtPlannedShare: false,
+    othersAtHighestRate: true,
     idleWindowMs: 500,
     loadWarmUpMs: 300,
     loadWindowMs: 700,

@@ -5,7 +5,8 @@
  * fleet-scale mode (issue 14) ran a few hundred simulated workers with the old ledger and the new:
  * checks what must hold whatever the timing (tasks reserved and released, cost figures finite and
  * positive, the ledger's counts in agreement with the simulated fleet: free = capacity - in flight
- * on every worker, with tasks running and once every task ended). Never a time against a target.
+ * on every worker, with tasks running and once every task ended), and that the load with everything
+ * real processes send besides the ledger reached Redis. Never a time against a target.
  */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
@@ -63,6 +64,22 @@ function checkFleetScale(result: FleetScaleResult): void {
     assert.ok(Number.isFinite(run.perIdleWorkerSecondUs.median) && run.perIdleWorkerSecondUs.median > 0, JSON.stringify(run.perIdleWorkerSecondUs));
     assert.ok(Number.isFinite(run.perBusyWorkerSecondUs.median), JSON.stringify(run.perBusyWorkerSecondUs));
     assert.ok(Number.isFinite(run.tasksPerSecondAtPlannedShare), String(run.tasksPerSecondAtPlannedShare));
+
+    // With the new ledger, the highest rate again with what real processes send besides the ledger;
+    // Redis saw it (commandstats), and the ledger's own loads did not carry it.
+    if (run.scripts === 'old') assert.equal(run.withOthers, null);
+    else {
+      const others = run.withOthers;
+      assert.ok(others, 'the new ledger measured a load with the others too');
+      assert.equal(others.targetTasksPerSecond, run.loads.at(-1)!.targetTasksPerSecond);
+      const sent = (key: 'reports' | 'latencyFlushes' | 'balancerHeartbeats') => others.windows.reduce((sum, w) => sum + w.sent[key], 0);
+      assert.ok(sent('reports') > 0 && sent('latencyFlushes') > 0 && sent('balancerHeartbeats') > 0, JSON.stringify(others.windows.map((w) => w.sent)));
+      const calls = (windows: typeof others.windows, command: string) => windows.reduce((sum, w) => sum + (w.commands[command]?.calls ?? 0), 0);
+      assert.ok(calls(others.windows, 'set') >= sent('reports'), `every report reached Redis: ${JSON.stringify(others.windows.map((w) => w.commands.set))}`);
+      assert.ok(calls(others.windows, 'exec') >= sent('latencyFlushes') && calls(others.windows, 'hincrby') > 0, 'every latency flush reached Redis');
+      for (const load of run.loads) assert.equal(calls(load.windows, 'exec'), 0, 'the ledger-alone loads send no latency summaries');
+      assert.ok(others.shareOfThread.median > 0, JSON.stringify(others.shareOfThread));
+    }
 
     // The ledger agrees with the fleet: with tasks running, and once every task ended.
     const { whileRunning, afterAllEnded } = run.consistency;

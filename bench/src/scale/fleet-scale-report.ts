@@ -1,6 +1,6 @@
 import { formatSpread } from '../report/stats';
 import { markdownTable } from '../report/table';
-import type { FleetScaleResult, FleetScaleRun, FleetWindow } from './fleet-scale';
+import { median, type FleetLoad, type FleetScaleResult, type FleetScaleRun, type FleetWindow } from './fleet-scale';
 import { carriedAtPlannedShare, measuredLoad } from './fleet-scale-summary';
 
 const whole = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : 'n/a');
@@ -57,7 +57,7 @@ export function fleetScaleTables(result: FleetScaleResult): string {
         formatSpread(run.perBalancerSecondUs, 0),
         load ? `${(load.shareOfThread.median * 100).toFixed(1)}%` : 'n/a',
         carried.measured
-          ? `${whole(carried.tasksPerSecond)} (measured, at ${((carried.shareOfThread ?? 0) * 100).toFixed(1)}%; linear: ${whole(run.tasksPerSecondAtPlannedShare)})`
+          ? `${whole(carried.tasksPerSecond)} (measured: driven at it, ${whole(carried.reservedPerSecond ?? Number.NaN)} reserved a second, at ${((carried.shareOfThread ?? 0) * 100).toFixed(1)}%; linear: ${whole(run.tasksPerSecondAtPlannedShare)})`
           : `${whole(carried.tasksPerSecond)} (extrapolated, linear)`,
       ];
     }),
@@ -81,6 +81,34 @@ export function fleetScaleTables(result: FleetScaleResult): string {
       ]),
     ),
   );
+  // The highest rate again with everything else real processes send, beside the same rate's ledger alone.
+  const others = result.runs.flatMap((run) => {
+    const withOthers = run.withOthers;
+    const alone = withOthers && run.loads.find((load) => load.targetTasksPerSecond === withOthers.targetTasksPerSecond);
+    if (!withOthers || !alone) return [];
+    const perSecond = (load: FleetLoad, command: string) => median(load.windows.map((w) => (w.commands[command]?.calls ?? 0) / w.seconds));
+    const names = [...new Set(withOthers.windows.flatMap((w) => Object.keys(w.commands)))].filter((command) => command !== 'info');
+    const added = Object.fromEntries(names.map((command) => [command, perSecond(withOthers, command) - perSecond(alone, command)]).filter(([, n]) => (n as number) >= 1));
+    return [
+      [
+        name(run),
+        whole(withOthers.tasksPerSecond.median),
+        `${(alone.shareOfThread.median * 100).toFixed(1)}%`,
+        `${(withOthers.shareOfThread.median * 100).toFixed(1)}%`,
+        whole(withOthers.redisCpuUsPerSecond.median - alone.redisCpuUsPerSecond.median),
+        counts(added, 0),
+        withOthers.keptUp ? 'yes' : `no: ${withOthers.whyNotKeptUp.join('; ')}`,
+        withOthers.anomalies.length === 0 ? 'none' : withOthers.anomalies.join('; '),
+      ],
+    ];
+  });
+  const othersTable =
+    others.length === 0
+      ? ''
+      : markdownTable(
+          ['scripts', 'tasks/s', 'share of the thread, the ledger alone (the load above)', 'with the others too', 'the others, µs/s', 'commands per second the others add', 'harness kept up', 'ledger anomalies'],
+          others,
+        );
   const commands = markdownTable(
     ['scripts', 'commands per task (at the rate above)', 'commands per idle worker-second', 'commands per busy worker-second'],
     result.runs.map((run) => [name(run), counts(measuredLoad(run)?.commandsPerTask ?? {}), counts(run.commandsPerIdleWorkerSecond), counts(run.commandsPerBusyWorkerSecond)]),
@@ -111,7 +139,7 @@ export function fleetScaleTables(result: FleetScaleResult): string {
     return `- ${name(run)}: (${share}% x 1,000,000 µs − empty − workers × idle worker-second − balancers × balancer-second) ÷ per task = ${whole(run.tasksPerSecondAtPlannedShare)} tasks/s at ${share}% of the thread, from ${run.tasksPerSecondAtPlannedShareFrom}; at ${whole(settings.goalTasksPerSecond)} tasks/s the same costs would take ${((atGoalUs / 1e6) * 100).toFixed(0)}% of the thread.`;
   });
   return [
-    `Old scripts against new with the issue's fleet: ${whole(s.workers)} simulated workers of ${s.slotsPerWorker} slots in one cluster (\`baseline\`; the balancers also sweep and read the empty \`candidate\`, as real ones serve both) and ${s.balancers} simulated balancers, all in the benchmark's process, each on its own Redis connection as a real process has: a worker's connection carries its heartbeat every ${s.heartbeatIntervalMs} ms (the worker's default) times the scale its ledger answers for the cluster's size (${result.runs.map((r) => `${r.scripts}: every ${whole(r.heartbeatPeriodMs)} ms`).join(', ')}), and with the old scripts the release of each of its tasks; a balancer's carries its reserves (priority ${s.userPresentShare * 100}% user / ${100 - s.userPresentShare * 100}% background, waitIfNone true as Admission asks) and, with the new ledger, the releases of the tasks it dispatched (the worker's answer reaching it at once), both batched by the real Ledger (at most one call per cluster every 2 ms), a sweep of each cluster every ${s.sweepIntervalMs} ms and a directory read every ${s.directoryRefreshIntervalMs} ms, and it holds a subscriber connection. Nothing is multiplexed: no connection carries two simulated processes. Balancers' connections pipeline automatically (connectRedis), workers' do not in the harness (a worker seldom has two commands in one tick, and an ioredis pipeline per call was most of the harness's CPU); what Redis receives is the same. Tasks run a log-normal time (median ${s.durations.medianMs} ms, p99 ${s.durations.p99OverMedian}x the median, mean ${whole(result.meanTaskDurationMs)} ms); each load starts in its steady state (rate x mean in flight, each with the time left of a task found running) and runs ${settings.loadWarmUpMs} ms before ${settings.windows} windows of ${settings.loadWindowMs} ms (idle and busy states: ${settings.windows} windows of ${settings.idleWindowMs} ms); medians (min..max) over the windows of all repetitions. Old and new ran in turn (old, new${settings.repetitions > 1 ? `, ${settings.repetitions} times` : ''}), each time in a process of its own (a fresh heap) on a fresh private redis-server. Not simulated: what real processes send besides the ledger (worker reports and latency flushes, balancers' override heartbeats).`,
+    `Old scripts against new with the issue's fleet: ${whole(s.workers)} simulated workers of ${s.slotsPerWorker} slots in one cluster (\`baseline\`; the balancers also sweep and read the empty \`candidate\`, as real ones serve both) and ${s.balancers} simulated balancers, all in the benchmark's process, each on its own Redis connection as a real process has: a worker's connection carries its heartbeat every ${s.heartbeatIntervalMs} ms (the worker's default) times the scale its ledger answers for the cluster's size (${result.runs.map((r) => `${r.scripts}: every ${whole(r.heartbeatPeriodMs)} ms`).join(', ')}), and with the old scripts the release of each of its tasks; a balancer's carries its reserves (priority ${s.userPresentShare * 100}% user / ${100 - s.userPresentShare * 100}% background, waitIfNone true as Admission asks) and, with the new ledger, the releases of the tasks it dispatched (the worker's answer reaching it at once), both batched by the real Ledger (at most one call per cluster every 2 ms), a sweep of each cluster every ${s.sweepIntervalMs} ms and a directory read every ${s.directoryRefreshIntervalMs} ms, and it holds a subscriber connection. Nothing is multiplexed: no connection carries two simulated processes. Balancers' connections pipeline automatically (connectRedis), workers' do not in the harness (a worker seldom has two commands in one tick, and an ioredis pipeline per call was most of the harness's CPU); what Redis receives is the same. Tasks run a log-normal time (median ${s.durations.medianMs} ms, p99 ${s.durations.p99OverMedian}x the median, mean ${whole(result.meanTaskDurationMs)} ms); each load starts in its steady state (rate x mean in flight, each with the time left of a task found running) and runs ${settings.loadWarmUpMs} ms before ${settings.windows} windows of ${settings.loadWindowMs} ms (idle and busy states: ${settings.windows} windows of ${settings.idleWindowMs} ms); medians (min..max) over the windows of all repetitions. Old and new ran in turn (old, new${settings.repetitions > 1 ? `, ${settings.repetitions} times` : ''}), each time in a process of its own (a fresh heap) on a fresh private redis-server. What real processes send besides the ledger (worker reports, latency summaries, balancer heartbeats) is left out of the loads below${settings.othersAtHighestRate ? ', and measured with the new ledger in a load of its own (after them)' : ''}.`,
     '',
     summary,
     '',
@@ -119,6 +147,14 @@ export function fleetScaleTables(result: FleetScaleResult): string {
     '',
     loads,
     '',
+    ...(othersTable
+      ? [
+          `Everything together: the highest rate again (after a warm-up of ${s.latencyReportIntervalMs} ms, a latency-report period), each simulated process also sending, through the real classes, what a real one sends besides the ledger: a worker its report for the admin UI with the first heartbeat due ${s.reportIntervalMs} ms after the last (on the same connection, pipelined as a real worker's, so the two go in one write) and its tasks' latency summaries every ${s.latencyReportIntervalMs} ms (the tasks spread over ${s.integrations} integrations), a balancer its heartbeat to the balancer register every ${s.balancerHeartbeatIntervalMs} ms. The issue's goals (below) are the ledger's; this is what one Redis carries in all:`,
+          '',
+          othersTable,
+          '',
+        ]
+      : []),
     'Redis commands (INFO commandstats: a script is one evalsha, and its commands count again under their own names):',
     '',
     commands,

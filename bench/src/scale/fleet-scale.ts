@@ -8,7 +8,9 @@
  *   fleet idle: balancers too (sweeps, directory reads), no task;
  *   busy: fleet idle, with `busyWorkers` workers each running slotsPerWorker tasks that do not end;
  *   load: tasks arriving at a rate, each running a log-normal time, in the steady state
- *     (rate x mean duration in flight) before the first window.
+ *     (rate x mean duration in flight) before the first window;
+ *   with others (new ledger, after the loads): the highest rate again, every process also sending what a
+ *     real one sends besides the ledger (worker reports, latency summaries, balancer heartbeats).
  * Per idle worker-second = (workers idle - empty) / workers; per balancer-second = (fleet idle -
  * workers idle) / balancers; per busy worker-second = per idle one + (busy - fleet idle) /
  * busyWorkers; per task = (load - fleet idle) / tasks per second: a task's reserve and release
@@ -35,6 +37,12 @@ export interface FleetScaleSettings {
   newOnlyTasksPerSecond: number[];
   /** Then with each ledger, at the rate its costs say takes plannedShareOfThread (at most goalTasksPerSecond), if the harness kept up so far. */
   loadAtPlannedShare: boolean;
+  /**
+   * Then, with the new ledger, the highest rate it drove again with everything else real processes
+   * send (FleetSim.sendOthers), after a warm-up of a latency-report period: what one Redis's thread
+   * carries in all, beside what the ledger alone takes.
+   */
+  othersAtHighestRate: boolean;
   /** The empty, idle and busy states: `windows` windows of this length each. */
   idleWindowMs: number;
   /** Under load: after the steady state is placed, this long before the first window. */
@@ -123,6 +131,8 @@ export interface FleetScaleRun {
   fleetIdle: FleetWindow[];
   busy: FleetWindow[];
   loads: FleetLoad[];
+  /** The highest rate again with everything else real processes send (settings.othersAtHighestRate); null when not measured. Its perTaskUs counts the others' cost too. */
+  withOthers: FleetLoad | null;
   emptyCpuUsPerSecond: Spread;
   perIdleWorkerSecondUs: Spread;
   perBalancerSecondUs: Spread;
@@ -264,12 +274,12 @@ export async function runOne(
     const linearAtPlannedShare = (load: FleetLoad) =>
       Math.max(0, (planned - emptyUs - s.workers * perIdleWorkerSecondUs.median - s.balancers * perBalancerSecondUs.median) / load.perTaskUs.median);
     const fleet = sim;
-    const measureLoad = async (rate: number, chosenAs: string): Promise<FleetLoad> => {
+    const measureLoad = async (rate: number, chosenAs: string, warmUpMs = settings.loadWarmUpMs): Promise<FleetLoad> => {
       const expectedInFlight = Math.round((rate * meanMs) / 1000);
       // From the previous rate's steady state (or none) to this one's: add the difference, as tasks found running.
       await fleet.fillToSteadyState(Math.max(0, expectedInFlight - fleet.inFlight), signal);
       fleet.setRate(rate);
-      await sleep(settings.loadWarmUpMs, signal);
+      await sleep(warmUpMs, signal);
       const windows = await measureWindows(fleet, reader, n, settings.loadWindowMs, signal);
       const tasksPerSecond = spread(windows.map((w) => w.sent.reserved / w.seconds));
       const perTaskUsByWindow = windows.map((w) => (w.redisCpuUsPerSecond - fleetIdleUs) / (w.sent.reserved / w.seconds));
@@ -332,6 +342,14 @@ export async function runOne(
       const rate = plannedShareRate ?? Math.round(Math.min(linearAtPlannedShare(last), settings.goalTasksPerSecond, fleetRateCap) / 100) * 100;
       if (rate > 1.1 * last.targetTasksPerSecond) loads.push(await measureLoad(rate, 'at the planned share, by the costs measured at the rate before'));
     }
+    let withOthers: FleetLoad | null = null;
+    const highestDriven = loads.filter((load) => load.keptUp).at(-1);
+    if (settings.othersAtHighestRate && kind.scripts === 'new' && highestDriven) {
+      sim.sendOthers(true);
+      // A latency-report period first, so that each worker's flush carries a period's tasks, as in a fleet that runs.
+      withOthers = await measureLoad(highestDriven.targetTasksPerSecond, 'the same, with worker reports, latency summaries and balancer heartbeats', Math.max(settings.loadWarmUpMs, s.latencyReportIntervalMs));
+      sim.sendOthers(false);
+    }
 
     const consistency = await checkConsistency(sim, s, signal);
     progress(`${label}: consistency: ${consistency.whileRunning.mismatches.length + consistency.afterAllEnded.mismatches.length} mismatches (${consistency.whileRunning.tasksRunning} tasks running, then none)`);
@@ -360,6 +378,7 @@ export async function runOne(
       fleetIdle,
       busy,
       loads,
+      withOthers,
       emptyCpuUsPerSecond: spread(empty.map((w) => w.redisCpuUsPerSecond)),
       perIdleWorkerSecondUs,
       perBalancerSecondUs,

@@ -14,12 +14,18 @@
  *   connection for slot-freed messages. A task that found no slot waits in the balancer's queue
  *   and is tried again when a slot-freed message comes or every queueRecheckIntervalMs; when its
  *   queue empties the balancer says it no longer waits.
- * One timer drives it all (every millisecond); per task it keeps a lease id and a worker index
- * in a time wheel, and no closure.
+ * While sendOthers(true), each also sends what a real one sends besides the ledger: a worker its
+ * report for the admin UI with the first heartbeat due after reportIntervalMs (fleet/src/worker-reports.ts;
+ * its connection then pipelines automatically, as a real worker's does, so the two go in one
+ * write) and its task latencies every latencyReportIntervalMs (fleet/src/latency.ts, the tasks
+ * spread over `integrations`); a balancer its heartbeat to the balancer register every
+ * balancerHeartbeatIntervalMs (fleet/src/override.ts). All through the real classes.
+ * One timer drives it all (every millisecond); per task it keeps a lease id, a worker index and
+ * its start in a time wheel, and no closure.
  */
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { connectRedis, waitUntilReady } from '@headroom/fleet';
+import { connectRedis, LatencyRecorder, OverrideStore, waitUntilReady, WorkerReports, type WorkerReport } from '@headroom/fleet';
 import type { FleetLedger, FleetLedgerKind, SimReservation, SimWorkerIdentity, TaskPriority } from './fleet-ledger';
 import { emptyCounters } from './sim-counters';
 import { DurationSampler, type LogNormalDurations } from './task-durations';
@@ -38,6 +44,12 @@ export interface FleetSimSettings {
   sweepIntervalMs: number;
   directoryRefreshIntervalMs: number;
   queueRecheckIntervalMs: number;
+  /** worker/src/worker.ts and balancer/src/config.ts defaults, for sendOthers. */
+  reportIntervalMs: number;
+  latencyReportIntervalMs: number;
+  balancerHeartbeatIntervalMs: number;
+  /** Integrations the tasks are spread over (latency summaries count per integration). */
+  integrations: number;
   userPresentShare: number;
   durations: LogNormalDurations;
   /** Reservations under way at once, all balancers together, beyond which arrivals are dropped (and counted): the harness cannot drive the rate. */
@@ -54,6 +66,11 @@ class SimWorker {
   /** Tasks answered (the new ledger's heartbeat carries it). */
   answered = 0;
   heartbeatUnderWay = false;
+  /** What it sends besides the ledger (sendOthers). */
+  reports: WorkerReports | undefined;
+  latency: LatencyRecorder | undefined;
+  nextReportAtMs = 0;
+  latencyFlushUnderWay = false;
   readonly onHeartbeat: (scale: number) => void;
   readonly onHeartbeatError: (error: unknown) => void;
 
@@ -87,6 +104,10 @@ class SimBalancer {
   nextSweepAtMs = 0;
   nextDirectoryAtMs = 0;
   directoryUnderWay = false;
+  /** Its heartbeat to the balancer register (sendOthers). */
+  overrides: OverrideStore | undefined;
+  nextRegisterAtMs = 0;
+  registerUnderWay = false;
   readonly onReserveUser: (reservation: SimReservation) => void;
   readonly onReserveBackground: (reservation: SimReservation) => void;
 
@@ -109,10 +130,27 @@ interface WheelSlot {
   leases: string[];
   /** The balancer that dispatched each task (it gets the answer). */
   balancers: number[];
+  /** When each task started (performance.now()), for the latency summaries. */
+  starts: number[];
 }
 
 const maxQueuedPerBalancer = 10_000;
 const reservationsPerRoundTrip = 16;
+
+/** A worker's report as a real one writes it (worker/src/reporter.ts): its size is what Redis handles. */
+const sampleReport = (tasksPerSecond: number): WorkerReport => ({
+  atUnixMs: Date.now(),
+  heapUsedBytes: 48_000_000 + Math.round(Math.random() * 4_000_000),
+  heapLimitBytes: 4_345_298_944,
+  gcTimeRatio: 0.004,
+  eventLoopUtilization: 0.12,
+  eventLoopDelayP99Ms: 21.4,
+  latencyP50Ms: 2_006.8,
+  latencyP99Ms: 19_742.1,
+  tasksPerSecond,
+  errorsPerSecond: 0,
+  selfProtection: null,
+});
 
 export class FleetSim {
   readonly counters = emptyCounters();
@@ -139,6 +177,11 @@ export class FleetSim {
   private nextBalancer = 0;
   private mode: ReserveMode = 'task';
   private tasksRunning = 0;
+  /** sendOthers: on, and when the next worker's latency flush is due (the workers take turns, as with heartbeats). */
+  private othersOn = false;
+  private nextLatencyFlushAtMs = Number.NaN;
+  private latencyFlushSeq = 0;
+  private readonly integrationNames: string[];
   private taskEndsPaused = false;
   private readonly onReleased = (held: boolean) => {
     this.outstanding--;
@@ -147,6 +190,7 @@ export class FleetSim {
   private readonly onOtherDone = () => {
     this.outstanding--;
   };
+  private readonly onOtherError = (error: unknown) => this.failedCall('worker report', error);
   private readonly onReserveError = (error: unknown) => {
     this.outstanding--;
     this.outstandingReserves--;
@@ -165,11 +209,16 @@ export class FleetSim {
     readonly settings: FleetSimSettings,
   ) {
     this.durations = new DurationSampler(settings.durations);
+    this.integrationNames = Array.from({ length: settings.integrations }, (_unused, i) => `bank-${String(i + 1).padStart(2, '0')}`);
   }
+
+  /** The key prefix the fleet's processes share (reports, latency summaries and the balancer register are under it too). */
+  private keyPrefix = '';
 
   /** Opens every simulated process's connections (workers' one each, balancers' two each) and builds their ledgers; sends nothing yet. */
   static async open(kind: FleetLedgerKind, redisUrl: string, keyPrefix: string, settings: FleetSimSettings): Promise<FleetSim> {
     const sim = new FleetSim(kind, settings);
+    sim.keyPrefix = keyPrefix;
     try {
       const connect = async (options: Parameters<typeof connectRedis>[1] = {}) => {
         // The benchmark's private redis-server: one Redis.
@@ -252,6 +301,34 @@ export class FleetSim {
     this.balancersRunning = true;
   }
 
+  /**
+   * On: every simulated process also sends what a real one sends besides the ledger (see the top of
+   * this file), through the same classes: worker reports, latency summaries, balancer heartbeats.
+   * Off: only the ledger's calls, the figures the issue's goals are about.
+   */
+  sendOthers(on: boolean): void {
+    if (on === this.othersOn) return;
+    this.othersOn = on;
+    if (!on) {
+      // Back to the harness's plain connections (see open).
+      for (const w of this.workers) w.connection.options.enableAutoPipelining = false;
+      return;
+    }
+    const now = performance.now();
+    for (const w of this.workers) {
+      // A real worker's connection (connectRedis) pipelines automatically: its report and heartbeat go in one write.
+      w.connection.options.enableAutoPipelining = true;
+      w.reports ??= new WorkerReports(w.connection, this.keyPrefix);
+      w.latency ??= new LatencyRecorder(w.connection, { keyPrefix: this.keyPrefix, cluster: this.settings.cluster });
+      w.nextReportAtMs = now;
+    }
+    this.nextLatencyFlushAtMs = now + this.settings.latencyReportIntervalMs / this.workers.length;
+    this.balancers.forEach((b, i) => {
+      b.overrides ??= new OverrideStore(b.connection, this.keyPrefix);
+      b.nextRegisterAtMs = now + (i * this.settings.balancerHeartbeatIntervalMs) / this.balancers.length;
+    });
+  }
+
   /** Tasks arrive at this rate from now on (open loop, spread over the balancers in turn); 0 stops them. */
   setRate(tasksPerSecond: number): void {
     this.tasksPerSecond = tasksPerSecond;
@@ -276,7 +353,7 @@ export class FleetSim {
   async releaseHeld(signal: AbortSignal): Promise<void> {
     for (const { worker, lease, balancer } of this.held.splice(0)) {
       await this.waitForRoom(signal);
-      this.release(worker, lease, balancer);
+      this.release(worker, lease, balancer, undefined);
     }
     await this.quiesce(signal);
   }
@@ -291,7 +368,7 @@ export class FleetSim {
       for (let i = 0; i < slot.leases.length; i++) {
         await this.waitForRoom(signal);
         this.tasksRunning--;
-        this.release(slot.workers[i]!, slot.leases[i]!, slot.balancers[i]!);
+        this.release(slot.workers[i]!, slot.leases[i]!, slot.balancers[i]!, undefined);
       }
     }
     await this.releaseHeld(signal);
@@ -378,12 +455,13 @@ export class FleetSim {
     const endMs = Math.max(Math.floor(performance.now() + durationMs), this.wheelDoneUpToMs + 1);
     let slot = this.wheel.get(endMs);
     if (!slot) {
-      slot = { workers: [], leases: [], balancers: [] };
+      slot = { workers: [], leases: [], balancers: [], starts: [] };
       this.wheel.set(endMs, slot);
     }
     slot.workers.push(index);
     slot.leases.push(reservation.leaseId);
     slot.balancers.push(balancer.index);
+    slot.starts.push(performance.now());
   }
 
   failed(operation: string, error: unknown): void {
@@ -402,6 +480,7 @@ export class FleetSim {
     if (gap > this.longestTickGapMs) this.longestTickGapMs = gap;
     this.lastTickAtMs = now;
     this.heartbeats(now);
+    if (this.othersOn) this.latencyFlushes(now);
     if (this.balancersRunning) this.balancerTimers(now);
     this.endTasks(now);
     this.arrivals(now);
@@ -421,15 +500,65 @@ export class FleetSim {
         continue;
       }
       worker.heartbeatUnderWay = true;
+      // As worker.ts: the report rides with the first heartbeat due after its interval, sent first in the same turn.
+      if (this.othersOn && now >= worker.nextReportAtMs && worker.reports) {
+        const { reportIntervalMs, heartbeatIntervalMs } = this.settings;
+        worker.nextReportAtMs = now + reportIntervalMs - heartbeatIntervalMs / 2;
+        this.counters.reports++;
+        this.outstanding++;
+        worker.reports.publish(worker.identity.workerId, sampleReport(worker.running.size / 3), Math.max(10_000, 3 * reportIntervalMs)).then(this.onOtherDone, this.onOtherError);
+      }
       this.counters.heartbeats++;
       this.outstanding++;
       worker.ledger.heartbeat(cluster, worker.identity, worker.running, worker.answered).then(worker.onHeartbeat, worker.onHeartbeatError);
     }
   }
 
+  /** Each worker flushes its latency summaries once every latencyReportIntervalMs, the workers in turn (a real worker's setInterval). */
+  private latencyFlushes(now: number): void {
+    const n = this.workers.length;
+    while (this.nextLatencyFlushAtMs <= now) {
+      const worker = this.workers[this.latencyFlushSeq % n]!;
+      this.latencyFlushSeq++;
+      this.nextLatencyFlushAtMs += this.settings.latencyReportIntervalMs / n;
+      if (worker.latencyFlushUnderWay || !worker.latency) continue;
+      worker.latencyFlushUnderWay = true;
+      this.counters.latencyFlushes++;
+      this.outstanding++;
+      worker.latency.flush().then(
+        () => {
+          worker.latencyFlushUnderWay = false;
+          this.outstanding--;
+        },
+        (error: unknown) => {
+          worker.latencyFlushUnderWay = false;
+          this.failedCall('latency flush', error);
+        },
+      );
+    }
+  }
+
   private balancerTimers(now: number): void {
     const { cluster, otherCluster, heartbeatTimeoutMs, sweepIntervalMs } = this.settings;
     for (const b of this.balancers) {
+      if (this.othersOn && b.overrides && now >= b.nextRegisterAtMs && !b.registerUnderWay) {
+        // As OverrideFollower: its heartbeat with what it says of itself, the next a period after.
+        b.nextRegisterAtMs = now + this.settings.balancerHeartbeatIntervalMs;
+        b.registerUnderWay = true;
+        this.counters.balancerHeartbeats++;
+        this.outstanding++;
+        const queued = b.queued.length;
+        b.overrides.balancerHeartbeat(b.balancerId, { address: `10.1.0.${b.index}:50050`, queued: { userPresent: 0, background: queued }, trafficFlag: { enabled: true, candidateShare: 0.1 } }).then(
+          () => {
+            b.registerUnderWay = false;
+            this.outstanding--;
+          },
+          (error: unknown) => {
+            b.registerUnderWay = false;
+            this.failedCall('balancer heartbeat', error);
+          },
+        );
+      }
       if (now >= b.nextSweepAtMs) {
         // setInterval in the balancer: both clusters, whether or not the previous sweep ended.
         b.nextSweepAtMs += sweepIntervalMs;
@@ -476,7 +605,7 @@ export class FleetSim {
       this.wheel.delete(ms);
       for (let i = 0; i < slot.leases.length; i++) {
         this.tasksRunning--;
-        this.release(slot.workers[i]!, slot.leases[i]!, slot.balancers[i]!);
+        this.release(slot.workers[i]!, slot.leases[i]!, slot.balancers[i]!, now - slot.starts[i]!);
       }
     }
     if (upTo > this.wheelDoneUpToMs) this.wheelDoneUpToMs = upTo;
@@ -485,11 +614,13 @@ export class FleetSim {
   /**
    * The worker's task ended: it stops counting it as running, and either releases its lease on its
    * own connection (old ledger) or counts its answer, whose lease the balancer that dispatched the
-   * task releases (new ledger; the answer reaches the balancer at once here).
+   * task releases (new ledger; the answer reaches the balancer at once here). While sendOthers,
+   * the worker counts the task's run time (`ranMs`) in its latency summaries.
    */
-  private release(workerIndex: number, leaseId: string, balancerIndex: number): void {
+  private release(workerIndex: number, leaseId: string, balancerIndex: number, ranMs: number | undefined): void {
     const worker = this.workers[workerIndex]!;
     worker.running.delete(leaseId);
+    if (this.othersOn && ranMs !== undefined) worker.latency?.record(this.integrationNames[Math.floor(Math.random() * this.integrationNames.length)]!, ranMs);
     this.counters.releaseCalls++;
     this.outstanding++;
     if (this.kind.releasedBy === 'worker') {

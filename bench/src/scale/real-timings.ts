@@ -3,8 +3,9 @@ import { workerOptionsSchema } from '@headroom/worker';
 
 /**
  * The periods real workers and balancers use by default, read from their option schemas so that
- * the simulated fleet follows them: heartbeatIntervalMs (worker/src/worker.ts); heartbeatTimeoutMs,
- * sweepIntervalMs, directoryRefreshIntervalMs, queueRecheckIntervalMs (balancer/src/config.ts).
+ * the simulated fleet follows them: heartbeatIntervalMs, reportIntervalMs, latencyReportIntervalMs
+ * (worker/src/worker.ts); heartbeatTimeoutMs, sweepIntervalMs, directoryRefreshIntervalMs,
+ * queueRecheckIntervalMs, balancerHeartbeatIntervalMs (balancer/src/config.ts).
  */
 export function realFleetTimings() {
   const worker = workerOptionsSchema.parse({ cluster: 'baseline' });
@@ -15,5 +16,8 @@ export function realFleetTimings() {
     sweepIntervalMs: balancer.sweepIntervalMs,
     directoryRefreshIntervalMs: balancer.directoryRefreshIntervalMs,
     queueRecheckIntervalMs: balancer.queueRecheckIntervalMs,
+    reportIntervalMs: worker.reportIntervalMs,
+    latencyReportIntervalMs: worker.latencyReportIntervalMs,
+    balancerHeartbeatIntervalMs: balancer.balancerHeartbeatIntervalMs,
   };
 }

@@ -18,6 +18,10 @@ export interface SimCounters {
   directoryReads: number;
   stopWaitings: number;
   slotFreedMessages: number;
+  /** What the processes sent besides the ledger (FleetSim.sendOthers). */
+  reports: number;
+  latencyFlushes: number;
+  balancerHeartbeats: number;
   errors: number;
 }
 
@@ -37,6 +41,9 @@ export const emptyCounters = (): SimCounters => ({
   directoryReads: 0,
   stopWaitings: 0,
   slotFreedMessages: 0,
+  reports: 0,
+  latencyFlushes: 0,
+  balancerHeartbeats: 0,
   errors: 0,
 });
 
@@ -60,6 +67,9 @@ export function countersBetween(before: SimCounters, after: SimCounters): SimCou
     directoryReads: d('directoryReads'),
     stopWaitings: d('stopWaitings'),
     slotFreedMessages: d('slotFreedMessages'),
+    reports: d('reports'),
+    latencyFlushes: d('latencyFlushes'),
+    balancerHeartbeats: d('balancerHeartbeats'),
     errors: d('errors'),
   };
 }
