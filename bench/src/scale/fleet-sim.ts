@@ -524,18 +524,23 @@ export class FleetSim {
       if (worker.latencyFlushUnderWay || !worker.latency) continue;
       worker.latencyFlushUnderWay = true;
       this.counters.latencyFlushes++;
-      this.outstanding++;
-      worker.latency.flush().then(
-        () => {
-          worker.latencyFlushUnderWay = false;
-          this.outstanding--;
-        },
-        (error: unknown) => {
-          worker.latencyFlushUnderWay = false;
-          this.failedCall('latency flush', error);
-        },
-      );
+      this.track(worker.latency.flush(), 'latency flush', () => (worker.latencyFlushUnderWay = false));
     }
+  }
+
+  /** Counts a call as under way until it ends; `ended` runs either way, and a failure is counted. */
+  private track(call: Promise<unknown>, operation: string, ended: () => void): void {
+    this.outstanding++;
+    call.then(
+      () => {
+        ended();
+        this.outstanding--;
+      },
+      (error: unknown) => {
+        ended();
+        this.failedCall(operation, error);
+      },
+    );
   }
 
   private balancerTimers(now: number): void {
@@ -546,18 +551,8 @@ export class FleetSim {
         b.nextRegisterAtMs = now + this.settings.balancerHeartbeatIntervalMs;
         b.registerUnderWay = true;
         this.counters.balancerHeartbeats++;
-        this.outstanding++;
-        const queued = b.queued.length;
-        b.overrides.balancerHeartbeat(b.balancerId, { address: `10.1.0.${b.index}:50050`, queued: { userPresent: 0, background: queued }, trafficFlag: { enabled: true, candidateShare: 0.1 } }).then(
-          () => {
-            b.registerUnderWay = false;
-            this.outstanding--;
-          },
-          (error: unknown) => {
-            b.registerUnderWay = false;
-            this.failedCall('balancer heartbeat', error);
-          },
-        );
+        const info = { address: `10.1.0.${b.index}:50050`, queued: { userPresent: 0, background: b.queued.length }, trafficFlag: { enabled: true, candidateShare: 0.1 } };
+        this.track(b.overrides.balancerHeartbeat(b.balancerId, info), 'balancer heartbeat', () => (b.registerUnderWay = false));
       }
       if (now >= b.nextSweepAtMs) {
         // setInterval in the balancer: both clusters, whether or not the previous sweep ended.
