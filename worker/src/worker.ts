@@ -148,6 +148,15 @@ export interface Worker {
 /** Distinct integrations given their own latency series; the rest share "other". */
 const maxLabelledIntegrations = 200;
 
+/**
+ * A cancel that comes this close to the task's deadline, or after it, is the deadline: the
+ * caller's own timer for the same deadline ended the call a moment before ours fired (a loaded
+ * event loop runs timers late; the two hosts' clocks differ by a few ms). Reporting it as a cancel
+ * would tell the caller the wrong story.
+ */
+export const cancelCountsAsDeadlineWithinMs = 50;
+const cancelIsTheDeadline = (deadlineUnixMs: number) => Date.now() >= deadlineUnixMs - cancelCountsAsDeadlineWithinMs;
+
 interface RunningTask {
   readonly leaseId: string;
   readonly abort: AbortController;
@@ -226,7 +235,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     if (!ticket) return 'queue_full';
     let why: 'cancelled' | 'deadline' = 'deadline';
     const onCancelled = () => {
-      why = 'cancelled';
+      why = cancelIsTheDeadline(deadlineUnixMs) ? 'deadline' : 'cancelled';
       ticket.withdraw();
     };
     call.on('cancelled', onCancelled);
@@ -271,7 +280,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`);
     }
     if (call.cancelled) {
-      return refuse(callback, grpc.status.CANCELLED, workerErrorCodes.cancelled, 'the balancer cancelled the task before it started');
+      return cancelIsTheDeadline(task.deadlineUnixMs)
+        ? refuse(callback, grpc.status.DEADLINE_EXCEEDED, workerErrorCodes.deadlineExceeded, 'the deadline passed before the task started')
+        : refuse(callback, grpc.status.CANCELLED, workerErrorCodes.cancelled, 'the balancer cancelled the task before it started');
     }
     let queueWaitMs = 0;
     if (!gate.tryEnter()) {
@@ -305,7 +316,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     const msLeft = task.deadlineUnixMs - Date.now();
     const deadlineTimer = setTimeout(() => abort.abort(new HeadroomError(workerErrorCodes.deadlineExceeded, 'task deadline passed')), Math.max(0, msLeft));
     deadlineTimer.unref();
-    const onCancelled = () => abort.abort(new HeadroomError(workerErrorCodes.cancelled, 'the balancer cancelled the task'));
+    const onCancelled = () =>
+      abort.abort(
+        cancelIsTheDeadline(task.deadlineUnixMs)
+          ? new HeadroomError(workerErrorCodes.deadlineExceeded, 'task deadline passed (the caller ended the call at it)')
+          : new HeadroomError(workerErrorCodes.cancelled, 'the balancer cancelled the task'),
+      );
     call.on('cancelled', onCancelled);
 
     const context: TaskContext = {

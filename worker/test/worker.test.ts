@@ -5,7 +5,7 @@ import { service as healthService } from 'grpc-health-check';
 import { deleteKeysUnder, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis } from '@headroom/fleet';
 import { WorkerService, type ExecuteRequest, type ExecuteResponse__Output, type WorkerClient } from '@headroom/proto';
-import { createWorker, type HandlerMap, type WorkerOptions } from '../src/index';
+import { cancelCountsAsDeadlineWithinMs, createWorker, type HandlerMap, type WorkerOptions } from '../src/index';
 
 async function start(t: import('node:test').TestContext, options: Partial<WorkerOptions>, handlers: HandlerMap) {
   const redis = connectRedis(testRedisUrl);
@@ -70,6 +70,31 @@ test('the handler gets an AbortSignal that fires at the deadline', async (t) => 
   const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: 'l1', cluster: 'c', workerId: 'w' });
   assert.equal(sawAbort, true);
   assert.equal(result.response?.error?.code, 'HR_ERR_DEADLINE_EXCEEDED');
+});
+
+test('a cancel at the deadline (the caller\'s timer a moment before ours) is the deadline; one well before it is a cancel', async (t) => {
+  const reasons: string[] = [];
+  const { client } = await start(t, {}, {
+    'bank-a': (_task, signal) =>
+      new Promise((_resolve, reject) => {
+        signal.addEventListener('abort', () => {
+          reasons.push((signal.reason as { code?: string }).code ?? String(signal.reason));
+          reject(signal.reason);
+        });
+      }),
+  });
+  // The caller ends each call itself, as a balancer whose deadline timer fires before the worker's does.
+  const cancelledAt = async (deadlineUnixMs: number, cancelAtUnixMs: number) => {
+    const call = client.execute({ task: { ...baseTask, deadlineUnixMs }, leaseId: `l-${cancelAtUnixMs}`, cluster: 'c', workerId: 'w' }, () => {});
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, cancelAtUnixMs - Date.now())));
+    call.cancel();
+    while (reasons.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    return reasons.splice(0);
+  };
+  const deadline = Date.now() + 400;
+  assert.deepEqual(await cancelledAt(deadline, deadline - cancelCountsAsDeadlineWithinMs / 2), ['HR_ERR_DEADLINE_EXCEEDED']);
+  const later = Date.now() + 5000;
+  assert.deepEqual(await cancelledAt(later, Date.now() + 100), ['HR_ERR_CANCELLED']);
 });
 
 test('requests for another cluster or without a lease are refused; unknown integrations answer a coded error', async (t) => {
