@@ -157,6 +157,9 @@ const maxLabelledIntegrations = 200;
 export const cancelCountsAsDeadlineWithinMs = 50;
 const cancelIsTheDeadline = (deadlineUnixMs: number) => Date.now() >= deadlineUnixMs - cancelCountsAsDeadlineWithinMs;
 
+/** How long a worker's report lives in Redis: a few missed intervals, then a dead worker's goes away on its own. */
+export const workerReportTtlMs = (reportIntervalMs: number) => Math.max(10_000, 3 * reportIntervalMs);
+
 interface RunningTask {
   readonly leaseId: string;
   readonly abort: AbortController;
@@ -470,8 +473,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   let heartbeatTimer: NodeJS.Timeout | undefined;
   let heartbeatsStopped = false;
-  // A report outlives a few missed intervals, then expires: a dead worker's goes away on its own.
-  const reportTtlMs = Math.max(10_000, 3 * config.reportIntervalMs);
+  const reportTtlMs = workerReportTtlMs(config.reportIntervalMs);
   let nextReportAtMs = performance.now() + config.reportIntervalMs;
   const scheduleHeartbeat = () => {
     if (heartbeatsStopped) return;

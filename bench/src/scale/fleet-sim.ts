@@ -26,9 +26,10 @@
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { connectRedis, LatencyRecorder, OverrideStore, waitUntilReady, WorkerReports, type WorkerReport } from '@headroom/fleet';
+import { workerReportTtlMs } from '@headroom/worker';
 import type { FleetLedger, FleetLedgerKind, SimReservation, SimWorkerIdentity, TaskPriority } from './fleet-ledger';
 import { emptyCounters } from './sim-counters';
-import { DurationSampler, type LogNormalDurations } from './task-durations';
+import { DurationSampler, meanDurationMs, type LogNormalDurations } from './task-durations';
 
 export interface FleetSimSettings {
   workers: number;
@@ -182,6 +183,8 @@ export class FleetSim {
   private nextLatencyFlushAtMs = Number.NaN;
   private latencyFlushSeq = 0;
   private readonly integrationNames: string[];
+  /** The key prefix the fleet's processes share (reports, latency summaries and the balancer register are under it too). */
+  private keyPrefix = '';
   private taskEndsPaused = false;
   private readonly onReleased = (held: boolean) => {
     this.outstanding--;
@@ -211,9 +214,6 @@ export class FleetSim {
     this.durations = new DurationSampler(settings.durations);
     this.integrationNames = Array.from({ length: settings.integrations }, (_unused, i) => `bank-${String(i + 1).padStart(2, '0')}`);
   }
-
-  /** The key prefix the fleet's processes share (reports, latency summaries and the balancer register are under it too). */
-  private keyPrefix = '';
 
   /** Opens every simulated process's connections (workers' one each, balancers' two each) and builds their ledgers; sends nothing yet. */
   static async open(kind: FleetLedgerKind, redisUrl: string, keyPrefix: string, settings: FleetSimSettings): Promise<FleetSim> {
@@ -506,7 +506,9 @@ export class FleetSim {
         worker.nextReportAtMs = now + reportIntervalMs - heartbeatIntervalMs / 2;
         this.counters.reports++;
         this.outstanding++;
-        worker.reports.publish(worker.identity.workerId, sampleReport(worker.running.size / 3), Math.max(10_000, 3 * reportIntervalMs)).then(this.onOtherDone, this.onOtherError);
+        // Its task rate, as the reporter counts it: the tasks it runs over their mean duration.
+        const tasksPerSecond = (worker.running.size * 1000) / meanDurationMs(this.settings.durations);
+        worker.reports.publish(worker.identity.workerId, sampleReport(tasksPerSecond), workerReportTtlMs(reportIntervalMs)).then(this.onOtherDone, this.onOtherError);
       }
       this.counters.heartbeats++;
       this.outstanding++;
