@@ -64,6 +64,8 @@ export interface FleetWindow {
   /** Redis commands (scripts count as evalsha, and their own commands again under their names). */
   commands: RedisSpent['commands'];
   sent: SimCounters;
+  /** Of what sendOthers sent, the calls not yet answered when `sent` was read: Redis may count them in the next window. */
+  othersUnderWayAtEnd: FleetSim['othersUnderWay'];
   /** Tasks in flight on the simulated workers when the window began and ended. */
   inFlightAtStart: number;
   inFlightAtEnd: number;
@@ -197,6 +199,10 @@ async function measureWindows(sim: FleetSim | undefined, redis: Redis, count: nu
     sim?.takeLongestTickGapMs();
     const startedAt = performance.now();
     await sleep(windowMs, signal);
+    // What was sent is read before Redis's accounting: a call answered by now ran before the INFO
+    // below; one still under way may run after it (othersUnderWayAtEnd).
+    const sent = sim && sentBefore ? countersBetween(sentBefore, sim.counters) : emptyCounters();
+    const othersUnderWayAtEnd = { reports: 0, latencyFlushes: 0, balancerHeartbeats: 0, ...sim?.othersUnderWay };
     const after = await readAccounting(redis);
     const seconds = (performance.now() - startedAt) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
@@ -205,7 +211,8 @@ async function measureWindows(sim: FleetSim | undefined, redis: Redis, count: nu
       seconds,
       redisCpuUsPerSecond: spent.mainThreadCpuUs / seconds,
       commands: spent.commands,
-      sent: sim && sentBefore ? countersBetween(sentBefore, sim.counters) : emptyCounters(),
+      sent,
+      othersUnderWayAtEnd,
       inFlightAtStart,
       inFlightAtEnd: sim?.inFlight ?? 0,
       harnessCores: (cpu.user + cpu.system) / 1e6 / seconds,

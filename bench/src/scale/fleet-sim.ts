@@ -157,6 +157,8 @@ export class FleetSim {
   readonly counters = emptyCounters();
   /** Calls under way, of every kind (quiesce waits for none). */
   outstanding = 0;
+  /** Calls of sendOthers sent and not yet answered, by kind: Redis may not have run them yet. */
+  readonly othersUnderWay = { reports: 0, latencyFlushes: 0, balancerHeartbeats: 0 };
   private outstandingReserves = 0;
   private readonly workers: SimWorker[] = [];
   private readonly workerIndexById = new Map<string, number>();
@@ -190,10 +192,9 @@ export class FleetSim {
     this.outstanding--;
     if (!held) this.counters.releasedNotHeld++;
   };
-  private readonly onOtherDone = () => {
+  private readonly onStopWaitingDone = () => {
     this.outstanding--;
   };
-  private readonly onOtherError = (error: unknown) => this.failedCall('worker report', error);
   private readonly onReserveError = (error: unknown) => {
     this.outstanding--;
     this.outstandingReserves--;
@@ -505,10 +506,11 @@ export class FleetSim {
         const { reportIntervalMs, heartbeatIntervalMs } = this.settings;
         worker.nextReportAtMs = now + reportIntervalMs - heartbeatIntervalMs / 2;
         this.counters.reports++;
-        this.outstanding++;
+        this.othersUnderWay.reports++;
         // Its task rate, as the reporter counts it: the tasks it runs over their mean duration.
         const tasksPerSecond = (worker.running.size * 1000) / meanDurationMs(this.settings.durations);
-        worker.reports.publish(worker.identity.workerId, sampleReport(tasksPerSecond), workerReportTtlMs(reportIntervalMs)).then(this.onOtherDone, this.onOtherError);
+        const report = worker.reports.publish(worker.identity.workerId, sampleReport(tasksPerSecond), workerReportTtlMs(reportIntervalMs));
+        this.track(report, 'worker report', () => this.othersUnderWay.reports--);
       }
       this.counters.heartbeats++;
       this.outstanding++;
@@ -526,7 +528,11 @@ export class FleetSim {
       if (worker.latencyFlushUnderWay || !worker.latency) continue;
       worker.latencyFlushUnderWay = true;
       this.counters.latencyFlushes++;
-      this.track(worker.latency.flush(), 'latency flush', () => (worker.latencyFlushUnderWay = false));
+      this.othersUnderWay.latencyFlushes++;
+      this.track(worker.latency.flush(), 'latency flush', () => {
+        worker.latencyFlushUnderWay = false;
+        this.othersUnderWay.latencyFlushes--;
+      });
     }
   }
 
@@ -553,8 +559,12 @@ export class FleetSim {
         b.nextRegisterAtMs = now + this.settings.balancerHeartbeatIntervalMs;
         b.registerUnderWay = true;
         this.counters.balancerHeartbeats++;
+        this.othersUnderWay.balancerHeartbeats++;
         const info = { address: `10.1.0.${b.index}:50050`, queued: { userPresent: 0, background: b.queued.length }, trafficFlag: { enabled: true, candidateShare: 0.1 } };
-        this.track(b.overrides.balancerHeartbeat(b.balancerId, info), 'balancer heartbeat', () => (b.registerUnderWay = false));
+        this.track(b.overrides.balancerHeartbeat(b.balancerId, info), 'balancer heartbeat', () => {
+          b.registerUnderWay = false;
+          this.othersUnderWay.balancerHeartbeats--;
+        });
       }
       if (now >= b.nextSweepAtMs) {
         // setInterval in the balancer: both clusters, whether or not the previous sweep ended.
@@ -670,7 +680,7 @@ export class FleetSim {
           b.registeredWaiting = false;
           this.counters.stopWaitings++;
           this.outstanding++;
-          b.ledger.stopWaiting(this.settings.cluster, b.balancerId).then(this.onOtherDone, this.onStopWaitingError);
+          b.ledger.stopWaiting(this.settings.cluster, b.balancerId).then(this.onStopWaitingDone, this.onStopWaitingError);
         }
         continue;
       }
