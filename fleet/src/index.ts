@@ -2,7 +2,7 @@ export * from './ledger';
 export * from './keys';
 export * from './errors';
 export * from './redis';
-export { loadScripts, defineScripts, luaDir } from './script-loader';
+export { loadScripts, LuaScripts, luaDir } from './script-loader';
 export * from './override';
 export * from './latency';
 export * from './worker-reports';

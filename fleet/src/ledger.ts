@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisConnection } from './redis';
 import { clusterKeys, type ClusterKeys } from './keys';
-import { defineScripts } from './script-loader';
+import { LuaScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
 import { LedgerBatcher, type ReleaseEntry, type ReservationEntry, type SettleReply } from './ledger-batcher';
 
@@ -162,8 +162,6 @@ export function heartbeatScale(workers: number, workersAtFullRate: number): numb
   return Math.max(1, workers / workersAtFullRate);
 }
 
-type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
-
 /**
  * The slot ledger: the exact count of free slots per worker, shared in Redis by every
  * balancer and worker. All writes are Lua scripts (lua/*.lua), so each is atomic.
@@ -176,13 +174,13 @@ export class Ledger {
   private readonly directories = new Map<string, { version: string; addresses: Map<string, string> }>();
   /** Calls to Redis that carried releases and reservations, and how many of each: their ratio is the batch size. */
   readonly settleCounts = { calls: 0, releases: 0, reservations: 0 };
+  private readonly scripts = LuaScripts.of();
 
   constructor(
     readonly redis: RedisConnection,
     options: LedgerOptions = {},
   ) {
     this.options = { ...ledgerDefaults, ...stripUndefined(options) };
-    defineScripts(redis);
   }
 
   keys(cluster: string): ClusterKeys {
@@ -422,8 +420,7 @@ export class Ledger {
 
   private call(script: string, cluster: string, args: (string | number)[]): Promise<unknown> {
     const keys = this.keys(cluster);
-    const fn = (this.redis as unknown as Record<string, ScriptFn>)[script]!;
-    return fn.call(this.redis, ...keys.all, keys.slotFreedChannel, ...args);
+    return this.scripts.run(this.redis, script, [...keys.all, keys.slotFreedChannel, ...args]);
   }
 
   private async guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {

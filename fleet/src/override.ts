@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import type { RedisConnection } from './redis';
 import { LedgerUnavailableError } from './errors';
 import { controlKeys, type ControlKeys } from './keys';
-import { defineScripts, loadScripts, luaDir } from './script-loader';
+import { LuaScripts, luaDir } from './script-loader';
 
 /**
  * The instant rollback: a versioned override in Redis that every balancer applies as soon as it
@@ -60,21 +60,19 @@ export interface BalancerRecord extends BalancerInfo {
   ack: OverrideAck | undefined;
 }
 
-type ScriptFn = (...args: (string | number)[]) => Promise<unknown>;
-
 /** Most balancers one read returns; more than this many balancers is a configuration mistake. */
 export const maxBalancerRecords = 10_000;
 
 /** Reads and changes the override, and keeps the register of balancers and their acknowledgements. */
 export class OverrideStore {
   readonly keys: ControlKeys;
+  private readonly scripts = LuaScripts.of(path.join(luaDir, 'override'));
 
   constructor(
     private readonly redis: RedisConnection,
     keyPrefix: string,
   ) {
     this.keys = controlKeys(keyPrefix);
-    defineScripts(redis, loadScripts(path.join(luaDir, 'override')));
   }
 
   async read(): Promise<OverrideState | undefined> {
@@ -149,8 +147,7 @@ export class OverrideStore {
   }
 
   private run(script: string, args: (string | number)[]): Promise<unknown> {
-    const fn = (this.redis as unknown as Record<string, ScriptFn>)[script]!;
-    return this.guard(script, () => fn.call(this.redis, ...args));
+    return this.guard(script, () => this.scripts.run(this.redis, script, args));
   }
 
   private async guard<T>(operation: string, fn: () => Promise<T>): Promise<T> {

@@ -1,8 +1,6 @@
 import type { Redis } from 'ioredis';
-import { defineScripts, Ledger, loadScripts } from '@headroom/fleet';
+import { Ledger } from '@headroom/fleet';
 import type { FleetLedger, FleetLedgerKind } from './fleet-ledger';
-
-let scripts: ReturnType<typeof loadScripts> | undefined;
 
 /** The ledger of @headroom/fleet as built now, called as today's worker and balancer call it. */
 export const currentLedgerKind: FleetLedgerKind = {
@@ -11,9 +9,6 @@ export const currentLedgerKind: FleetLedgerKind = {
   description:
     'the ledger of @headroom/fleet (fleet/src/ledger.ts and fleet/lua/ as built for this run: heartbeats carry the counts of running and answered tasks; balancers release the leases of answered tasks, batched with their reservations)',
   open(redis: Redis, keyPrefix: string): FleetLedger {
-    // One copy of the scripts' sources for the whole simulated fleet (the Ledger then finds them defined):
-    // 4,000 copies would only swell this process's heap and its GC pauses.
-    defineScripts(redis, (scripts ??= loadScripts()));
     const ledger = new Ledger(redis, { keyPrefix });
     // A balancer's directory: the version it last read, and how many workers it holds, per cluster.
     const directory = new Map<string, { version: string; workers: number }>();
