@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import { ledgerErrorCodes, type ClusterKeys, type Ledger, type LedgerPriority, type QueueDepth, type ReleaseKind } from '@headroom/fleet';
+import { ledgerErrorCodes, type ClusterKeys, type Ledger, type LedgerPriority, type QueueDepth } from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
 import { Lease, type LeaseEnds } from './lease';
 import { WaitQueue, type Waiter } from './wait-queue';
@@ -94,7 +94,7 @@ export class Admission {
   constructor(private readonly options: AdmissionOptions) {
     this.leaseEnds = {
       // The unshared policies take no slot in the ledger: nothing to give back there.
-      release: options.policy.sharedCount ? (cluster, leaseId, kind) => this.release(cluster, leaseId, kind) : async () => undefined,
+      release: options.policy.sharedCount ? (cluster, leaseId) => this.release(cluster, leaseId) : async () => undefined,
       finished: (cluster, workerId) => options.policy.finished(cluster, workerId),
     };
     for (const cluster of options.clusters) {
@@ -179,8 +179,8 @@ export class Admission {
    * a user-present task waiting on another balancer keeps priority over a background one here,
    * and the freed slot is then announced to it.
    */
-  private release(cluster: string, leaseId: string, kind: ReleaseKind): Promise<unknown> {
-    const released = this.options.ledger.release(cluster, leaseId, kind);
+  private release(cluster: string, leaseId: string): Promise<unknown> {
+    const released = this.options.ledger.release(cluster, leaseId);
     const queue = this.queues.get(cluster);
     if (queue && queue.waiters.size > 0 && !this.closed) {
       queue.handoffs++;

@@ -191,11 +191,12 @@ export class Dispatcher {
     if (outcome.kind === 'not-started' && outcome.unreachable) this.deps.reachability.connectFailed(cluster, workerId, address, outcome.message);
     else if (outcome.kind === 'done' || outcome.kind === 'not-started') this.deps.reachability.answered(cluster, workerId);
     if (outcome.kind === 'done') {
-      // The worker answered and counted the answer; the slot is ours to give back (batched).
-      void lease.abandon('answered');
+      // The worker answered and let go of the lease; the slot is ours to give back (batched).
+      void lease.abandon();
     } else if (outcome.kind === 'lost' || (outcome.kind !== 'not-started' && outcome.started)) {
       // The task started and no answer came: the worker may still run it and releases the lease
-      // itself when it sees the call gone; if it died, the sweep takes its leases.
+      // itself when it sees the call gone, or its heartbeat drops it once it no longer holds it
+      // (it may have answered as the call ended); if it died, the sweep takes its leases.
       lease.leaveToWorker();
     } else {
       // The worker never took the lease over (refused, unreachable, or the call ended first).

@@ -1,11 +1,9 @@
-import type { ReleaseKind } from '@headroom/fleet';
-
 /** Who gives a lease's slot back: this balancer (through `abandon()`), or the worker running its task. */
 export type LeaseOwner = 'balancer' | 'worker';
 
 /** Where a lease goes when this balancer is done with it (the ledger and the slot policy, in the balancer). */
 export interface LeaseEnds {
-  release(cluster: string, leaseId: string, kind: ReleaseKind): Promise<unknown>;
+  release(cluster: string, leaseId: string): Promise<unknown>;
   /** The balancer's part in a task placed on `workerId` ended (the policy's local counts). */
   finished(cluster: string, workerId: string): void;
 }
@@ -14,7 +12,8 @@ export interface LeaseEnds {
  * A slot reserved in the ledger on one worker for one task. This balancer owns it from the
  * reservation on, and `abandon()` is the only way it gives the slot back. Once the task started
  * on the worker and no answer came back (`leaveToWorker()`), the worker owns it: the worker
- * releases it when its task ends, or the sweep does if it died, and `abandon()` does nothing.
+ * releases it when its task ends (or its heartbeat drops it: it no longer holds it), or the sweep
+ * does if it died, and `abandon()` does nothing.
  */
 export class Lease {
   private currentOwner: LeaseOwner = 'balancer';
@@ -34,16 +33,15 @@ export class Lease {
   }
 
   /**
-   * Gives the slot back: `'answered'` when the worker answered the task (it counted the answer
-   * and leaves the release to this balancer), `'unused'` when the task did not run there.
-   * Idempotent: a second call returns the first call's promise. Never rejects (a release Redis
-   * did not get is taken by the lease's expiry).
+   * Gives the slot back: the worker answered the task (and let go of the lease), or the task did
+   * not run there. Idempotent: a second call returns the first call's promise. Never rejects (a
+   * release Redis did not get is made good by the worker's next heartbeats).
    */
-  abandon(kind: ReleaseKind = 'unused'): Promise<void> {
+  abandon(): Promise<void> {
     if (this.abandoned) return this.abandoned;
     if (this.currentOwner === 'worker') return (this.abandoned = Promise.resolve());
     this.ends.finished(this.cluster, this.workerId);
-    this.abandoned = this.ends.release(this.cluster, this.leaseId, kind).then(
+    this.abandoned = this.ends.release(this.cluster, this.leaseId).then(
       () => undefined,
       () => undefined,
     );

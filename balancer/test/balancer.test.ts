@@ -79,7 +79,7 @@ test('a full worker refuses and the task goes to another worker', async (t) => {
   const blockers = [submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) })), submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 300 }) }))];
   await eventually('both busy', 2000, () => (a.stats().inflight === 1 && b.stats().inflight === 1 ? true : undefined));
   // The ledger now believes 'a' has 2 free slots; 'a' itself has none.
-  await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, runningTasks: 0, answeredTasks: 0 });
+  await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, heldLeaseIds: [] });
   const result = await submit(fleet.clients[0]!, task());
   assert.ok(result.ok, JSON.stringify(result));
   assert.equal(result.response.placement?.workerId, 'b', 'after the refusal the task waits for and goes to another worker');

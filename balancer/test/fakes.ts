@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { Registry } from 'prom-client';
 import { silentLogger } from '@headroom/common';
-import type { ReleaseKind, Reservation } from '@headroom/fleet';
+import type { Reservation } from '@headroom/fleet';
 import type { ExecuteRequest } from '@headroom/proto';
 import { Admission, type AdmissionLedger, type AdmissionOptions, type SlotFreedSubscriber } from '../src/admission';
 import type { WorkerCalls } from '../src/dispatch';
@@ -18,7 +18,6 @@ export interface ReleaseRecord {
   cluster: string;
   leaseId: string;
   workerId: string;
-  kind: ReleaseKind;
 }
 
 interface FakeWorker {
@@ -103,9 +102,9 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
     this.finishedByWorker.set(workerId, (this.finishedByWorker.get(workerId) ?? 0) + 1);
   }
 
-  async release(cluster: string, leaseId: string, kind: ReleaseKind = 'unused'): Promise<boolean> {
+  async release(cluster: string, leaseId: string): Promise<boolean> {
     const lease = this.leases.get(leaseId);
-    this.releases.push({ cluster, leaseId, workerId: lease?.workerId ?? '?', kind });
+    this.releases.push({ cluster, leaseId, workerId: lease?.workerId ?? '?' });
     if (!lease) return false;
     this.leases.delete(leaseId);
     this.workers.get(lease.cluster)!.get(lease.workerId)!.free++;

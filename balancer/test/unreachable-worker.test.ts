@@ -22,7 +22,7 @@ test('a worker no balancer can reach is ejected after 3 connection failures, for
   const deadPort = await freePort();
   const deadAddress = `127.0.0.1:${deadPort}`;
   // Its heartbeats reach Redis (the worker runs), but nothing answers at the address it advertises.
-  const beat = () => fleet.ledger.heartbeat('baseline', { workerId: 'ghost', address: deadAddress, capacity: 4, draining: false, runningTasks: 0, answeredTasks: 0 });
+  const beat = () => fleet.ledger.heartbeat('baseline', { workerId: 'ghost', address: deadAddress, capacity: 4, draining: false, heldLeaseIds: [] });
   await beat();
   const beating = setInterval(() => void beat().catch(() => undefined), 200);
   t.after(() => clearInterval(beating));
@@ -89,7 +89,7 @@ test('with ejection turned off (ejectAfterConnectFailures 0) every task tries th
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   await fleet.addWorker({ cluster: 'baseline', workerId: 'good', maxParallelism: 2 });
   const deadAddress = `127.0.0.1:${await freePort()}`;
-  const beat = () => fleet.ledger.heartbeat('baseline', { workerId: 'ghost', address: deadAddress, capacity: 4, draining: false, runningTasks: 0, answeredTasks: 0 });
+  const beat = () => fleet.ledger.heartbeat('baseline', { workerId: 'ghost', address: deadAddress, capacity: 4, draining: false, heldLeaseIds: [] });
   await beat();
   const beating = setInterval(() => void beat().catch(() => undefined), 200);
   t.after(() => clearInterval(beating));

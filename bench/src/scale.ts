@@ -218,7 +218,7 @@ async function measureScripts(redis: Redis, settings: ScaleSettings['scripts'], 
   const ledger = new Ledger(redis, { keyPrefix });
   const workerIds = Array.from({ length: settings.workers }, (_unused, i) => `w${i}`);
   const heartbeat = (workerId: string, leaseIds: readonly string[]) =>
-    ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${10_000 + workerIds.indexOf(workerId)}`, capacity: 1_000_000, draining: false, runningTasks: leaseIds.length, answeredTasks: 0 });
+    ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${10_000 + workerIds.indexOf(workerId)}`, capacity: 1_000_000, draining: false, heldLeaseIds: leaseIds });
   const samples = new Map<ScriptName, { usecPerCall: number[]; cpuPerCall: number[] }>(scriptNames.map((name) => [name, { usecPerCall: [], cpuPerCall: [] }]));
   const timed = async (script: ScriptName, calls: number, fn: (i: number) => Promise<unknown>) => {
     const before = await readAccounting(redis);

@@ -147,7 +147,7 @@ for (const mode of modes) {
     const blockers = [front.submit(request({ payload: json({ sleepMs: 300 }) })), front.submit(request({ payload: json({ sleepMs: 300 }) }))];
     await eventually('both busy', 2000, () => (a.stats().inflight === 1 && b.stats().inflight === 1 ? true : undefined));
     // The ledger now believes 'a' has 2 free slots; 'a' itself has none.
-    await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, runningTasks: 0, answeredTasks: 0 });
+    await fleet.ledger.heartbeat('baseline', { workerId: 'a', address: a.address, capacity: 3, draining: false, heldLeaseIds: [] });
     const result = await front.submit(request());
     assert.equal(result.placement.workerId, 'b', 'after the refusal the task waits for and goes to another worker');
     assert.equal(result.placement.workerAttempts, 2);

@@ -138,7 +138,7 @@ test('a worker balancers cannot reach shows as unreachable until its mark ends, 
   const stack = await startStack(t, unleash);
   const { fleet } = stack;
   await fleet.addWorker({ cluster: 'baseline', workerId: 'reachable-b1', maxParallelism: 2 });
-  await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, runningTasks: 0, answeredTasks: 0 });
+  await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, heldLeaseIds: [] });
   const mark = await fleet.ledger.markUnreachable('baseline', 'unreachable-b2', 60_000, 1);
   assert.equal(mark.result, 'marked');
   const workers = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null }[];

@@ -7,13 +7,12 @@
 -- one that waited longest), or on one named worker, and records a lease for it. Draining
 -- workers and workers marked unreachable are not in `free`: they cost nothing.
 -- A release ends a lease and gives its slot back. Releasing a lease twice, or one whose worker
--- left (or whose record a heartbeat cleared), changes nothing: the worker's next heartbeats
--- settle its count either way. A release "answered" follows the worker's answer to the task:
--- the worker counted it among the tasks it answered, and the heartbeat matches the two counts.
+-- left (or whose record a heartbeat dropped), changes nothing: a slot is freed once, by whichever
+-- comes first (see heartbeat-12.lua).
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 share of capacity kept for user-present (0..1)  3 waiterTtlMs
 --       4 the directory version (see directoryKey) whose addresses the caller holds ('' for none)
---       5 number of releases R, then R pairs: kind ('answered'|'unused'), lease id
+--       5 number of releases R, then R lease ids
 --       then the number of reservations N, then N groups: priority ('user'|'background'),
 --       balancerId, wait (1: on failure, register the balancer as waiting), target worker ('' = least-loaded),
 --       lease nonce (unique), number of workers to skip S, then S worker ids
@@ -33,18 +32,12 @@ local released, freedInTotals, freedWorker = {}, 0, nil
 local at = 5
 local releaseCount = tonumber(ARGV[at])
 for i = 1, releaseCount do
-  local kind, lease = ARGV[at + 2 * i - 1], ARGV[at + 2 * i]
+  local lease = ARGV[at + i]
   local bar = string.find(lease, '|', 1, true)
   local done = 0
   if bar then
     local worker, nonce = string.sub(lease, 1, bar - 1), string.sub(lease, bar + 1)
-    local held = redis.call('HDEL', leasesPrefix .. worker, nonce) == 1
-    -- The answer it follows is matched even when the lease's record is gone (a heartbeat
-    -- dropped it, or Redis lost it), as long as the worker is registered.
-    if kind == 'answered' and (held or redis.call('HEXISTS', workersKey, worker) == 1) then
-      redis.call('HINCRBY', workersKey, worker .. '|acked', '1')
-    end
-    if held then
+    if redis.call('HDEL', leasesPrefix .. worker, nonce) == 1 then
       done = 1
       -- A worker in `free` holds its count there (XX): the slot returns keeping its place in the
       -- turn. One out of it (draining, marked unreachable) holds it in `inflight`.
@@ -61,7 +54,7 @@ for i = 1, releaseCount do
   end
   released[i] = done
 end
-at = at + 2 * releaseCount + 1
+at = at + releaseCount + 1
 
 -- Reservations. The totals are read once and kept here as they change.
 local reservationCount = tonumber(ARGV[at])
@@ -132,7 +125,6 @@ for r = 1, reservationCount do
     -- Each pick of the batch counts as a microsecond later than the one before, so that workers
     -- tied again after each took a slot in this call keep their turn (the first taken, first again).
     redis.call('ZADD', freeKey, freeScore(free - 1, nowUs + taken), worker)
-    redis.call('HINCRBY', workersKey, worker .. '|reserved', '1')
     redis.call('HSET', leasesPrefix .. worker, nonce, nowText)
     taken = taken + 1
     if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end

@@ -37,8 +37,9 @@ export interface ClusterKeys {
  * one prefix keep two ledgers apart (a balancer sees the workers of its own version) instead of
  * misreading each other's. Bump it whenever a script reads or writes a key differently.
  * 2: the free set's scores are free slots x 2^30 plus a turn (before: plus a fraction).
+ * 3: a worker's count is its lease records, settled by the leases it holds (before: answer counts in `workers`).
  */
-export const ledgerLayout = 2;
+export const ledgerLayout = 3;
 
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;

@@ -9,10 +9,8 @@
  * busy one makes at most one call per window, each carrying everything that came meanwhile:
  * batches grow with the load, and no lease waits more than the window.
  */
-export interface ReleaseEntry {
-  kind: 'answered' | 'unused';
-  leaseId: string;
-}
+/** A release: the id of the lease to end. */
+export type ReleaseEntry = string;
 
 export interface ReservationEntry {
   priority: string;

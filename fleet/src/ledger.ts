@@ -40,17 +40,13 @@ export const ledgerDefaults: Required<LedgerOptions> = {
   workersAtFullHeartbeatRate: 1000,
 };
 
+/** HeartbeatInput.dispatchGraceMs when not given: the worker's default heartbeat period. */
+export const defaultDispatchGraceMs = 1000;
+
 /** Most releases, and most reservations, in one call to Redis. */
 export const maxLeasesPerCall = 64;
 /** Most releases, and most reservations, waiting per cluster for a call; more are refused as the ledger being unavailable. */
 export const maxLeasesWaiting = 10_000;
-
-/** How a lease ends. */
-export type ReleaseKind =
-  /** The worker answered the task and counted it among its answers (HeartbeatInput.answeredTasks): the balancer that got the answer releases. */
-  | 'answered'
-  /** Any other end: the task never reached a worker, the worker refused it, or the worker gave it back itself. */
-  | 'unused';
 
 export interface HeartbeatInput {
   workerId: string;
@@ -58,18 +54,20 @@ export interface HeartbeatInput {
   capacity: number;
   draining: boolean;
   /**
-   * Leases the worker holds: tasks it admitted whose release it has not yet sent (a release sent
-   * on the same connection before the heartbeat is counted by Redis first). The ledger settles
-   * its count of the worker's leases between this and this plus the leases reserved on it in
-   * the last two heartbeat periods (those may still be on their way).
+   * The leases the worker holds: tasks queued or running there, neither answered nor released by
+   * the worker itself. The ledger drops the worker's other leases once they are `dispatchGraceMs`
+   * old (nobody will release them) and writes back held ones it lost. Ids of other workers, or
+   * not given out by the ledger, are ignored.
    */
-  runningTasks: number;
+  heldLeaseIds: Iterable<string>;
   /**
-   * Tasks the worker answered since it started (only grows): their leases are released by the
-   * balancer that receives the answer, and the ledger counts an answer as running until that
-   * release arrives, or for two heartbeat periods if it never does.
+   * How long a lease the worker does not hold yet may still be on its way to it (reserved, not
+   * yet arrived): a lease older than this that it does not hold is dropped. The worker's
+   * heartbeat period is the natural value: longer keeps a lost slot away longer; shorter may drop
+   * a slow dispatch's lease for one period (the worker's gate still refuses what it cannot run).
+   * @default 1000
    */
-  answeredTasks: number;
+  dispatchGraceMs?: number;
   /**
    * This process's previous heartbeat succeeded, with the same address: the ledger then skips
    * reading the address to compare (a registration Redis lost is written in full anyway).
@@ -91,6 +89,10 @@ export interface HeartbeatReply {
    * timeout grows alike).
    */
   heartbeatScale: number;
+  /** Leases of the worker this heartbeat dropped: neither held by it nor released within `dispatchGraceMs`. */
+  leasesDropped: number;
+  /** Leases the worker holds that the ledger had lost (Redis lost data, or one was dropped while slow on its way), written back. */
+  leasesRestored: number;
 }
 
 export interface ReserveRequest {
@@ -194,13 +196,18 @@ export class Ledger {
   }
 
   async heartbeat(cluster: string, input: HeartbeatInput): Promise<HeartbeatReply> {
-    const reply = (await this.run('heartbeat', cluster, [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.runningTasks, input.answeredTasks, input.addressUnchanged ? 1 : 0])) as [
-      number,
-      number,
-      number,
-      number,
-    ];
-    return { drainRequested: reply[0] === 1, inflight: reply[1], markedUnreachable: reply[2] === 1, heartbeatScale: heartbeatScale(reply[3], this.options.workersAtFullHeartbeatRate) };
+    const args: (string | number)[] = [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.dispatchGraceMs ?? defaultDispatchGraceMs, input.addressUnchanged ? 1 : 0];
+    const ownPrefix = `${input.workerId}|`;
+    for (const leaseId of input.heldLeaseIds) if (leaseId.startsWith(ownPrefix)) args.push(leaseId.slice(ownPrefix.length));
+    const reply = (await this.run('heartbeat', cluster, args)) as [number, number, number, number, number, number];
+    return {
+      drainRequested: reply[0] === 1,
+      inflight: reply[1],
+      markedUnreachable: reply[2] === 1,
+      heartbeatScale: heartbeatScale(reply[3], this.options.workersAtFullHeartbeatRate),
+      leasesDropped: reply[4],
+      leasesRestored: reply[5],
+    };
   }
 
   /**
@@ -227,8 +234,8 @@ export class Ledger {
    * Gives a lease's slot back, batched like reservations; true if the lease was still held.
    * Idempotent. O(1): the lease id names its worker.
    */
-  async release(cluster: string, leaseId: string, kind: ReleaseKind = 'unused'): Promise<boolean> {
-    return this.guard('release', () => this.batcher(cluster).release({ kind, leaseId }));
+  async release(cluster: string, leaseId: string): Promise<boolean> {
+    return this.guard('release', () => this.batcher(cluster).release(leaseId));
   }
 
   /**
@@ -342,8 +349,6 @@ export class Ledger {
         if (Number(unreachable[i + 1]) > redisNowMs) unreachableUntilMs.set(unreachable[i]!, Number(unreachable[i + 1]));
       }
       const workers = Object.keys(capacity)
-        // The hash holds each worker's lease counts too, under "<worker>|<count>".
-        .filter((field) => !field.includes('|'))
         .sort()
         .map((workerId) => {
           const cap = Number(capacity[workerId]);
@@ -400,7 +405,7 @@ export class Ledger {
   private async settle(cluster: string, releases: readonly ReleaseEntry[], reservations: readonly ReservationEntry[]): Promise<SettleReply> {
     const directory = this.directories.get(cluster);
     const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', releases.length];
-    for (const release of releases) args.push(release.kind, release.leaseId);
+    args.push(...releases);
     args.push(reservations.length);
     for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.skipWorkerIds.length, ...r.skipWorkerIds);
     this.settleCounts.calls++;

@@ -18,8 +18,8 @@ const maxRounds = 3;
 interface SimulatedWorker {
   workerId: string;
   address: string;
-  /** Tasks it runs: what it says in each heartbeat. */
-  running: number;
+  /** The leases of the tasks it runs: what it says in each heartbeat. */
+  running: string[];
 }
 
 test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRounds} heartbeat rounds after FLUSHALL and after a Redis restart`, { timeout: 180_000 }, async (t) => {
@@ -29,7 +29,7 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
   t.after(() => connection.disconnect());
   await new Promise((resolve) => connection.once('ready', resolve));
   const ledger = new Ledger(connection, { keyPrefix: 'convergence', keptForUserPresentShare: 0.1 });
-  const workers: SimulatedWorker[] = Array.from({ length: workerCount }, (_, i) => ({ workerId: `w${i}`, address: `10.0.${Math.floor(i / 250)}.${i % 250}:7800`, running: 0 }));
+  const workers: SimulatedWorker[] = Array.from({ length: workerCount }, (_, i) => ({ workerId: `w${i}`, address: `10.0.${Math.floor(i / 250)}.${i % 250}:7800`, running: [] }));
 
   /** What the last heartbeat of the round told its worker to multiply its period by. */
   let heartbeatScale = 0;
@@ -39,7 +39,7 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
     const lane = async () => {
       for (let i = next++; i < workers.length; i = next++) {
         const w = workers[i]!;
-        heartbeatScale = (await ledger.heartbeat('c', { workerId: w.workerId, address: w.address, capacity: slotsPerWorker, draining: false, runningTasks: w.running, answeredTasks: 0 })).heartbeatScale;
+        heartbeatScale = (await ledger.heartbeat('c', { workerId: w.workerId, address: w.address, capacity: slotsPerWorker, draining: false, heldLeaseIds: w.running })).heartbeatScale;
       }
     };
     await Promise.all(Array.from({ length: inFlight }, lane));
@@ -49,9 +49,9 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
   const disagreements = async () => {
     const snap = await ledger.snapshot('c');
     const byId = new Map(snap.workers.map((w) => [w.workerId, w]));
-    const wrong = workers.filter((w) => byId.get(w.workerId)?.freeSlots !== slotsPerWorker - w.running).length;
-    const expectedFree = workers.reduce((sum, w) => sum + Math.max(0, slotsPerWorker - w.running), 0);
-    const totalsAgree = snap.totalCapacity === workerCount * slotsPerWorker && snap.totalFree === expectedFree && snap.leases === workers.reduce((sum, w) => sum + w.running, 0);
+    const wrong = workers.filter((w) => byId.get(w.workerId)?.freeSlots !== slotsPerWorker - w.running.length).length;
+    const expectedFree = workers.reduce((sum, w) => sum + Math.max(0, slotsPerWorker - w.running.length), 0);
+    const totalsAgree = snap.totalCapacity === workerCount * slotsPerWorker && snap.totalFree === expectedFree && snap.leases === workers.reduce((sum, w) => sum + w.running.length, 0);
     return { wrong, totalsAgree, missing: workerCount - snap.workers.length };
   };
 
@@ -69,7 +69,7 @@ test(`${workerCount} workers of ${slotsPerWorker} slots converge within ${maxRou
         reserved++;
         const reservation = await ledger.reserve('c', { priority: 'user', balancerId: 'b', waitIfNone: false });
         assert.ok(reservation.ok, JSON.stringify(reservation));
-        workers[Number(reservation.workerId.slice(1))]!.running++;
+        workers[Number(reservation.workerId.slice(1))]!.running.push(reservation.leaseId);
       }
     }),
   );

@@ -73,9 +73,12 @@ async function openLedger(t: TestContext, options: LedgerOptions = {}, url = tar
   return ledger;
 }
 
-/** A heartbeat of a worker that runs `runningTasks` tasks and has answered `answeredTasks` since it started. */
-async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, runningTasks = 0, answeredTasks = 0) {
-  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, runningTasks, answeredTasks });
+/**
+ * A heartbeat of a worker that holds the leases `held`. Its other leases count while younger than
+ * `dispatchGraceMs` (a minute unless a test is about dropping them: 0 drops every one it does not hold).
+ */
+async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, held: readonly string[] = [], dispatchGraceMs = 60_000) {
+  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, heldLeaseIds: held, dispatchGraceMs });
 }
 
 const user = { priority: 'user', balancerId: 'b1', waitIfNone: false } as const;
@@ -250,11 +253,11 @@ test('raising capacity frees slots at once; lowering it lets running tasks finis
     assert.ok(r.ok);
     leases.push(r.leaseId);
   }
-  await addWorker(ledger, 'c', 'w1', 4, leases.length);
+  await addWorker(ledger, 'c', 'w1', 4, leases);
   let snap = await ledger.snapshot('c');
   assert.equal(snap.workers[0]!.freeSlots, 2);
   assert.equal(snap.totalFree, 2);
-  await addWorker(ledger, 'c', 'w1', 1, leases.length);
+  await addWorker(ledger, 'c', 'w1', 1, leases);
   snap = await ledger.snapshot('c');
   assert.equal(snap.workers[0]!.freeSlots, -1);
   assert.equal(snap.totalFree, 0, 'a worker over its new capacity counts as 0 free, not negative');
@@ -295,32 +298,24 @@ test('sweep removes silent workers with their leases', async (t) => {
   assert.equal(await ledger.redis.exists(`${clusterKeys(ledger.options.keyPrefix, 'c').leasesPrefix}w2`), 0, 'and its lease records');
 });
 
-test('a lease nobody releases (its balancer died before dispatching it) is dropped at the third heartbeat of its worker after it was reserved', async (t) => {
+test('a lease nobody holds nor releases (its balancer died before dispatching it) is kept while it may be on its way, then dropped by the next heartbeat', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 4);
   const lost = await ledger.reserve('c', user);
   const dispatched = await ledger.reserve('c', user);
   assert.ok(lost.ok && dispatched.ok);
-  // The worker runs one task; the other lease may still be on its way for two heartbeat periods.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 2);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 2);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 1, 'dropped: no lease takes longer than two periods to arrive');
+  // The worker holds one; the other may still be on its way.
+  assert.deepEqual(await addWorker(ledger, 'c', 'w1', 4, [dispatched.leaseId]).then((r) => [r.inflight, r.leasesDropped]), [2, 0]);
+  // Past the grace, only what the worker holds counts: exactly the lost lease is dropped.
+  assert.deepEqual(await addWorker(ledger, 'c', 'w1', 4, [dispatched.leaseId], 0).then((r) => [r.inflight, r.leasesDropped, r.leasesRestored]), [1, 1, 0]);
   let snap = await ledger.snapshot('c');
   assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [3, 3, 1]);
-  // Which lease was lost is not known: the drop clears the worker's lease records, so no release
-  // from before it frees anything (nothing is freed twice)...
+  // A late release of the dropped lease frees nothing twice; the held one's release frees its slot at once.
   assert.equal(await ledger.release('c', lost.leaseId), false);
-  assert.equal(await ledger.release('c', dispatched.leaseId), false);
+  assert.equal(await ledger.release('c', dispatched.leaseId), true);
   snap = await ledger.snapshot('c');
-  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [3, 3, 1]);
-  // ...and the running task's slot comes back at the heartbeat after it ended.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0)).inflight, 0);
-  assert.equal((await ledger.snapshot('c')).totalFree, 4);
-  // Leases reserved after the drop are released as usual.
-  const after = await ledger.reserve('c', user);
-  assert.ok(after.ok);
-  assert.equal(await ledger.release('c', after.leaseId), true);
-  assert.equal((await ledger.snapshot('c')).totalFree, 4);
+  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [4, 4, 0]);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, [], 0)).inflight, 0);
 });
 
 test('a lease released after a heartbeat dropped it frees nothing twice: free slots never pass capacity', async (t) => {
@@ -328,8 +323,8 @@ test('a lease released after a heartbeat dropped it frees nothing twice: free sl
   await addWorker(ledger, 'c', 'w1', 2);
   const slow = await ledger.reserve('c', user);
   assert.ok(slow.ok);
-  // It takes longer than two heartbeat periods to arrive: dropped from the count.
-  for (let i = 0; i < 3; i++) await addWorker(ledger, 'c', 'w1', 2, 0);
+  // It takes longer than the grace to arrive: dropped from the count.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 2, [], 0)).leasesDropped, 1);
   assert.deepEqual([(await ledger.snapshot('c')).workers[0]!.freeSlots, (await ledger.snapshot('c')).totalFree], [2, 2]);
   // Then it arrives, runs, and is released: the count was settled already.
   await ledger.release('c', slow.leaseId);
@@ -338,7 +333,30 @@ test('a lease released after a heartbeat dropped it frees nothing twice: free sl
   assert.deepEqual(await ledger.reserve('c', { ...user, targetWorkerId: 'w1' }).then((r) => r.ok && r.freeSlotsBefore), 2);
 });
 
-test('a heartbeat costs the same whatever the worker runs, and a lease costs O(1): Redis counts the commands', async (t) => {
+test('under continuous load, answers whose releases never came are dropped at the next heartbeat, whatever else the worker answers', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  const dispatchGraceMs = 30;
+  await addWorker(ledger, 'c', 'w1', 8, [], dispatchGraceMs);
+  const held: string[] = [];
+  for (let round = 1; round <= 6; round++) {
+    // Three tasks a round: two answered and released, one answered as its deadline passed at the
+    // balancer (nobody releases it); the worker holds the tasks of this round until the next.
+    const next: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const r = await ledger.reserve('c', user);
+      assert.ok(r.ok, `round ${round}: ${JSON.stringify(r)}`);
+      next.push(r.leaseId);
+    }
+    for (const [i, lease] of held.entries()) if (i < 2) assert.equal(await ledger.release('c', lease), true);
+    held.splice(0, held.length, ...next);
+    await new Promise((resolve) => setTimeout(resolve, dispatchGraceMs + 5));
+    const reply = await addWorker(ledger, 'c', 'w1', 8, held, dispatchGraceMs);
+    assert.deepEqual([reply.inflight, reply.leasesDropped], [3, round === 1 ? 0 : 1], `round ${round}: the ledger counts what the worker holds, and drops the one unreleased answer`);
+  }
+  assert.equal((await ledger.snapshot('c')).totalFree, 5);
+});
+
+test('a heartbeat costs a few commands whatever the worker runs, and a lease costs O(1): Redis counts the commands', async (t) => {
   const redis = await ownRedis(t);
   const ledger = await openLedger(t, { keptForUserPresentShare: 0.1 }, redis.url);
   for (let i = 0; i < 50; i++) await addWorker(ledger, 'c', `w${i}`, 30);
@@ -366,34 +384,35 @@ test('a heartbeat costs the same whatever the worker runs, and a lease costs O(1
     seen.push(counted.join(', '));
     return calls;
   };
-  const idleHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w49', 30, 0));
-  const busyHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w0', 30, 30));
-  // A count that changes costs a few writes; how many tasks the worker runs costs nothing.
+  const idleHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w49', 30));
+  const busyHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w0', 30, leases.filter((lease) => lease.startsWith('w0|'))));
+  // A count that changes costs a few writes; the worker's leases are read in one command.
   assert.ok(busyHeartbeat <= idleHeartbeat + 4, `a heartbeat of a worker running 30 tasks ran ${busyHeartbeat} commands, an idle one ${idleHeartbeat}`);
   assert.ok(idleHeartbeat <= 7 && busyHeartbeat <= 9, `heartbeats: ${idleHeartbeat} (idle), ${busyHeartbeat} (busy) commands: ${seen.join('; ')}`);
-  // A worker whose previous heartbeat got through does not have its address read again.
+  // A worker whose previous heartbeat got through does not have its address read again: TIME, its
+  // capacity and score, its leases, its heartbeat time and the cluster's size.
   await addWorker(ledger, 'c', 'w50', 30);
   const steadyHeartbeat = await commandsFor(() =>
-    ledger.heartbeat('c', { workerId: 'w50', address: `127.0.0.1:${1000 + 'w50'.length}`, capacity: 30, draining: false, runningTasks: 0, answeredTasks: 0, addressUnchanged: true }),
+    ledger.heartbeat('c', { workerId: 'w50', address: `127.0.0.1:${1000 + 'w50'.length}`, capacity: 30, draining: false, heldLeaseIds: [], addressUnchanged: true }),
   );
-  assert.ok(steadyHeartbeat <= idleHeartbeat - 1 && steadyHeartbeat <= 5, `a steady heartbeat: ${steadyHeartbeat} commands`);
+  assert.ok(steadyHeartbeat <= idleHeartbeat - 1 && steadyHeartbeat <= 6, `a steady heartbeat: ${steadyHeartbeat} commands`);
   const userReserve = await commandsFor(() => ledger.reserve('c', user));
   const backgroundReserve = await commandsFor(() => ledger.reserve('c', background));
-  const release = await commandsFor(() => ledger.release('c', leases.pop()!, 'answered'));
+  const release = await commandsFor(() => ledger.release('c', leases.pop()!));
   assert.ok(userReserve <= 8, `user-present reserve: ${userReserve} commands`);
   assert.ok(backgroundReserve <= 10, `background reserve: ${backgroundReserve} commands`);
   assert.ok(release <= 7, `release: ${release} commands`);
   // In a batch, what a call costs is paid once: 16 background reservations and 16 releases in one call.
   const callsBefore = ledger.settleCounts.calls;
   const batch = await commandsFor(() =>
-    Promise.all([...Array.from({ length: 16 }, () => ledger.reserve('c', background)), ...leases.splice(-16).map((lease) => ledger.release('c', lease, 'answered'))]),
+    Promise.all([...Array.from({ length: 16 }, () => ledger.reserve('c', background)), ...leases.splice(-16).map((lease) => ledger.release('c', lease))]),
   );
   assert.equal(ledger.settleCounts.calls - callsBefore, 1, 'one call to Redis for the batch');
   assert.ok(batch / 16 <= 9, `a reservation and a release in a batch of 16 each: ${batch / 16} commands`);
   // With the directory read (as a balancer keeps it), a batch reads its version once instead of an address per reservation.
   await ledger.addressesIfChanged('c', undefined);
   const knownDirectoryBatch = await commandsFor(() =>
-    Promise.all([...Array.from({ length: 16 }, () => ledger.reserve('c', background)), ...leases.splice(-16).map((lease) => ledger.release('c', lease, 'answered'))]),
+    Promise.all([...Array.from({ length: 16 }, () => ledger.reserve('c', background)), ...leases.splice(-16).map((lease) => ledger.release('c', lease))]),
   );
   assert.ok(knownDirectoryBatch <= batch - 14, `a batch of 16 reservations and 16 releases: ${knownDirectoryBatch} commands with the directory known, ${batch} without`);
 });
@@ -411,7 +430,7 @@ test('a reservation answers with the address of the directory this process read,
   assert.equal(known.address, '127.0.0.1:1002');
   await ledger.release('c', known.leaseId);
   // A worker that moves changes the version: the script answers with the address it holds.
-  await ledger.heartbeat('c', { workerId: 'w1', address: '127.0.0.1:7', capacity: 1, draining: false, runningTasks: 0, answeredTasks: 0 });
+  await ledger.heartbeat('c', { workerId: 'w1', address: '127.0.0.1:7', capacity: 1, draining: false, heldLeaseIds: [] });
   const moved = await ledger.reserve('c', user);
   assert.ok(moved.ok);
   assert.equal(moved.address, '127.0.0.1:7');
@@ -431,15 +450,12 @@ test('after FLUSHALL, heartbeats rebuild the ledger with the tasks still running
   assert.ok(running.ok);
   await redis.flushAll();
   assert.equal((await ledger.snapshot('c')).workers.length, 0);
-  await addWorker(ledger, 'c', 'w1', 4, 1);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, [running.leaseId])).leasesRestored, 1);
   const snap = await ledger.snapshot('c');
   assert.equal(snap.workers[0]!.freeSlots, 3);
   assert.equal(snap.totalFree, 3);
-  // The lease's record went with the data: its release changes nothing, and the worker's next
-  // heartbeat (the task ended) gives the slot back.
-  assert.equal(await ledger.release('c', running.leaseId), false);
-  assert.equal((await ledger.snapshot('c')).totalFree, 3);
-  await addWorker(ledger, 'c', 'w1', 4, 0);
+  // The worker's heartbeat wrote the lease back: its release frees the slot as usual.
+  assert.equal(await ledger.release('c', running.leaseId), true);
   assert.equal((await ledger.snapshot('c')).totalFree, 4);
 });
 
@@ -480,91 +496,55 @@ test('a worker swept while it still runs tasks comes back with them counted', as
   assert.deepEqual(await ledger.sweep('c', 50), { workersRemoved: 1 });
   assert.equal((await ledger.snapshot('c')).leases, 0, 'its leases left with it');
   // It recovers and heartbeats with the 3 tasks it still runs.
-  const reply = await addWorker(ledger, 'c', 'w1', 5, 3);
-  assert.equal(reply.inflight, 3);
+  const reply = await addWorker(ledger, 'c', 'w1', 5, running);
+  assert.deepEqual([reply.inflight, reply.leasesRestored], [3, 3]);
   let snap = await ledger.snapshot('c');
   assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [2, 2, 3]);
-  // Their lease records left with it: the releases change nothing; the next heartbeat settles the count.
-  for (const lease of running) assert.equal(await ledger.release('c', lease), false);
-  await addWorker(ledger, 'c', 'w1', 5, 0);
+  // Written back, they are released as usual.
+  for (const lease of running) assert.equal(await ledger.release('c', lease), true);
   snap = await ledger.snapshot('c');
   assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree, snap.leases], [5, 5, 0]);
 });
 
-test('a heartbeat settles the count: leases on their way count, finished ones do not, and what the worker runs always does', async (t) => {
+test('a heartbeat settles the count: leases on their way count, released ones do not, and what the worker holds always does', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 4);
   const arrived = await ledger.reserve('c', user);
   const onItsWay = await ledger.reserve('c', user);
   assert.ok(arrived.ok && onItsWay.ok);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1)).inflight, 2);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, [arrived.leaseId])).inflight, 2);
   await ledger.release('c', arrived.leaseId);
   await ledger.release('c', onItsWay.leaseId);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0)).inflight, 0);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, [], 0)).inflight, 0);
   assert.equal((await ledger.snapshot('c')).totalFree, 4);
-  // A worker that runs more than the ledger knows (Redis lost leases): what it runs counts.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 3)).inflight, 3);
-  assert.equal((await ledger.snapshot('c')).totalFree, 1);
+  // Leases of another worker, or not from the ledger, are not this worker's to count.
+  assert.equal((await addWorker(ledger, 'c', 'w1', 4, ['w2|x', 'own-id'], 0)).inflight, 0);
 });
 
-test("an answered task counts until the balancer's release arrives, however the heartbeat falls; a release that never comes is dropped two periods later", async (t) => {
-  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
-  await addWorker(ledger, 'c', 'w1', 4);
-  const a = await ledger.reserve('c', user);
-  const b = await ledger.reserve('c', user);
-  assert.ok(a.ok && b.ok);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 2, 0)).inflight, 2);
-  // The worker answered a; its heartbeat comes before the balancer's release: the slot stays counted.
-  for (let i = 0; i < 2; i++) assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 1)).inflight, 2, `heartbeat ${i + 1} after the answer`);
-  assert.equal(await ledger.release('c', a.leaseId, 'answered'), true);
-  assert.equal((await ledger.snapshot('c')).workers[0]!.freeSlots, 3, 'the release frees the slot once');
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 1)).inflight, 1);
-  // The worker answered b, and the balancer died before its release went out.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 2)).inflight, 1);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 2)).inflight, 1);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 0, 2)).inflight, 0, 'dropped at the third heartbeat after the answer');
-  const snap = await ledger.snapshot('c');
-  assert.deepEqual([snap.workers[0]!.freeSlots, snap.totalFree], [4, 4]);
-  // Had the release come late after all, it frees nothing twice.
-  await ledger.release('c', b.leaseId, 'answered');
-  assert.deepEqual([(await ledger.snapshot('c')).workers[0]!.freeSlots, (await ledger.snapshot('c')).totalFree], [4, 4]);
-});
-
-test('a release that reaches Redis before the heartbeat carrying its answer still matches it, and that heartbeat does not count the task again', async (t) => {
+test('a release that reaches Redis before the heartbeat that still held its lease: counted again for one period at most', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 4);
   const a = await ledger.reserve('c', user);
   assert.ok(a.ok);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 0)).inflight, 1);
-  // The worker answers; its heartbeat (sent just before, with the old counts) arrives after the
-  // balancer's release. It says the task runs, but the release already ended it: not counted again.
-  assert.equal(await ledger.release('c', a.leaseId, 'answered'), true);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 0)).inflight, 0, 'the late heartbeat does not bring the ended task back');
-  // Tasks keep coming (so leases are on their way to it for two periods): a slot counted again
-  // would stay counted that long. None is.
-  const b = await ledger.reserve('c', user);
-  assert.ok(b.ok);
-  // Then the worker's next heartbeat, with the answer counted and b running: nothing is on its way back.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 4, 1, 1)).inflight, 1, 'the answer was matched by the release that came first');
-  assert.equal((await ledger.snapshot('c')).totalFree, 3);
+  // The worker's heartbeat, sent just before it answered, arrives after the balancer's release:
+  // the lease is written back, dated so that the next heartbeat drops it.
+  assert.equal(await ledger.release('c', a.leaseId), true);
+  assert.deepEqual(await addWorker(ledger, 'c', 'w1', 4, [a.leaseId]).then((r) => [r.inflight, r.leasesRestored]), [1, 1]);
+  assert.deepEqual(await addWorker(ledger, 'c', 'w1', 4, []).then((r) => [r.inflight, r.leasesDropped]), [0, 1], 'dropped at the next heartbeat, even within the grace');
+  assert.equal((await ledger.snapshot('c')).totalFree, 4);
 });
 
-test('releases from before a worker registered again do not hide or free its new leases', async (t) => {
+test('a worker started again under the same id: the old process\'s leases go at its first heartbeat past the grace, the new ones stay', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
-  await addWorker(ledger, 'c', 'w1', 3, 0, 100);
+  await addWorker(ledger, 'c', 'w1', 3);
   const old = await ledger.reserve('c', user);
   assert.ok(old.ok);
-  await ledger.deregister('c', 'w1');
-  // The same process registers again (after a sweep) with its answered count going on.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 0, 101)).inflight, 0);
-  assert.equal(await ledger.release('c', old.leaseId, 'answered'), false, 'its lease left with the registration');
+  // The old process was killed while it ran the task; the new one holds nothing of it.
   const fresh = await ledger.reserve('c', user);
   assert.ok(fresh.ok);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 1, 101)).inflight, 1);
-  assert.equal(await ledger.release('c', fresh.leaseId, 'answered'), true);
-  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 0, 102)).inflight, 0);
-  // A new process under the same id starts its count again from 0.
-  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 0, 0)).inflight, 0);
+  assert.deepEqual(await addWorker(ledger, 'c', 'w1', 3, [fresh.leaseId], 0).then((r) => [r.inflight, r.leasesDropped]), [1, 1]);
+  assert.equal(await ledger.release('c', old.leaseId), false, 'the old lease was dropped: its release frees nothing');
+  assert.equal(await ledger.release('c', fresh.leaseId), true);
   assert.equal((await ledger.snapshot('c')).totalFree, 3);
 });
 
@@ -657,7 +637,7 @@ test('a busy balancer makes at most one call per batch window; an idle one waits
 test('a heartbeat that says its address is unchanged still registers, address and all, a worker the ledger lost', async (t) => {
   const redis = await ownRedis(t);
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 }, redis.url);
-  const beat = (addressUnchanged: boolean) => ledger.heartbeat('c', { workerId: 'w1', address: '127.0.0.1:7', capacity: 2, draining: false, runningTasks: 0, answeredTasks: 0, addressUnchanged });
+  const beat = (addressUnchanged: boolean) => ledger.heartbeat('c', { workerId: 'w1', address: '127.0.0.1:7', capacity: 2, draining: false, heldLeaseIds: [], addressUnchanged });
   await beat(false);
   await redis.flushAll();
   await beat(true);
@@ -676,7 +656,7 @@ test('the directory version changes when a worker joins, leaves or moves, not at
   await addWorker(ledger, 'c', 'w22', 2);
   const joined = await ledger.addressesIfChanged('c', first.version);
   assert.ok(joined.changed && joined.addresses.size === 2);
-  await ledger.heartbeat('c', { workerId: 'w22', address: '127.0.0.1:9', capacity: 2, draining: false, runningTasks: 0, answeredTasks: 0 });
+  await ledger.heartbeat('c', { workerId: 'w22', address: '127.0.0.1:9', capacity: 2, draining: false, heldLeaseIds: [] });
   const moved = await ledger.addressesIfChanged('c', joined.version);
   assert.ok(moved.changed && moved.addresses.get('w22') === '127.0.0.1:9');
   await ledger.deregister('c', 'w22');
@@ -718,7 +698,7 @@ test('a worker marked unreachable takes no slot while the mark lasts, and its sl
   assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.workers.find((w) => w.workerId === 'far')!.unreachableUntilMs, snap.leases], [8, 7, null, 1]);
   const back = await ledger.reserve('c', user);
   assert.ok(back.ok && back.workerId === 'far' && back.freeSlotsBefore === 6);
-  assert.equal((await addWorker(ledger, 'c', 'far', 6, 1)).markedUnreachable, false);
+  assert.equal((await addWorker(ledger, 'c', 'far', 6, [back.leaseId])).markedUnreachable, false);
 });
 
 test('an unreachable mark nobody clears ends at the first heartbeat after it expired; the worker keeps its leases', async (t) => {
@@ -731,14 +711,14 @@ test('an unreachable mark nobody clears ends at the first heartbeat after it exp
   // A shorter mark does not cut a longer one short.
   assert.equal((await ledger.markUnreachable('c', 'w1', 50, 1)).result, 'marked');
   await new Promise((resolve) => setTimeout(resolve, 80));
-  assert.equal((await addWorker(ledger, 'c', 'w1', 3, 1)).markedUnreachable, true);
+  assert.equal((await addWorker(ledger, 'c', 'w1', 3, [running.leaseId])).markedUnreachable, true);
   const other = await ledger.reserve('c', user);
   assert.ok(other.ok && other.workerId === 'w2');
   await new Promise((resolve) => setTimeout(resolve, 120));
   let snap = await ledger.snapshot('c');
   assert.equal(snap.workers.find((w) => w.workerId === 'w1')!.unreachableUntilMs, null, 'shown as over once expired');
   assert.equal(snap.totalCapacity, 1, 'still out until its heartbeat');
-  const hb = await addWorker(ledger, 'c', 'w1', 3, 1);
+  const hb = await addWorker(ledger, 'c', 'w1', 3, [running.leaseId]);
   assert.deepEqual([hb.markedUnreachable, hb.inflight], [false, 1]);
   snap = await ledger.snapshot('c');
   assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.leases], [4, 2, 2]);

@@ -21,7 +21,7 @@ async function connect(t: TestContext, url: string) {
   return { redis, keyPrefix };
 }
 
-const worker = { workerId: 'w1', address: '127.0.0.1:1', capacity: 4, draining: false, runningTasks: 0, answeredTasks: 0, addressUnchanged: false };
+const worker = { workerId: 'w1', address: '127.0.0.1:1', capacity: 4, draining: false, heldLeaseIds: [], addressUnchanged: false };
 
 test('a Ledger and an OverrideStore made while the connection has commands in flight run their scripts (a command defined then would crash ioredis#1931)', { timeout: 10_000 }, async (t) => {
   const { redis, keyPrefix } = await connect(t, testRedisUrl);

@@ -31,7 +31,7 @@ test('200 workers and 20 integrations: all shown, charts updated in place, no st
   const reports = new WorkerReports(redis, keyPrefix);
   const beat = () =>
     mapLimit(workers, 20, async (worker, i) => {
-      await ledger.heartbeat(worker.cluster, { workerId: worker.workerId, address: `127.0.0.1:${20_000 + i}`, capacity: worker.capacity, draining: false, runningTasks: 0, answeredTasks: 0 });
+      await ledger.heartbeat(worker.cluster, { workerId: worker.workerId, address: `127.0.0.1:${20_000 + i}`, capacity: worker.capacity, draining: false, heldLeaseIds: [] });
       const report = { atUnixMs: Date.now(), heapUsedBytes: 40e6 + i * 1e5, heapLimitBytes: 4 * 2 ** 30, gcTimeRatio: 0.01, eventLoopUtilization: 0.2, eventLoopDelayP99Ms: 20, latencyP50Ms: 120, latencyP99Ms: 400, tasksPerSecond: 3, errorsPerSecond: 0.1 };
       await reports.publish(worker.workerId, report, 10_000);
     });

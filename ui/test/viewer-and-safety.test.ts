@@ -32,7 +32,7 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
   const overrides = new OverrideStore(stack.fleet.redis, stack.fleet.ledgerOptions.keyPrefix!);
   const heartbeat = () =>
     Promise.all([
-      stack.fleet.ledger.heartbeat('baseline', { workerId: hostileWorkerId, address: '"><b>127.0.0.1:1</b>', capacity: 2, draining: false, runningTasks: 0, answeredTasks: 0 }),
+      stack.fleet.ledger.heartbeat('baseline', { workerId: hostileWorkerId, address: '"><b>127.0.0.1:1</b>', capacity: 2, draining: false, heldLeaseIds: [] }),
       overrides.balancerHeartbeat(hostileBalancerId, { address: '<i>here</i>', queued: { userPresent: 1, background: 4 }, trafficFlag: null }),
     ]);
   await heartbeat();

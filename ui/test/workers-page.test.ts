@@ -20,7 +20,7 @@ test('a worker balancers cannot reach is shown as unreachable on the Workers pag
   const stack = await startUiStack(t, unleash);
   const { fleet } = stack;
   await fleet.addWorker({ cluster: 'baseline', workerId: 'reachable-w1', maxParallelism: 2 });
-  const beat = () => fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-w2', address: '127.0.0.1:1', capacity: 4, draining: false, runningTasks: 0, answeredTasks: 0 });
+  const beat = () => fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-w2', address: '127.0.0.1:1', capacity: 4, draining: false, heldLeaseIds: [] });
   await beat();
   const beating = setInterval(() => void beat().catch(() => undefined), 200);
   t.after(() => clearInterval(beating));

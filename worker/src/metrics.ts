@@ -9,6 +9,7 @@ export interface WorkerMetrics {
   refusals: Counter<'reason'>;
   localQueueWait: Histogram;
   handlerErrors: Counter<'integration' | 'code'>;
+  ledgerRepairs: Counter<'repair'>;
 }
 
 /** The worker's metrics, registered on `registry` (never the global one). */
@@ -109,6 +110,12 @@ export function createWorkerMetrics(
       name: 'headroom_worker_handler_errors_total',
       help: 'Tasks whose handler failed, by integration and HR_ERR_* code',
       labelNames: ['integration', 'code'],
+      registers: [registry],
+    }),
+    ledgerRepairs: new Counter({
+      name: 'headroom_worker_ledger_lease_repairs_total',
+      help: 'Leases of this worker its heartbeats put right in the ledger: "dropped" (counted, but neither held here nor released: an answer whose release was lost or never sent), "restored" (held here, but lost by the ledger)',
+      labelNames: ['repair'],
       registers: [registry],
     }),
   };

@@ -194,10 +194,13 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   };
   // Bounded by the gate: one entry per admitted task.
   const running = new Map<string, RunningTask>();
-  /** Tasks answered to a balancer since the worker started: that balancer releases their leases (see answer). */
-  let answeredTasks = 0;
-  /** How the ledger's lease ids for this worker begin ("<worker>|<nonce>"). */
-  const ledgerLeasePrefix = `${workerId}|`;
+  // Bounded by the local queue's limit: leases of tasks waiting there for a slot.
+  const queuedLeaseIds = new Set<string>();
+  /** The leases this worker holds, as its heartbeat tells the ledger: the rest of its leases end there. */
+  const heldLeaseIds = function* () {
+    yield* running.keys();
+    yield* queuedLeaseIds;
+  };
   let ownMaxParallelism = config.maxParallelism;
   let draining = false;
   let completed = 0;
@@ -233,9 +236,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   /** Waits in the local queue for a slot: until one is free (it is then held), or why not. */
-  async function waitForSlot(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, deadlineUnixMs: number): Promise<'admitted' | 'queue_full' | 'draining' | 'cancelled' | 'deadline'> {
+  async function waitForSlot(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, leaseId: string, deadlineUnixMs: number): Promise<'admitted' | 'queue_full' | 'draining' | 'cancelled' | 'deadline'> {
     const ticket = gate.wait();
     if (!ticket) return 'queue_full';
+    queuedLeaseIds.add(leaseId);
     let why: 'cancelled' | 'deadline' = 'deadline';
     const onCancelled = () => {
       why = cancelIsTheDeadline(deadlineUnixMs) ? 'deadline' : 'cancelled';
@@ -245,6 +249,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     const deadlineTimer = setTimeout(() => ticket.withdraw(), Math.max(0, deadlineUnixMs - Date.now()));
     deadlineTimer.unref();
     const admitted = await ticket.admitted;
+    queuedLeaseIds.delete(leaseId);
     clearTimeout(deadlineTimer);
     call.off('cancelled', onCancelled);
     if (admitted) return 'admitted';
@@ -294,7 +299,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
         return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.full, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`);
       }
       const queuedAt = performance.now();
-      const waited = await waitForSlot(call, task.deadlineUnixMs);
+      const waited = await waitForSlot(call, request.leaseId, task.deadlineUnixMs);
       if (waited !== 'admitted') {
         metrics.refusals.inc({ reason: waited });
         return waited === 'queue_full'
@@ -315,6 +320,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     call.sendMetadata(started);
 
     const abort = new AbortController();
+    // Held from here to the answer (in the same turn as the admission: a heartbeat never sees the task in neither).
     running.set(request.leaseId, { leaseId: request.leaseId, abort });
     const msLeft = task.deadlineUnixMs - Date.now();
     const deadlineTimer = setTimeout(() => abort.abort(new HeadroomError(workerErrorCodes.deadlineExceeded, 'task deadline passed')), Math.max(0, msLeft));
@@ -377,11 +383,11 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   /**
-   * Answers a task, and leaves `running` (if it was there). The balancer that receives the answer
-   * releases the lease, batched with its other calls to Redis; the worker counts its answers, and
-   * the ledger counts each as running until that release arrives (heartbeat-12.lua). When the
-   * balancer cancelled the call it will not release: the worker does, and counts the task as
-   * running until the release is through (a heartbeat sent meanwhile then still counts it).
+   * Answers a task, and stops holding its lease. The balancer that receives the answer releases
+   * the lease, batched with its other calls to Redis. When the balancer cancelled the call it
+   * will not: the worker does, and holds the lease until the release is through (a heartbeat
+   * sent meanwhile keeps it). A release that never comes is made good by the heartbeats: they
+   * drop the leases the worker does not hold (heartbeat-12.lua).
    */
   async function answer(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>, leaseId: string, response: ExecuteResponse): Promise<void> {
     if (call.cancelled) {
@@ -390,14 +396,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       } catch (error) {
         logger.warn({ err: error, leaseId }, 'could not release lease; the next heartbeats give its slot back');
       }
-      running.delete(leaseId);
-    } else {
-      // Both in one step: a heartbeat sees the task either running or answered. Only leases the
-      // ledger gave out for this worker count (a caller that bypasses the ledger, as a benchmark's
-      // direct baseline does, sends ids of its own that no release will follow).
-      running.delete(leaseId);
-      if (leaseId.startsWith(ledgerLeasePrefix)) answeredTasks++;
     }
+    running.delete(leaseId);
     callback(null, response);
   }
 
@@ -422,12 +422,16 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       address,
       capacity: gate.maxParallelism,
       draining,
-      runningTasks: running.size,
-      answeredTasks,
+      heldLeaseIds: heldLeaseIds(),
+      // A lease reserved on this worker reaches it within one of its periods, or it was not sent.
+      dispatchGraceMs: config.heartbeatIntervalMs * heartbeatScale,
       addressUnchanged: heartbeatSucceeded,
     });
     heartbeatSucceeded = true;
     heartbeatScale = reply.heartbeatScale;
+    if (reply.leasesDropped > 0) metrics.ledgerRepairs.inc({ repair: 'dropped' }, reply.leasesDropped);
+    if (reply.leasesRestored > 0) metrics.ledgerRepairs.inc({ repair: 'restored' }, reply.leasesRestored);
+    if (reply.leasesDropped + reply.leasesRestored > 0) logger.debug({ dropped: reply.leasesDropped, restored: reply.leasesRestored }, 'heartbeat put this worker\'s leases right in the ledger');
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;
       if (markedUnreachable) logger.warn({ address }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');

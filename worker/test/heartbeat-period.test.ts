@@ -12,7 +12,7 @@ test('a worker of a large cluster heartbeats as far apart as its ledger says, an
   const ledgerOptions = { keyPrefix, workersAtFullHeartbeatRate: 1 };
   const ledger = new Ledger(redis, ledgerOptions);
   for (const workerId of ['other1', 'other2']) {
-    await ledger.heartbeat('c', { workerId, address: '127.0.0.1:1', capacity: 1, draining: false, runningTasks: 0, answeredTasks: 0 });
+    await ledger.heartbeat('c', { workerId, address: '127.0.0.1:1', capacity: 1, draining: false, heldLeaseIds: [] });
   }
   const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 200 }, { redis, handlers: {}, ledger: ledgerOptions });
   t.after(async () => {

@@ -7,20 +7,20 @@ export const currentLedgerKind: FleetLedgerKind = {
   scripts: 'new',
   releasedBy: 'balancer',
   description:
-    'the ledger of @headroom/fleet (fleet/src/ledger.ts and fleet/lua/ as built for this run: heartbeats carry the counts of running and answered tasks; balancers release the leases of answered tasks, batched with their reservations)',
+    'the ledger of @headroom/fleet (fleet/src/ledger.ts and fleet/lua/ as built for this run: heartbeats carry the lease ids the worker holds; balancers release the leases of answered tasks, batched with their reservations)',
   open(redis: Redis, keyPrefix: string): FleetLedger {
     const ledger = new Ledger(redis, { keyPrefix });
     // A balancer's directory: the version it last read, and how many workers it holds, per cluster.
     const directory = new Map<string, { version: string; workers: number }>();
     return {
-      async heartbeat(cluster, worker, running, answeredTasks) {
-        return (await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningTasks: running.size, answeredTasks, addressUnchanged: true })).heartbeatScale;
+      async heartbeat(cluster, worker, running) {
+        return (await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, heldLeaseIds: running, addressUnchanged: true })).heartbeatScale;
       },
       async reserve(cluster, request) {
         const reservation = await ledger.reserve(cluster, request);
         return reservation.ok ? { ok: true, leaseId: reservation.leaseId, workerId: reservation.workerId } : reservation;
       },
-      release: (cluster, leaseId, answered) => ledger.release(cluster, leaseId, answered ? 'answered' : 'unused'),
+      release: (cluster, leaseId) => ledger.release(cluster, leaseId),
       async sweep(cluster, heartbeatTimeoutMs) {
         const swept = await ledger.sweep(cluster, heartbeatTimeoutMs);
         // Leases no longer expire one by one: a worker's go with it when it is swept.

@@ -35,7 +35,7 @@ export interface LedgerCounts {
 export interface FleetLedger {
   /**
    * A worker's periodic heartbeat with what it runs: `running` holds the lease ids of its running
-   * tasks (the old scripts renew each one; the new ledger is told only how many there are).
+   * tasks (the old scripts renew each one; the new ledger drops the leases it does not hold).
    * Resolves to what the worker multiplies its period by until its next heartbeat (the new
    * ledger's HeartbeatReply.heartbeatScale; 1 with the old scripts).
    */

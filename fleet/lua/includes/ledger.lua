@@ -5,13 +5,7 @@ local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in fli
                                  --      the workers that take tasks (not draining, not marked unreachable): being in it
                                  --      is what "active" means, so a worker in it has no drain request and no
                                  --      unreachable mark (the heartbeat reads neither for it)
-local workersKey = KEYS[2]       -- HASH of every registered worker's state, so that a heartbeat reads it with one
-                                 --      command: worker -> max parallelism (every registered worker has one), and
-                                 --      "<worker>|reserved" -> leases reserved on it since its last heartbeat,
-                                 --      "<worker>|before" -> in the period before that (tasks on their way to it),
-                                 --      "<worker>|acked" -> the worker's answered-task count that releases have matched,
-                                 --      "<worker>|e1", "<worker>|e2" -> its answered-task count at its last heartbeat
-                                 --      and at the one before (see heartbeat-12.lua)
+local workersKey = KEYS[2]       -- HASH worker -> max parallelism: every registered worker is in it
 local inflightKey = KEYS[3]      -- HASH worker -> its leases (reserved and not yet released), for a worker out of
                                  --      `free` only: one in `free` has capacity - its free slots (so a lease
                                  --      costs no write here)
@@ -25,7 +19,8 @@ local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could n
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
 local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
 local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
-                                 --      worker's leases (lease -> time reserved), kept so a release counts once
+                                 --      worker's leases (lease -> time reserved, ms), one record per slot it counts in flight:
+                                 --      a release frees a slot only by removing a record, so it counts once
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
 
@@ -86,7 +81,7 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
   local newCapacity, newFree = 0, 0
   if capacity == nil then
     redis.call('ZREM', freeKey, worker)
-    redis.call('HDEL', workersKey, worker, worker .. '|reserved', worker .. '|before', worker .. '|acked', worker .. '|e1', worker .. '|e2')
+    redis.call('HDEL', workersKey, worker)
     redis.call('HDEL', inflightKey, worker)
     redis.call('HDEL', addressKey, worker)
     redis.call('ZREM', heartbeatKey, worker)
