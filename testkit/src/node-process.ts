@@ -302,3 +302,18 @@ export async function startNodeProcess(options: NodeProcessOptions & { readyTime
     throw error;
   }
 }
+
+/** Whether `pid` is a live process (a zombie, exited but not yet reaped by its new parent, is not). */
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  try {
+    // /proc/<pid>/stat: "pid (name) STATE ...".
+    return !/\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return true;
+  }
+}

@@ -8,25 +8,10 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { isHeadroomError } from '@headroom/common';
-import { NodeProcess, ProcessNotReadyError, eventually, startNodeProcess } from '@headroom/testkit';
+import { NodeProcess, ProcessNotReadyError, eventually, isProcessAlive, startNodeProcess } from '@headroom/testkit';
 
 const childScript = path.join(__dirname, 'fixtures', 'child.js');
 const parentScript = path.join(__dirname, 'fixtures', 'parent.js');
-
-/** Whether `pid` is a live process (a zombie, exited but not yet reaped by its new parent, is not). */
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-  try {
-    // /proc/<pid>/stat: "pid (name) STATE ...".
-    return !/\) Z /.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return true;
-  }
-}
 
 test('a child that never prints its ready line: a coded error naming it, with its last output lines', async (t) => {
   const child = new NodeProcess({ name: 'never-ready', script: childScript, args: ['never-ready'] });
@@ -43,7 +28,7 @@ test('a child that never prints its ready line: a coded error naming it, with it
   assert.ok(child.running, 'waiting gave up; the child was not stopped by it');
   const outcome = await child.stop(5000);
   assert.deepEqual(outcome, { exit: { code: null, signal: 'SIGTERM' }, forced: false });
-  assert.ok(!isAlive(child.pid));
+  assert.ok(!isProcessAlive(child.pid));
 });
 
 test('a child that exits before its ready line: the error says how it exited, with its last lines', async () => {
@@ -89,10 +74,10 @@ test('a child stops when its parent is killed with SIGKILL (exit-with-parent)', 
   const { process: parent, ready } = await startNodeProcess({ name: 'parent', script: parentScript, readyTimeoutMs: 15_000 });
   t.after(() => parent.killNow());
   const childPid = Number(ready.childPid);
-  assert.ok(Number.isInteger(childPid) && isAlive(childPid), `the parent's child runs: ${JSON.stringify(ready)}`);
+  assert.ok(Number.isInteger(childPid) && isProcessAlive(childPid), `the parent's child runs: ${JSON.stringify(ready)}`);
   t.after(() => {
-    if (isAlive(childPid)) process.kill(childPid, 'SIGKILL');
+    if (isProcessAlive(childPid)) process.kill(childPid, 'SIGKILL');
   });
   assert.deepEqual(await parent.kill('SIGKILL'), { code: null, signal: 'SIGKILL' });
-  await eventually(`the child (pid ${childPid}) exits after its parent was killed`, 5000, () => (isAlive(childPid) ? undefined : true));
+  await eventually(`the child (pid ${childPid}) exits after its parent was killed`, 5000, () => (isProcessAlive(childPid) ? undefined : true));
 });
