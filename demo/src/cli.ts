@@ -13,6 +13,8 @@
  *   npm start -- --rate 50 --candidate-percent 20 --duration-s 60 --balancers 3
  */
 import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Redis } from 'ioredis';
 import { ConfigError } from '@headroom/common';
@@ -105,6 +107,8 @@ class Demo {
   private readonly balancers: NodeProcess[] = [];
   private readonly workers: NodeProcess[] = [];
   private loadgen: NodeProcess | undefined;
+  /** Holds the secrets the printed join commands read (0700, removed at exit). */
+  private joinSecretsDir: string | undefined;
   private loadStartedAtMs = 0;
   private finalReport: LoadReport | undefined;
   private durationTimer: NodeJS.Timeout | undefined;
@@ -252,7 +256,9 @@ class Demo {
     this.control.printAccess(apiUrl, uiUrl, unleash);
     this.workload.printAccess();
     await this.control.startRollout(apiUrl);
-    printJoinCommands(balancerLaunchAt(0), plan.map(({ cluster, parallelism }) => ({ cluster, launch: workerLaunchIn(cluster, parallelism) })));
+    this.joinSecretsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-demo-join-'));
+    const secretFiles = writeJoinSecrets(this.joinSecretsDir, { UNLEASH_CLIENT_TOKEN: unleash.clientToken });
+    printJoinCommands(balancerLaunchAt(0), plan.map(({ cluster, parallelism }) => ({ cluster, launch: workerLaunchIn(cluster, parallelism) })), secretFiles);
     say(
       `Status every ${config.statusIntervalS} s` +
         (config.durationS > 0 ? `; stopping by itself after ${config.durationS} s.` : '. Ctrl-C stops everything.'),
@@ -392,6 +398,7 @@ class Demo {
     }
     await stopped('Unleash and its PostgreSQL', this.control.unleashChild, timeouts.unleashStopMs);
     this.control.removePostgresData();
+    if (this.joinSecretsDir) fs.rmSync(this.joinSecretsDir, { recursive: true, force: true });
     say(this.exitCode === 0 ? 'stopped' : 'stopped, with the problems above');
   }
 
@@ -433,12 +440,26 @@ class Demo {
 /**
  * Ready-to-paste commands that start one more balancer and one more worker of each cluster on
  * this run's ledger and flags, with the flags the demo gives its own; each takes a free port.
+ * Secrets are read from `secretFiles` as the command runs: the terminal, its scrollback and
+ * screen shares never show them.
  */
-function printJoinCommands(balancer: Launch, workers: readonly { cluster: string; launch: Launch }[]): void {
-  const rows = [{ what: 'balancer', command: shellCommand(balancer, repoRoot) }, ...workers.map(({ cluster, launch }) => ({ what: `${cluster} worker`, command: shellCommand(launch, repoRoot) }))];
+function printJoinCommands(balancer: Launch, workers: readonly { cluster: string; launch: Launch }[], secretFiles: Record<string, string>): void {
+  const command = (launch: Launch) => shellCommand(launch, repoRoot, secretFiles);
+  const rows = [{ what: 'balancer', command: command(balancer) }, ...workers.map(({ cluster, launch }) => ({ what: `${cluster} worker`, command: command(launch) }))];
   const width = Math.max(...rows.map(({ what }) => what.length)) + 2;
   say(`Join this run: each command starts one more on its ledger and flags, on a free port (run from ${repoRoot}; Ctrl-C it before the demo)`);
-  for (const { what, command } of rows) say(`  ${`${what}:`.padEnd(width)}${command}`);
+  for (const { what, command: line } of rows) say(`  ${`${what}:`.padEnd(width)}${line}`);
+}
+
+/** Each secret in a file of its own under `dir`, readable by this user only; returns the file of each. */
+function writeJoinSecrets(dir: string, secrets: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(secrets).map(([name, value]) => {
+      const file = path.join(dir, name.toLowerCase().replace(/_/g, '-'));
+      fs.writeFileSync(file, value, { mode: 0o600 });
+      return [name, file];
+    }),
+  );
 }
 
 /** For a port option: 0 (any free port) or a port nothing listens on yet. */

@@ -74,14 +74,19 @@ export function shellQuote(word: string): string {
 /**
  * `launch` as a command to paste into a shell whose working directory is `cwd`: env first
  * (VAR=value, for this command only), then node and the script; paths under `cwd` are made
- * relative to it, so the command reads as it would in the repository's README.
+ * relative to it, so the command reads as it would in the repository's README. An env variable
+ * named in `secretFiles` is read from its file when the command runs (VAR="$(cat file)"), so the
+ * secret itself is never printed.
  */
-export function shellCommand(launch: Launch, cwd: string): string {
+export function shellCommand(launch: Launch, cwd: string, secretFiles: Readonly<Record<string, string>> = {}): string {
   const shortened = (word: string) => {
     if (!path.isAbsolute(word)) return word;
     const relative = path.relative(cwd, word);
     return relative.startsWith('..') || path.isAbsolute(relative) ? word : relative;
   };
-  const env = Object.entries(launch.env).map(([name, value]) => `${name}=${shellQuote(value)}`);
+  const env = Object.entries(launch.env).map(([name, value]) => {
+    const secretFile = secretFiles[name];
+    return secretFile === undefined ? `${name}=${shellQuote(value)}` : `${name}="$(cat ${shellQuote(secretFile)})"`;
+  });
   return [...env, 'node', shortened(launch.script), ...launch.args.map(shortened)].map((word, i) => (i < env.length ? word : shellQuote(word))).join(' ');
 }

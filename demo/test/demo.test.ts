@@ -357,7 +357,8 @@ test('npm start runs the whole system with its own Unleash, the control plane, t
   assert.ok(commands, `the demo printed no commands to join its run:\n${output}`);
   const unleashUrl = /^Unleash: +(\S+)/m.exec(run.stdout)?.[1];
   for (const command of Object.values(commands)) {
-    assert.match(command, /^UNLEASH_CLIENT_TOKEN=\S+ /);
+    // The client token is read from a file of this run's when the command runs, never printed.
+    assert.match(command, /^UNLEASH_CLIENT_TOKEN="\$\(cat \/\S+\/unleash-client-token\)" /);
     assert.ok(command.includes(` --unleash-url ${unleashUrl} --key-prefix ${keyPrefix} --redis-url ${testRedisUrl}`), command);
   }
   assert.match(commands.balancer, / node balancer\/dist\/src\/cli\.js --port 0 --kept-for-user-present-share 0\.1 /);
@@ -431,7 +432,11 @@ test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a pr
   // The join commands name the given Unleash, the sleep handlers and no bank simulator.
   const commands = joinCommands(run.stdout);
   assert.ok(commands, output);
-  assert.ok(commands.balancer.includes(`UNLEASH_CLIENT_TOKEN=${unleash.clientToken} node balancer/dist/src/cli.js `), commands.balancer);
+  // The client token is not printed: the commands read it from a file of this run's, removed at exit.
+  assert.ok(!`${run.stdout}${run.stderr}`.includes(unleash.clientToken), 'the Unleash client token is not printed');
+  const tokenFile = /^UNLEASH_CLIENT_TOKEN="\$\(cat (\S+)\)" node balancer\/dist\/src\/cli\.js /.exec(commands.balancer)?.[1];
+  assert.ok(tokenFile, commands.balancer);
+  assert.equal(fs.existsSync(tokenFile), false, `${tokenFile} is removed at exit`);
   assert.ok(commands.candidate.includes(` --handlers sim/dist/src/handlers/demo.js `), commands.candidate);
   assert.ok(commands.candidate.includes(` --unleash-url ${unleash.url} `), commands.candidate);
   assert.doesNotMatch(commands.candidate, /HEADROOM_BANK_URL/);
