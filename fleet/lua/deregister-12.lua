@@ -8,5 +8,5 @@ local state = workerState(worker)
 if not state then return 0 end
 setWorker(worker, nil, nil, false, nil, state)
 local _, nowUs = clock()
-directoryChanged(nowUs)
+workersLeft(nowUs)
 return 1

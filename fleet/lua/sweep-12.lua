@@ -13,7 +13,7 @@ local now, nowUs = clock()
 local scale = math.max(1, redis.call('ZCARD', heartbeatKey) / tonumber(ARGV[4]))
 local dead = redis.call('ZRANGEBYSCORE', heartbeatKey, '-inf', now - tonumber(ARGV[2]) * scale, 'LIMIT', 0, tonumber(ARGV[3]))
 for _, worker in ipairs(dead) do setWorker(worker, nil) end
-if #dead > 0 then directoryChanged(nowUs) end
+if #dead > 0 then workersLeft(nowUs) end
 redis.call('ZREMRANGEBYSCORE', waitingKey, '-inf', now)
 redis.call('ZREMRANGEBYSCORE', waitingUserKey, '-inf', now)
 return { #dead }

@@ -645,6 +645,41 @@ test('a heartbeat that says its address is unchanged still registers, address an
   assert.equal((await ledger.snapshot('c')).totalFree, 2);
 });
 
+/** The cluster's keys that exist now (the lease hashes of `workerIds` included). */
+async function clusterKeysLeft(ledger: Ledger, cluster: string, workerIds: string[]): Promise<string[]> {
+  const keys = clusterKeys(ledger.options.keyPrefix, cluster);
+  const candidates = [...keys.all.filter((key) => key !== keys.leasesPrefix), ...workerIds.map((id) => `${keys.leasesPrefix}${id}`)];
+  const present = await Promise.all(candidates.map(async (key) => ((await ledger.redis.exists(key)) === 1 ? key : undefined)));
+  return present.filter((key): key is string => key !== undefined);
+}
+
+test('the last worker to leave, deregistered or swept, takes its cluster\'s keys with it: a stopped fleet leaves nothing in Redis', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  await addWorker(ledger, 'c', 'w2', 2);
+  const lease = await ledger.reserve('c', user);
+  assert.ok(lease.ok);
+  await ledger.release('c', lease.leaseId);
+  const known = await ledger.addressesIfChanged('c', undefined);
+  assert.ok(known.changed);
+  assert.equal(await ledger.deregister('c', 'w1'), true);
+  assert.ok((await clusterKeysLeft(ledger, 'c', ['w1', 'w2'])).length > 0, 'one worker left: its cluster keeps its keys');
+  // w2 falls silent: the sweep removes the last worker.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.deepEqual(await ledger.sweep('c', 250), { workersRemoved: 1 });
+  assert.deepEqual(await clusterKeysLeft(ledger, 'c', ['w1', 'w2']), []);
+  // A balancer that knew the list sees a change (to none), and the cluster works again when a worker joins.
+  const gone = await ledger.addressesIfChanged('c', known.version);
+  assert.ok(gone.changed && gone.addresses.size === 0);
+  await addWorker(ledger, 'c', 'w3', 2);
+  const back = await ledger.addressesIfChanged('c', gone.version);
+  assert.ok(back.changed && back.addresses.size === 1);
+  const snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.totalFree], [2, 2]);
+  assert.equal(await ledger.deregister('c', 'w3'), true);
+  assert.deepEqual(await clusterKeysLeft(ledger, 'c', ['w3']), []);
+});
+
 test('the directory version changes when a worker joins, leaves or moves, not at every heartbeat', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 2);

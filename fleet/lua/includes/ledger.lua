@@ -115,3 +115,14 @@ end
 local function directoryChanged(nowUs)
   redis.call('SET', directoryKey, string.format('%d', nowUs))
 end
+
+-- After workers left: once the last one has, the cluster's keys that would outlive it go too
+-- (totals of zero, the list's version), so a stopped fleet leaves nothing in Redis. A balancer
+-- that read a version then sees none, a change, and reads the empty list once.
+local function workersLeft(nowUs)
+  if redis.call('HLEN', workersKey) == 0 then
+    redis.call('DEL', totalsKey, directoryKey)
+  else
+    directoryChanged(nowUs)
+  end
+end
