@@ -5,7 +5,7 @@ import { protectionReasons, type SelfProtection } from './self-protection';
 const runSecondsBuckets = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
 export interface WorkerMetrics {
-  taskDuration: Histogram<'cluster' | 'integration' | 'max_parallelism' | 'outcome'>;
+  taskDuration: Histogram<'cluster' | 'integration' | 'outcome'>;
   refusals: Counter<'reason'>;
   localQueueWait: Histogram;
   handlerErrors: Counter<'integration' | 'code'>;
@@ -89,8 +89,8 @@ export function createWorkerMetrics(
   return {
     taskDuration: new Histogram({
       name: 'headroom_worker_task_duration_seconds',
-      help: 'Handler run time by cluster, integration and the max parallelism it ran under',
-      labelNames: ['cluster', 'integration', 'max_parallelism', 'outcome'],
+      help: 'Handler run time by cluster and integration (the max parallelism in force is headroom_worker_max_parallelism)',
+      labelNames: ['cluster', 'integration', 'outcome'],
       buckets: runSecondsBuckets,
       registers: [registry],
     }),

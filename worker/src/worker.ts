@@ -346,7 +346,6 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       httpAgent,
     };
     const startedAt = performance.now();
-    const maxParallelismAtStart = gate.maxParallelism;
     let response: ExecuteResponse;
     try {
       const result = await handler(context, abort.signal);
@@ -370,7 +369,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       if (draining && gate.inflight === 0) drained?.();
     }
     const integration = integrationLabel(task.integration);
-    metrics.taskDuration.observe({ cluster, integration, max_parallelism: String(maxParallelismAtStart), outcome: response.error ? 'error' : 'ok' }, Number(response.runMs) / 1000);
+    metrics.taskDuration.observe({ cluster, integration, outcome: response.error ? 'error' : 'ok' }, Number(response.runMs) / 1000);
     if (response.error) {
       metrics.handlerErrors.inc({ integration, code: response.error.code });
       latency.recordFailure(integration);

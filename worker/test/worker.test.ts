@@ -268,3 +268,16 @@ test('acceptUnaddressed: a task naming no worker runs; off (the default), it is 
   assert.match(otherCluster.error!.details, /cluster is "other"/);
   assert.equal(on.worker.stats().completed, 1);
 });
+
+test('changes of max parallelism add no metric series: task durations are labelled by cluster, integration and outcome only', async (t) => {
+  const { worker, client } = await start(t, { maxParallelism: 1 }, { 'bank-a': async () => 'ok' });
+  for (let maxParallelism = 1; maxParallelism <= 5; maxParallelism++) {
+    await worker.setMaxParallelism(maxParallelism);
+    const { error } = await execute(client, { task: { ...baseTask, id: `t${maxParallelism}`, deadlineUnixMs: soon() }, leaseId: `l${maxParallelism}`, cluster: 'c', workerId: 'w' });
+    assert.equal(error, null);
+  }
+  const series = (await worker.registry.metrics()).split('\n').filter((line) => line.startsWith('headroom_worker_task_duration_seconds_count'));
+  assert.deepEqual(series, ['headroom_worker_task_duration_seconds_count{cluster="c",integration="bank-a",outcome="ok"} 5']);
+  // The limit each ran under is its own gauge.
+  assert.match(await worker.registry.metrics(), /^headroom_worker_max_parallelism 5$/m);
+});
