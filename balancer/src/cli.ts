@@ -84,7 +84,7 @@ async function main(): Promise<void> {
   );
   const redis = connectRedis(redisUrl, {}, logger);
   const subscriber = connectRedis(redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
-  await waitUntilReady(redis, redisUrl);
+  await waitUntilReady(redis, redisUrl, undefined, '--redis-url');
   const balancer = await createBalancer(
     { ...options, clusters: { baseline: baselineCluster, candidate: candidateCluster } },
     { redis, subscriber, ledger: { keyPrefix, keptForUserPresentShare, batchWindowMs: ledgerBatchWindowMs }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) },

@@ -43,7 +43,7 @@ test('a fleet runs as an ACL user allowed only keys and channels under its prefi
 
   const wrong = spawnSync(process.execPath, [workerCli, '--cluster', 'baseline', '--handlers', handlersPaths.demo, '--redis-url', `redis://headroom:not-the-${password}@127.0.0.1:${redis.port}`], { encoding: 'utf8', timeout: 8000 });
   assert.equal(wrong.status, 2, wrong.stderr);
-  assert.match(wrong.stderr, /redisUrl: could not use Redis at redis:\/\/headroom:\*\*\*@127\.0\.0\.1:\d+: WRONGPASS/);
+  assert.match(wrong.stderr, /--redis-url: could not use Redis at redis:\/\/headroom:\*\*\*@127\.0\.0\.1:\d+: WRONGPASS/);
   assert.doesNotMatch(wrong.stderr, new RegExp(password));
 });
 

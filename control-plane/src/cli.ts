@@ -138,7 +138,7 @@ async function main(): Promise<void> {
   if (c.uiDir === undefined && uiDirectory === undefined) logger.warn({ looked: defaultUiDirectories }, 'no built admin UI found (npm run build makes it); serving the API only');
   const redis = connectRedis(c.redisUrl, {}, logger);
   const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
-  await waitUntilReady(redis, c.redisUrl);
+  await waitUntilReady(redis, c.redisUrl, undefined, '--redis-url');
   const registry = new Registry();
   registerProcessMetrics(registry);
   const controlPlane = await createControlPlane(

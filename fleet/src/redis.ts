@@ -64,11 +64,17 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
 }
 
 /**
- * Resolves once `redis` is connected; a ConfigError naming the setting after `timeoutMs`. Wait
- * for a pub/sub connection too before subscribing: ioredis sends a SUBSCRIBE at once even
- * while connecting, and its ready check then fails.
+ * Resolves once `redis` is connected; a ConfigError naming `setting` (what the user gave the URL
+ * as: a CLI names its flag, `--redis-url`) after `timeoutMs`. Wait for a pub/sub connection too
+ * before subscribing: ioredis sends a SUBSCRIBE at once even while connecting, and its ready
+ * check then fails.
  */
-export function waitUntilReady(redis: RedisConnection, url = redis instanceof Redis ? `redis://${redis.options.host ?? '127.0.0.1'}:${redis.options.port ?? 6379}` : 'the Redis Cluster', timeoutMs = 10_000): Promise<void> {
+export function waitUntilReady(
+  redis: RedisConnection,
+  url = redis instanceof Redis ? `redis://${redis.options.host ?? '127.0.0.1'}:${redis.options.port ?? 6379}` : 'the Redis Cluster',
+  timeoutMs = 10_000,
+  setting = 'redisUrl',
+): Promise<void> {
   if (redis.status === 'ready') return Promise.resolve();
   return new Promise((resolve, reject) => {
     // The last error says why (refused, WRONGPASS, TLS); without one, nothing answered.
@@ -76,7 +82,7 @@ export function waitUntilReady(redis: RedisConnection, url = redis instanceof Re
     const fail = (why: string) => {
       clearTimeout(timer);
       redis.off('error', onError);
-      reject(new ConfigError(`redisUrl: could not use Redis at ${withoutPassword(url)}${why}`));
+      reject(new ConfigError(`${setting}: could not use Redis at ${withoutPassword(url)}${why}`));
     };
     const onError = (error: Error) => {
       lastError = error;

@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     { logger, registry },
   );
   const redis = connectRedis(redisUrl, {}, logger);
-  await waitUntilReady(redis, redisUrl);
+  await waitUntilReady(redis, redisUrl, undefined, '--redis-url');
   const worker = await createWorker(options, { redis, handlers, ledger: { keyPrefix }, logger, registry, ...(flagClient ? { flags: flagClient } : {}) });
   const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(worker.registry, options.host ?? '127.0.0.1', metricsPort);
   process.stdout.write(`${JSON.stringify({ event: 'ready', workerId: worker.workerId, cluster: worker.cluster, address: worker.address, metricsPort: metricsServer?.port })}\n`);
