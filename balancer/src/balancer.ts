@@ -4,6 +4,7 @@ import { HeadroomError, once, parseConfig, silentLogger } from '@headroom/common
 import type { SubmitRequest__Output, UnreadableRequest } from '@headroom/proto';
 import { balancerOptionsSchema, type BalancerOptions } from './config';
 import { createDispatchEngine, type DispatchEngineDependencies, type DispatchEngineStats } from './engine';
+import type { TaskOutcome } from './metrics';
 import { balancerErrorCodes, toCallFailure } from './errors';
 import { submitServer, type SubmitAnswer } from './submit-server';
 import { maxSubmitMessageBytes, messageTooLarge, validateSubmit, type ValidTask } from './task-validation';
@@ -17,6 +18,9 @@ export interface BalancerStats extends Omit<DispatchEngineStats, 'inflight'> {
   succeeded: number;
   failedByCode: Record<string, number>;
 }
+
+/** The labels of a task refused before it was routed. */
+const unrouted = { cluster: 'none', integration: 'none', priority: 'none' };
 
 export interface Balancer {
   readonly balancerId: string;
@@ -45,7 +49,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     // Read and refused before Submit runs: counted here as Submit counts an invalid task.
     tooLarge: () => {
       counters.submitted++;
-      countFailure({ cluster: 'none', priority: 'none' }, balancerErrorCodes.invalidTask);
+      countFailure(unrouted, balancerErrorCodes.invalidTask);
       return toCallFailure(messageTooLarge(config));
     },
   });
@@ -53,9 +57,9 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   const engine = await createDispatchEngine(config, deps);
   const { balancerId, registry, metrics } = engine;
 
-  function countFailure(labels: { cluster: string; priority: string }, code: string): void {
+  function countFailure(labels: Omit<TaskOutcome, 'outcome'>, code: string): void {
     counters.failedByCode[code] = (counters.failedByCode[code] ?? 0) + 1;
-    metrics.tasks.inc({ ...labels, outcome: code });
+    metrics.countTask({ ...labels, outcome: code });
   }
 
   /**
@@ -65,13 +69,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   function submit(request: SubmitRequest__Output | UnreadableRequest, cancelled: AbortSignal, answer: SubmitAnswer): void {
     counters.submitted++;
     const receivedAt = performance.now();
-    const fail = (error: unknown, labels: { cluster: string; priority: string }) => {
+    const fail = (error: unknown, labels: Omit<TaskOutcome, 'outcome'>) => {
       const failure = toCallFailure(error);
       countFailure(labels, failure.errorCode);
       if (failure.errorCode === balancerErrorCodes.internal) logger.error({ err: error }, 'submit failed');
       answer(failure);
     };
-    const unrouted = { cluster: 'none', priority: 'none' };
     let task: ValidTask;
     try {
       task = validateSubmit(request, config);
@@ -80,11 +83,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     }
     if (!accepting) return fail(new HeadroomError(balancerErrorCodes.shuttingDown, 'the balancer is shutting down', { retryAfterMs: 100 }), unrouted);
     const priority = task.priority === 'USER_PRESENT' ? 'user_present' : 'background';
+    const { integration } = task;
     void engine.dispatch(task, cancelled).then((result) => {
       // Counted under the cluster the task ended in: a rollback may have moved it to the baseline.
-      if (!result.ok) return fail(result.error, { cluster: result.cluster, priority });
+      if (!result.ok) return fail(result.error, { cluster: result.cluster, integration, priority });
       counters.succeeded++;
-      metrics.tasks.inc({ cluster: result.cluster, priority, outcome: 'ok' });
+      metrics.countTask({ cluster: result.cluster, integration, priority, outcome: 'ok' });
       // Time in the balancer itself: all of it but the wait for a slot and the handler's run.
       const { queueWaitMs, runMs } = result.answer.placement ?? {};
       const overheadMs = performance.now() - receivedAt - Number(queueWaitMs ?? 0) - Number(runMs ?? 0);

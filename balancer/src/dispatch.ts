@@ -46,8 +46,12 @@ export interface DispatcherDependencies {
   logger: Logger;
 }
 
-/** How one task ended, and in which cluster: a rollback may have moved it to the baseline on the way. */
-export type DispatchResult = { ok: true; cluster: string; answer: SubmitResponse } | { ok: false; cluster: string; error: unknown };
+/**
+ * How one task ended, and in which cluster: a rollback may have moved it to the baseline on the
+ * way. A failure says whether a worker started the task: if so, the worker counts the failure in
+ * its own figures; if not (it failed in the queue, or no worker took it), only the balancer can.
+ */
+export type DispatchResult = { ok: true; cluster: string; answer: SubmitResponse } | { ok: false; cluster: string; error: unknown; workerStarted: boolean };
 
 /**
  * Takes one task from its cluster choice to its final answer: a lease through admission, the
@@ -94,7 +98,7 @@ export class Dispatcher {
           signal,
           payloadBytes: task.payload.length,
         });
-        if (!acquired.ok) return { ok: false, cluster: acquired.cluster, error: acquired.error };
+        if (!acquired.ok) return { ok: false, cluster: acquired.cluster, error: acquired.error, workerStarted: false };
         const { lease } = acquired;
         if (lease.cluster !== cluster) {
           // A rollback moved the waiting task; the workers it skipped were in the other cluster.
@@ -141,6 +145,7 @@ export class Dispatcher {
             return {
               ok: false,
               cluster,
+              workerStarted: true,
               error: new HeadroomError(
                 balancerErrorCodes.workerLost,
                 `worker ${lease.workerId} was lost after the task started (${outcome.message}); it may have run in part. Mark idempotent tasks as such to have them retried.`,
@@ -148,11 +153,12 @@ export class Dispatcher {
               ),
             };
           case 'cancelled':
-            return { ok: false, cluster, error: new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task') };
+            return { ok: false, cluster, workerStarted: outcome.started, error: new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task') };
           case 'deadline':
             return {
               ok: false,
               cluster,
+              workerStarted: outcome.started,
               error: new HeadroomError(balancerErrorCodes.deadlineExceeded, `the deadline passed while worker ${lease.workerId} ${outcome.started ? 'ran' : 'was given'} the task`),
             };
         }
@@ -160,10 +166,12 @@ export class Dispatcher {
       return {
         ok: false,
         cluster,
+        workerStarted: false,
         error: new HeadroomError(balancerErrorCodes.noWorkerTookIt, `no worker took the task in ${this.options.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 }),
       };
     } catch (error) {
-      return { ok: false, cluster, error };
+      // Nothing throws once a worker has the task: the call's outcomes come back as values.
+      return { ok: false, cluster, error, workerStarted: false };
     }
   }
 

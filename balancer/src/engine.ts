@@ -6,6 +6,7 @@ import { Ledger, maxLeasesWaiting, OverrideStore, overrideCovers, waitUntilReady
 import type { FlagClient } from '@headroom/flags';
 import { channelSecurity, http2ClientTls } from '@headroom/proto';
 import { Admission } from './admission';
+import { BalancerErrorReports } from './balancer-error-reports';
 import type { BalancerConfig } from './config';
 import { Dispatcher, type DispatchResult, type WorkerCalls } from './dispatch';
 import { balancerErrorCodes } from './errors';
@@ -85,9 +86,12 @@ export interface DispatchEngine {
   /** Its id in the ledger (waiting entries) and in the control plane's balancer register. */
   readonly balancerId: string;
   readonly registry: Registry;
-  /** The metrics; the fronts count outcomes (`tasks`) and overhead on them. */
+  /** The metrics; the fronts count outcomes (`countTask`) and overhead on them. */
   readonly metrics: BalancerMetrics;
-  /** Never rejects. After close() began, answers HR_ERR_SHUTTING_DOWN. */
+  /**
+   * Never rejects. After close() began, answers HR_ERR_SHUTTING_DOWN. A failure before any worker
+   * started the task is also counted in Redis as an error of its cluster and integration.
+   */
   dispatch(task: ValidTask, signal: AbortSignal): Promise<DispatchResult>;
   /**
    * Registers with the control plane under `address` (what the control plane shows; it does not
@@ -181,10 +185,19 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     },
   });
   const dispatcher: Dispatcher = new Dispatcher(config, { admission, workers: workerCalls, reachability: ejection, router, override, metrics, logger });
+  const balancerErrors = new BalancerErrorReports({
+    redis: deps.redis,
+    keyPrefix: ledger.options.keyPrefix,
+    clusters,
+    integrationLabel: metrics.integrationLabel,
+    flushIntervalMs: config.balancerHeartbeatIntervalMs,
+    logger,
+  });
 
   let sweepTimer: NodeJS.Timeout | undefined;
   const stopAll = async () => {
     clearInterval(sweepTimer);
+    await balancerErrors.close();
     directory.stop();
     ejection.close();
     await override.close();
@@ -217,10 +230,12 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     registry,
     metrics,
     async dispatch(task, signal) {
-      if (!accepting) return { ok: false, cluster: 'none', error: new HeadroomError(balancerErrorCodes.shuttingDown, `${balancerId} is shutting down (close() was called)`, { retryAfterMs: 100 }) };
+      if (!accepting) return { ok: false, cluster: 'none', workerStarted: false, error: new HeadroomError(balancerErrorCodes.shuttingDown, `${balancerId} is shutting down (close() was called)`, { retryAfterMs: 100 }) };
       inflight++;
       try {
-        return await dispatcher.dispatch(task, signal);
+        const result = await dispatcher.dispatch(task, signal);
+        balancerErrors.noteResult(result, task.integration);
+        return result;
       } finally {
         if (--inflight === 0) allDispatchesDone?.();
       }

@@ -1,10 +1,23 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { BoundedLabelValues, maxLabelledIntegrations } from '@headroom/common';
 
 /** Buckets for waits and dispatch overhead: 0.5 ms .. 30 s. */
 const secondsBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
+/** How one task ended, for headroom_balancer_tasks_total: 'none' for cluster, integration and priority of a task refused before routing. */
+export interface TaskOutcome {
+  cluster: string;
+  integration: string;
+  priority: string;
+  /** "ok", or the HR_ERR_* code. */
+  outcome: string;
+}
+
 export interface BalancerMetrics {
-  tasks: Counter<'cluster' | 'priority' | 'outcome'>;
+  /** Counts a task's final outcome; its integration as `integrationLabel` gives it. */
+  countTask(task: TaskOutcome): void;
+  /** An integration's name as metrics and the balancer-error counts in Redis carry it: bounded, the rest "other". */
+  integrationLabel(integration: string): string;
   queueWait: Histogram<'cluster' | 'priority'>;
   retries: Counter<'reason'>;
   workersEjected: Counter<'cluster'>;
@@ -141,13 +154,17 @@ export function createBalancerMetrics(
       this.inc(readQueue().handoffs);
     },
   });
+  const tasks = new Counter({
+    name: 'headroom_balancer_tasks_total',
+    help: `Submitted tasks by cluster, integration (the first ${maxLabelledIntegrations} seen; the rest "other"), priority and final outcome ("ok", or the HR_ERR_* code: errors in the queue too, such as a deadline passed there)`,
+    labelNames: ['cluster', 'integration', 'priority', 'outcome'],
+    registers: [registry],
+  });
+  const integrationLabels = new BoundedLabelValues(maxLabelledIntegrations);
+  const integrationLabel = (integration: string) => integrationLabels.of(integration);
   return {
-    tasks: new Counter({
-      name: 'headroom_balancer_tasks_total',
-      help: 'Submitted tasks by final outcome ("ok", or the HR_ERR_* code)',
-      labelNames: ['cluster', 'priority', 'outcome'],
-      registers: [registry],
-    }),
+    countTask: ({ cluster, integration, priority, outcome }) => tasks.inc({ cluster, integration: integrationLabel(integration), priority, outcome }),
+    integrationLabel,
     queueWait: new Histogram({
       name: 'headroom_balancer_queue_wait_seconds',
       help: 'Time tasks waited for a slot',

@@ -43,8 +43,8 @@ test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', 
   assert.match(noTask!.details, /task: missing/);
   assert.equal(worker.stats().completed + worker.stats().failed, 0, 'no malformed task reached a worker');
   assert.equal(fleet.balancers[0]!.stats().queue.queued, 0);
-  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 12$/m);
-  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",priority="none",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
+  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 12$/m);
+  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
   // A good task still works afterwards.
   assert.ok((await submit(client, task())).ok);
 });

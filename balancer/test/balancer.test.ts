@@ -2,6 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { eventually, json, mapLimit, startFleet, submit, task } from '@headroom/testkit';
+import { readBalancerErrors, readLatency } from '@headroom/fleet';
 import type { HandlerMap } from '@headroom/worker';
 
 test('a task runs on a worker and the answer says where and how', async (t) => {
@@ -127,8 +128,8 @@ test('user-present tasks go first; background waits and is shed first when the q
   assert.match(text, /^headroom_balancer_shed_total 1$/m);
   assert.match(text, /^headroom_balancer_queue_full_total 1$/m);
   assert.match(text, /^headroom_balancer_queue_limit 3$/m);
-  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="ok"\} 3$/m);
-  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",priority="background",outcome="HR_ERR_SHED"\} 1$/m);
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="ok"\} 3$/m);
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="background",outcome="HR_ERR_SHED"\} 1$/m);
   assert.match(text, /^headroom_balancer_queue_depth\{cluster="baseline",priority="background"\} 0$/m);
   // The ledger's batches: calls, the leases they carried, and the bound on those waiting.
   const counter = (pattern: RegExp) => Number(pattern.exec(text)?.[1] ?? Number.NaN);
@@ -237,6 +238,38 @@ test('a worker lost mid-task: an idempotent task is retried elsewhere, another g
   await eventually('channel to a closed', 5000, () => (fleet.balancers[0]!.stats().workerChannels === 1 ? true : undefined));
 });
 
+test('a task whose deadline passes in the queue, or that a full queue refuses, is an error of its cluster and integration: in the metrics, and in Redis for the control plane', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 1 });
+  const balancer = await fleet.addBalancer({ maxQueuedTasks: 1, balancerHeartbeatIntervalMs: 100 });
+  const client = fleet.clients[0]!;
+  // The only slot is held; a handler's own failure is the worker's to count (an answer, "ok" here).
+  const blocker = submit(client, task({ integration: 'bank-a', payload: json({ sleepMs: 800, fail: 'HR_ERR_UPSTREAM_DOWN' }) }));
+  await eventually('the blocker runs', 2000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
+  const expiring = submit(client, task({ integration: 'bank-slow', priority: 'BACKGROUND', deadlineUnixMs: Date.now() + 300 }));
+  await eventually('one queued', 2000, () => (balancer.stats().queue.queued === 1 ? true : undefined));
+  const refused = await submit(client, task({ integration: 'bank-full', priority: 'BACKGROUND' }));
+  assert.ok(!refused.ok && refused.code === 'HR_ERR_QUEUE_FULL', JSON.stringify(refused));
+  const expired = await expiring;
+  assert.ok(!expired.ok && expired.code === 'HR_ERR_DEADLINE_EXCEEDED' && expired.status === grpc.status.DEADLINE_EXCEEDED, JSON.stringify(expired));
+  const answered = await blocker;
+  assert.ok(answered.ok && answered.response.error?.code === 'HR_ERR_UPSTREAM_DOWN', JSON.stringify(answered));
+
+  const text = await balancer.registry.metrics();
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-slow",priority="background",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-full",priority="background",outcome="HR_ERR_QUEUE_FULL"\} 1$/m);
+  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="ok"\} 1$/m);
+  // No worker ran them, so no worker counted them: the balancer counts them where the control plane reads errors.
+  const keyPrefix = fleet.ledgerOptions.keyPrefix!;
+  const counts = await eventually('the errors reached Redis', 3000, async () => {
+    const read = (await readBalancerErrors(fleet.redis, keyPrefix, 60_000)).counts;
+    return read.length === 2 ? read : undefined;
+  });
+  assert.deepEqual(counts.map((c) => `${c.cluster} ${c.integration} ${c.code} ${c.count}`).sort(), ['baseline bank-full HR_ERR_QUEUE_FULL 1', 'baseline bank-slow HR_ERR_DEADLINE_EXCEEDED 1']);
+  const failed = (await readLatency(fleet.redis, keyPrefix, 60_000)).get('baseline')!;
+  assert.deepEqual([failed.get('bank-slow')?.failed, failed.get('bank-full')?.failed], [1, 1], 'and the latency summaries count them as failed tasks');
+});
+
 test('a client that cancels: the task stops on its worker, is not retried, and its slot comes back', async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   let aborted = 0;
@@ -259,7 +292,7 @@ test('a client that cancels: the task stops on its worker, is not retried, and i
   await eventually('the slot is free again', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 3 ? true : undefined));
   assert.equal(b.stats().completed + b.stats().failed + b.stats().inflight, 0, 'a cancelled task is not retried elsewhere');
   await eventually('counted as cancelled', 2000, async () =>
-    /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="HR_ERR_CANCELLED"\} 1$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
+    /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_CANCELLED"\} 1$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
   );
 });
 

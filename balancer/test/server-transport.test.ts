@@ -116,7 +116,7 @@ for (const serverTransport of ['grpc-js', 'http2'] as const) {
     call.cancel();
     await eventually('the handler saw the cancel', 2000, () => (counter.aborted === 2 ? true : undefined));
     await eventually('counted as cancelled', 2000, async () =>
-      /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="HR_ERR_CANCELLED"\} 2$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
+      /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_CANCELLED"\} 2$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
     );
   });
 

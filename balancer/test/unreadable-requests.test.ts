@@ -96,7 +96,7 @@ test('a Submit message over the receive limit, or not protobuf at all, gets INVA
   }
   assert.equal(worker.stats().completed + worker.stats().failed, 0, 'no worker ran anything');
   assert.equal(balancer.stats().failedByCode.HR_ERR_INVALID_TASK, cases.length, 'each was counted as an invalid task');
-  assert.match(await balancer.registry.metrics(), new RegExp(`^headroom_balancer_tasks_total\\{cluster="none",priority="none",outcome="HR_ERR_INVALID_TASK"\\} ${cases.length}$`, 'm'));
+  assert.match(await balancer.registry.metrics(), new RegExp(`^headroom_balancer_tasks_total\\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\\} ${cases.length}$`, 'm'));
 
   // A message with the largest payload accepted is read, validated and run as usual.
   const largest = submitRequest('largest', Buffer.from('{"sleepMs":0}'.padEnd(maxPayloadBytes, ' ')));

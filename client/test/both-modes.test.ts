@@ -191,8 +191,8 @@ for (const mode of modes) {
     const failed = await doomed;
     assert.ok(!failed.ok && failed.error instanceof DeadlineExceededError, JSON.stringify(failed));
     const metrics = await front.registry.metrics();
-    assert.match(metrics, /^headroom_balancer_tasks_total\{cluster="baseline",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
-    assert.doesNotMatch(metrics, /^headroom_balancer_tasks_total\{cluster="candidate",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\}/m);
+    assert.match(metrics, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
+    assert.doesNotMatch(metrics, /^headroom_balancer_tasks_total\{cluster="candidate",integration="bank-a",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\}/m);
     assert.equal((await long).placement.cluster, 'candidate', 'the running task finished on the candidate');
   });
 

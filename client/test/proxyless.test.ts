@@ -88,7 +88,7 @@ test('proxyless: a task is checked by the balancer\'s rules and limits; a handle
   assert.ok(!badIntegration.ok && badIntegration.error instanceof InvalidTaskError && /task\.integration: got "Bank A"/.test(badIntegration.error.message));
   const tooFar = await front.settle({ integration: 'bank-a', key: 'k', deadlineMs: 120_000 });
   assert.ok(!tooFar.ok && tooFar.error instanceof InvalidTaskError && /maxTaskTimeoutMs/.test(tooFar.error.message));
-  assert.match(await front.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 3$/m);
+  assert.match(await front.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 3$/m);
   const missingKey = await front.settle({ integration: 'bank-a', key: '' });
   assert.ok(!missingKey.ok && missingKey.error instanceof InvalidTaskError && /^key: /.test(missingKey.error.message));
 

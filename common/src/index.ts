@@ -1,6 +1,7 @@
 export * from './errors';
 export * from './config';
 export * from './keyed-map';
+export * from './bounded-labels';
 export * from './logger';
 export * from './close';
 export * from './cli';

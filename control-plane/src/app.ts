@@ -20,7 +20,7 @@ import { FleetView } from './fleet-view';
 import { ProfileService } from './profiles/profile-service';
 import { latencySeries, latencyView } from './latency-view';
 import { adminUi } from './admin-ui';
-import { createControlMetrics } from './metrics';
+import { createControlMetrics, registerLedgerDriftGauge } from './metrics';
 import { OverrideControl } from './override-control';
 import { AuditStore } from './record/audit-store';
 import { ChangeLock } from './record/change-lock';
@@ -111,7 +111,8 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   await audit.prune(retentionMs);
   const pruneTimer = setInterval(() => void audit.prune(retentionMs), auditPruneIntervalMs);
   pruneTimer.unref();
-  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters);
+  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters, { redis: deps.redis, keyPrefix });
+  registerLedgerDriftGauge(registry, () => fleet.ledgerDrift(), logger);
   const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept }, workerSecurity });
   const rolloutStore = new RolloutStore(deps.redis, keyPrefix);
   const autopilot = new Autopilot({

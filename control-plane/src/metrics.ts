@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { Logger } from '@headroom/common';
 
 export interface ControlMetrics {
   flagChanges: Counter<'flag' | 'outcome'>;
@@ -52,4 +53,26 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     }),
     requests: new Counter({ name: 'headroom_control_http_requests_total', help: 'API requests by method and status', labelNames: ['method', 'status'], registers: [registry] }),
   };
+}
+
+/**
+ * headroom_control_ledger_drift_slots{cluster}: slots the ledger counts in flight minus the tasks
+ * the workers held at their last heartbeats, read from Redis at each scrape. Every control plane
+ * reports the same figure. When Redis cannot be read the gauge has no series for that scrape.
+ */
+export function registerLedgerDriftGauge(registry: Registry, readDrift: () => Promise<{ cluster: string; ledgerDriftSlots: number }[]>, logger: Logger): Gauge<'cluster'> {
+  return new Gauge({
+    name: 'headroom_control_ledger_drift_slots',
+    help: "Slots the ledger counts in flight minus the tasks the workers held at their last heartbeats, per cluster: a few are tasks on their way; more is the ledger's error, which the workers' next heartbeats correct",
+    labelNames: ['cluster'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      try {
+        for (const { cluster, ledgerDriftSlots } of await readDrift()) this.set({ cluster }, ledgerDriftSlots);
+      } catch (error) {
+        logger.debug({ err: error }, 'could not read the ledger drift for the metrics');
+      }
+    },
+  });
 }

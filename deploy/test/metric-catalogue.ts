@@ -29,6 +29,7 @@ export const metricCatalogue: Readonly<Record<string, MetricType>> = {
   headroom_worker_refusals_total: 'counter',
   headroom_worker_handler_errors_total: 'counter',
   headroom_worker_upstream_connections: 'gauge',
+  headroom_worker_ledger_lease_repairs_total: 'counter',
   // Balancer.
   headroom_balancer_tasks_total: 'counter',
   headroom_balancer_queue_depth: 'gauge',
@@ -53,6 +54,7 @@ export const metricCatalogue: Readonly<Record<string, MetricType>> = {
   headroom_control_event_streams: 'gauge',
   headroom_control_audit_outbox_entries: 'gauge',
   headroom_control_audit_outbox_dropped_total: 'counter',
+  headroom_control_ledger_drift_slots: 'gauge',
 };
 
 /** The series names a metric gives Prometheus: a histogram's _bucket, _sum and _count. */

@@ -15,6 +15,9 @@
 -- that runs dispatchGraceMs after its reservation and after the worker stopped holding it.
 -- Its cost grows with the worker's leases (at most its max parallelism, plus what is on its way),
 -- not with the tasks it ran: one read of the worker's records, writes only for what changed.
+-- The number of leases the worker holds is kept as "<worker>|held" in `workers`, so that
+-- operators can compare the ledger's count with what the worker runs (ledger drift) between
+-- heartbeats: written only when it changed.
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 workerId  3 address  4 capacity  5 draining (0|1)
 --       6 dispatchGraceMs: a record the worker does not hold is kept this long after its reservation
@@ -30,9 +33,13 @@ local dispatchGraceMs = tonumber(ARGV[6])
 local now, nowUs = clock()
 local leasesKey = leasesPrefix .. worker
 
-local state = workerState(worker)
+-- Its capacity and the held count of its last heartbeat, in one read.
+local heldField = worker .. '|held'
+local stored = redis.call('HMGET', workersKey, worker, heldField)
+local state = stored[1] and workerState(worker, stored[1]) or nil
 local held = {}
 for i = 8, #ARGV do held[ARGV[i]] = true end
+local heldCount = #ARGV - 7
 local records = redis.call('HGETALL', leasesKey)
 local count, stale = 0, {}
 local reservedBefore = now - dispatchGraceMs
@@ -65,6 +72,7 @@ if not state or ARGV[7] ~= '1' and redis.call('HGET', addressKey, worker) ~= add
   directoryChanged(nowUs)
 end
 redis.call('ZADD', heartbeatKey, now, worker)
+if tonumber(stored[2]) ~= heldCount then redis.call('HSET', workersKey, heldField, heldCount) end
 -- A worker in `free` has neither a drain request nor an unreachable mark: nothing to read.
 local drainRequested, unreachable = 0, false
 if not (state and state.score) or ARGV[5] == '1' then

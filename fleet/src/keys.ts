@@ -8,9 +8,8 @@ export interface ClusterKeys {
   readonly all: readonly string[];
   readonly free: string;
   /**
-   * HASH of every registered worker's state: `<worker>` -> its max parallelism, and its lease
-   * counts for the heartbeat's settling (`<worker>|reserved`, `|before`, `|acked`, `|e1`, `|e2`;
-   * see lua/heartbeat-12.lua), so that a heartbeat reads them with one command.
+   * HASH of every registered worker: `<worker>` -> its max parallelism, and `<worker>|held` -> the
+   * leases it held (tasks queued or running there) at its last heartbeat (lua/heartbeat-12.lua).
    */
   readonly workers: string;
   /** In-flight counts of the workers out of `free` (draining, marked unreachable); one in `free` holds its count in its score. */
@@ -38,8 +37,9 @@ export interface ClusterKeys {
  * misreading each other's. Bump it whenever a script reads or writes a key differently.
  * 2: the free set's scores are free slots x 2^30 plus a turn (before: plus a fraction).
  * 3: a worker's count is its lease records, settled by the leases it holds (before: answer counts in `workers`).
+ * 4: `workers` also holds "<worker>|held", the leases the worker held at its last heartbeat.
  */
-export const ledgerLayout = 3;
+export const ledgerLayout = 4;
 
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;
@@ -163,9 +163,14 @@ export interface LatencyKeys {
    * `<cluster>\t<integration>\tfailed` -> tasks that failed.
    */
   readonly slot: (slotStartMs: number) => string;
+  /**
+   * HASH with an expiry, one per time slot like `slot`: `<cluster>\t<integration>\t<code>` -> tasks
+   * the balancers failed in that slot before any worker ran them (balancer-errors.ts).
+   */
+  readonly balancerErrorSlot: (slotStartMs: number) => string;
 }
 
 export function latencyKeys(prefix: string): LatencyKeys {
   const hashTag = `{${prefix}:latency}`;
-  return { hashTag, slot: (slotStartMs) => `${hashTag}:${slotStartMs}` };
+  return { hashTag, slot: (slotStartMs) => `${hashTag}:${slotStartMs}`, balancerErrorSlot: (slotStartMs) => `${hashTag}:balancer-errors:${slotStartMs}` };
 }

@@ -1,6 +1,8 @@
 import type { RedisConnection } from './redis';
+import { parseBalancerErrors } from './balancer-errors';
 import { LedgerUnavailableError } from './errors';
 import { latencyKeys, type LatencyKeys } from './keys';
+import { latencyDefaults, slotStartOf, slotStartsWithin } from './time-slots';
 
 /**
  * Rolling task-latency summaries in Redis, mergeable across workers and time: per time slot, a
@@ -11,12 +13,7 @@ import { latencyKeys, type LatencyKeys } from './keys';
  * Bucket i > 0 holds latencies in (2^((i-1)/8), 2^(i/8)] ms, about 9% wide; bucket 0 holds
  * up to 1 ms. A percentile is reported as its bucket's geometric middle: within 4.5%.
  */
-export const latencyDefaults = {
-  /** @default 10000 */
-  slotMs: 10_000,
-  /** Slots kept; the longest window that can be read. @default 3600000 (1 h) */
-  retentionMs: 3_600_000,
-};
+export { latencyDefaults };
 
 const bucketsPerDoubling = 8;
 /** 2^(239/8) ms is about 10 days: nothing runs longer. */
@@ -35,7 +32,11 @@ export function latencyBucketValueMs(bucket: number): number {
 /** The field that counts failed tasks, in place of a bucket number. */
 const failedField = 'failed';
 
-/** Counts of successful tasks per bucket, and of failed tasks (counted, not timed). */
+/**
+ * Counts of successful tasks per bucket, and of failed tasks (counted, not timed). As read from
+ * Redis, the failed ones include those the balancers failed before any worker ran them
+ * (balancer-errors.ts): errors of their cluster and integration too.
+ */
 export class LatencyHistogram {
   readonly counts = new Map<number, number>();
   /** Successful tasks. */
@@ -108,7 +109,7 @@ export class LatencyRecorder {
   }
 
   private histogramAt(integration: string, atUnixMs: number): LatencyHistogram {
-    const slot = atUnixMs - (atUnixMs % this.slotMs);
+    const slot = slotStartOf(atUnixMs, this.slotMs);
     let bySlot = this.pending.get(slot);
     if (!bySlot) {
       bySlot = new Map();
@@ -179,7 +180,8 @@ export async function readLatency(redis: RedisConnection, keyPrefix: string, win
 
 /**
  * Each slot that overlaps the last `windowMs`, oldest first (the newest is still filling). A
- * window is at most the retention, so this reads at most retentionMs / slotMs + 1 keys.
+ * window is at most the retention, so this reads at most 2 x (retentionMs / slotMs + 1) keys: the
+ * workers' histograms and the balancers' errors, which count as failed tasks.
  */
 export async function readLatencySlots(
   redis: RedisConnection,
@@ -190,13 +192,11 @@ export async function readLatencySlots(
   const slotMs = options.slotMs ?? latencyDefaults.slotMs;
   const now = options.nowUnixMs ?? Date.now();
   const keys = latencyKeys(keyPrefix);
-  const firstSlot = now - windowMs - ((now - windowMs) % slotMs);
-  const starts: number[] = [];
-  for (let slot = firstSlot; slot <= now; slot += slotMs) starts.push(slot);
+  const starts = slotStartsWithin(windowMs, now, slotMs);
   let fieldsBySlot: Record<string, string>[];
   try {
     const pipeline = redis.pipeline();
-    for (const start of starts) pipeline.hgetall(keys.slot(start));
+    for (const start of starts) pipeline.hgetall(keys.slot(start)).hgetall(keys.balancerErrorSlot(start));
     const results = (await pipeline.exec()) ?? [];
     fieldsBySlot = results.map(([error, value]) => {
       if (error) throw error;
@@ -207,13 +207,14 @@ export async function readLatencySlots(
   }
   return starts.map((startUnixMs, i) => {
     const clusters: LatencyByCluster = new Map();
-    for (const [field, count] of Object.entries(fieldsBySlot[i] ?? {})) {
+    for (const [field, count] of Object.entries(fieldsBySlot[2 * i] ?? {})) {
       const [cluster, integration, bucket] = field.split('\t');
       if (cluster === undefined || integration === undefined || bucket === undefined) continue;
       const histogram = histogramIn(clusters, cluster, integration);
       if (bucket === failedField) histogram.failed += Number(count);
       else histogram.add(Number(bucket), Number(count));
     }
+    for (const { cluster, integration, count } of parseBalancerErrors(fieldsBySlot[2 * i + 1] ?? {})) histogramIn(clusters, cluster, integration).failed += count;
     return { startUnixMs, clusters };
   });
 }

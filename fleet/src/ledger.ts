@@ -129,6 +129,13 @@ export interface WorkerRecord {
   lastHeartbeatMs: number;
   /** Until when (ms, Redis's clock) balancers skip it because they could not connect to it; null when not marked. */
   unreachableUntilMs: number | null;
+  /**
+   * The leases the worker held (tasks queued or running there) at its last heartbeat: what it
+   * runs, by its own count. `inflight` minus this is the ledger's drift, made good by its next
+   * heartbeats (leases on their way to it, or answered with their release on its way, account
+   * for a few). null when no heartbeat of this layout said.
+   */
+  heldAtHeartbeat: number | null;
 }
 
 export interface ClusterSnapshot {
@@ -349,6 +356,8 @@ export class Ledger {
         if (Number(unreachable[i + 1]) > redisNowMs) unreachableUntilMs.set(unreachable[i]!, Number(unreachable[i + 1]));
       }
       const workers = Object.keys(capacity)
+        // The hash holds each worker's held count too, under "<worker>|held".
+        .filter((field) => !field.includes('|'))
         .sort()
         .map((workerId) => {
           const cap = Number(capacity[workerId]);
@@ -363,6 +372,7 @@ export class Ledger {
             draining: drainingSet.has(workerId),
             lastHeartbeatMs: heartbeatMs.get(workerId) ?? 0,
             unreachableUntilMs: unreachableUntilMs.get(workerId) ?? null,
+            heldAtHeartbeat: numberOrNull(capacity[`${workerId}|held`]),
           };
         });
       return {
@@ -435,6 +445,10 @@ export class Ledger {
       throw new LedgerUnavailableError(operation, error);
     }
   }
+}
+
+function numberOrNull(value: string | undefined): number | null {
+  return value === undefined ? null : Number(value);
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

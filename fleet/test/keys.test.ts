@@ -37,5 +37,6 @@ test('report and latency keys, and the pattern that matches every key of a prefi
   assert.equal(reportKeys('hr').worker('w-1'), '{hr:reports}:worker:w-1');
   assert.equal(latencyKeys('hr').hashTag, '{hr:latency}');
   assert.equal(latencyKeys('hr').slot(1_700_000_000_000), '{hr:latency}:1700000000000');
+  assert.equal(latencyKeys('hr').balancerErrorSlot(1_700_000_000_000), '{hr:latency}:balancer-errors:1700000000000');
   assert.equal(keyspacePattern('hr'), '{hr:*');
 });

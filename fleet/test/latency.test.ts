@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { deleteKeysUnder, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, latencyKeys, readLatency, readLatencySlots } from '../src/index';
+import { BalancerErrorRecorder, LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, latencyKeys, parseBalancerErrors, readBalancerErrors, readLatency, readLatencySlots, type BalancerErrorCount } from '../src/index';
 
 async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {
   const redis = connectRedis(url, { enableOfflineQueue: true });
@@ -99,5 +99,56 @@ test('what a worker counted while Redis was away reaches Redis when it is back',
   await recorder.flush();
   const read = await readLatency(redis, 'lat', 60_000);
   assert.equal(read.get('candidate')!.get('bank-a')!.total, 15);
+  assert.equal(recorder.dropped, 0);
+});
+
+test("balancers' errors are counted per slot by cluster, integration and code: read as rates, and as failed tasks of their cluster and integration", async (t) => {
+  const keyPrefix = uniquePrefix('balancer-errors');
+  const redis = await connect(t, testRedisUrl, async (connection) => {
+    await deleteKeysUnder(connection, keyPrefix);
+  });
+  const slotStart = 1_800_000_000_000;
+  const balancerA = new BalancerErrorRecorder(redis, { keyPrefix });
+  const balancerB = new BalancerErrorRecorder(redis, { keyPrefix });
+  for (let i = 0; i < 6; i++) balancerA.record('baseline', 'bank-slow', 'HR_ERR_DEADLINE_EXCEEDED', slotStart + 1000 + i);
+  balancerB.record('baseline', 'bank-slow', 'HR_ERR_DEADLINE_EXCEEDED', slotStart + 12_000);
+  balancerB.record('baseline', 'bank-a', 'HR_ERR_QUEUE_FULL', slotStart + 12_000);
+  balancerB.record('candidate', 'bank-slow', 'HR_ERR_SHED', slotStart - 30_000);
+  await Promise.all([balancerA.flush(), balancerB.flush()]);
+  const worker = new LatencyRecorder(redis, { keyPrefix, cluster: 'baseline' });
+  worker.record('bank-slow', 900, slotStart + 2000);
+  worker.recordFailure('bank-slow', slotStart + 2000);
+  await worker.flush();
+
+  // Over the last 10 s at slotStart + 15 s: the two slots that overlap it, 15 s of them.
+  const rates = await readBalancerErrors(redis, keyPrefix, 10_000, { nowUnixMs: slotStart + 15_000 });
+  assert.equal(rates.seconds, 15);
+  const byKey = (counts: BalancerErrorCount[]) => counts.map((c) => `${c.cluster} ${c.integration} ${c.code} ${c.count}`).sort();
+  assert.deepEqual(byKey(rates.counts), ['baseline bank-a HR_ERR_QUEUE_FULL 1', 'baseline bank-slow HR_ERR_DEADLINE_EXCEEDED 7']);
+  // The latency summaries count them as failed tasks, beside the workers' own failures.
+  const merged = await readLatency(redis, keyPrefix, 60_000, { nowUnixMs: slotStart + 15_000 });
+  const slow = merged.get('baseline')!.get('bank-slow')!;
+  assert.deepEqual([slow.total, slow.failed], [1, 8]);
+  assert.deepEqual([merged.get('baseline')!.get('bank-a')!.failed, merged.get('candidate')!.get('bank-slow')!.failed], [1, 1]);
+  const ttl = await redis.pttl(latencyKeys(keyPrefix).balancerErrorSlot(slotStart));
+  assert.ok(ttl > 3_500_000 && ttl <= 3_610_000, `slots expire after the retention: ${ttl}`);
+  assert.deepEqual(parseBalancerErrors({ 'baseline\tbank-a\tHR_ERR_SHED': '2', 'not a field of ours': '1', 'a\tb\tc\td': '1', 'a\tb\tc': 'x' }), [
+    { cluster: 'baseline', integration: 'bank-a', code: 'HR_ERR_SHED', count: 2 },
+  ]);
+});
+
+test('what a balancer counted while Redis was away reaches Redis when it is back', async (t) => {
+  const server = await startPrivateRedis();
+  t.after(() => server.stop(true));
+  const redis = await connect(t, server.url);
+  const recorder = new BalancerErrorRecorder(redis, { keyPrefix: 'errors' });
+  recorder.record('baseline', 'bank-a', 'HR_ERR_DEADLINE_EXCEEDED');
+  await server.stop(true);
+  await assert.rejects(recorder.flush(), { code: 'HR_ERR_LEDGER_UNAVAILABLE' });
+  recorder.record('baseline', 'bank-a', 'HR_ERR_DEADLINE_EXCEEDED');
+  await server.start();
+  await new Promise((resolve) => (redis.status === 'ready' ? resolve(undefined) : redis.once('ready', resolve)));
+  await recorder.flush();
+  assert.deepEqual((await readBalancerErrors(redis, 'errors', 10_000)).counts, [{ cluster: 'baseline', integration: 'bank-a', code: 'HR_ERR_DEADLINE_EXCEEDED', count: 2 }]);
   assert.equal(recorder.dropped, 0);
 });

@@ -521,6 +521,30 @@ test('a heartbeat settles the count: leases on their way count, released ones do
   assert.equal((await addWorker(ledger, 'c', 'w1', 4, ['w2|x', 'own-id'], 0)).inflight, 0);
 });
 
+test('the snapshot says what each worker held at its last heartbeat, so the drift of the count shows until heartbeats settle it', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  const keys = clusterKeys(ledger.options.keyPrefix, 'c');
+  await addWorker(ledger, 'c', 'w1', 3);
+  const held = (snapshot: Awaited<ReturnType<Ledger['snapshot']>>) => snapshot.workers.map((w) => [w.workerId, w.inflight, w.heldAtHeartbeat]);
+  assert.deepEqual(held(await ledger.snapshot('c')), [['w1', 0, 0]]);
+  const running = await ledger.reserve('c', user);
+  const onItsWay = await ledger.reserve('c', user);
+  assert.ok(running.ok && onItsWay.ok);
+  await addWorker(ledger, 'c', 'w1', 3, [running.leaseId]);
+  assert.deepEqual(held(await ledger.snapshot('c')), [['w1', 2, 1]], 'a lease on its way counts, the worker holds one');
+  // A lease record the worker does not hold (as a lost release leaves): counted from the next
+  // heartbeat while it may still be on its way, dropped by the first one past the grace.
+  await ledger.redis.hset(`${keys.leasesPrefix}w1`, 'ghost', String(Date.now()));
+  await addWorker(ledger, 'c', 'w1', 3, [running.leaseId, onItsWay.leaseId]);
+  assert.deepEqual(held(await ledger.snapshot('c')), [['w1', 3, 2]]);
+  await addWorker(ledger, 'c', 'w1', 3, [running.leaseId, onItsWay.leaseId], 0);
+  assert.deepEqual(held(await ledger.snapshot('c')), [['w1', 2, 2]]);
+  // The held count lives beside the capacity; a worker that leaves takes it with it.
+  assert.equal(await ledger.redis.hget(keys.workers, 'w1|held'), '2');
+  assert.equal(await ledger.deregister('c', 'w1'), true);
+  assert.deepEqual(await ledger.redis.hgetall(keys.workers), {});
+});
+
 test('a release that reaches Redis before the heartbeat that still held its lease: counted again for one period at most', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 4);

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
-import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
+import { BoundedLabelValues, HeadroomError, maxLabelledIntegrations, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
 import { LatencyRecorder, Ledger, WorkerReports, type LedgerOptions } from '@headroom/fleet';
 import {
   UnreadableRequest,
@@ -145,9 +145,6 @@ export interface Worker {
   destroy(): Promise<void>;
 }
 
-/** Distinct integrations given their own latency series; the rest share "other". */
-const maxLabelledIntegrations = 200;
-
 /**
  * A cancel that comes this close to the task's deadline, or after it, is the deadline: the
  * caller's own timer for the same deadline ended the call a moment before ours fired (a loaded
@@ -185,13 +182,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const latency = new LatencyRecorder(deps.redis, { keyPrefix: ledger.options.keyPrefix, cluster });
   const reports = new WorkerReports(deps.redis, ledger.options.keyPrefix);
   // Integration names become metric labels: keep their number bounded.
-  const labelledIntegrations = new Set<string>();
-  const integrationLabel = (integration: string) => {
-    if (labelledIntegrations.has(integration)) return integration;
-    if (labelledIntegrations.size >= maxLabelledIntegrations) return 'other';
-    labelledIntegrations.add(integration);
-    return integration;
-  };
+  const integrationLabels = new BoundedLabelValues(maxLabelledIntegrations);
   // Bounded by the gate: one entry per admitted task.
   const running = new Map<string, RunningTask>();
   // Bounded by the local queue's limit: leases of tasks waiting there for a slot.
@@ -368,7 +359,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       gate.leave();
       if (draining && gate.inflight === 0) drained?.();
     }
-    const integration = integrationLabel(task.integration);
+    const integration = integrationLabels.of(task.integration);
     metrics.taskDuration.observe({ cluster, integration, outcome: response.error ? 'error' : 'ok' }, Number(response.runMs) / 1000);
     if (response.error) {
       metrics.handlerErrors.inc({ integration, code: response.error.code });

@@ -80,7 +80,7 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
     } catch (error) {
       if (isHeadroomError(error)) {
         // Counted as the balancer counts a task it refused before routing.
-        metrics.tasks.inc({ cluster: 'none', priority: 'none', outcome: error.code });
+        metrics.countTask({ cluster: 'none', integration: 'none', priority: 'none', outcome: error.code });
         // HR_ERR_INVALID_TASK, or HR_ERR_DEADLINE_EXCEEDED for a deadline already passed.
         throw errorFromCode(error.code, `${error.code}: ${error.message}`, { balancer: address });
       }
@@ -96,7 +96,7 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
     if (!result.ok) {
       const error = result.error;
       const code = isHeadroomError(error) ? error.code : InternalError.code;
-      metrics.tasks.inc({ cluster: result.cluster, priority, outcome: code });
+      metrics.countTask({ cluster: result.cluster, integration: task.integration, priority, outcome: code });
       if (signal?.aborted) throw cancelledByCaller(signal, address);
       if (!isHeadroomError(error)) {
         logger.error({ err: error }, 'submit failed');
@@ -105,7 +105,7 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
       throw errorFromCode(error.code, `${error.code}: ${error.message}`, { balancer: address, cause: error, ...(error.retryAfterMs !== undefined ? { retryAfterMs: error.retryAfterMs } : {}) });
     }
     const { answer } = result;
-    metrics.tasks.inc({ cluster: result.cluster, priority, outcome: 'ok' });
+    metrics.countTask({ cluster: result.cluster, integration: task.integration, priority, outcome: 'ok' });
     const placement: TaskPlacement = {
       cluster: answer.placement?.cluster ?? '',
       workerId: answer.placement?.workerId ?? '',

@@ -35,8 +35,22 @@ const clusterSummary: JsonSchema = {
     free: { type: 'integer' },
     leases: { type: 'integer' },
     waitingBalancers: { type: 'integer' },
-    tasksPerSecond: { type: 'number', description: "Tasks finished per second, from the workers' latest reports" },
-    errorsPerSecond: { type: 'number', description: 'Of those, failed tasks per second' },
+    tasksPerSecond: { type: 'number', description: "Tasks finished per second: the workers' latest reports, and the balancers' errors (balancerErrorsPerSecond)" },
+    errorsPerSecond: { type: 'number', description: 'Of those, failed tasks per second: on the workers, and in the balancers before any worker ran them' },
+    balancerErrorsPerSecond: {
+      type: 'number',
+      description: 'Tasks the balancers failed before any worker ran them (deadline passed in the queue, queue full, shed, no worker took it), per second over the last 10 to 20 s',
+    },
+    balancerErrors: {
+      type: 'array',
+      description: 'The same by integration and code, the most first (at most 20)',
+      items: { type: 'object', properties: { integration: { type: 'string' }, code: { type: 'string', description: 'HR_ERR_* code' }, perSecond: { type: 'number' } } },
+    },
+    heldByWorkers: { type: 'integer', description: 'Tasks the workers held (queued or running) at their last heartbeats: what they run, by their own count' },
+    ledgerDriftSlots: {
+      type: 'integer',
+      description: "inFlight minus heldByWorkers: slots the ledger counts that the workers do not run. A few are tasks on their way; more is the ledger's error, which the workers' next heartbeats correct",
+    },
   },
 };
 
@@ -55,6 +69,8 @@ const worker: JsonSchema = {
       description: 'Balancers could not connect to it: none sends it a task until then, or until a health check passes; null when not marked',
     },
     lastHeartbeatUnixMs: { type: 'integer' },
+    heldAtHeartbeat: { type: ['integer', 'null'], description: 'Tasks it held (queued or running) at its last heartbeat; null when it did not say' },
+    ledgerDriftSlots: { type: ['integer', 'null'], description: 'inFlight minus heldAtHeartbeat: slots the ledger counts that it does not run; null when it did not say' },
     stats: {
       type: ['object', 'null'],
       description: 'Its latest report (every 2 s by default); null until it sent one',

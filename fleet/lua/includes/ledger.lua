@@ -5,7 +5,8 @@ local freeKey = KEYS[1]          -- ZSET worker -> free slots (capacity - in fli
                                  --      the workers that take tasks (not draining, not marked unreachable): being in it
                                  --      is what "active" means, so a worker in it has no drain request and no
                                  --      unreachable mark (the heartbeat reads neither for it)
-local workersKey = KEYS[2]       -- HASH worker -> max parallelism: every registered worker is in it
+local workersKey = KEYS[2]       -- HASH worker -> max parallelism: every registered worker is in it; and
+                                 --      "<worker>|held" -> the leases it held at its last heartbeat (what it runs)
 local inflightKey = KEYS[3]      -- HASH worker -> its leases (reserved and not yet released), for a worker out of
                                  --      `free` only: one in `free` has capacity - its free slots (so a lease
                                  --      costs no write here)
@@ -81,7 +82,7 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
   local newCapacity, newFree = 0, 0
   if capacity == nil then
     redis.call('ZREM', freeKey, worker)
-    redis.call('HDEL', workersKey, worker)
+    redis.call('HDEL', workersKey, worker, worker .. '|held')
     redis.call('HDEL', inflightKey, worker)
     redis.call('HDEL', addressKey, worker)
     redis.call('ZREM', heartbeatKey, worker)

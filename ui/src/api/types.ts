@@ -21,9 +21,18 @@ export interface ClusterSummary {
   free: number;
   leases: number;
   waitingBalancers: number;
-  /** Over the last 30 s. */
+  /** Workers' latest reports plus the balancers' errors. */
   tasksPerSecond?: number;
+  /** On the workers, and in the balancers before any worker ran them. */
   errorsPerSecond?: number;
+  /** Tasks the balancers failed before any worker ran them (deadline passed in the queue, queue full, shed...), per second. */
+  balancerErrorsPerSecond?: number;
+  /** The same by integration and HR_ERR_* code, the most first. */
+  balancerErrors?: { integration: string; code: string; perSecond: number }[];
+  /** Tasks the workers held (queued or running) at their last heartbeats. */
+  heldByWorkers?: number;
+  /** inFlight minus heldByWorkers: slots the ledger counts that the workers do not run. */
+  ledgerDriftSlots?: number;
 }
 
 export interface QueueDepth {
@@ -75,6 +84,10 @@ export interface WorkerSummary {
   /** Balancers skip it until then (they could not connect to it); null when not marked. */
   unreachableUntilUnixMs: number | null;
   lastHeartbeatUnixMs: number;
+  /** Tasks it held (queued or running) at its last heartbeat; null when it did not say. */
+  heldAtHeartbeat?: number | null;
+  /** inFlight minus heldAtHeartbeat; null when it did not say. */
+  ledgerDriftSlots?: number | null;
   stats?: WorkerStats | null;
 }
 

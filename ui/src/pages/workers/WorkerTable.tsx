@@ -77,9 +77,28 @@ function SelfProtectionTag({ protection }: { protection: NonNullable<WorkerSumma
   );
 }
 
+/**
+ * The ledger counts more (or fewer) slots in use on the worker than it held at its last heartbeat.
+ * A few are tasks on their way; more is the ledger's error, which its next heartbeats correct.
+ */
+function LedgerDriftTag({ worker, nowUnixMs }: { worker: WorkerSummary; nowUnixMs: number }) {
+  const drift = worker.ledgerDriftSlots;
+  if (!drift) return null;
+  const title =
+    `The ledger counts ${worker.inFlight} slots in use on this worker; it held ${worker.heldAtHeartbeat ?? '?'} tasks at its last heartbeat (${formatAgo(worker.lastHeartbeatUnixMs, nowUnixMs)}). ` +
+    'Tasks on their way to it, or answered with their release on the way back, account for a few; the rest is an error of the ledger, which its next heartbeats correct.';
+  return (
+    <span className="tag tag-warning" title={title}>
+      ledger drift {drift > 0 ? '+' : '−'}
+      {Math.abs(drift)}
+    </span>
+  );
+}
+
 function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onProfile }: { worker: WorkerSummary; nowUnixMs: number } & Actions) {
   const stats = worker.stats ?? undefined;
-  const used = worker.maxParallelism - worker.free;
+  // The ledger's count, even past the max: the drift tag says why it is more than the worker runs.
+  const used = worker.inFlight;
   const unreachable = worker.unreachableUntilUnixMs !== null;
   return (
     <tr className={worker.draining || unreachable ? 'row-muted' : undefined}>
@@ -93,6 +112,7 @@ function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onP
             unreachable
           </span>
         )}
+        <LedgerDriftTag worker={worker} nowUnixMs={nowUnixMs} />
       </th>
       <td>{worker.cluster}</td>
       <td>

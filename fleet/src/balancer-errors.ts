@@ -1,0 +1,142 @@
+import type { RedisConnection } from './redis';
+import { LedgerUnavailableError } from './errors';
+import { latencyKeys, type LatencyKeys } from './keys';
+import { latencyDefaults, slotStartOf, slotStartsWithin } from './time-slots';
+
+/**
+ * Tasks the balancers failed before any worker ran them: their deadline passed in the queue, the
+ * queue was full, they were shed, no worker took them. Workers count the tasks that fail on them;
+ * nobody else would count these, and a cluster whose tasks all expire in the queue would look
+ * idle and healthy. They are counted per time slot in Redis, in the slots of the latency
+ * summaries, by cluster, integration and HR_ERR_* code.
+ */
+export interface BalancerErrorCount {
+  cluster: string;
+  integration: string;
+  code: string;
+  count: number;
+}
+
+export interface BalancerErrorRecorderOptions {
+  keyPrefix: string;
+  slotMs?: number;
+  retentionMs?: number;
+  /** Slots kept in memory while Redis cannot be reached; older ones are dropped (counted). @default 60 */
+  maxPendingSlots?: number;
+}
+
+/** What separates cluster, integration and code in a field: none of them holds it. */
+const separator = '\t';
+
+/**
+ * A balancer's side: counts in memory, adds to Redis on flush(). Bounded by slots pending x
+ * clusters x integrations (the caller bounds those) x codes.
+ */
+export class BalancerErrorRecorder {
+  private readonly pending = new Map<number, Map<string, number>>();
+  private readonly slotMs: number;
+  private readonly retentionMs: number;
+  private readonly maxPendingSlots: number;
+  private readonly keys: LatencyKeys;
+  /** Errors dropped because Redis was away for longer than maxPendingSlots slots. */
+  dropped = 0;
+
+  constructor(
+    private readonly redis: RedisConnection,
+    options: BalancerErrorRecorderOptions,
+  ) {
+    this.slotMs = options.slotMs ?? latencyDefaults.slotMs;
+    this.retentionMs = options.retentionMs ?? latencyDefaults.retentionMs;
+    this.maxPendingSlots = options.maxPendingSlots ?? 60;
+    this.keys = latencyKeys(options.keyPrefix);
+  }
+
+  record(cluster: string, integration: string, code: string, atUnixMs = Date.now()): void {
+    this.add(slotStartOf(atUnixMs, this.slotMs), [cluster, integration, code].join(separator), 1);
+  }
+
+  /** Adds what was counted to Redis; on failure keeps it for the next flush. */
+  async flush(): Promise<void> {
+    if (this.pending.size === 0) return;
+    const batch = [...this.pending];
+    this.pending.clear();
+    const transaction = this.redis.multi();
+    for (const [slot, counts] of batch) {
+      const key = this.keys.balancerErrorSlot(slot);
+      for (const [field, count] of counts) transaction.hincrby(key, field, count);
+      transaction.pexpire(key, this.retentionMs + this.slotMs);
+    }
+    try {
+      const results = await transaction.exec();
+      if (!results) throw new Error('transaction aborted');
+      for (const [error] of results) if (error) throw error;
+    } catch (error) {
+      // MULTI/EXEC: none of it was applied. Put it back (added to what came meanwhile).
+      for (const [slot, counts] of batch) for (const [field, count] of counts) this.add(slot, field, count);
+      throw new LedgerUnavailableError('balancer errors flush', error);
+    }
+  }
+
+  private add(slot: number, field: string, count: number): void {
+    let counts = this.pending.get(slot);
+    if (!counts) {
+      counts = new Map();
+      this.pending.set(slot, counts);
+      while (this.pending.size > this.maxPendingSlots) {
+        const oldest = Math.min(...this.pending.keys());
+        for (const dropped of this.pending.get(oldest)!.values()) this.dropped += dropped;
+        this.pending.delete(oldest);
+      }
+    }
+    counts.set(field, (counts.get(field) ?? 0) + count);
+  }
+}
+
+/** The counts of one slot's hash; fields of another shape are skipped. */
+export function parseBalancerErrors(fields: Record<string, string>): BalancerErrorCount[] {
+  const counts: BalancerErrorCount[] = [];
+  for (const [field, value] of Object.entries(fields)) {
+    const [cluster, integration, code, ...rest] = field.split(separator);
+    const count = Number(value);
+    if (cluster === undefined || integration === undefined || code === undefined || rest.length > 0 || !(count > 0)) continue;
+    counts.push({ cluster, integration, code, count });
+  }
+  return counts;
+}
+
+export interface BalancerErrorRates {
+  /** The time the counts cover: from the start of the oldest slot read to now. */
+  seconds: number;
+  /** Summed over the slots, by cluster, integration and code. */
+  counts: BalancerErrorCount[];
+}
+
+/**
+ * The balancers' errors of the slots that overlap the last `windowMs` (so between windowMs and
+ * windowMs + one slot), and the time they cover: a rate is count / seconds.
+ */
+export async function readBalancerErrors(redis: RedisConnection, keyPrefix: string, windowMs: number, options: { slotMs?: number; nowUnixMs?: number } = {}): Promise<BalancerErrorRates> {
+  const slotMs = options.slotMs ?? latencyDefaults.slotMs;
+  const now = options.nowUnixMs ?? Date.now();
+  const keys = latencyKeys(keyPrefix);
+  const starts = slotStartsWithin(windowMs, now, slotMs);
+  let slots: Record<string, string>[];
+  try {
+    const pipeline = redis.pipeline();
+    for (const start of starts) pipeline.hgetall(keys.balancerErrorSlot(start));
+    slots = ((await pipeline.exec()) ?? []).map(([error, value]) => {
+      if (error) throw error;
+      return value as Record<string, string>;
+    });
+  } catch (error) {
+    throw new LedgerUnavailableError('balancer errors read', error);
+  }
+  const summed = new Map<string, BalancerErrorCount>();
+  for (const entry of slots.flatMap(parseBalancerErrors)) {
+    const id = [entry.cluster, entry.integration, entry.code].join(separator);
+    const known = summed.get(id);
+    if (known) known.count += entry.count;
+    else summed.set(id, { ...entry });
+  }
+  return { seconds: Math.max(0.001, (now - starts[0]!) / 1000), counts: [...summed.values()] };
+}
