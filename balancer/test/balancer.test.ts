@@ -18,7 +18,7 @@ test('a task runs on a worker and the answer says where and how', async (t) => {
   assert.ok(result.response.placement!.queueWaitMs >= 0);
   assert.match(
     await worker.registry.metrics(),
-    /^headroom_worker_task_duration_seconds_count\{cluster="baseline",integration="echo",max_parallelism="1",outcome="ok"\} 1$/m,
+    /^headroom_worker_task_duration_seconds_count\{cluster="baseline",integration="echo",outcome="ok"\} 1$/m,
   );
   // The slot is back once the worker released it.
   await eventually('slot released', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 1 ? true : undefined));
