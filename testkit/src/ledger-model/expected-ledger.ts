@@ -1,0 +1,135 @@
+import type { NoSlotReason } from '@headroom/fleet';
+import type { ClockSpan } from './clock';
+
+/** A lease record as the ledger's contract says it holds one (fleet/lua/heartbeat-12.lua). */
+interface ExpectedRecord {
+  /** When the reservation ran; 'restored' for a record a heartbeat wrote back (dated 0: old at once). */
+  reservedAt: ClockSpan | 'restored';
+}
+
+export interface ExpectedWorker {
+  capacity: number;
+  /** Lease id -> record: one per slot counted in flight. */
+  readonly records: Map<string, ExpectedRecord>;
+  /** When its last heartbeat ran (the sweep's measure). */
+  lastHeartbeat: ClockSpan;
+}
+
+export type ExpectedReservation = { ok: true; freeSlots: number; workerIds: string[] } | { ok: false; reason: NoSlotReason };
+
+/** What the ledger must decide of each record a heartbeat does not hold, and of each worker at a sweep. */
+export interface Verdicts {
+  removed: string[];
+  /** Redis's clock at the script fell within the span of the deadline: either outcome is right, the test reads which. */
+  undecided: string[];
+}
+
+export interface ExpectedLedgerOptions {
+  keptForUserPresentShare: number;
+  dispatchGraceMs: number;
+  sweepAfterMs: number;
+}
+
+/**
+ * The ledger as its contract says it must be, kept without Redis: a worker's count is its lease
+ * records; a reservation adds one on the least-loaded worker; a release removes its own (once);
+ * a heartbeat drops the records its worker does not hold that are dispatchGraceMs old (or were
+ * written back), writes back held ones that are missing, and registers the worker; a sweep
+ * removes workers silent for sweepAfterMs, with their records.
+ */
+export class ExpectedLedger {
+  readonly workers = new Map<string, ExpectedWorker>();
+
+  constructor(private readonly options: ExpectedLedgerOptions) {}
+
+  inflight(workerId: string): number {
+    return this.workers.get(workerId)?.records.size ?? 0;
+  }
+
+  /** Sums over the workers that take tasks (every registered one here), free counted as >= 0. */
+  totals(): { capacity: number; free: number; leases: number } {
+    let capacity = 0;
+    let free = 0;
+    let leases = 0;
+    for (const worker of this.workers.values()) {
+      capacity += worker.capacity;
+      free += Math.max(0, worker.capacity - worker.records.size);
+      leases += worker.records.size;
+    }
+    return { capacity, free, leases };
+  }
+
+  /** The answer a reservation must get now (settle-12.lua: priority rules, then the most free slots). */
+  reservation(priority: 'user' | 'background'): ExpectedReservation {
+    if (priority === 'background') {
+      const totals = this.totals();
+      const kept = Math.min(Math.ceil(this.options.keptForUserPresentShare * totals.capacity), Math.max(0, totals.capacity - 1));
+      if (totals.free - 1 < kept) return { ok: false, reason: totals.capacity === 0 ? 'no-workers' : totals.free <= 0 ? 'full' : 'kept-for-user-present' };
+    }
+    if (this.workers.size === 0) return { ok: false, reason: 'no-workers' };
+    const freeById = [...this.workers].map(([id, w]) => [id, w.capacity - w.records.size] as const);
+    const most = Math.max(...freeById.map(([, free]) => free));
+    if (most < 1) return { ok: false, reason: 'full' };
+    return { ok: true, freeSlots: most, workerIds: freeById.filter(([, free]) => free === most).map(([id]) => id) };
+  }
+
+  reserve(workerId: string, leaseId: string, span: ClockSpan): void {
+    this.workers.get(workerId)!.records.set(leaseId, { reservedAt: span });
+  }
+
+  /** Ends a lease; whether it was still counted (the answer Ledger.release must give). */
+  release(leaseId: string): boolean {
+    return this.workers.get(workerOfLease(leaseId))?.records.delete(leaseId) ?? false;
+  }
+
+  /** Which records a heartbeat that ran in `span`, holding `heldLeaseIds`, must drop. */
+  heartbeatVerdicts(workerId: string, heldLeaseIds: readonly string[], span: ClockSpan): Verdicts {
+    const verdicts: Verdicts = { removed: [], undecided: [] };
+    const held = new Set(heldLeaseIds);
+    for (const [leaseId, record] of this.workers.get(workerId)?.records ?? []) {
+      if (held.has(leaseId)) continue;
+      // Kept while reserved after (its heartbeat's time - the grace); written-back records never are.
+      if (record.reservedAt === 'restored' || record.reservedAt.toMs <= span.fromMs - this.options.dispatchGraceMs) verdicts.removed.push(leaseId);
+      else if (record.reservedAt.fromMs <= span.toMs - this.options.dispatchGraceMs) verdicts.undecided.push(leaseId);
+    }
+    return verdicts;
+  }
+
+  /** Applies a heartbeat: `removed` are the records it dropped. What a HeartbeatReply must say of it. */
+  heartbeat(workerId: string, capacity: number, heldLeaseIds: readonly string[], span: ClockSpan, removed: readonly string[]): { inflight: number; dropped: number; restored: number } {
+    let worker = this.workers.get(workerId);
+    if (!worker) {
+      worker = { capacity, records: new Map(), lastHeartbeat: span };
+      this.workers.set(workerId, worker);
+    }
+    for (const leaseId of removed) worker.records.delete(leaseId);
+    let restored = 0;
+    for (const leaseId of heldLeaseIds) {
+      if (worker.records.has(leaseId)) continue;
+      worker.records.set(leaseId, { reservedAt: 'restored' });
+      restored++;
+    }
+    worker.capacity = capacity;
+    worker.lastHeartbeat = span;
+    return { inflight: worker.records.size, dropped: removed.length, restored };
+  }
+
+  /** Which workers a sweep that ran in `span` must remove. */
+  sweepVerdicts(span: ClockSpan): Verdicts {
+    const verdicts: Verdicts = { removed: [], undecided: [] };
+    for (const [workerId, worker] of this.workers) {
+      if (worker.lastHeartbeat.toMs <= span.fromMs - this.options.sweepAfterMs) verdicts.removed.push(workerId);
+      else if (worker.lastHeartbeat.fromMs <= span.toMs - this.options.sweepAfterMs) verdicts.undecided.push(workerId);
+    }
+    return verdicts;
+  }
+
+  remove(workerId: string): void {
+    this.workers.delete(workerId);
+  }
+}
+
+/** A lease id is "<worker>|<nonce>" (settle-12.lua). */
+export function workerOfLease(leaseId: string): string {
+  return leaseId.slice(0, leaseId.indexOf('|'));
+}
