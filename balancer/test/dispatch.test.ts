@@ -42,7 +42,12 @@ async function setup(
     {
       admission,
       workers,
-      reachability: { connectFailed: (_cluster, workerId) => reachability.failed.push(workerId), answered: (_cluster, workerId) => reachability.answered.push(workerId) },
+      reports: {
+        dispatchEnded: (_cluster, workerId, _address, _integration, outcome) => {
+          if (outcome.kind === 'not-started' && outcome.unreachable) reachability.failed.push(workerId);
+          else if (outcome.kind === 'done' || outcome.kind === 'not-started') reachability.answered.push(workerId);
+        },
+      },
       router: { chooseCluster: options.chooseCluster ?? (() => options.cluster) },
       override,
       metrics,
