@@ -36,6 +36,8 @@ export interface DispatcherOptions {
 
 export interface DispatcherDependencies {
   admission: Admission;
+  /** Workers the balancer knows in a cluster: once a task was refused by as many for want of a handler, none can run it. */
+  workerCount(cluster: string): number;
   workers: WorkerCalls;
   reports: DispatchReports;
   /** The cluster choice when no rollback covers the task (flags or the static split). */
@@ -126,6 +128,10 @@ export class Dispatcher {
           }
           case 'not-started':
             skipWorkerIds.push(lease.workerId);
+            // Waiting would not help a task no worker left has a handler for: say so now, as not run.
+            if (outcome.code === balancerErrorCodes.noHandler && skipWorkerIds.length >= this.deps.workerCount(cluster)) {
+              return { ok: false, cluster, error: new HeadroomError(balancerErrorCodes.noHandler, `no worker of cluster ${cluster} took integration ${JSON.stringify(task.integration)}: the last said "${outcome.message}"; the task did not run`) };
+            }
             this.countRetry(outcome.unreachable ? 'unreachable' : 'refused');
             this.deps.logger.debug({ workerId: lease.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
             attempt++;

@@ -160,7 +160,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     config,
     {
       markUnreachable: (cluster, workerId, forMs, maxMarkedShare, reason) => ledger.markUnreachable(cluster, workerId, forMs, maxMarkedShare, reason),
-      clearUnreachable: (cluster, workerId) => ledger.clearUnreachable(cluster, workerId),
+      clearEjection: (cluster, workerId, markedUntilMs) => ledger.clearEjection(cluster, workerId, markedUntilMs),
       checkHealth: workerHealthCheck(workerSecurity),
       addressOf: (cluster, workerId) => directory.workers(cluster).find((w) => w.workerId === workerId)?.address,
       setTimer: processTimer,
@@ -186,7 +186,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       });
     },
   });
-  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workers: workerCalls, reports: ejection, router, override, metrics, logger });
+  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workerCount: (cluster) => directory.workers(cluster).length, workers: workerCalls, reports: ejection, router, override, metrics, logger });
 
   let sweepTimer: NodeJS.Timeout | undefined;
   const stopAll = async () => {

@@ -24,7 +24,8 @@ export type HealthCheckResult = { healthy: true } | { healthy: false; reason: st
  */
 export interface EjectionHelper {
   markUnreachable(cluster: string, workerId: string, forMs: number, maxMarkedShare: number, reason: EjectionReason): Promise<UnreachableMark>;
-  clearUnreachable(cluster: string, workerId: string): Promise<boolean>;
+  /** Ends the mark this balancer made (ending at `markedUntilMs`), unless another balancer renewed it since ('kept'). */
+  clearEjection(cluster: string, workerId: string, markedUntilMs: number): Promise<'cleared' | 'kept' | 'not-registered'>;
   checkHealth(address: string, timeoutMs: number): Promise<HealthCheckResult>;
   /** The worker's address now; undefined once it left the cluster. */
   addressOf(cluster: string, workerId: string): string | undefined;
@@ -59,6 +60,8 @@ interface Followed {
   ejectionsInARow: number;
   /** Why it is (or was last) ejected. */
   reason: EjectionReason;
+  /** The end of its mark in the ledger, as this balancer's last mark answered (Redis's clock). */
+  markedUntilMs: number;
   /** watching: counting failures; marking: the ledger call is under way; ejected: waiting for the back-off to end; checking: health check under way. */
   state: 'watching' | 'marking' | 'ejected' | 'checking';
   timer: { cancel(): void } | undefined;
@@ -167,7 +170,7 @@ export class WorkerEjection {
       if (!oldest) return undefined;
       this.forget(oldest[0]);
     }
-    followed = { cluster, workerId, address, consecutiveFailures: 0, lastError: '', ejectionsInARow: 0, reason: 'unreachable', state: 'watching', timer: undefined };
+    followed = { cluster, workerId, address, consecutiveFailures: 0, lastError: '', ejectionsInARow: 0, reason: 'unreachable', markedUntilMs: 0, state: 'watching', timer: undefined };
     this.followed.set(key, followed);
     return followed;
   }
@@ -213,6 +216,7 @@ export class WorkerEjection {
       return this.notEjected(followed);
     }
     const again = followed.ejectionsInARow > 0;
+    followed.markedUntilMs = mark.untilMs;
     followed.ejectionsInARow++;
     followed.state = 'ejected';
     this.ejections++;
@@ -231,7 +235,7 @@ export class WorkerEjection {
     if (!this.isCurrent(followed)) return;
     followed.timer = undefined;
     followed.state = 'checking';
-    if (!(await this.clearMark(followed))) return;
+    if ((await this.clearMark(followed)) !== 'cleared') return;
     this.deps.returned.inc({ cluster: followed.cluster, reason: 'failing', return: 'backoff' });
     this.deps.logger.info(
       { cluster: followed.cluster, workerId: followed.workerId, address: followed.address, reason: 'failing', return: 'backoff', ejectionsInARow: followed.ejectionsInARow },
@@ -254,25 +258,34 @@ export class WorkerEjection {
       followed.lastError = result.reason;
       return this.eject(followed, 'unreachable');
     }
-    if (!(await this.clearMark(followed))) return;
+    if ((await this.clearMark(followed)) !== 'cleared') return;
     this.deps.returned.inc({ cluster, reason: 'unreachable', return: 'probe' });
     this.deps.logger.info({ cluster, workerId, address, reason: 'unreachable', return: 'probe' }, 'ejected worker is back: its health check passed');
     this.watchAgain(followed);
   }
 
-  /** Ends the worker's mark in the ledger; false when the worker is gone (it is then forgotten here). */
-  private async clearMark(followed: Followed): Promise<boolean> {
+  /**
+   * Ends this balancer's mark in the ledger. 'kept': another balancer renewed it since (it ends
+   * it itself), so this one only watches again; 'gone': the worker left, or this balancer closed.
+   */
+  private async clearMark(followed: Followed): Promise<'cleared' | 'kept' | 'gone'> {
     const { cluster, workerId } = followed;
     try {
-      if (!(await this.helper.clearUnreachable(cluster, workerId))) {
+      const result = await this.helper.clearEjection(cluster, workerId, followed.markedUntilMs);
+      if (result === 'not-registered') {
         this.forget(keyOf(cluster, workerId));
-        return false;
+        return 'gone';
+      }
+      if (result === 'kept' && this.isCurrent(followed)) {
+        this.deps.logger.debug({ cluster, workerId, reason: followed.reason }, 'ejection mark kept: another balancer renewed it, and ends it');
+        this.watchAgain(followed);
+        return 'kept';
       }
     } catch (error) {
       // The mark ends on its own shortly (it outlasts the back-off by little).
       this.deps.logger.debug({ err: error, cluster, workerId }, 'could not clear the ejection mark; it expires');
     }
-    return this.isCurrent(followed);
+    return this.isCurrent(followed) ? 'cleared' : 'gone';
   }
 
   /** The ledger did not take the mark: watch again, and for a failing worker count a fresh window (else every failure would ask again). */

@@ -30,6 +30,7 @@ function setUp(overrides: Partial<WorkerEjectionOptions> = {}, failureOverrides:
     health: { healthy: false, reason: 'UNAVAILABLE: No connection established' } as HealthCheckResult,
     mark: { result: 'marked', untilMs: 1 } as UnreachableMark | Error,
     healthGate: undefined as Promise<void> | undefined,
+    clear: 'cleared' as 'cleared' | 'kept' | 'not-registered',
   };
   const helper: EjectionHelper = {
     markUnreachable: async (cluster, workerId, forMs, share, reason) => {
@@ -37,9 +38,9 @@ function setUp(overrides: Partial<WorkerEjectionOptions> = {}, failureOverrides:
       if (state.mark instanceof Error) throw state.mark;
       return state.mark;
     },
-    clearUnreachable: async (cluster, workerId) => {
-      calls.push(`clear ${cluster}/${workerId}`);
-      return true;
+    clearEjection: async (cluster, workerId, markedUntilMs) => {
+      calls.push(`clear ${cluster}/${workerId}${markedUntilMs === 1 ? '' : ` until ${markedUntilMs}`}`);
+      return state.clear;
     },
     checkHealth: async (address, timeoutMs) => {
       calls.push(`check ${address} within ${timeoutMs} ms`);
@@ -302,4 +303,19 @@ test('when the ledger refuses a failing mark (too many marked), the worker needs
   await answer('w1', 'bank-a', 1, 1);
   assert.equal(calls.length, 2);
   assert.equal(await ejectedCount('failing'), 0);
+});
+
+test("a mark another balancer renewed since is kept when this one's back-off ends: it only watches again, and does not count a return", async () => {
+  const { ejection, calls, state, returnedCount, endBackoff, answer } = setUp();
+  state.mark = { result: 'marked', untilMs: 5000 };
+  await answer('w2', 'bank-a', 20, 0);
+  await answer('w1', 'bank-a', 10, 10);
+  state.clear = 'kept';
+  await endBackoff();
+  assert.deepEqual(calls, ['mark c/w1 for 1400 ms, share 0.5, failing', 'clear c/w1 until 5000'], 'it clears only the mark it made');
+  assert.equal(await returnedCount({ reason: 'failing', return: 'backoff' }), 0);
+  assert.deepEqual(ejection.ejectedWorkers(), []);
+  // Watching again: failing on, it is ejected again for twice as long.
+  await answer('w1', 'bank-a', 10, 10);
+  assert.equal(calls.at(-1), 'mark c/w1 for 2400 ms, share 0.5, failing');
 });

@@ -276,6 +276,16 @@ export class Ledger {
     return { result: 'not-registered' };
   }
 
+  /**
+   * Ends the mark this process made (`markedUntilMs`, as markUnreachable answered), unless another
+   * process renewed it since (a later end): 'kept', for that one to end. The worker then takes
+   * tasks again unless draining.
+   */
+  async clearEjection(cluster: string, workerId: string, markedUntilMs: number): Promise<'cleared' | 'kept' | 'not-registered'> {
+    const reply = (await this.run('unreachable', cluster, [workerId, 0, 1, markedUntilMs])) as [string];
+    return reply[0] === 'cleared' || reply[0] === 'kept' ? reply[0] : 'not-registered';
+  }
+
   /** Ends a worker's unreachable mark (a health check passed): it takes tasks again unless draining. False if it is not registered. */
   async clearUnreachable(cluster: string, workerId: string): Promise<boolean> {
     const reply = (await this.run('unreachable', cluster, [workerId, 0, 1])) as [string];
