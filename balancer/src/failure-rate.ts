@@ -144,8 +144,12 @@ export class FailureRate {
     return this.untrackedCount;
   }
 
-  /** Counts one outcome and says what it makes of the worker on that integration. */
-  record(cluster: string, workerId: string, integration: string, failed: boolean, nowMs: number): FailureVerdict {
+  /**
+   * Counts one outcome and says what it makes of the worker on that integration. A worker `onProbation`
+   * (back from an ejection for failing) is judged on half the minimum of its own tasks: it is
+   * the freest worker when it returns, so least-loaded sends it nearly every task until judged.
+   */
+  record(cluster: string, workerId: string, integration: string, failed: boolean, nowMs: number, onProbation = false): FailureVerdict {
     if (this.options.minTasks === 0) return { kind: 'unknown' };
     const bucket = Math.floor(nowMs / this.bucketMs);
     if (bucket - this.lastSweepBucket >= bucketsPerWindow) this.sweep(bucket);
@@ -156,7 +160,8 @@ export class FailureRate {
     }
     counts.worker.add(bucket, 1, failed ? 1 : 0);
     counts.integration.total.add(bucket, 1, failed ? 1 : 0);
-    return this.judge(counts.worker.sum(bucket), counts.integration.total.sum(bucket), integration);
+    const minWorkerTasks = onProbation ? Math.ceil(this.options.minTasks / 2) : this.options.minTasks;
+    return this.judge(counts.worker.sum(bucket), counts.integration.total.sum(bucket), integration, minWorkerTasks);
   }
 
   /** Drops a worker's counts (it was ejected, or left): when it comes back it is judged on what it does then. */
@@ -172,12 +177,12 @@ export class FailureRate {
     }
   }
 
-  private judge(worker: { tasks: number; failures: number }, all: { tasks: number; failures: number }, integration: string): FailureVerdict {
+  private judge(worker: { tasks: number; failures: number }, all: { tasks: number; failures: number }, integration: string, minWorkerTasks: number): FailureVerdict {
     const { minTasks, shareAbovePeers } = this.options;
     const peerTasks = all.tasks - worker.tasks;
     const peerFailures = all.failures - worker.failures;
     // Envoy's minimum request volume, on both sides: without peers' tasks an outage and a bad worker look alike.
-    if (worker.tasks < minTasks || peerTasks < minTasks) return { kind: 'unknown' };
+    if (worker.tasks < minWorkerTasks || peerTasks < minTasks) return { kind: 'unknown' };
     const aboveShare = worker.failures / worker.tasks - peerFailures / peerTasks;
     if (aboveShare < shareAbovePeers) return { kind: 'in-line' };
     return { kind: 'outlier', integration, tasks: worker.tasks, failures: worker.failures, peerTasks, peerFailures };

@@ -108,7 +108,9 @@ export class WorkerEjection {
     if (outcome.kind === 'done' || outcome.kind === 'not-started') this.answered(cluster, workerId);
     const failed = countsAsFailure(outcome);
     if (failed === undefined || this.closed) return;
-    const verdict = this.deps.failureRate.record(cluster, workerId, integration, failed, this.helper.nowMs());
+    const known = this.followed.get(keyOf(cluster, workerId));
+    const onProbation = known?.state === 'watching' && known.reason === 'failing' && known.ejectionsInARow > 0;
+    const verdict = this.deps.failureRate.record(cluster, workerId, integration, failed, this.helper.nowMs(), onProbation);
     if (verdict.kind === 'in-line' && !failed) this.performedWell(cluster, workerId);
     if (verdict.kind !== 'outlier') return;
     const followed = this.follow(cluster, workerId, address);

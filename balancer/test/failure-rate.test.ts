@@ -39,6 +39,11 @@ test('an outlier needs the minimum volume on both sides and a failure share far 
   assert.equal(record(rate, 'w2', 'a', 9, 0, 0).kind, 'unknown', 'below the minimum');
   assert.equal(record(rate, 'w2', 'a', 1, 0, 0).kind, 'in-line');
   assert.deepEqual(record(rate, 'w1', 'a', 1, 1, 0), { kind: 'outlier', integration: 'a', tasks: 21, failures: 21, peerTasks: 10, peerFailures: 0 });
+  // On probation (back from an ejection for failing), half the minimum of its own tasks will do.
+  const probation = new FailureRate(options);
+  record(probation, 'w2', 'a', 10, 0, 0);
+  assert.equal(record(probation, 'w1', 'a', 4, 4, 0).kind, 'unknown');
+  assert.equal(probation.record('c', 'w1', 'a', true, 0, true).kind, 'outlier');
   // 40% above its peers is not enough at 0.5.
   const mild = new FailureRate(options);
   record(mild, 'w2', 'a', 20, 2, 0);

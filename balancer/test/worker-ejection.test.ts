@@ -255,9 +255,9 @@ test('a failing worker comes back when its back-off ends (return=backoff, no hea
   assert.ok(back);
   assert.deepEqual([back.reason, back.return], ['failing', 'backoff']);
   assert.deepEqual(ejection.ejectedWorkers(), []);
-  // Judged afresh: its failures before the ejection were forgotten, so it takes the minimum volume again.
+  // Judged afresh: its failures before the ejection were forgotten; on probation it takes half the minimum volume.
   await answer('w2', 'bank-a', 10, 0);
-  await answer('w1', 'bank-a', 9, 9);
+  await answer('w1', 'bank-a', 4, 4);
   assert.equal(calls.length, 2);
   await answer('w1', 'bank-a', 1, 1);
   assert.equal(calls.at(-1), 'mark c/w1 for 2400 ms, share 0.5, failing');

@@ -1,4 +1,4 @@
-import type { ClusterSnapshot, Ledger, WorkerReport, WorkerReports } from '@headroom/fleet';
+import type { ClusterSnapshot, EjectionReason, Ledger, WorkerReport, WorkerReports } from '@headroom/fleet';
 
 export type ClusterRole = 'baseline' | 'candidate';
 
@@ -30,6 +30,8 @@ export interface WorkerSummary {
   draining: boolean;
   /** Balancers could not connect to it: none sends it a task until then (or until a health check passes); null when not marked. */
   unreachableUntilUnixMs: number | null;
+  /** Why balancers skip it: 'unreachable' (they could not connect to it) or 'failing' (it failed far more than the other workers on an integration); null when not marked. */
+  ejectedReason: EjectionReason | null;
   lastHeartbeatUnixMs: number;
   /** Its latest report: heap, GC, event loop, latency; null until it sent one. */
   stats: WorkerReport | null;
@@ -70,6 +72,7 @@ export class FleetView {
         free: Math.max(0, w.freeSlots),
         draining: w.draining,
         unreachableUntilUnixMs: w.unreachableUntilMs,
+        ejectedReason: w.ejectedReason,
         lastHeartbeatUnixMs: w.lastHeartbeatMs,
         stats: reports.get(w.workerId) ?? null,
       })),

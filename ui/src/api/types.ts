@@ -72,8 +72,10 @@ export interface WorkerSummary {
   inFlight: number;
   free: number;
   draining: boolean;
-  /** Balancers skip it until then (they could not connect to it); null when not marked. */
+  /** Balancers skip it until then (ejected: see ejectedReason); null when not marked. */
   unreachableUntilUnixMs: number | null;
+  /** Why balancers skip it: they could not connect to it, or it failed far more than the other workers; null when not marked. */
+  ejectedReason: 'unreachable' | 'failing' | null;
   lastHeartbeatUnixMs: number;
   stats?: WorkerStats | null;
 }
