@@ -56,7 +56,10 @@ function watchMarks(stack: FaultStack, cluster: string, everyMs: number, maxMs: 
   };
 }
 
-/** More tasks at once than the fleet has slots, so the invariant's "some worker was full" can hold after a case run at half load. */
+/**
+ * More tasks at once than the fleet has slots, so the invariant's "some worker was full" can hold
+ * after a case run at half load (user-present: background tasks leave the slots kept for them).
+ */
 async function burst(stack: FaultStack, log: TaskLog, tasks: number, taskFor: () => Task): Promise<void> {
   await Promise.all(Array.from({ length: tasks }, (_, i) => log.submit(stack.balancers[i % stack.balancers.length]!, taskFor())));
 }
@@ -92,7 +95,7 @@ test('a worker that fails fast is ejected by every balancer: after the first 10 
   await load.stop();
   await marks.stop();
   const measured = [...log.submissions];
-  await burst(stack, log, 3 * slotsPerWorker + 6, () => demoTask({ sleepMs: 600, integration: 'bank-a' }));
+  await burst(stack, log, 3 * slotsPerWorker + 6, () => demoTask({ sleepMs: 600, integration: 'bank-a', priority: 'USER_PRESENT' }));
 
   const early = measured.filter((s) => s.submittedAtMs < loadStartedAtMs + settleMs);
   const late = measured.filter((s) => s.submittedAtMs >= loadStartedAtMs + settleMs);
