@@ -75,8 +75,26 @@ export const balancerOptionsSchema = z
     maxEjectionBackoffMs: settings.positiveInt(24 * 3600_000).default(300_000),
     /** Longest the health check of a marked worker may take (grpc.health.v1 Check). @default 1000 */
     healthCheckTimeoutMs: settings.positiveInt(60_000).default(1000),
-    /** Most workers of a cluster marked unreachable at once, as a share of its workers (at least one): a balancer whose own network fails does not empty the cluster. @default 0.5 */
+    /** Most workers of a cluster ejected at once, for either reason, as a share of its workers (at least one): a balancer whose own network fails does not empty the cluster. @default 0.5 */
     maxEjectedShare: settings.share().default(0.5),
+    /**
+     * Ejection by failure rate: tasks of one integration a worker must have had within
+     * ejectFailureWindowMs, and the other workers together, before its failures are compared
+     * with theirs; 0 never ejects for failures. @default 10
+     */
+    ejectFailureMinTasks: settings.nonNegativeInt(1_000_000).default(10),
+    /** How far back a worker's task outcomes count for ejection by failure rate. @default 10000 */
+    ejectFailureWindowMs: settings.positiveInt(600_000).default(10_000),
+    /**
+     * A worker is ejected as failing when its share of failed tasks on an integration is at least
+     * this much above the other workers' share on the same integration (an outage that fails on
+     * every worker ejects none). @default 0.5
+     */
+    ejectFailureShareAbovePeers: z.coerce
+      .number({ error: 'expected a number above 0 and at most 1' })
+      .gt(0, 'expected a number above 0 and at most 1')
+      .max(1, 'expected a number above 0 and at most 1')
+      .default(0.5),
   })
   .strict()
   .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, { message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs', path: ['defaultTaskTimeoutMs'] })

@@ -15,10 +15,9 @@ export interface WorkerCalls {
   execute(address: string, request: ExecuteRequest, deadlineUnixMs: number, signal: AbortSignal, onStartedOrEnded?: () => void): Promise<DispatchOutcome>;
 }
 
-/** What dispatch learns of a worker's reachability: WorkerEjection in the balancer. */
-export interface ReachabilityReports {
-  connectFailed(cluster: string, workerId: string, address: string, error: string): void;
-  answered(cluster: string, workerId: string): void;
+/** How each call to a worker ended, for the task's integration: WorkerEjection in the balancer (reachability and failure rate). */
+export interface DispatchReports {
+  dispatchEnded(cluster: string, workerId: string, address: string, integration: string, outcome: DispatchOutcome): void;
 }
 
 /** The rollback override as this balancer applied it. */
@@ -37,8 +36,10 @@ export interface DispatcherOptions {
 
 export interface DispatcherDependencies {
   admission: Admission;
+  /** Workers the balancer knows in a cluster: once a task was refused by as many for want of a handler, none can run it. */
+  workerCount(cluster: string): number;
   workers: WorkerCalls;
-  reachability: ReachabilityReports;
+  reports: DispatchReports;
   /** The cluster choice when no rollback covers the task (flags or the static split). */
   router: ClusterRouter;
   override: RollbackOverride;
@@ -131,6 +132,10 @@ export class Dispatcher {
           }
           case 'not-started':
             skipWorkerIds.push(lease.workerId);
+            // Waiting would not help a task no worker left has a handler for: say so now, as not run.
+            if (outcome.code === balancerErrorCodes.noHandler && skipWorkerIds.length >= this.deps.workerCount(cluster)) {
+              return { ok: false, cluster, workerStarted: false, error: new HeadroomError(balancerErrorCodes.noHandler, `no worker of cluster ${cluster} took integration ${JSON.stringify(task.integration)}: the last said "${outcome.message}"; the task did not run`) };
+            }
             this.countRetry(outcome.unreachable ? 'unreachable' : 'refused');
             this.deps.logger.debug({ workerId: lease.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
             attempt++;
@@ -196,8 +201,7 @@ export class Dispatcher {
     const { cluster, workerId, address, leaseId } = lease;
     const settled = cluster === this.options.clusters.candidate ? this.unstartedOnCandidate.begin(task.integration) : undefined;
     const outcome = await this.deps.workers.execute(address, { task, leaseId, cluster, workerId }, task.deadlineUnixMs, signal, settled);
-    if (outcome.kind === 'not-started' && outcome.unreachable) this.deps.reachability.connectFailed(cluster, workerId, address, outcome.message);
-    else if (outcome.kind === 'done' || outcome.kind === 'not-started') this.deps.reachability.answered(cluster, workerId);
+    this.deps.reports.dispatchEnded(cluster, workerId, address, task.integration, outcome);
     if (outcome.kind === 'done') {
       // The worker answered and let go of the lease; the slot is ours to give back (batched).
       void lease.abandon();

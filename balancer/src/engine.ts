@@ -1,5 +1,6 @@
 import * as os from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { Registry } from 'prom-client';
 import { ConfigError, HeadroomError, once, silentLogger, type Logger } from '@headroom/common';
 import { Ledger, maxLeasesWaiting, OverrideStore, overrideCovers, waitUntilReady, type LedgerOptions, type RedisConnection } from '@headroom/fleet';
@@ -21,6 +22,8 @@ import { WorkerCallsH2 } from './worker-calls-h2';
 import { WorkerChannels, type WorkerChannelsOptions } from './worker-channels';
 import { WorkerDirectory } from './worker-directory';
 import { WorkerEjection, processTimer, workerHealthCheck } from './worker-ejection';
+import { FailureRate } from './failure-rate';
+import { createEjectionMetrics } from './ejection-metrics';
 
 /** The balancer's settings the engine uses: all but those of its gRPC server (host, port, tls). */
 export type DispatchEngineConfig = Omit<BalancerConfig, 'host' | 'port' | 'tls'>;
@@ -154,17 +157,20 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }),
     () => ({ ...ledger.settleCounts, ...ledger.batchState(), maxWaiting: maxLeasesWaiting }),
   );
-  // Workers this engine cannot connect to are marked unreachable in the ledger for all balancers.
+  // Workers this engine cannot connect to, or that fail far more than their peers, are marked in the ledger for all balancers.
+  const failureRate = new FailureRate({ windowMs: config.ejectFailureWindowMs, minTasks: config.ejectFailureMinTasks, shareAbovePeers: config.ejectFailureShareAbovePeers });
+  const ejectionMetrics = createEjectionMetrics(registry, failureRate);
   const ejection = new WorkerEjection(
     config,
     {
-      markUnreachable: (cluster, workerId, forMs, maxMarkedShare) => ledger.markUnreachable(cluster, workerId, forMs, maxMarkedShare),
-      clearUnreachable: (cluster, workerId) => ledger.clearUnreachable(cluster, workerId),
+      markUnreachable: (cluster, workerId, forMs, maxMarkedShare, reason) => ledger.markUnreachable(cluster, workerId, forMs, maxMarkedShare, reason),
+      clearEjection: (cluster, workerId, markedUntilMs) => ledger.clearEjection(cluster, workerId, markedUntilMs),
       checkHealth: workerHealthCheck(workerSecurity),
       addressOf: (cluster, workerId) => directory.workers(cluster).find((w) => w.workerId === workerId)?.address,
       setTimer: processTimer,
+      nowMs: () => performance.now(),
     },
-    { ejected: metrics.workersEjected, logger },
+    { ejected: metrics.workersEjected, returned: ejectionMetrics.workersReturned, failureRate, logger },
   );
   directory.onRefresh((cluster, workers) => ejection.forgetMissing(cluster, workers));
   // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
@@ -184,7 +190,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       });
     },
   });
-  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workers: workerCalls, reachability: ejection, router, override, metrics, logger });
+  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workerCount: (cluster) => directory.workers(cluster).length, workers: workerCalls, reports: ejection, router, override, metrics, logger });
   const balancerErrors = new BalancerErrorReports({
     redis: deps.redis,
     keyPrefix: ledger.options.keyPrefix,

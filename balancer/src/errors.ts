@@ -12,6 +12,8 @@ export const balancerErrorCodes = {
   /** Every worker tried refused the task or could not be reached; it did not run. */
   noWorkerTookIt: 'HR_ERR_NO_WORKER_TOOK_IT',
   noRoute: 'HR_ERR_NO_ROUTE',
+  /** Every worker of the cluster refused the task for want of a handler for its integration; it did not run. */
+  noHandler: 'HR_ERR_NO_HANDLER',
   shuttingDown: 'HR_ERR_SHUTTING_DOWN',
   cancelled: 'HR_ERR_CANCELLED',
   internal: 'HR_ERR_INTERNAL',
@@ -26,6 +28,7 @@ const statusByCode: Record<string, grpc.status> = {
   [balancerErrorCodes.workerLost]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.noWorkerTookIt]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.noRoute]: grpc.status.FAILED_PRECONDITION,
+  [balancerErrorCodes.noHandler]: grpc.status.UNIMPLEMENTED,
   [balancerErrorCodes.shuttingDown]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.cancelled]: grpc.status.CANCELLED,
   [ledgerErrorCodes.unavailable]: grpc.status.UNAVAILABLE,

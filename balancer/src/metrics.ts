@@ -20,7 +20,7 @@ export interface BalancerMetrics {
   integrationLabel(integration: string): string;
   queueWait: Histogram<'cluster' | 'priority'>;
   retries: Counter<'reason'>;
-  workersEjected: Counter<'cluster'>;
+  workersEjected: Counter<'cluster' | 'reason'>;
   rerouted: Counter;
   overrideVersion: Gauge;
   overrideActive: Gauge;
@@ -180,8 +180,8 @@ export function createBalancerMetrics(
     }),
     workersEjected: new Counter({
       name: 'headroom_balancer_workers_ejected_total',
-      help: 'Workers this balancer marked unreachable in the ledger (every balancer skips them): after consecutive connection failures, or again after a failed health check',
-      labelNames: ['cluster'],
+      help: 'Workers this balancer marked ejected in the ledger (every balancer skips them), by reason: unreachable (consecutive connection failures, or a failed health check) or failing (far more failures than the other workers on an integration)',
+      labelNames: ['cluster', 'reason'],
       registers: [registry],
     }),
     rerouted: new Counter({

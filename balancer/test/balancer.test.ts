@@ -296,12 +296,12 @@ test('a client that cancels: the task stops on its worker, is not retried, and i
   );
 });
 
-test('an answer without a handler gives its slot back at once', async (t) => {
+test('a task no worker has a handler for is refused at once, as not run (HR_ERR_NO_HANDLER), and gives its slot back at once', async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, { 'bank-a': async () => 'ok' });
   await fleet.addBalancer();
   const result = await submit(fleet.clients[0]!, task({ integration: 'bank-z' }));
-  assert.ok(result.ok && result.response.error?.code === 'HR_ERR_NO_HANDLER', JSON.stringify(result));
+  assert.ok(!result.ok && result.code === 'HR_ERR_NO_HANDLER' && result.status === grpc.status.UNIMPLEMENTED, JSON.stringify(result));
   // The release goes out with the balancer's next batched call to Redis, after the answer: within
   // milliseconds, long before a heartbeat (200 ms here) could have settled the count instead.
   const snap = await eventually('the slot back in the ledger', 150, async () => {
@@ -343,4 +343,15 @@ test('the queue is bounded in bytes too; closing the balancer clears its waiting
   const snap = await fleet.ledger.snapshot('baseline');
   assert.deepEqual([snap.waitingBalancers, snap.waitingUserPresentBalancers], [[], []]);
   assert.ok((await blocker).ok);
+});
+
+test('a worker started without a handler for an integration refuses its tasks, which run on the worker that has one', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  // The handler-less worker has more free slots, so least-loaded offers it most tasks first.
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 8, workerId: 'no-acme' }, { other: async () => 'ok' });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2, workerId: 'has-acme' }, { acme: async () => 'ran' });
+  await fleet.addBalancer();
+  const results = await mapLimit(Array.from({ length: 40 }, (_, i) => i), 4, () => submit(fleet.clients[0]!, task({ integration: 'acme' })));
+  const placed = results.map((r) => (r.ok && !r.response.error ? r.response.placement?.workerId : JSON.stringify(r)));
+  assert.deepEqual([...new Set(placed)], ['has-acme'], 'every task ran, and on the worker with the handler');
 });

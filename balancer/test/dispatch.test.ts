@@ -41,8 +41,14 @@ async function setup(
     { clusters, maxDispatchAttempts: options.maxDispatchAttempts ?? 3, rollbackSettleTimeoutMs: options.rollbackSettleTimeoutMs ?? 5000 },
     {
       admission,
+      workerCount: () => 2,
       workers,
-      reachability: { connectFailed: (_cluster, workerId) => reachability.failed.push(workerId), answered: (_cluster, workerId) => reachability.answered.push(workerId) },
+      reports: {
+        dispatchEnded: (_cluster, workerId, _address, _integration, outcome) => {
+          if (outcome.kind === 'not-started' && outcome.unreachable) reachability.failed.push(workerId);
+          else if (outcome.kind === 'done' || outcome.kind === 'not-started') reachability.answered.push(workerId);
+        },
+      },
       router: { chooseCluster: options.chooseCluster ?? (() => options.cluster) },
       override,
       metrics,
@@ -100,6 +106,23 @@ test('a refusal: the lease goes back unused and the task goes to another worker,
   assert.deepEqual(s.ledger.reserveRequests.at(-1)?.skipWorkerIds, ['w1']);
   assert.equal(s.dispatcher.retries, 1);
   assert.match(await s.metricsText(), /^headroom_balancer_dispatch_retries_total\{reason="refused"\} 1$/m);
+});
+
+test('a refusal for want of a handler goes to another worker; once every worker refused so, the task fails at once with HR_ERR_NO_HANDLER, not run', async (t) => {
+  const noHandler = (workerId: string): DispatchOutcome => ({ kind: 'not-started', unreachable: false, code: 'HR_ERR_NO_HANDLER', message: `worker ${workerId} has no handler` });
+  const one = await setup(t, { cluster: 'baseline', behave: (call) => (call.workerId === 'w1' ? noHandler('w1') : answered(call.workerId)) });
+  one.ledger.addWorker('baseline', 'w1', 3);
+  one.ledger.addWorker('baseline', 'w2', 1);
+  const served = await one.dispatcher.dispatch(task(), new AbortController().signal);
+  assert.ok(served.ok);
+  assert.deepEqual([served.answer.placement?.workerId, served.answer.placement?.attempts], ['w2', 2]);
+  // Both workers (workerCount 2) lack it: no waiting for a slot that cannot help.
+  const none = await setup(t, { cluster: 'baseline', behave: (call) => noHandler(call.workerId) });
+  none.ledger.addWorker('baseline', 'w1', 3);
+  none.ledger.addWorker('baseline', 'w2', 1);
+  const result = await none.dispatcher.dispatch(task(), new AbortController().signal);
+  failedWith(result, 'HR_ERR_NO_HANDLER');
+  assert.equal(none.workers.calls.length, 2);
 });
 
 test('an unreachable worker is reported; when every attempt fails the task gets HR_ERR_NO_WORKER_TOOK_IT', async (t) => {

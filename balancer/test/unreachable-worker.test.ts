@@ -14,7 +14,7 @@ function metricValue(metrics: string, name: string, labels: string): number {
 }
 
 const unreachableRetries = (metrics: string) => metricValue(metrics, 'headroom_balancer_dispatch_retries_total', 'reason="unreachable"');
-const ejections = (metrics: string) => metricValue(metrics, 'headroom_balancer_workers_ejected_total', 'cluster="baseline"');
+const ejections = (metrics: string) => metricValue(metrics, 'headroom_balancer_workers_ejected_total', 'cluster="baseline",reason="unreachable"');
 
 test('a worker no balancer can reach is ejected after 3 connection failures, for every balancer, and comes back once its health check passes', async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
@@ -45,6 +45,7 @@ test('a worker no balancer can reach is ejected after 3 connection failures, for
   let snapshot = await fleet.ledger.snapshot('baseline');
   const ghost = snapshot.workers.find((w) => w.workerId === 'ghost')!;
   assert.ok(ghost.unreachableUntilMs !== null, 'the ledger holds the mark');
+  assert.equal(ghost.ejectedReason, 'unreachable');
   assert.equal(snapshot.totalCapacity, 2, "the ghost's slots are out of the totals");
   // The leases of the dispatches that failed to connect were given back.
   await eventually('every lease given back', 2000, async () => ((await fleet.ledger.snapshot('baseline')).leases === 0 ? true : undefined));
@@ -73,6 +74,7 @@ test('a worker no balancer can reach is ejected after 3 connection failures, for
   await eventually('the health check passed', 1000, () => (logs.some((l) => l.level === 30 && /health check passed/.test(l.msg)) ? true : undefined));
   snapshot = await fleet.ledger.snapshot('baseline');
   assert.equal(snapshot.workers.find((w) => w.workerId === 'ghost')!.unreachableUntilMs, null);
+  assert.match(await first.registry.metrics(), /^headroom_balancer_workers_returned_total\{cluster="baseline",reason="unreachable",return="probe"\} 1$/m, 'said how it came back');
   const placements = [];
   for (let i = 0; i < 10; i++) {
     const result = await submit(fleet.clients[i % 2]!, task());

@@ -51,6 +51,8 @@ export class DeadlineExceededError extends codedClass('HR_ERR_DEADLINE_EXCEEDED'
 export class WorkerLostError extends codedClass('HR_ERR_WORKER_LOST', 'may-have-run') {}
 /** Every worker tried refused the task or could not be reached (HR_ERR_NO_WORKER_TOOK_IT); it did not run. */
 export class NoWorkerTookItError extends codedClass('HR_ERR_NO_WORKER_TOOK_IT', 'not-run') {}
+/** No worker of the cluster has a handler for the task's integration (HR_ERR_NO_HANDLER): every one tried refused it before it started. */
+export class NoHandlerError extends codedClass('HR_ERR_NO_HANDLER', 'not-run') {}
 /** No cluster is configured for the task (HR_ERR_NO_ROUTE): a setup problem, not worth retrying. */
 export class NoRouteError extends codedClass('HR_ERR_NO_ROUTE', 'not-run') {}
 /** The balancer is shutting down (HR_ERR_SHUTTING_DOWN); the task did not run. Another balancer takes it. */
@@ -83,7 +85,7 @@ export class TaskFailedError extends HeadroomClientError {
 }
 
 const classByCode = new Map<string, new (message: string, options?: Omit<ErrorOptions, 'runState'>) => HeadroomClientError>(
-  [QueueFullError, ShedError, DeadlineExceededError, WorkerLostError, NoWorkerTookItError, NoRouteError, ShuttingDownError, CancelledError, InvalidTaskError, LedgerUnavailableError, InternalError].map((c) => [c.code, c]),
+  [QueueFullError, ShedError, DeadlineExceededError, WorkerLostError, NoWorkerTookItError, NoHandlerError, NoRouteError, ShuttingDownError, CancelledError, InvalidTaskError, LedgerUnavailableError, InternalError].map((c) => [c.code, c]),
 );
 
 /**

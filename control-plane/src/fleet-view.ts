@@ -1,4 +1,4 @@
-import { readBalancerErrors, type BalancerErrorRates, type ClusterSnapshot, type Ledger, type RedisConnection, type WorkerRecord, type WorkerReport, type WorkerReports } from '@headroom/fleet';
+import { readBalancerErrors, type BalancerErrorRates, type ClusterSnapshot, type EjectionReason, type Ledger, type RedisConnection, type WorkerRecord, type WorkerReport, type WorkerReports } from '@headroom/fleet';
 
 export type ClusterRole = 'baseline' | 'candidate';
 
@@ -51,6 +51,8 @@ export interface WorkerSummary {
   draining: boolean;
   /** Balancers could not connect to it: none sends it a task until then (or until a health check passes); null when not marked. */
   unreachableUntilUnixMs: number | null;
+  /** Why balancers skip it: 'unreachable' (they could not connect to it) or 'failing' (it failed far more than the other workers on an integration); null when not marked. */
+  ejectedReason: EjectionReason | null;
   lastHeartbeatUnixMs: number;
   /** Tasks it held (queued or running) at its last heartbeat: what it runs, by its own count; null when it did not say. */
   heldAtHeartbeat: number | null;
@@ -110,6 +112,7 @@ export class FleetView {
         free: Math.max(0, w.freeSlots),
         draining: w.draining,
         unreachableUntilUnixMs: w.unreachableUntilMs,
+        ejectedReason: w.ejectedReason,
         lastHeartbeatUnixMs: w.lastHeartbeatMs,
         heldAtHeartbeat: w.heldAtHeartbeat,
         ledgerDriftSlots: w.heldAtHeartbeat === null ? null : w.inflight - w.heldAtHeartbeat,

@@ -141,8 +141,9 @@ test('a worker balancers cannot reach shows as unreachable until its mark ends, 
   await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, heldLeaseIds: [] });
   const mark = await fleet.ledger.markUnreachable('baseline', 'unreachable-b2', 60_000, 1);
   assert.equal(mark.result, 'marked');
-  const workers = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null }[];
+  const workers = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null; ejectedReason: string | null }[];
   const byId = new Map(workers.map((w) => [w.workerId, w.unreachableUntilUnixMs]));
+  assert.deepEqual(workers.map((w) => [w.workerId, w.ejectedReason]).sort(), [['reachable-b1', null], ['unreachable-b2', 'unreachable']]);
   assert.equal(byId.get('reachable-b1'), null);
   assert.ok(mark.result === 'marked' && byId.get('unreachable-b2') === mark.untilMs, JSON.stringify(workers));
   const baseline = (await stack.api('GET', '/clusters')).body.clusters.find((c: { role: string }) => c.role === 'baseline');

@@ -22,6 +22,11 @@ export interface ClusterKeys {
   readonly waitingUser: string;
   /** Workers balancers could not connect to, by the end of the mark (ms); see lua/unreachable-12.lua. */
   readonly unreachable: string;
+  /**
+   * HASH worker -> why it is marked ('unreachable' | 'failing'). Not in `all`, so the scripts keep
+   * 12 keys: lua/includes/ledger.lua builds it from `unreachable`, with the same hash tag.
+   */
+  readonly ejectionReason: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
   readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
@@ -58,7 +63,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     directoryVersion: key('directory-version'),
     leasesPrefix: key('leases:'),
   };
-  return { ...named, all: Object.values(named), slotFreedChannel: key('slot-freed') };
+  return { ...named, all: Object.values(named), ejectionReason: `${named.unreachable}:reason`, slotFreedChannel: key('slot-freed') };
 }
 
 /**

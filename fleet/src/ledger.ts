@@ -112,6 +112,10 @@ export type Reservation =
   | { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number }
   | { ok: false; reason: NoSlotReason };
 
+/** Why balancers eject a worker: they cannot connect to it, or it fails far more than its peers. */
+export type EjectionReason = 'unreachable' | 'failing';
+export const ejectionReasons: readonly EjectionReason[] = ['unreachable', 'failing'];
+
 export type UnreachableMark =
   | { result: 'marked'; untilMs: number }
   /** The cluster already has as many workers marked as `maxMarkedShare` allows. */
@@ -127,7 +131,7 @@ export interface WorkerRecord {
   freeSlots: number;
   draining: boolean;
   lastHeartbeatMs: number;
-  /** Until when (ms, Redis's clock) balancers skip it because they could not connect to it; null when not marked. */
+  /** Until when (ms, Redis's clock) balancers skip it (ejected: see `ejectedReason`); null when not marked. */
   unreachableUntilMs: number | null;
   /**
    * The leases the worker held (tasks queued or running there) at its last heartbeat: what it
@@ -136,6 +140,8 @@ export interface WorkerRecord {
    * for a few). null when no heartbeat of this layout said.
    */
   heldAtHeartbeat: number | null;
+  /** Why it is marked; null when not marked. */
+  ejectedReason: EjectionReason | null;
 }
 
 export interface ClusterSnapshot {
@@ -263,23 +269,40 @@ export class Ledger {
   }
 
   /**
-   * Marks a worker balancers cannot connect to: no balancer reserves a slot on it for `forMs`
-   * (Redis's clock), and its slots leave the cluster totals. The mark ends when
-   * `clearUnreachable` is called or, once it expired, at the worker's next heartbeat. A later
-   * end than the one held wins. Refused ('too-many') when another mark would pass
-   * max(1, floor(maxMarkedShare x the cluster's workers)) marked at once.
+   * Marks (ejects) a worker balancers cannot connect to, or one that fails far more than its
+   * peers (`reason`): no balancer reserves a slot on it for `forMs` (Redis's clock), and its
+   * slots leave the cluster totals. The mark ends when `clearUnreachable` is called or, once it
+   * expired, at the worker's next heartbeat. A later end than the one held wins; the latest
+   * reason is kept. Refused ('too-many') when another mark would pass
+   * max(1, floor(maxMarkedShare x the cluster's workers)) marked at once, whatever the reasons.
    */
-  async markUnreachable(cluster: string, workerId: string, forMs: number, maxMarkedShare: number): Promise<UnreachableMark> {
-    const reply = (await this.run('unreachable', cluster, [workerId, Math.max(1, Math.round(forMs)), maxMarkedShare])) as [string, ...number[]];
+  async markUnreachable(cluster: string, workerId: string, forMs: number, maxMarkedShare: number, reason: EjectionReason = 'unreachable'): Promise<UnreachableMark> {
+    const reply = (await this.run('unreachable', cluster, [workerId, Math.max(1, Math.round(forMs)), maxMarkedShare, reason])) as [string, ...number[]];
     if (reply[0] === 'marked') return { result: 'marked', untilMs: Number(reply[1]) };
     if (reply[0] === 'too-many') return { result: 'too-many', marked: Number(reply[1]), workers: Number(reply[2]) };
     return { result: 'not-registered' };
+  }
+
+  /**
+   * Ends the mark this process made (`markedUntilMs`, as markUnreachable answered), unless another
+   * process renewed it since (a later end): 'kept', for that one to end. The worker then takes
+   * tasks again unless draining.
+   */
+  async clearEjection(cluster: string, workerId: string, markedUntilMs: number): Promise<'cleared' | 'kept' | 'not-registered'> {
+    const reply = (await this.run('unreachable', cluster, [workerId, 0, 1, markedUntilMs])) as [string];
+    return reply[0] === 'cleared' || reply[0] === 'kept' ? reply[0] : 'not-registered';
   }
 
   /** Ends a worker's unreachable mark (a health check passed): it takes tasks again unless draining. False if it is not registered. */
   async clearUnreachable(cluster: string, workerId: string): Promise<boolean> {
     const reply = (await this.run('unreachable', cluster, [workerId, 0, 1])) as [string];
     return reply[0] === 'cleared';
+  }
+
+  /** Why the worker is marked, as the latest mark said; null when no reason is held (not marked, or marked by an older version). */
+  async ejectionReason(cluster: string, workerId: string): Promise<EjectionReason | null> {
+    const reason = await this.guard('ejection-reason', () => this.redis.hget(this.keys(cluster).ejectionReason, workerId));
+    return parseEjectionReason(reason);
   }
 
   /** Stops saying this balancer waits for the cluster (for all tasks, or only user-present ones). */
@@ -330,6 +353,7 @@ export class Ledger {
         .zrange(keys.waiting, 0, -1, 'WITHSCORES')
         .zrange(keys.waitingUser, 0, -1, 'WITHSCORES')
         .zrange(keys.unreachable, 0, -1, 'WITHSCORES')
+        .hgetall(keys.ejectionReason)
         .time()
         .exec();
       if (!reply) throw new Error('transaction aborted');
@@ -337,9 +361,9 @@ export class Ledger {
         if (error) throw error;
         return value;
       });
-      const [capacity, inflightOutOfFree, free, address, heartbeat, draining, totals, waiting, waitingUser, unreachable, time] = values as [
+      const [capacity, inflightOutOfFree, free, address, heartbeat, draining, totals, waiting, waitingUser, unreachable, reasons, time] = values as [
         Record<string, string>, Record<string, string>, string[], Record<string, string>, string[], string[],
-        Record<string, string>, string[], string[], string[], [string, string],
+        Record<string, string>, string[], string[], string[], Record<string, string>, [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
       const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
@@ -363,6 +387,7 @@ export class Ledger {
           const cap = Number(capacity[workerId]);
           const inFree = freeSlots.get(workerId);
           const used = inFree === undefined ? Number(inflightOutOfFree[workerId] ?? 0) : cap - inFree;
+          const markedUntilMs = unreachableUntilMs.get(workerId) ?? null;
           return {
             workerId,
             address: address[workerId] ?? '',
@@ -371,7 +396,9 @@ export class Ledger {
             freeSlots: cap - used,
             draining: drainingSet.has(workerId),
             lastHeartbeatMs: heartbeatMs.get(workerId) ?? 0,
-            unreachableUntilMs: unreachableUntilMs.get(workerId) ?? null,
+            unreachableUntilMs: markedUntilMs,
+            // A mark written by a version that kept no reason was for an unreachable worker.
+            ejectedReason: markedUntilMs === null ? null : (parseEjectionReason(reasons[workerId]) ?? 'unreachable'),
             heldAtHeartbeat: numberOrNull(capacity[`${workerId}|held`]),
           };
         });
@@ -449,6 +476,10 @@ export class Ledger {
 
 function numberOrNull(value: string | undefined): number | null {
   return value === undefined ? null : Number(value);
+}
+
+function parseEjectionReason(value: string | null | undefined): EjectionReason | null {
+  return ejectionReasons.find((reason) => reason === value) ?? null;
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

@@ -804,6 +804,33 @@ test('a draining worker stays out when its unreachable mark is cleared; a worker
   assert.deepEqual([snap.totalCapacity, snap.totalFree], [0, 0]);
 });
 
+test('a mark keeps its reason for operators; a balancer clears only the mark it made, not one another renewed since', async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 2);
+  await addWorker(ledger, 'c', 'w2', 2);
+  const first = await ledger.markUnreachable('c', 'w1', 60_000, 1, 'failing');
+  assert.equal(first.result, 'marked');
+  let snap = await ledger.snapshot('c');
+  assert.deepEqual(snap.workers.map((w) => [w.workerId, w.ejectedReason]), [['w1', 'failing'], ['w2', null]]);
+  assert.equal(await ledger.ejectionReason('c', 'w1'), 'failing');
+  // Another balancer renews it for longer: the first one's clear keeps it.
+  const renewed = await ledger.markUnreachable('c', 'w1', 120_000, 1, 'failing');
+  assert.ok(first.result === 'marked' && renewed.result === 'marked' && renewed.untilMs > first.untilMs);
+  assert.equal(await ledger.clearEjection('c', 'w1', first.untilMs), 'kept');
+  assert.equal((await ledger.snapshot('c')).totalCapacity, 2, 'still out');
+  assert.equal(await ledger.clearEjection('c', 'w1', renewed.untilMs), 'cleared');
+  snap = await ledger.snapshot('c');
+  assert.deepEqual([snap.totalCapacity, snap.workers[0]!.unreachableUntilMs, snap.workers[0]!.ejectedReason], [4, null, null]);
+  assert.equal(await ledger.redis.hlen(ledger.keys('c').ejectionReason), 0, 'no reason left behind');
+  assert.equal(await ledger.clearEjection('c', 'w9', 1), 'not-registered');
+  // A mark without a reason (an older balancer's) reads as unreachable; a worker that leaves takes its reason with it.
+  await ledger.markUnreachable('c', 'w2', 60_000, 1);
+  assert.equal((await ledger.snapshot('c')).workers[1]!.ejectedReason, 'unreachable');
+  await ledger.markUnreachable('c', 'w1', 60_000, 1, 'failing');
+  await ledger.deregister('c', 'w1');
+  assert.equal(await ledger.redis.hexists(ledger.keys('c').ejectionReason, 'w1'), 0);
+});
+
 test('no more workers are marked unreachable at once than the share allows (at least one)', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   for (let i = 0; i < 5; i++) await addWorker(ledger, 'c', `w${i}`, 1);

@@ -17,6 +17,8 @@ export const cliPaths = {
 export const handlersPaths = {
   demo: require.resolve('@headroom/sim/handlers/demo'),
   bank: require.resolve('@headroom/sim/handlers/bank'),
+  /** Every task fails at once (a bad deploy: a missing secret). */
+  broken: require.resolve('@headroom/sim/handlers/broken'),
 };
 
 export interface ReadyProcess {

@@ -40,6 +40,15 @@ test('a worker balancers cannot reach is shown as unreachable on the Workers pag
   // A health check passed: the mark is gone, and so is the tag (the page polls).
   await fleet.ledger.clearUnreachable('baseline', 'unreachable-w2');
   await tag.waitFor({ state: 'detached' });
+
+  // Ejected for failing far more than its peers: another tag, that says so.
+  assert.equal((await fleet.ledger.markUnreachable('baseline', 'unreachable-w2', 120_000, 1, 'failing')).result, 'marked');
+  const failing = row('unreachable-w2').locator('.tag', { hasText: 'failing' });
+  await failing.waitFor();
+  assert.match((await failing.getAttribute('title')) ?? '', /unreachable-w2 failed far more tasks than the other workers on the same integration: no balancer sends it a task until .+, when its back-off ends/);
+  assert.equal(await row('unreachable-w2').locator('.tag', { hasText: 'unreachable' }).count(), 0);
+  await fleet.ledger.clearUnreachable('baseline', 'unreachable-w2');
+  await failing.waitFor({ state: 'detached' });
   assert.deepEqual(unexpectedProblems(watched), []);
   await page.context().close();
 });

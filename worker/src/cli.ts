@@ -13,7 +13,7 @@ import { flagOptionSpecs, flagOptionsShape, startFlagClientFromOptions } from '@
 import { Registry } from 'prom-client';
 import { createWorker, workerOptionsSchema } from './worker';
 import { heapSettingsShape, restartWithHeapFlags } from './heap-settings';
-import type { HandlerMap } from './handler';
+import { checkHandlers, type HandlerMap } from './handler';
 
 const flags: readonly OptionSpec[] = [
   { key: 'cluster', flag: 'cluster', env: 'HEADROOM_CLUSTER', valueName: 'NAME', description: 'cluster to serve in, e.g. baseline or candidate (required)' },
@@ -67,8 +67,8 @@ async function main(): Promise<void> {
   await restartWithHeapFlags({ maxOldSpaceSizeMb, maxSemiSpaceSizeMb });
   const stopRequested = stopSignal();
   const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
-  const handlers = loaded.handlers ?? loaded.default?.handlers;
-  if (!handlers || typeof handlers !== 'object') throw new ConfigError(`handlers: module ${handlersPath} exports no \`handlers\` object`);
+  // Checked before anything starts: a bad module exits 2 naming the entry (ConfigError).
+  const handlers = checkHandlers(loaded.handlers ?? loaded.default?.handlers, `module ${handlersPath}`);
 
   const logger = createLogger('headroom-worker');
   const registry = new Registry();

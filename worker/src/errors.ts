@@ -10,7 +10,7 @@ export const workerErrorCodes = {
   draining: 'HR_ERR_WORKER_DRAINING',
   /** The request was malformed (a balancer bug or a foreign client). */
   invalidRequest: 'HR_ERR_INVALID_REQUEST',
-  /** No handler for the task's integration. */
+  /** No handler for the task's integration: refused before it started (the balancer tries another worker). */
   noHandler: 'HR_ERR_NO_HANDLER',
   /** The handler threw something that is not a HeadroomError. */
   handlerFailed: 'HR_ERR_HANDLER_FAILED',

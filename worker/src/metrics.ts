@@ -96,7 +96,7 @@ export function createWorkerMetrics(
     }),
     refusals: new Counter({
       name: 'headroom_worker_refusals_total',
-      help: 'Tasks refused before they started: all slots busy ("full"), the local queue full ("queue_full"), draining, or given up while they waited in it ("cancelled", "deadline")',
+      help: 'Tasks refused before they started: all slots busy ("full"), the local queue full ("queue_full"), draining, given up while they waited in it ("cancelled", "deadline"), or for an integration it has no handler for ("no_handler")',
       labelNames: ['reason'],
       registers: [registry],
     }),

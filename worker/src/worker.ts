@@ -27,7 +27,7 @@ import { WorkerProfiler } from './profiler';
 import { WorkerReporter } from './reporter';
 import { startSelfProtection, type ProtectionState } from './self-protection';
 import { checkAdvertiseHost } from './advertised-host';
-import type { HandlerMap, TaskContext } from './handler';
+import { checkHandlers, type HandlerMap, type TaskContext } from './handler';
 import { maxParallelismLimit, type FlagClient } from '@headroom/flags';
 
 export const workerOptionsSchema = z
@@ -165,6 +165,9 @@ interface RunningTask {
 /** Starts a worker: its gRPC server is listening and it is in the ledger when this resolves. */
 export async function createWorker(options: WorkerOptions, deps: WorkerDependencies): Promise<Worker> {
   const config = parseConfig('worker options', workerOptionsSchema, options);
+  const handlers = checkHandlers(deps.handlers, 'deps.handlers');
+  // Said in the refusal of a task it has no handler for.
+  const servedIntegrations = Object.keys(handlers).map((name) => JSON.stringify(name)).join(', ');
   const logger = deps.logger ?? silentLogger;
   const ledger = new Ledger(deps.redis, deps.ledger);
   // Certificates are read now: a wrong path stops the start before anything runs.
@@ -265,14 +268,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
             : `workerId is ${JSON.stringify(request.workerId)}, this worker is ${JSON.stringify(workerId)}${request.workerId === '' ? ' (start it with acceptUnaddressed to run tasks that name no worker)' : ''}`;
       return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, why);
     }
-    const handler = deps.handlers[task.integration] ?? deps.handlers['*'];
+    const handler = handlers[task.integration] ?? handlers['*'];
     if (!handler) {
-      // The answer is final (no worker of this kind can run it).
-      return answer(call, callback, request.leaseId, {
-        workerId,
-        runMs: 0,
-        error: { code: workerErrorCodes.noHandler, message: `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)}` },
-      });
+      // Refused at the gate, not answered: nothing ran, so the balancer offers the task to
+      // another worker (and counts the refusal against this one's failure rate).
+      metrics.refusals.inc({ reason: 'no_handler' });
+      return refuse(callback, grpc.status.UNIMPLEMENTED, workerErrorCodes.noHandler, `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)} (it serves ${servedIntegrations})`);
     }
     if (draining) {
       metrics.refusals.inc({ reason: 'draining' });
@@ -424,13 +425,23 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     if (reply.leasesDropped + reply.leasesRestored > 0) logger.debug({ dropped: reply.leasesDropped, restored: reply.leasesRestored }, 'heartbeat put this worker\'s leases right in the ledger');
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;
-      if (markedUnreachable) logger.warn({ address }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');
-      else logger.info({ address }, 'balancers reach this worker again');
+      if (markedUnreachable) void warnEjected();
+      else logger.info({ address }, 'balancers send this worker tasks again');
     }
     if (applyMaxParallelism()) await heartbeat();
     if (reply.drainRequested && !draining) {
       logger.info('an operator asked this worker to drain');
       void close();
+    }
+  }
+
+  /** Says why balancers ejected this worker (read once per ejection: the heartbeat reply carries only the mark). */
+  async function warnEjected(): Promise<void> {
+    const reason = await ledger.ejectionReason(cluster, workerId).catch(() => null);
+    if (reason === 'failing') {
+      logger.warn({ address, reason }, 'balancers ejected this worker: its tasks fail far more than those of the other workers on the same integration; they send it no task until their back-off ends (check its handlers, their secrets and config)');
+    } else {
+      logger.warn({ address, reason: 'unreachable' }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');
     }
   }
 

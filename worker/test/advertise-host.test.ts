@@ -21,7 +21,7 @@ test('a worker whose advertised host does not resolve refuses to start, naming t
     redis.disconnect();
   });
   await assert.rejects(
-    createWorker({ cluster: 'c', workerId: 'typo', advertiseHost: badHost }, { redis, handlers: {}, ledger: { keyPrefix } }),
+    createWorker({ cluster: 'c', workerId: 'typo', advertiseHost: badHost }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }),
     (error: Error & { code?: string }) => {
       assert.equal(error.code, 'HR_ERR_CONFIG');
       assert.match(error.message, /advertiseHost \(--advertise-host, env HEADROOM_ADVERTISE_HOST\): got "wrokr-7\.headroom\.invalid", it does not resolve/);
@@ -29,10 +29,10 @@ test('a worker whose advertised host does not resolve refuses to start, naming t
     },
   );
   assert.equal((await new Ledger(redis, { keyPrefix }).snapshot('c')).workers.length, 0, 'it never entered the ledger');
-  await assert.rejects(createWorker({ cluster: 'c', advertiseHost: '10.1.2.3:7800' }, { redis, handlers: {}, ledger: { keyPrefix } }), /advertiseHost .*: got "10\.1\.2\.3:7800", expected a host without a port/);
-  await assert.rejects(createWorker({ cluster: 'c', advertiseHost: '0.0.0.0' }, { redis, handlers: {}, ledger: { keyPrefix } }), /advertiseHost .*: got "0\.0\.0\.0", which no balancer can dial/);
+  await assert.rejects(createWorker({ cluster: 'c', advertiseHost: '10.1.2.3:7800' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }), /advertiseHost .*: got "10\.1\.2\.3:7800", expected a host without a port/);
+  await assert.rejects(createWorker({ cluster: 'c', advertiseHost: '0.0.0.0' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }), /advertiseHost .*: got "0\.0\.0\.0", which no balancer can dial/);
   // A name that resolves is advertised with the port the server bound.
-  const worker = await createWorker({ cluster: 'c', workerId: 'named', advertiseHost: 'localhost' }, { redis, handlers: {}, ledger: { keyPrefix } });
+  const worker = await createWorker({ cluster: 'c', workerId: 'named', advertiseHost: 'localhost' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } });
   t.after(() => worker.destroy());
   assert.match(worker.address, /^localhost:\d+$/);
   assert.notEqual(worker.address, 'localhost:0');
@@ -44,7 +44,7 @@ test('a worker hears from its heartbeat that balancers marked it unreachable, an
   const keyPrefix = uniquePrefix('advertise');
   const lines: { level: number; msg: string; address?: string }[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
-  const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 100 }, { redis, handlers: {}, ledger: { keyPrefix }, logger });
+  const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 100 }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix }, logger });
   t.after(async () => {
     await worker.destroy();
     await deleteKeysUnder(redis, keyPrefix);
@@ -55,7 +55,7 @@ test('a worker hears from its heartbeat that balancers marked it unreachable, an
   const warned = await eventually('the warning', 2000, () => lines.find((l) => l.level === 40 && /balancers cannot connect to this worker/.test(l.msg)));
   assert.equal(warned.address, worker.address);
   await ledger.clearUnreachable('c', 'w');
-  await eventually('the all-clear', 2000, () => lines.find((l) => l.level === 30 && /balancers reach this worker again/.test(l.msg)));
+  await eventually('the all-clear', 2000, () => lines.find((l) => l.level === 30 && /balancers send this worker tasks again/.test(l.msg)));
   assert.equal(lines.filter((l) => l.level === 40).length, 1, 'warned once, not at every heartbeat');
 });
 

@@ -14,7 +14,7 @@ test('a worker of a large cluster heartbeats as far apart as its ledger says, an
   for (const workerId of ['other1', 'other2']) {
     await ledger.heartbeat('c', { workerId, address: '127.0.0.1:1', capacity: 1, draining: false, heldLeaseIds: [] });
   }
-  const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 200 }, { redis, handlers: {}, ledger: ledgerOptions });
+  const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 200 }, { redis, handlers: { echo: async () => 'ok' }, ledger: ledgerOptions });
   t.after(async () => {
     await worker.destroy();
     await deleteKeysUnder(redis, keyPrefix);

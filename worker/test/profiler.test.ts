@@ -10,7 +10,7 @@ async function startWorker(t: TestContext): Promise<{ worker: Worker; client: Wo
   const redis = connectRedis(testRedisUrl);
   await new Promise((resolve) => redis.once('ready', resolve));
   const keyPrefix = uniquePrefix('profiler');
-  const worker = await createWorker({ cluster: 'c', workerId: 'profiled' }, { redis, handlers: {}, ledger: { keyPrefix } });
+  const worker = await createWorker({ cluster: 'c', workerId: 'profiled' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } });
   const client = new WorkerService(worker.address, grpc.credentials.createInsecure(), { 'grpc.max_receive_message_length': -1 }) as WorkerClient;
   t.after(async () => {
     client.close();

@@ -97,7 +97,7 @@ test('a cancel at the deadline (the caller\'s timer a moment before ours) is the
   assert.deepEqual(await cancelledAt(later, Date.now() + 100), ['HR_ERR_CANCELLED']);
 });
 
-test('requests for another cluster or without a lease are refused; unknown integrations answer a coded error', async (t) => {
+test('requests for another cluster or without a lease are refused; so are integrations it has no handler for (not run, so the balancer tries another worker)', async (t) => {
   const { client, worker } = await start(t, {}, { 'bank-a': async () => 'ok' });
   const wrongCluster = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'other', workerId: 'w' });
   assert.equal(wrongCluster.error?.code, grpc.status.INVALID_ARGUMENT);
@@ -108,8 +108,11 @@ test('requests for another cluster or without a lease are refused; unknown integ
   const noLease = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: '', cluster: 'c', workerId: 'w' });
   assert.equal(noLease.error?.code, grpc.status.INVALID_ARGUMENT);
   const unknown = await execute(client, { task: { ...baseTask, integration: 'bank-z', deadlineUnixMs: soon() }, leaseId: 'l', cluster: 'c', workerId: 'w' });
-  assert.equal(unknown.response?.error?.code, 'HR_ERR_NO_HANDLER');
-  assert.equal(worker.stats().completed, 0);
+  assert.equal(unknown.error?.code, grpc.status.UNIMPLEMENTED, 'a refusal, not an answer');
+  assert.equal(unknown.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_NO_HANDLER');
+  assert.match(unknown.error!.details, /no handler for integration "bank-z" \(it serves "bank-a"\)/);
+  assert.equal(unknown.started, false, 'it never said the task started');
+  assert.equal(worker.stats().completed + worker.stats().failed, 0);
 });
 
 test('the worker is in the ledger, serves gRPC health, and leaves the ledger when closed', async (t) => {
@@ -132,8 +135,8 @@ test('the worker is in the ledger, serves gRPC health, and leaves the ledger whe
 test('invalid worker options are refused naming the setting', async () => {
   const redis = connectRedis(testRedisUrl);
   try {
-    await assert.rejects(createWorker({ cluster: 'Bad Name', maxParallelism: 0 }, { redis, handlers: {} }), /cluster: got "Bad Name".*\n.*maxParallelism: got 0, expected a number >= 1/s);
-    await assert.rejects(createWorker({ cluster: 'c', overflow: 'spill' as 'queue', maxQueuedTasks: 0 }, { redis, handlers: {} }), /overflow: got "spill", expected refuse or queue.*\n.*maxQueuedTasks: got 0, expected a number >= 1/s);
+    await assert.rejects(createWorker({ cluster: 'Bad Name', maxParallelism: 0 }, { redis, handlers: { echo: async () => 'ok' } }), /cluster: got "Bad Name".*\n.*maxParallelism: got 0, expected a number >= 1/s);
+    await assert.rejects(createWorker({ cluster: 'c', overflow: 'spill' as 'queue', maxQueuedTasks: 0 }, { redis, handlers: { echo: async () => 'ok' } }), /overflow: got "spill", expected refuse or queue.*\n.*maxQueuedTasks: got 0, expected a number >= 1/s);
   } finally {
     redis.disconnect();
   }

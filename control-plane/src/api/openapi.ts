@@ -66,7 +66,12 @@ const worker: JsonSchema = {
     draining: { type: 'boolean' },
     unreachableUntilUnixMs: {
       type: ['integer', 'null'],
-      description: 'Balancers could not connect to it: none sends it a task until then, or until a health check passes; null when not marked',
+      description: 'Balancers skip it (ejected; ejectedReason says why) until then, or until it is back earlier; null when not marked',
+    },
+    ejectedReason: {
+      type: ['string', 'null'],
+      enum: ['unreachable', 'failing', null],
+      description: "Why balancers skip it: unreachable (they could not connect to it; back when a health check passes) or failing (it failed far more tasks than the other workers on an integration; back when its back-off ends); null when not marked",
     },
     lastHeartbeatUnixMs: { type: 'integer' },
     heldAtHeartbeat: { type: ['integer', 'null'], description: 'Tasks it held (queued or running) at its last heartbeat; null when it did not say' },

@@ -18,6 +18,8 @@ local waitingKey = KEYS[8]       -- ZSET balancer -> expiry (ms): balancers with
 local waitingUserKey = KEYS[9]   -- ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could not connect to it; out of `free`
                                  --      until the mark is cleared or, once expired, the worker's next heartbeat
+-- Not in KEYS, so that every script keeps its 12 keys: built from unreachableKey, with its hash tag (keys.ts: ejectionReason).
+local ejectionReasonKey = unreachableKey .. ':reason'  -- HASH worker -> why it is marked: 'unreachable' or 'failing'
 local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last change of the workers or their addresses
 local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved, ms), one record per slot it counts in flight:
@@ -88,6 +90,7 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
     redis.call('ZREM', heartbeatKey, worker)
     redis.call('SREM', drainingKey, worker)
     redis.call('ZREM', unreachableKey, worker)
+    redis.call('HDEL', ejectionReasonKey, worker)
     -- Its leases go with it: a worker that comes back says what it runs.
     redis.call('DEL', leasesPrefix .. worker)
   else

@@ -81,8 +81,10 @@ export interface WorkerSummary {
   inFlight: number;
   free: number;
   draining: boolean;
-  /** Balancers skip it until then (they could not connect to it); null when not marked. */
+  /** Balancers skip it until then (ejected: see ejectedReason); null when not marked. */
   unreachableUntilUnixMs: number | null;
+  /** Why balancers skip it: they could not connect to it, or it failed far more than the other workers; null when not marked. */
+  ejectedReason: 'unreachable' | 'failing' | null;
   lastHeartbeatUnixMs: number;
   /** Tasks it held (queued or running) at its last heartbeat; null when it did not say. */
   heldAtHeartbeat?: number | null;

@@ -95,6 +95,23 @@ function LedgerDriftTag({ worker, nowUnixMs }: { worker: WorkerSummary; nowUnixM
   );
 }
 
+/** Why balancers skip the worker, and until when. */
+function EjectedTag({ worker, untilUnixMs }: { worker: WorkerSummary; untilUnixMs: number }) {
+  const until = new Date(untilUnixMs).toLocaleTimeString();
+  if (worker.ejectedReason === 'failing') {
+    return (
+      <span className="tag tag-warning" title={`${worker.workerId} failed far more tasks than the other workers on the same integration: no balancer sends it a task until ${until}, when its back-off ends`}>
+        failing
+      </span>
+    );
+  }
+  return (
+    <span className="tag tag-warning" title={`Balancers could not connect to ${worker.address}: none sends it a task until ${until}, or until a health check passes`}>
+      unreachable
+    </span>
+  );
+}
+
 function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onProfile }: { worker: WorkerSummary; nowUnixMs: number } & Actions) {
   const stats = worker.stats ?? undefined;
   // The ledger's count, even past the max: the drift tag says why it is more than the worker runs.
@@ -107,11 +124,7 @@ function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onP
         <Truncated text={worker.address} className="worker-address" />
         {worker.draining && <span className="tag tag-warning">draining</span>}
         {stats?.selfProtection && <SelfProtectionTag protection={stats.selfProtection} />}
-        {worker.unreachableUntilUnixMs !== null && (
-          <span className="tag tag-warning" title={`Balancers could not connect to ${worker.address}: none sends it a task until ${new Date(worker.unreachableUntilUnixMs).toLocaleTimeString()}, or until a health check passes`}>
-            unreachable
-          </span>
-        )}
+        {worker.unreachableUntilUnixMs !== null && <EjectedTag worker={worker} untilUnixMs={worker.unreachableUntilUnixMs} />}
         <LedgerDriftTag worker={worker} nowUnixMs={nowUnixMs} />
       </th>
       <td>{worker.cluster}</td>

@@ -1,0 +1,86 @@
+/** FailureRate without a network: the clock is passed in, so the window is driven by hand. */
+import { test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { FailureRate, countsAsFailure, maxFailureSeries, type FailureVerdict } from '../src/failure-rate';
+import type { DispatchOutcome } from '../src/worker-channels';
+
+const options = { windowMs: 10_000, minTasks: 10, shareAbovePeers: 0.5 };
+
+function record(rate: FailureRate, workerId: string, integration: string, tasks: number, failures: number, atMs: number) {
+  let verdict: FailureVerdict = { kind: 'unknown' };
+  for (let i = 0; i < tasks; i++) verdict = rate.record('c', workerId, integration, i < failures, atMs);
+  return verdict;
+}
+
+test('which outcomes count: handler errors (upstream ones too), lost tasks and NO_HANDLER refusals fail; deadlines, cancels, full and unreachable do not count', () => {
+  const done = (code?: string): DispatchOutcome => ({ kind: 'done', response: { workerId: 'w', runMs: 1, queueWaitMs: 0, ...(code ? { error: { code, message: '', retryAfterMs: 0 } } : {}) } });
+  const refused = (code: string, unreachable = false): DispatchOutcome => ({ kind: 'not-started', unreachable, code, message: '' });
+  const table: [DispatchOutcome, boolean | undefined][] = [
+    [done(), false],
+    [done('HR_ERR_HANDLER_FAILED'), true],
+    [done('HR_ERR_UPSTREAM_UNAVAILABLE'), true],
+    [done('HR_ERR_DEADLINE_EXCEEDED'), undefined],
+    [done('HR_ERR_CANCELLED'), undefined],
+    [done('HR_ERR_WORKER_STOPPED'), undefined],
+    [refused('HR_ERR_NO_HANDLER'), true],
+    [refused('HR_ERR_WORKER_FULL'), undefined],
+    [refused('HR_ERR_WORKER_DRAINING'), undefined],
+    [refused('', true), undefined],
+    [{ kind: 'lost', message: 'reset' }, true],
+    [{ kind: 'deadline', started: true }, undefined],
+    [{ kind: 'cancelled', started: false }, undefined],
+  ];
+  for (const [outcome, expected] of table) assert.equal(countsAsFailure(outcome), expected, JSON.stringify(outcome));
+});
+
+test('an outlier needs the minimum volume on both sides and a failure share far above its peers', () => {
+  const rate = new FailureRate(options);
+  assert.equal(record(rate, 'w1', 'a', 20, 20, 0).kind, 'unknown', 'no peers yet');
+  assert.equal(record(rate, 'w2', 'a', 9, 0, 0).kind, 'unknown', 'below the minimum');
+  assert.equal(record(rate, 'w2', 'a', 1, 0, 0).kind, 'in-line');
+  assert.deepEqual(record(rate, 'w1', 'a', 1, 1, 0), { kind: 'outlier', integration: 'a', tasks: 21, failures: 21, peerTasks: 10, peerFailures: 0 });
+  // On probation (back from an ejection for failing), half the minimum of its own tasks will do.
+  const probation = new FailureRate(options);
+  record(probation, 'w2', 'a', 10, 0, 0);
+  assert.equal(record(probation, 'w1', 'a', 4, 4, 0).kind, 'unknown');
+  assert.equal(probation.record('c', 'w1', 'a', true, 0, true).kind, 'outlier');
+  // 40% above its peers is not enough at 0.5.
+  const mild = new FailureRate(options);
+  record(mild, 'w2', 'a', 20, 2, 0);
+  assert.equal(record(mild, 'w1', 'a', 10, 5, 0).kind, 'in-line');
+});
+
+test('an outage fails everyone alike: no outlier, whatever the volume; other integrations are judged apart', () => {
+  const rate = new FailureRate(options);
+  const kinds = new Set<string>();
+  for (let round = 0; round < 10; round++) {
+    for (const workerId of ['w1', 'w2', 'w3', 'w4']) kinds.add(record(rate, workerId, 'bank-a', 10, 10, round * 100).kind);
+  }
+  assert.deepEqual([...kinds].sort(), ['in-line', 'unknown']);
+  record(rate, 'w2', 'bank-b', 20, 0, 1000);
+  assert.equal(record(rate, 'w1', 'bank-b', 10, 10, 1000).kind, 'outlier');
+});
+
+test('the window slides: failures older than windowMs no longer count; forgetWorker drops a worker from its peers too', () => {
+  const rate = new FailureRate(options);
+  record(rate, 'w2', 'a', 20, 0, 0);
+  record(rate, 'w1', 'a', 9, 9, 0);
+  // 10 s on: the old failures are out of the window, so one more is far from the minimum.
+  record(rate, 'w2', 'a', 20, 0, 10_000);
+  assert.equal(record(rate, 'w1', 'a', 1, 1, 10_000).kind, 'unknown');
+  assert.equal(record(rate, 'w1', 'a', 9, 9, 10_500).kind, 'outlier');
+  rate.forgetWorker('c', 'w2');
+  assert.equal(record(rate, 'w1', 'a', 1, 1, 10_500).kind, 'unknown', 'no peers left to compare with');
+});
+
+test('bounded: at most maxFailureSeries series; outcomes beyond are counted as untracked; series with nothing in the window are swept', () => {
+  const rate = new FailureRate(options);
+  for (let i = 0; i < maxFailureSeries + 10; i++) rate.record('c', `w${i}`, 'a', false, 0);
+  assert.equal(rate.series, maxFailureSeries);
+  assert.equal(rate.untracked, 11);
+  rate.record('c', 'w0', 'b', false, 20_000);
+  assert.equal(rate.series, 2, 'the stale ones were swept when the window moved on');
+  const off = new FailureRate({ ...options, minTasks: 0 });
+  assert.equal(record(off, 'w1', 'a', 50, 50, 0).kind, 'unknown');
+  assert.equal(off.series, 0, 'off: nothing is followed');
+});
