@@ -35,6 +35,8 @@ export interface WorkerSpec {
   /** Its own setting (--max-parallelism); a flag may override it. */
   maxParallelism: number;
   handlers?: keyof typeof handlersPaths;
+  /** Its period between heartbeats (--heartbeat-interval-ms). @default heartbeatIntervalMs (200) */
+  heartbeatIntervalMs?: number;
   /** More CLI flags, e.g. --latency-report-interval-ms. */
   args?: string[];
 }
@@ -44,6 +46,8 @@ export interface StackOptions {
   balancerCount: number;
   /** Extra balancer CLI flags, e.g. --max-queued-tasks. */
   balancerArgs?: string[];
+  /** How long the balancers let a worker be silent before they sweep it (--heartbeat-timeout-ms): keep it a few of the workers' periods. @default heartbeatTimeoutMs (1000) */
+  heartbeatTimeoutMs?: number;
   flags?: FlagSource;
   /**
    * 'sentinel': a primary, a replica and three sentinels, every process given the
@@ -119,7 +123,7 @@ export async function startWorkerProcess(t: TestContext, redisUrl: string, spec:
     '--worker-id', spec.workerId,
     '--handlers', handlersPaths[spec.handlers ?? 'demo'],
     '--max-parallelism', String(spec.maxParallelism),
-    '--heartbeat-interval-ms', String(heartbeatIntervalMs),
+    '--heartbeat-interval-ms', String(spec.heartbeatIntervalMs ?? heartbeatIntervalMs),
     '--metrics-port', '0',
     ...(spec.args ?? []),
     ...flagArgs(flags, false),
@@ -127,12 +131,12 @@ export async function startWorkerProcess(t: TestContext, redisUrl: string, spec:
   return { kind: 'worker', id: spec.workerId, cluster: spec.cluster, process, metricsPort: process.ready.metricsPort!, alive: true };
 }
 
-export async function startBalancerProcess(t: TestContext, redisUrl: string, balancerId: string, extraArgs: string[] = [], flags?: FlagSource): Promise<BalancerProcess> {
+export async function startBalancerProcess(t: TestContext, redisUrl: string, balancerId: string, extraArgs: string[] = [], flags?: FlagSource, workerHeartbeatTimeoutMs = heartbeatTimeoutMs): Promise<BalancerProcess> {
   const process = await spawnReady(t, cliPaths.balancer, [
     '--redis-url', redisUrl,
     '--key-prefix', keyPrefix,
     '--balancer-id', balancerId,
-    '--heartbeat-timeout-ms', String(heartbeatTimeoutMs),
+    '--heartbeat-timeout-ms', String(workerHeartbeatTimeoutMs),
     '--metrics-port', '0',
     ...extraArgs,
     ...flagArgs(flags, true),
@@ -154,7 +158,7 @@ export async function startStack(t: TestContext, options: StackOptions): Promise
   t.after(() => ledgerRedis.disconnect());
   const workers = await Promise.all(options.workers.map((spec) => startWorkerProcess(t, redisUrl, spec, options.flags)));
   const balancers = await Promise.all(
-    Array.from({ length: options.balancerCount }, (_, i) => startBalancerProcess(t, redisUrl, `b${i}`, options.balancerArgs, options.flags)),
+    Array.from({ length: options.balancerCount }, (_, i) => startBalancerProcess(t, redisUrl, `b${i}`, options.balancerArgs, options.flags, options.heartbeatTimeoutMs)),
   );
   const clusters = [...new Set(options.workers.map((w) => w.cluster))].sort();
   return {

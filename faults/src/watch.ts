@@ -1,10 +1,12 @@
 /**
  * Samples every live process's metrics while a case runs: each worker's high-water mark and max
- * parallelism (a worker killed later keeps what was read of it last), each balancer's queue depth.
+ * parallelism (a worker killed later keeps what was read of it last), each balancer's queue depth;
+ * with `ledger`, also the ledger's count of each worker next to the worker's own (ledger-watch.ts).
  */
 import { performance } from 'node:perf_hooks';
+import { LedgerReader, type LedgerReadOptions, type LedgerSample, type WorkerLedgerCount } from './ledger-watch';
 import { scrapeMetrics, type MetricsText } from './metrics';
-import type { FaultStack, WorkerProcess } from './stack';
+import { keyPrefix, type FaultStack, type WorkerProcess } from './stack';
 
 export interface WorkerFigures {
   inflight: number;
@@ -46,16 +48,32 @@ export async function readWorker(worker: WorkerProcess, timeoutMs = scrapeTimeou
   return workerFigures(await scrapeMetrics(worker.metricsPort, timeoutMs));
 }
 
+export interface FleetWatchOptions {
+  /**
+   * Read the ledger at every sample too, in the same moment as the workers' metrics
+   * (`ledgerSamples`, see ledger-watch.ts). Off by default: it costs Redis a MULTI per sample.
+   */
+  ledger?: Omit<LedgerReadOptions, 'keyPrefix'>;
+}
+
 export class FleetWatch {
   readonly workers = new Map<string, WorkerRecord>();
   readonly queueSamples: QueueSample[] = [];
+  /** With `ledger`: one per live worker per sample, when both its metrics and the ledger answered (bounded: the watch stops by itself after maxWatchMs). */
+  readonly ledgerSamples: LedgerSample[] = [];
+  /** With `ledger`: samples whose ledger read failed (Redis away). */
+  missedLedgerReads = 0;
   private stopped = false;
   private loop: Promise<void> | undefined;
+  private readonly ledgerReader: LedgerReader | undefined;
 
   constructor(
     private readonly stack: FaultStack,
     private readonly intervalMs = 250,
-  ) {}
+    options: FleetWatchOptions = {},
+  ) {
+    this.ledgerReader = options.ledger && new LedgerReader(stack.ledgerRedis, { keyPrefix, ...options.ledger });
+  }
 
   start(): this {
     const endsAtMs = performance.now() + maxWatchMs;
@@ -76,7 +94,20 @@ export class FleetWatch {
   }
 
   async sampleNow(): Promise<void> {
-    await Promise.all([...this.stack.liveWorkers().map((w) => this.sampleWorker(w)), ...this.stack.liveBalancers().map((b) => this.sampleBalancer(b.id, b.metricsPort))]);
+    const atMs = performance.now();
+    const workers = this.stack.liveWorkers();
+    // Started together, so that a worker's own count and the ledger's are read about the same moment.
+    const [figures, ledgerCounts] = await Promise.all([
+      Promise.all(workers.map((w) => this.sampleWorker(w))),
+      this.readLedger(workers),
+      Promise.all(this.stack.liveBalancers().map((b) => this.sampleBalancer(b.id, b.metricsPort))),
+    ]);
+    if (!ledgerCounts) return;
+    workers.forEach((worker, i) => {
+      const own = figures[i];
+      const counted = ledgerCounts.get(worker.id);
+      if (own && counted) this.ledgerSamples.push({ atMs, workerId: worker.id, runningTasks: own.inflight, scrapeMs: own.scrapeMs, ...counted });
+    });
   }
 
   record(workerId: string): WorkerRecord {
@@ -92,15 +123,36 @@ export class FleetWatch {
     return Math.max(0, ...this.queueSamples.filter((s) => balancerId === undefined || s.balancerId === balancerId).map((s) => s.queued));
   }
 
-  private async sampleWorker(worker: WorkerProcess): Promise<void> {
+  /** Undefined when the worker did not answer in time. */
+  private async sampleWorker(worker: WorkerProcess): Promise<(WorkerFigures & { scrapeMs: number }) | undefined> {
     const record = this.record(worker.id);
     try {
+      const scrapedFromMs = performance.now();
       const figures = await readWorker(worker);
+      const atMs = performance.now();
       record.highWaterMark = Math.max(record.highWaterMark, figures.highWaterMark);
       record.maxParallelismSeen = Math.max(record.maxParallelismSeen, figures.maxParallelism);
-      record.last = { ...figures, atMs: performance.now() };
+      record.last = { ...figures, atMs };
+      return { ...figures, scrapeMs: atMs - scrapedFromMs };
     } catch {
       record.missedScrapes++;
+      return undefined;
+    }
+  }
+
+  /** Undefined when the ledger is not watched or could not be read. */
+  private async readLedger(workers: readonly WorkerProcess[]): Promise<Map<string, WorkerLedgerCount> | undefined> {
+    if (!this.ledgerReader) return undefined;
+    try {
+      const counts = new Map<string, WorkerLedgerCount>();
+      for (const cluster of this.stack.clusters) {
+        const ids = workers.filter((w) => w.cluster === cluster).map((w) => w.id);
+        for (const [workerId, count] of await this.ledgerReader.read(cluster, ids)) counts.set(workerId, count);
+      }
+      return counts;
+    } catch {
+      this.missedLedgerReads++;
+      return undefined;
     }
   }
 
