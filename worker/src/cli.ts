@@ -4,6 +4,7 @@
  *   node worker/dist/src/cli.js --cluster candidate --handlers ./handlers.js --max-parallelism 30
  * Every flag can also be set by env (listed by --help); flags win.
  */
+import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { ConfigError, createLogger, registerProcessMetrics, readOptions, serveMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
@@ -53,6 +54,22 @@ const cliSchema = workerOptionsSchema.extend({
   ...serverTlsOptionsShape,
 });
 
+type HandlersModule = { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
+
+/** The --handlers module; one that is not there or fails to load is a ConfigError naming the flag (exit 2). */
+async function importHandlersModule(handlersPath: string): Promise<HandlersModule> {
+  const resolved = path.resolve(handlersPath);
+  if (!fs.existsSync(resolved)) {
+    throw new ConfigError(`--handlers: no module at ${resolved} (given ${JSON.stringify(handlersPath)}, resolved from ${process.cwd()})`);
+  }
+  try {
+    return (await import(resolved)) as HandlersModule;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    throw new ConfigError(`--handlers: module ${resolved} failed to load: ${message.split('\n')[0]}`);
+  }
+}
+
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
   if (parsed.help) {
@@ -66,7 +83,7 @@ async function main(): Promise<void> {
   // Heap sizes apply only at start: this process runs again with them, and waits for that one.
   await restartWithHeapFlags({ maxOldSpaceSizeMb, maxSemiSpaceSizeMb });
   const stopRequested = stopSignal();
-  const loaded = (await import(path.resolve(handlersPath))) as { handlers?: HandlerMap; default?: { handlers?: HandlerMap } };
+  const loaded = await importHandlersModule(handlersPath);
   // Checked before anything starts: a bad module exits 2 naming the entry (ConfigError).
   const handlers = checkHandlers(loaded.handlers ?? loaded.default?.handlers, `module ${handlersPath}`);
 

@@ -28,7 +28,7 @@ test('checkHandlers: an object of functions passes; empty, not an object, or an 
   }
 });
 
-test('the worker CLI exits 2 at start for a handlers module whose entries are not functions, or that exports none, naming the entry', (t) => {
+test('the worker CLI exits 2 at start for a handlers module that is missing, fails to load, exports none or has an entry that is not a function, naming --handlers or the entry', (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hr-handlers-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const cli = path.join(__dirname, '..', 'src', 'cli.js');
@@ -47,4 +47,12 @@ test('the worker CLI exits 2 at start for a handlers module whose entries are no
   result = run('exports.handlers = {};\n');
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /exports an empty `handlers` object/);
+  // A module that fails to load, or that is not there: exit 2 naming the flag, not Node's own error.
+  result = run("require('a-package-nobody-installed');\n");
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--handlers: module .*handlers-\w+\.js failed to load: Cannot find module 'a-package-nobody-installed'/);
+  const missing = path.join(dir, 'not-there.js');
+  result = spawnSync(process.execPath, [cli, '--cluster', 'c', '--handlers', missing, '--redis-url', testRedisUrl], { encoding: 'utf8', timeout: 20_000 });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--handlers: no module at .*not-there\.js/);
 });
