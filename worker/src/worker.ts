@@ -153,6 +153,12 @@ export interface Worker {
  */
 export const cancelCountsAsDeadlineWithinMs = 50;
 const cancelIsTheDeadline = (deadlineUnixMs: number) => Date.now() >= deadlineUnixMs - cancelCountsAsDeadlineWithinMs;
+/**
+ * An answer this close to the task's deadline, or after it, may not reach the balancer (its call
+ * ends at the deadline): the worker releases the lease itself. Wider than the cancel margin, as
+ * an answer takes a while on its way (a loaded event loop, the network).
+ */
+export const answerNearDeadlineMs = 250;
 
 /** How long a worker's report lives in Redis: a few missed intervals, then a dead worker's goes away on its own. */
 export const workerReportTtlMs = (reportIntervalMs: number) => Math.max(10_000, 3 * reportIntervalMs);
@@ -370,18 +376,22 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       latency.record(integration, Number(response.runMs));
       reporter.taskSucceeded(Number(response.runMs));
     }
-    await answer(call, callback, request.leaseId, response);
+    await answer(call, callback, request.leaseId, task.deadlineUnixMs, response);
   }
 
   /**
    * Answers a task, and stops holding its lease. The balancer that receives the answer releases
    * the lease, batched with its other calls to Redis. When the balancer cancelled the call it
-   * will not: the worker does, and holds the lease until the release is through (a heartbeat
-   * sent meanwhile keeps it). A release that never comes is made good by the heartbeats: they
-   * drop the leases the worker does not hold (heartbeat-12.lua).
+   * will not, nor when the task's deadline passed (or nearly): its call ended at the deadline
+   * while the answer was on its way, and the answer is lost. The worker then releases the lease
+   * itself, and holds it until the release is through (a heartbeat sent meanwhile keeps it); a
+   * release by both frees the slot once (the lease record goes with the first). Left to the
+   * heartbeats, such slots came back a period late each, and under an incident, where tasks run
+   * out their deadlines, that was enough capacity lost to keep the queue's head expiring after
+   * the upstream was fast again (faults/test/incident-recovery.test.ts).
    */
-  async function answer(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>, leaseId: string, response: ExecuteResponse): Promise<void> {
-    if (call.cancelled) {
+  async function answer(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>, leaseId: string, deadlineUnixMs: number, response: ExecuteResponse): Promise<void> {
+    if (call.cancelled || Date.now() >= deadlineUnixMs - answerNearDeadlineMs) {
       try {
         await ledger.release(cluster, leaseId);
       } catch (error) {

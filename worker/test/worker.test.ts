@@ -72,6 +72,30 @@ test('the handler gets an AbortSignal that fires at the deadline', async (t) => 
   assert.equal(result.response?.error?.code, 'HR_ERR_DEADLINE_EXCEEDED');
 });
 
+test('a task answered at or after its deadline: the worker releases its lease itself, as the balancer\'s call ended and gets no answer to release it by', async (t) => {
+  const { ledger, client } = await start(t, { maxParallelism: 2, workerId: 'w-deadline' }, {
+    // Ignores its signal and answers late, as a handler stuck in a slow call does.
+    'bank-a': async () => new Promise((resolve) => setTimeout(() => resolve('late'), 300)),
+  });
+  const lease = await ledger.reserve('c', { priority: 'user', balancerId: 'b', waitIfNone: false, targetWorkerId: 'w-deadline' });
+  assert.ok(lease.ok);
+  assert.equal((await ledger.snapshot('c')).leases, 1);
+  const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: lease.leaseId, cluster: 'c', workerId: 'w-deadline' });
+  assert.equal(result.response?.result?.toString(), 'late', 'its answer came after the deadline');
+  // Released before the answer was sent: a balancer's release would now find nothing to free.
+  assert.equal((await ledger.snapshot('c')).leases, 0);
+  assert.equal(await ledger.release('c', lease.leaseId), false);
+});
+
+test('a task answered well before its deadline leaves its release to the balancer that gets the answer', async (t) => {
+  const { ledger, client } = await start(t, { maxParallelism: 2, workerId: 'w-early' }, { 'bank-a': async () => 'ok' });
+  const lease = await ledger.reserve('c', { priority: 'user', balancerId: 'b', waitIfNone: false, targetWorkerId: 'w-early' });
+  assert.ok(lease.ok);
+  const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: lease.leaseId, cluster: 'c', workerId: 'w-early' });
+  assert.equal(result.response?.result?.toString(), 'ok');
+  assert.equal(await ledger.release('c', lease.leaseId), true, 'the balancer\'s release frees the slot: the worker did not release it too (one Redis call a task, batched)');
+});
+
 test('a cancel at the deadline (the caller\'s timer a moment before ours) is the deadline; one well before it is a cancel', async (t) => {
   const reasons: string[] = [];
   const { client } = await start(t, {}, {
