@@ -27,7 +27,11 @@ export interface AuditEntry {
   reason?: string;
 }
 
-export type NewAuditEntry = Omit<AuditEntry, 'id' | 'atUnixMs'>;
+/**
+ * `idempotencyKey`: an entry with the key of one already written is not written again (the
+ * autopilot's entries, which any control plane may write when it finishes a decision).
+ */
+export type NewAuditEntry = Omit<AuditEntry, 'id' | 'atUnixMs'> & { idempotencyKey?: string };
 
 export interface AuditOutboxMetrics {
   outboxDepth: Gauge;
@@ -85,13 +89,31 @@ export class AuditLog {
     if (this.outbox.length > 0) await this.flush();
     if (this.outbox.length === 0) {
       try {
-        this.announce(await this.deps.store.insert(this.deps.database.pool, timed));
+        this.announceWritten(await this.deps.store.insert(this.deps.database.pool, timed));
         return;
       } catch (error) {
         this.deps.logger.warn({ err: error, action: entry.action, target: entry.target }, 'PostgreSQL did not take an audit entry: kept in the outbox until it does');
       }
     }
     this.keep(timed);
+  }
+
+  /**
+   * Writes an entry that must be in PostgreSQL before its caller goes on (an autopilot decision,
+   * whose intent is cleared only then), at most once per `idempotencyKey`: a second call with the
+   * same key writes nothing. Rejects (HR_ERR_DATABASE_UNAVAILABLE) rather than keep it in the
+   * outbox, which a process that dies would lose; the caller tries again later. `atUnixMs`: when
+   * it happened (the decision's time, whichever control plane writes it).
+   */
+  async recordOnce(entry: NewAuditEntry & { idempotencyKey: string }, atUnixMs = Date.now()): Promise<void> {
+    // Older entries first: the record keeps the order things happened in.
+    if (this.outbox.length > 0) await this.flush();
+    try {
+      if (this.outbox.length > 0) throw new Error(`${this.outbox.length} older entries still wait in the outbox`);
+      this.announceWritten(await this.deps.store.insert(this.deps.database.pool, { ...entry, atUnixMs }));
+    } catch (error) {
+      throw databaseUnavailable(this.deps.database, `the audit entry ${entry.idempotencyKey}`, error);
+    }
   }
 
   /** Keeps entries that PostgreSQL did not take (oldest first), to be written when it answers. */
@@ -117,6 +139,11 @@ export class AuditLog {
   /** An entry written (in a change's transaction, now committed): to the live event streams. */
   announce(entry: AuditEntry): void {
     this.deps.redis.publish(this.channel, JSON.stringify(entry)).catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an audit entry'));
+  }
+
+  /** null: the entry was there already (same idempotency key), and was announced when it was written. */
+  private announceWritten(entry: AuditEntry | null): void {
+    if (entry) this.announce(entry);
   }
 
   async list(query: AuditQuery): Promise<AuditEntry[]> {
@@ -148,7 +175,7 @@ export class AuditLog {
   private async flushSome(): Promise<void> {
     for (let i = 0; i < outboxBatch && this.outbox.length > 0; i++) {
       try {
-        this.announce(await this.deps.store.insert(this.deps.database.pool, this.outbox[0]!));
+        this.announceWritten(await this.deps.store.insert(this.deps.database.pool, this.outbox[0]!));
       } catch (error) {
         this.deps.logger.debug({ err: error, waiting: this.outbox.length }, 'PostgreSQL still does not take the audit outbox');
         return;

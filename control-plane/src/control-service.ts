@@ -80,6 +80,15 @@ export type RollbackRecord = OverrideChangeRecord & { kind: 'rollback' };
 
 export type RollbackScope = { integration?: string | undefined; reason?: string | undefined };
 
+/**
+ * An actuator's caller that may call it again for the same change (the autopilot finishing an
+ * intent another control plane began) names it: the change's `ok` entry is then written once.
+ * A failed attempt's entry carries no key: it is its own event, and a retry that succeeds is recorded.
+ */
+export interface ChangeOptions {
+  idempotencyKey?: string | undefined;
+}
+
 /** Changes that may wait their turn; more get HR_ERR_BUSY. */
 export const maxPendingChanges = 32;
 
@@ -158,13 +167,13 @@ export class ControlService {
   }
 
   /** Under the change lock: the flag is read, written and recorded while no other control plane changes it. */
-  setTraffic(change: TrafficChange, actor: string): Promise<TrafficView> {
+  setTraffic(change: TrafficChange, actor: string, options: ChangeOptions = {}): Promise<TrafficView> {
     return this.serialised(async () => {
       const target = [change.defaultPercent !== undefined ? 'default' : undefined, ...Object.keys(change.integrations ?? {})].filter(Boolean).join(',');
       await this.deps.changes.run('a traffic change', async (unit) => {
         try {
           const { before, after } = await this.deps.traffic.setPercents(change);
-          await unit.record({ actor, action: 'traffic.set', target, request: change, before, after, outcome: 'ok' });
+          await unit.record({ actor, action: 'traffic.set', target, request: change, before, after, outcome: 'ok', ...keyed(options) });
           this.deps.metrics.flagChanges.inc({ flag: 'traffic', outcome: 'ok' });
         } catch (error) {
           await unit.record(failure('traffic.set', actor, target, change, error));
@@ -180,13 +189,13 @@ export class ControlService {
     return this.deps.parallelism.read();
   }
 
-  setParallelism(change: ParallelismByCluster, actor: string): Promise<ParallelismByCluster> {
+  setParallelism(change: ParallelismByCluster, actor: string, options: ChangeOptions = {}): Promise<ParallelismByCluster> {
     return this.serialised(() => {
       const target = Object.keys(change).join(',');
       return this.deps.changes.run('a parallelism change', async (unit: ChangeUnit) => {
         try {
           const { before, after } = await this.deps.parallelism.set(change);
-          await unit.record({ actor, action: 'parallelism.set', target, request: { clusters: change }, before, after, outcome: 'ok' });
+          await unit.record({ actor, action: 'parallelism.set', target, request: { clusters: change }, before, after, outcome: 'ok', ...keyed(options) });
           this.deps.metrics.flagChanges.inc({ flag: 'parallelism', outcome: 'ok' });
           return after;
         } catch (error) {
@@ -202,8 +211,8 @@ export class ControlService {
    * Sends all integrations (or one) to the baseline: the Redis override, acknowledged by every
    * live balancer, answers; the Unleash write that makes it durable follows (see DurableOverride).
    */
-  rollback(scope: RollbackScope, actor: string): Promise<RollbackRecord> {
-    return this.changeOverride('rollback', scope, actor) as Promise<RollbackRecord>;
+  rollback(scope: RollbackScope, actor: string, options: ChangeOptions = {}): Promise<RollbackRecord> {
+    return this.changeOverride('rollback', scope, actor, options) as Promise<RollbackRecord>;
   }
 
   /**
@@ -265,7 +274,7 @@ export class ControlService {
    * Override changes do not wait behind Unleash writes: a rollback must not queue behind a
    * slow traffic change.
    */
-  private async changeOverride(kind: 'rollback' | 'resume', scope: RollbackScope, actor: string): Promise<OverrideChangeRecord> {
+  private async changeOverride(kind: 'rollback' | 'resume', scope: RollbackScope, actor: string, options: ChangeOptions = {}): Promise<OverrideChangeRecord> {
     if (this.overrideChangesRunning >= maxPendingChanges) {
       throw new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} rollbacks and resumes are being acknowledged already; nothing was changed, try again`, { retryAfterMs: 1000 });
     }
@@ -301,11 +310,11 @@ export class ControlService {
       void this.saveRollback(record);
     }
     this.announce(record);
-    void this.makeDurable(record, propagated.previous);
+    void this.makeDurable(record, propagated.previous, options);
     return record;
   }
 
-  private async makeDurable(answered: OverrideChangeRecord, previous: OverrideState | undefined): Promise<void> {
+  private async makeDurable(answered: OverrideChangeRecord, previous: OverrideState | undefined, options: ChangeOptions): Promise<void> {
     const outcome = await this.durable.sync(answered.scope, answered.override);
     this.deps.metrics.observeUnleashWrite(answered.kind, outcome);
     const record: OverrideChangeRecord = {
@@ -329,6 +338,7 @@ export class ControlService {
       outcome: outcome.ok ? 'ok' : 'failed',
       ...(record.durableError ? { error: record.durableError } : {}),
       ...(record.reason ? { reason: record.reason } : {}),
+      ...(outcome.ok ? keyed(options) : {}),
     });
     if (!outcome.ok) this.deps.logger.warn({ kind: record.kind, scope: record.scope, overrideVersion: record.overrideVersion, error: outcome.error }, 'a rollback or resume is in effect through Redis but not in Unleash');
     this.announce(record);
@@ -418,6 +428,11 @@ function parseRollbackRecord(json: string): RollbackRecord {
   const record = JSON.parse(json) as Partial<Omit<RollbackRecord, 'durable'>> & { durable?: DurableState | boolean };
   const durable: DurableState = record.durable === true ? 'done' : record.durable === false ? 'failed' : (record.durable ?? 'pending');
   return { kind: 'rollback', reason: null, expected: [], durableError: null, durableAtUnixMs: null, ...record, durable } as RollbackRecord;
+}
+
+/** The idempotency key of a change's `ok` entry, when its caller gave one. */
+function keyed(options: ChangeOptions): { idempotencyKey?: string } {
+  return options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey };
 }
 
 /** The entry of a change that failed: what was asked, and why it failed. */

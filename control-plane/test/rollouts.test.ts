@@ -41,17 +41,21 @@ async function fleetWithLoad(t: TestContext, candidateHandlers: HandlerMap): Pro
   let stopped = false;
   let sent = 0;
   const deadline = Date.now() + 170_000;
+  // A lane's failure is kept for stopLoad(): a test that fails first tears the fleet down under
+  // the lanes, and their rejections must not end the file before its assertion is reported.
+  const failures: unknown[] = [];
   const lanes = Array.from({ length: 8 }, async (_, lane) => {
     while (!stopped && Date.now() < deadline && sent < 200_000) {
       sent++;
       await submit(fleet.clients[0]!, task({ integration: lane % 2 === 0 ? 'bank-a' : 'bank-b', key: `key-${lane}-${sent}`, priority: 'BACKGROUND', payload: json({}) }), 5000);
     }
-  });
+  }).map((lane) => lane.catch((error: unknown) => void failures.push(error)));
   return {
     stack,
     async stopLoad() {
       stopped = true;
       await Promise.all(lanes);
+      if (failures.length > 0) throw failures[0];
       return sent;
     },
   };
@@ -126,7 +130,8 @@ test('a healthy plan of 3 steps completes; every decision is in the audit log wi
 
   const finished = await eventually('the rollout to finish', 150_000, async () => {
     const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
-    return rollout.status === 'running' ? undefined : rollout;
+    // The state is written ahead of its actions and entries (docs/rollouts.md): done once no intent is pending.
+    return rollout.status === 'running' || rollout.pending ? undefined : rollout;
   });
   await stopLoad();
   assert.equal(finished.status, 'completed', JSON.stringify(finished.decisions, null, 1));
@@ -194,7 +199,7 @@ test('a slow candidate on one integration: the autopilot rolls that one back wit
 
   const rolledBack = await eventually('bank-b to be rolled back', 60_000, async () => {
     const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
-    return rollout.rolledBack.includes('bank-b') ? rollout : undefined;
+    return rollout.rolledBack.includes('bank-b') && !rollout.pending ? rollout : undefined;
   });
   const detectedMs = Date.now() - startedAtMs;
   assert.ok(detectedMs < 2 * plan.windowSeconds * 1000 + 5000, `rolled back after ${detectedMs} ms`);
@@ -209,7 +214,8 @@ test('a slow candidate on one integration: the autopilot rolls that one back wit
 
   const finished = await eventually('the rollout to finish', 90_000, async () => {
     const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
-    return rollout.status === 'running' ? undefined : rollout;
+    // The state is written ahead of its actions and entries (docs/rollouts.md): done once no intent is pending.
+    return rollout.status === 'running' || rollout.pending ? undefined : rollout;
   });
   await stopLoad();
   assert.equal(finished.status, 'completed', JSON.stringify(finished.decisions, null, 1));
@@ -257,7 +263,8 @@ test('a gate that stays close to its line without crossing it doubles the hold, 
   const id = started.body.id as string;
   const finished = await eventually('the rollout to finish', 90_000, async () => {
     const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
-    return rollout.status === 'running' ? undefined : rollout;
+    // The state is written ahead of its actions and entries (docs/rollouts.md): done once no intent is pending.
+    return rollout.status === 'running' || rollout.pending ? undefined : rollout;
   });
   const described = JSON.stringify(finished.decisions, null, 1);
   assert.equal(finished.status, 'completed', described);

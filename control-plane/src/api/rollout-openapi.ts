@@ -34,6 +34,11 @@ const rollout: JsonSchema = {
     closeGates: { type: ['string', 'null'], description: 'The gates close to their lines at the latest hold decision, e.g. "bank-a:p95Ratio"' },
     rolledBack: { type: 'array', items: { type: 'string' }, description: 'Integrations the autopilot rolled back (the rest go on)' },
     waitingFor: { type: ['string', 'null'], description: 'Why it does not advance now' },
+    pending: {
+      type: ['object', 'null'],
+      description: 'A decision written before it is acted on, being applied (or left half done by a control plane that stopped; the next one finishes it): see docs/rollouts.md',
+      properties: { id: { type: 'string' }, actions: { type: 'array', items: { type: 'object' } }, decisions: { type: 'array', items: { type: 'object' } }, status: { type: 'string' }, maxParallelism: { type: 'integer' } },
+    },
     lastReading: {
       type: ['object', 'null'],
       properties: {

@@ -44,14 +44,18 @@ export class AuditStore {
     this.table = `${database.schema}.audit_entries`;
   }
 
-  /** Writes one entry through `on` (the pool, or the client of a change's transaction); its id orders entries. */
-  async insert(on: pg.Pool | pg.ClientBase, entry: TimedAuditEntry): Promise<AuditEntry> {
+  /**
+   * Writes one entry through `on` (the pool, or the client of a change's transaction); its id
+   * orders entries. Resolves with null when an entry with the same `idempotencyKey` is there
+   * already (written once, whoever tries again).
+   */
+  async insert(on: pg.Pool | pg.ClientBase, entry: TimedAuditEntry): Promise<AuditEntry | null> {
     const result = await on.query<AuditRow>(
-      `INSERT INTO ${this.table} (at, actor, action, target, request, before, after, outcome, error, reason)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING *`,
-      entryValues(entry),
+      `INSERT INTO ${this.table} (at, actor, action, target, request, before, after, outcome, error, reason, idempotency_key)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (idempotency_key) DO NOTHING RETURNING *`,
+      [...entryValues(entry), entry.idempotencyKey ?? null],
     );
-    return toEntry(result.rows[0]!);
+    return result.rows[0] ? toEntry(result.rows[0]) : null;
   }
 
   /** Copies an entry of the old Redis stream, once: returns false when it was copied before. */

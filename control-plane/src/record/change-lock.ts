@@ -66,7 +66,8 @@ export class ChangeLock {
         entries.push(timed);
         if (broken) return;
         try {
-          written.push(await this.deps.store.insert(client, timed));
+          const inserted = await this.deps.store.insert(client, timed);
+          if (inserted) written.push(inserted);
         } catch (error) {
           broken = true;
           this.deps.logger.error({ err: error, action: entry.action }, 'PostgreSQL did not take the audit entry of a change it had allowed: kept in the outbox');

@@ -34,6 +34,12 @@ export const migrations: readonly { name: string; sql: (schema: string) => strin
     name: '0002-legacy-redis-id',
     sql: (schema) => `ALTER TABLE ${schema}.audit_entries ADD COLUMN legacy_redis_id text UNIQUE;`,
   },
+  {
+    // An entry that whichever control plane finishes a decision may write (the autopilot's
+    // intents, rollouts/intent.ts): the second insert with the same key is a no-op.
+    name: '0003-idempotency-key',
+    sql: (schema) => `ALTER TABLE ${schema}.audit_entries ADD COLUMN idempotency_key text UNIQUE;`,
+  },
 ];
 
 /** Which migrations a schema has: umzug's storage, in the same transaction as the migrations. */

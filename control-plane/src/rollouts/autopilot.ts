@@ -8,6 +8,11 @@
  * it stalled) stops acting at once, and its writes are refused by the fence. The state lives in
  * Redis, so a second control plane continues a rollout where the first left it.
  *
+ * A decision is written before it is acted on, as a pending intent (intent.ts): at the start of
+ * a tick, one left by this or another control plane is finished first, whatever the rollout's
+ * status (a pause or abort that came meanwhile does not undo what the state already says
+ * happened; it takes effect once the intent is finished).
+ *
  * At each tick, for a running rollout:
  * - a breached gate on an integration rolls that integration back (the others go on); on a
  *   search step that has raised parallelism before, it backs off to the highest value that held
@@ -24,10 +29,11 @@ import { readLatency, type RedisConnection, type WorkerReport } from '@headroom/
 import type { AuditLog } from '../audit';
 import type { ControlService } from '../control-service';
 import { describeGates, readGates, type GatesReading } from './gates';
+import { autopilotActor, IntentRunner, newIntent, type RolloutAction } from './intent';
 import type { PlanStep } from './plan';
-import { withDecision, type Decision, type DecisionKind, type Rollout, type RolloutStore } from './rollout-store';
+import { withDecision, type Decision, type DecisionKind, type Rollout, type RolloutStore, type StoredRollout } from './rollout-store';
 
-export const autopilotActor = 'autopilot';
+export { autopilotActor };
 
 /** How many times the step's hold the gates must stay within their lines once one came close to its line. */
 export const closeHoldFactor = 2;
@@ -54,16 +60,20 @@ export interface AutopilotDeps {
   options: AutopilotOptions;
 }
 
-type Outcome = { rollout: Rollout; decisions: Decision[] };
+type Outcome = { rollout: Rollout; decisions: Decision[]; actions: RolloutAction[] };
 type Note = (kind: DecisionKind, step: number, message: string, integration?: string) => void;
+type Act = (action: RolloutAction) => void;
 
 export class Autopilot {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private leaseValue: string | null = null;
   private stopped = false;
+  private readonly intents: IntentRunner;
 
-  constructor(private readonly deps: AutopilotDeps) {}
+  constructor(private readonly deps: AutopilotDeps) {
+    this.intents = new IntentRunner({ store: deps.store, service: deps.service, audit: deps.audit, holdLease: () => this.holdLease() });
+  }
 
   /** Whether this control plane holds the lease now. */
   get acting(): boolean {
@@ -91,7 +101,7 @@ export class Autopilot {
   /** One look at the rollout, and what it calls for. */
   async tick(nowUnixMs = Date.now()): Promise<void> {
     const stored = await this.deps.store.current();
-    if (!stored || stored.rollout.status !== 'running') {
+    if (!stored || (stored.rollout.status !== 'running' && !stored.rollout.pending)) {
       // Nothing to act on: give the lease up, so that `acting` says so and the next rollout may start anywhere.
       if (this.leaseValue) await this.deps.store.releaseLease(this.leaseValue);
       this.leaseValue = null;
@@ -101,18 +111,34 @@ export class Autopilot {
     if (lease !== this.leaseValue) this.deps.logger.info({ acting: lease !== null }, lease ? 'autopilot: this control plane acts on the rollout' : 'autopilot: another control plane acts on the rollout');
     this.leaseValue = lease;
     if (!lease) return;
+    if (stored.rollout.pending) {
+      // Left by a control plane that stopped mid-decision (or by a tick that failed): finished
+      // before anything new is decided; the next tick decides on a fresh read.
+      this.deps.logger.info({ intent: stored.rollout.pending.id }, 'autopilot: finishing a decision taken before');
+      await this.finishIntent(stored, lease);
+      return;
+    }
 
     const { rollout } = stored;
     const reading = await this.read(rollout, nowUnixMs);
-    const outcome = await this.decide({ ...rollout, lastReading: reading }, reading, nowUnixMs);
-    const written = await this.deps.store.write(outcome.rollout, stored.version, lease);
-    if (written === 'lost-lease') {
-      this.leaseValue = null;
-      this.deps.logger.warn('autopilot: lost the lease while acting; the next holder reads the rollout again and goes on from there');
-      return;
-    }
+    const outcome = this.decide({ ...rollout, lastReading: reading }, reading, nowUnixMs);
+    const acts = outcome.actions.length > 0 || outcome.decisions.length > 0;
+    // Written before acting: whoever holds the lease after a crash finishes exactly this.
+    const next: Rollout = { ...outcome.rollout, pending: acts ? newIntent(outcome.rollout, outcome.actions, outcome.decisions) : null };
+    const written = await this.deps.store.write(next, stored.version, lease);
+    if (written === 'lost-lease') return this.lostLease();
     if (written === 'changed') return; // An operator paused or aborted meanwhile: their word stands; the next tick sees it.
-    for (const decision of outcome.decisions) await this.record(outcome.rollout, decision, reading);
+    if (acts) await this.finishIntent({ rollout: next, version: written }, lease);
+  }
+
+  /** Finishes the rollout's intent: see intent.ts. Also the operator's start of a rollout, without a lease (""). */
+  async finishIntent(stored: StoredRollout, leaseValue = ''): Promise<void> {
+    if ((await this.intents.finish(stored, leaseValue)) === 'lost-lease') this.lostLease();
+  }
+
+  private lostLease(): void {
+    this.leaseValue = null;
+    this.deps.logger.warn('autopilot: lost the lease while acting; the next holder reads the rollout again and goes on from there');
   }
 
   private async read(rollout: Rollout, nowUnixMs: number): Promise<GatesReading> {
@@ -140,15 +166,17 @@ export class Autopilot {
     });
   }
 
-  private async decide(rollout: Rollout, reading: GatesReading, now: number): Promise<Outcome> {
+  /** The next state, the decisions and the actions, as data: nothing is acted on here. */
+  private decide(rollout: Rollout, reading: GatesReading, now: number): Outcome {
     const decisions: Decision[] = [];
+    const actions: RolloutAction[] = [];
     const note: Note = (kind, step, message, integration) =>
       decisions.push({ atUnixMs: now, kind, step, message, actor: autopilotActor, ...(integration ? { integration } : {}) });
-    const judged = await this.judge(rollout, reading, now, note);
-    return { rollout: decisions.reduce(withDecision, judged), decisions };
+    const judged = this.judge(rollout, reading, now, note, (action) => actions.push(action));
+    return { rollout: decisions.reduce(withDecision, judged), decisions, actions: lastPerTarget(actions) };
   }
 
-  private async judge(rollout: Rollout, reading: GatesReading, now: number, note: Note): Promise<Rollout> {
+  private judge(rollout: Rollout, reading: GatesReading, now: number, note: Note, act: Act): Rollout {
     const step = rollout.plan.steps[rollout.step]!;
     const search = rollout.search;
 
@@ -164,17 +192,16 @@ export class Autopilot {
         ...breachedIntegrations.map((i) => `${i.integration}: ${describeGates(i.gates, 'breached')}`),
         ...(workersBreached ? [`workers: ${describeGates(reading.workers.gates, 'breached')}`] : []),
       ].join('; ');
-      await this.setParallelism(search.highestHeld);
+      act(this.parallelismAction(search.highestHeld));
       note('back-off', rollout.step, `max parallelism ${search.current} broke a gate (${why}); backed off to ${search.highestHeld}, the highest that held`);
-      return this.nextStep({ ...rollout, maxParallelism: search.highestHeld, search: { ...search, current: search.highestHeld } }, now, note);
+      return this.nextStep({ ...rollout, maxParallelism: search.highestHeld, search: { ...search, current: search.highestHeld } }, now, note, act);
     }
     const toRollBack = workersBreached ? reading.integrations.map((i) => i.integration) : breachedIntegrations.map((i) => i.integration);
     for (const integration of toRollBack) {
       const figures = workersBreached
         ? `the candidate's workers: ${describeGates(reading.workers.gates, 'breached')}`
         : describeGates(reading.integrations.find((i) => i.integration === integration)!.gates, 'breached');
-      await this.holdLease();
-      await this.deps.service.rollback({ integration, reason: `rollout ${rollout.plan.name} (${rollout.id}), step ${rollout.step + 1}: ${figures}` }, autopilotActor);
+      act({ kind: 'rollback', integration, reason: `rollout ${rollout.plan.name} (${rollout.id}), step ${rollout.step + 1}: ${figures}` });
       rollout = { ...rollout, rolledBack: [...rollout.rolledBack, integration] };
       note('rollback', rollout.step, `rolled ${integration} back to the baseline: ${figures}`, integration);
     }
@@ -215,16 +242,16 @@ export class Autopilot {
     // Every gate held for the whole hold.
     if (search && search.current < step.search!.max) {
       const raised = Math.min(step.search!.max, Math.ceil(search.current * step.search!.factor));
-      await this.setParallelism(raised);
+      act(this.parallelismAction(raised));
       note('raise', rollout.step, `max parallelism ${search.current} held for ${heldFor}; raised to ${raised}`);
       return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
     }
     if (search) note('step', rollout.step, `max parallelism ${search.current} held for ${heldFor}: the highest the search tries`);
-    return this.nextStep(rollout, now, note, search ? undefined : heldFor);
+    return this.nextStep(rollout, now, note, act, search ? undefined : heldFor);
   }
 
   /** Takes the next step, or completes the rollout after the last; `heldFor`: how long the step's gates held, when that is why. */
-  private async nextStep(rollout: Rollout, now: number, note: Note, heldFor?: string): Promise<Rollout> {
+  private nextStep(rollout: Rollout, now: number, note: Note, act: Act, heldFor?: string): Rollout {
     const index = rollout.step + 1;
     const step = rollout.plan.steps[index];
     const held = heldFor ? `every gate held for ${heldFor}; ` : '';
@@ -232,26 +259,25 @@ export class Autopilot {
       note('complete', rollout.step, `${held}every step held; the candidate runs at max parallelism ${rollout.maxParallelism}`);
       return { ...rollout, status: 'completed', finishedAtUnixMs: now, waitingFor: null, heldSinceUnixMs: null, closeSinceUnixMs: null };
     }
-    const applied = await this.applyStep({ ...rollout, step: index }, step);
-    note('step', index, `${held}step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.maxParallelism)}`);
+    const applied = this.enterStep({ ...rollout, step: index }, step);
+    applied.actions.forEach(act);
+    note('step', index, `${held}step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.rollout.maxParallelism)}`);
     const baselineUntilUnixMs = step.candidatePercent < 100 ? null : (rollout.baselineUntilUnixMs ?? now);
-    return { ...applied, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
+    return { ...applied.rollout, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
   }
 
-  /** Sets traffic and max parallelism for `step` (idempotent: a value already set is not written again). */
-  async applyStep(rollout: Rollout, step: PlanStep): Promise<Rollout> {
+  /** The rollout in `step`, and the actions that set its traffic and max parallelism (absolute values). */
+  enterStep(rollout: Rollout, step: PlanStep): { rollout: Rollout; actions: RolloutAction[] } {
     const maxParallelism = step.search ? step.search.from : step.maxParallelism!;
     const moving = rollout.plan.integrations.filter((integration) => !rollout.rolledBack.includes(integration));
-    await this.holdLease();
-    await this.deps.service.setTraffic({ integrations: Object.fromEntries(moving.map((integration) => [integration, step.candidatePercent])) }, autopilotActor);
-    await this.setParallelism(maxParallelism);
-    return { ...rollout, maxParallelism, search: step.search ? { current: step.search.from, highestHeld: null } : null };
+    const actions: RolloutAction[] = [{ kind: 'traffic', percentByIntegration: Object.fromEntries(moving.map((integration) => [integration, step.candidatePercent])) }, this.parallelismAction(maxParallelism)];
+    return { rollout: { ...rollout, maxParallelism, search: step.search ? { current: step.search.from, highestHeld: null } : null }, actions };
   }
 
   /**
    * Renews the lease right before an action: a control plane that stalled past its lease (and
    * so may have been replaced) does not act on what it read before the stall. Not held by the
-   * operator's start of a rollout (applyStep without a lease, see rollout-service.ts).
+   * operator's start of a rollout (finishIntent without a lease, see rollout-service.ts).
    */
   private async holdLease(): Promise<void> {
     if (this.leaseValue === null) return;
@@ -262,24 +288,19 @@ export class Autopilot {
     }
   }
 
-  private async setParallelism(maxParallelism: number): Promise<void> {
-    const current = await this.deps.service.parallelism();
-    if (current[this.deps.clusters.candidate] === maxParallelism) return;
-    await this.holdLease();
-    await this.deps.service.setParallelism({ [this.deps.clusters.candidate]: maxParallelism }, autopilotActor);
+  private parallelismAction(maxParallelism: number): RolloutAction {
+    return { kind: 'parallelism', cluster: this.deps.clusters.candidate, maxParallelism };
   }
+}
 
-  private async record(rollout: Rollout, decision: Decision, reading: GatesReading): Promise<void> {
-    await this.deps.audit.record({
-      actor: decision.actor,
-      action: 'rollout.decision',
-      target: decision.integration ?? rollout.id,
-      before: null,
-      after: { rollout: rollout.id, name: rollout.plan.name, kind: decision.kind, step: decision.step, status: rollout.status, maxParallelism: rollout.maxParallelism, reading },
-      outcome: 'ok',
-      reason: decision.message,
-    });
-  }
+/**
+ * The actions with only the last one per target (a back-off, then the next step's parallelism):
+ * the final values are what counts, and with one action per target, a value in place says that
+ * action was applied (intent.ts), so a later one's effect is not taken for an earlier one's.
+ */
+function lastPerTarget(actions: readonly RolloutAction[]): RolloutAction[] {
+  const target = (action: RolloutAction) => (action.kind === 'parallelism' ? `parallelism:${action.cluster}` : action.kind === 'rollback' ? `rollback:${action.integration}` : `traffic:${Object.keys(action.percentByIntegration).sort().join(',')}`);
+  return actions.filter((action, index) => !actions.slice(index + 1).some((later) => target(later) === target(action)));
 }
 
 export function describeStep(step: PlanStep, maxParallelism: number): string {

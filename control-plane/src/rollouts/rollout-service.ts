@@ -8,6 +8,7 @@ import { HeadroomError } from '@headroom/common';
 import type { AuditLog } from '../audit';
 import { apiErrorCodes } from '../errors';
 import { autopilotActor, describeStep, type Autopilot } from './autopilot';
+import { newIntent } from './intent';
 import { completePlan, type Plan } from './plan';
 import { finishedStatuses, rolloutChangedError, withDecision, type DecisionKind, type Rollout, type RolloutStatus, type RolloutStore, type StoredRollout } from './rollout-store';
 
@@ -51,6 +52,9 @@ export class RolloutService {
     if (stored && !finishedStatuses.includes(stored.rollout.status)) {
       throw new HeadroomError(apiErrorCodes.conflict, `rollout ${stored.rollout.id} (${stored.rollout.plan.name}) is ${stored.rollout.status}: abort it first; nothing was changed`);
     }
+    if (stored?.rollout.pending) {
+      throw new HeadroomError(apiErrorCodes.busy, `rollout ${stored.rollout.id} has ended, but the autopilot is still finishing its last decision; nothing was changed, try again`, { retryAfterMs: 2000 });
+    }
     const now = Date.now();
     const first = plan.steps[0]!;
     let rollout: Rollout = {
@@ -75,18 +79,23 @@ export class RolloutService {
       decisions: [],
     };
     rollout = withDecision(rollout, { atUnixMs: now, kind: 'start', step: 0, actor, message: `started by ${actor}; step 1 of ${plan.steps.length}: ${describeStep(first, rollout.maxParallelism)}` });
-    // Written first: a second start at the same moment loses the compare-and-set, not a flag write.
+    const entered = this.deps.autopilot.enterStep(rollout, first);
+    // Written first, with the first step's actions as its intent: a second start at the same
+    // moment loses the compare-and-set, not a flag write; a control plane that dies before they
+    // are applied leaves them for the autopilot of any other to finish.
+    rollout = { ...entered.rollout, pending: newIntent(entered.rollout, entered.actions, []) };
     const version = await this.deps.store.write(rollout, stored?.version ?? 0);
     if (typeof version !== 'number') throw rolloutChangedError();
     await this.deps.audit.record({ actor, action: 'rollout.start', target: rollout.id, request: parsed, before: null, after: summary(rollout), outcome: 'ok' });
     try {
-      rollout = await this.deps.autopilot.applyStep(rollout, first);
+      await this.deps.autopilot.finishIntent({ rollout, version });
     } catch (error) {
-      // The first step did not (fully) take effect: the rollout ends rather than judge a step that is not there.
-      await this.transition(rollout.id, ['running'], 'aborted', 'abort', autopilotActor, `could not apply step 1: ${error instanceof Error ? error.message : String(error)}`).catch(() => undefined);
+      // The first step did not (fully) take effect: the rollout ends rather than judge a step that
+      // is not there, and its intent goes with it (the operator is told; nothing retries it).
+      await this.transition(rollout.id, ['running'], 'aborted', 'abort', autopilotActor, `could not apply step 1: ${error instanceof Error ? error.message : String(error)}`, { pending: null }).catch(() => undefined);
       throw error;
     }
-    return rollout;
+    return { ...rollout, pending: null };
   }
 
   pause(id: string, actor: string, reason?: string): Promise<Rollout> {
@@ -102,7 +111,8 @@ export class RolloutService {
     return this.transition(id, ['running', 'paused'], 'aborted', 'abort', actor, reason ?? `aborted by ${actor}`);
   }
 
-  private async transition(id: string, from: readonly RolloutStatus[], to: RolloutStatus, kind: DecisionKind, actor: string, message: string): Promise<Rollout> {
+  /** `changes`: more fields to set with the status (the failed start's dropped intent). */
+  private async transition(id: string, from: readonly RolloutStatus[], to: RolloutStatus, kind: DecisionKind, actor: string, message: string, changes: Partial<Rollout> = {}): Promise<Rollout> {
     for (let attempt = 1; ; attempt++) {
       const stored = await this.currentWithId(id);
       const { rollout } = stored;
@@ -113,7 +123,7 @@ export class RolloutService {
       // Resumed: the gates are judged again from windows after now, and must hold a whole hold again.
       const restarted = to === 'running' ? { stepStartedAtUnixMs: now, heldSinceUnixMs: null, closeSinceUnixMs: null } : {};
       const next = withDecision(
-        { ...rollout, ...restarted, status: to, waitingFor: null, finishedAtUnixMs: finishedStatuses.includes(to) ? now : null },
+        { ...rollout, ...restarted, ...changes, status: to, waitingFor: null, finishedAtUnixMs: finishedStatuses.includes(to) ? now : null },
         { atUnixMs: now, kind, step: rollout.step, actor, message },
       );
       const written = await this.deps.store.write(next, stored.version);

@@ -11,6 +11,7 @@ import { HeadroomError } from '@headroom/common';
 import { controlScripts, type ControlScript } from '../control-scripts';
 import { apiErrorCodes } from '../errors';
 import type { GatesReading } from './gates';
+import type { PendingIntent } from './intent';
 import type { Plan } from './plan';
 
 export type RolloutStatus = 'running' | 'paused' | 'completed' | 'rolled-back' | 'aborted';
@@ -74,6 +75,11 @@ export interface Rollout {
   lastReading: GatesReading | null;
   /** Newest last, at most maxDecisionsKept (the audit log keeps them all). */
   decisions: Decision[];
+  /**
+   * A decision written before it is acted on (intent.ts): its actions and audit entries are
+   * being applied, or were left half done by a control plane that stopped. Absent or null: none.
+   */
+  pending?: PendingIntent | null;
 }
 
 export interface StoredRollout {
@@ -119,9 +125,10 @@ export class RolloutStore {
   /**
    * Writes `rollout` if it is still at `version`; with `leaseValue`, only while that lease is held.
    * Resolves with the new version, or 'lost-lease' / 'changed' when the write did not happen.
+   * A finished rollout goes to the history once its intent is cleared (the write that clears it).
    */
   async write(rollout: Rollout, version: number, leaseValue = ''): Promise<number | 'lost-lease' | 'changed'> {
-    const finished = finishedStatuses.includes(rollout.status) ? 'finished' : '';
+    const finished = finishedStatuses.includes(rollout.status) && !rollout.pending ? 'finished' : '';
     const result = Number(await this.run('rollout-write', [this.keys.rollout, this.keys.autopilotLease, this.keys.rolloutHistory, version, JSON.stringify(rollout), leaseValue, finished, historyKept]));
     return result === -1 ? 'lost-lease' : result === -2 ? 'changed' : result;
   }
