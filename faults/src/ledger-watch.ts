@@ -9,7 +9,7 @@
  * drop the lease. Every task ends by its deadline, so a slot is counted rightly only as a lease
  * reserved less than (task deadline + 3 heartbeat periods) ago: `leaseBoundMs`. A count beyond
  * those leases is a slot kept past the bound, whether as a lease nobody drops or as a count with no
- * lease behind it (issue 33: the count was repaired by answer counts, and lease records were
+ * lease behind it (when the count was repaired by answer counts, lease records were
  * cleared while the count stayed).
  */
 import { clusterKeys, freeSlotsOfScore, type RedisConnection } from '@headroom/fleet';

@@ -1,5 +1,5 @@
 /**
- * A worker that fails fast (issue 34): one of four workers had a bad deploy, so its handlers
+ * A worker that fails fast: one of four workers had a bad deploy, so its handlers
  * throw at once (a missing secret). It frees its slots faster than any other, so least-loaded
  * routing sends it most of the work. Ejection by failure rate must take it out of every
  * balancer's choice; an upstream outage that fails on every worker must eject no one.

@@ -19,7 +19,7 @@
  * gone out yet either); two more heartbeats, and the ledger counts 2 in flight where the worker
  * runs nothing and only L3 may still be on its way back. The old heartbeat kept
  * min(answered - acked, answered - answered two heartbeats before) answers "coming back", so
- * while the worker kept answering, a lost release's slot never came back (issue 33). Other seeds
+ * while the worker kept answering, a lost release's slot never came back. Other seeds
  * shrank to the same flaw on the reservation side (5 steps): a lease reserved on a worker and
  * never dispatched (as when its balancer dies first), the worker heartbeats, one more task is
  * reserved there and runs, and two heartbeats later the lost lease is still counted: the old
