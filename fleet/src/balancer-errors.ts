@@ -1,7 +1,7 @@
 import type { RedisConnection } from './redis';
 import { LedgerUnavailableError } from './errors';
-import { latencyKeys, type LatencyKeys } from './keys';
-import { latencyDefaults, slotStartOf, slotStartsWithin } from './time-slots';
+import { latencyKeys } from './keys';
+import { SlotCounts, latencyDefaults, slotStartsWithin } from './time-slots';
 
 /**
  * Tasks the balancers failed before any worker ran them: their deadline passed in the queue, the
@@ -33,62 +33,31 @@ const separator = '\t';
  * clusters x integrations (the caller bounds those) x codes.
  */
 export class BalancerErrorRecorder {
-  private readonly pending = new Map<number, Map<string, number>>();
-  private readonly slotMs: number;
-  private readonly retentionMs: number;
-  private readonly maxPendingSlots: number;
-  private readonly keys: LatencyKeys;
-  /** Errors dropped because Redis was away for longer than maxPendingSlots slots. */
-  dropped = 0;
+  private readonly counts: SlotCounts;
 
-  constructor(
-    private readonly redis: RedisConnection,
-    options: BalancerErrorRecorderOptions,
-  ) {
-    this.slotMs = options.slotMs ?? latencyDefaults.slotMs;
-    this.retentionMs = options.retentionMs ?? latencyDefaults.retentionMs;
-    this.maxPendingSlots = options.maxPendingSlots ?? 60;
-    this.keys = latencyKeys(options.keyPrefix);
+  constructor(redis: RedisConnection, options: BalancerErrorRecorderOptions) {
+    const keys = latencyKeys(options.keyPrefix);
+    this.counts = new SlotCounts(redis, {
+      slotMs: options.slotMs ?? latencyDefaults.slotMs,
+      retentionMs: options.retentionMs ?? latencyDefaults.retentionMs,
+      maxPendingSlots: options.maxPendingSlots ?? 60,
+      keyOf: (slotStartMs) => keys.balancerErrorSlot(slotStartMs),
+      what: 'balancer errors flush',
+    });
+  }
+
+  /** Errors dropped because Redis was away for longer than maxPendingSlots slots. */
+  get dropped(): number {
+    return this.counts.dropped;
   }
 
   record(cluster: string, integration: string, code: string, atUnixMs = Date.now()): void {
-    this.add(slotStartOf(atUnixMs, this.slotMs), [cluster, integration, code].join(separator), 1);
+    this.counts.add(atUnixMs, [cluster, integration, code].join(separator));
   }
 
   /** Adds what was counted to Redis; on failure keeps it for the next flush. */
-  async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
-    const batch = [...this.pending];
-    this.pending.clear();
-    const transaction = this.redis.multi();
-    for (const [slot, counts] of batch) {
-      const key = this.keys.balancerErrorSlot(slot);
-      for (const [field, count] of counts) transaction.hincrby(key, field, count);
-      transaction.pexpire(key, this.retentionMs + this.slotMs);
-    }
-    try {
-      const results = await transaction.exec();
-      if (!results) throw new Error('transaction aborted');
-      for (const [error] of results) if (error) throw error;
-    } catch (error) {
-      // MULTI/EXEC: none of it was applied. Put it back (added to what came meanwhile).
-      for (const [slot, counts] of batch) for (const [field, count] of counts) this.add(slot, field, count);
-      throw new LedgerUnavailableError('balancer errors flush', error);
-    }
-  }
-
-  private add(slot: number, field: string, count: number): void {
-    let counts = this.pending.get(slot);
-    if (!counts) {
-      counts = new Map();
-      this.pending.set(slot, counts);
-      while (this.pending.size > this.maxPendingSlots) {
-        const oldest = Math.min(...this.pending.keys());
-        for (const dropped of this.pending.get(oldest)!.values()) this.dropped += dropped;
-        this.pending.delete(oldest);
-      }
-    }
-    counts.set(field, (counts.get(field) ?? 0) + count);
+  flush(): Promise<void> {
+    return this.counts.flush();
   }
 }
 

@@ -1,8 +1,8 @@
 import type { RedisConnection } from './redis';
 import { parseBalancerErrors } from './balancer-errors';
 import { LedgerUnavailableError } from './errors';
-import { latencyKeys, type LatencyKeys } from './keys';
-import { latencyDefaults, slotStartOf, slotStartsWithin } from './time-slots';
+import { latencyKeys } from './keys';
+import { SlotCounts, latencyDefaults, slotStartsWithin } from './time-slots';
 
 /**
  * Rolling task-latency summaries in Redis, mergeable across workers and time: per time slot, a
@@ -80,82 +80,40 @@ export interface LatencyRecorderOptions {
  * slots pending x integrations (the caller bounds those) x buckets.
  */
 export class LatencyRecorder {
-  private readonly pending = new Map<number, Map<string, LatencyHistogram>>();
-  private readonly slotMs: number;
-  private readonly retentionMs: number;
-  private readonly maxPendingSlots: number;
-  private readonly keys: LatencyKeys;
-  /** Samples dropped because Redis was away for longer than maxPendingSlots slots. */
-  dropped = 0;
+  private readonly counts: SlotCounts;
 
   constructor(
-    private readonly redis: RedisConnection,
+    redis: RedisConnection,
     private readonly options: LatencyRecorderOptions,
   ) {
-    this.slotMs = options.slotMs ?? latencyDefaults.slotMs;
-    this.retentionMs = options.retentionMs ?? latencyDefaults.retentionMs;
-    this.maxPendingSlots = options.maxPendingSlots ?? 60;
-    this.keys = latencyKeys(options.keyPrefix);
+    const keys = latencyKeys(options.keyPrefix);
+    this.counts = new SlotCounts(redis, {
+      slotMs: options.slotMs ?? latencyDefaults.slotMs,
+      retentionMs: options.retentionMs ?? latencyDefaults.retentionMs,
+      maxPendingSlots: options.maxPendingSlots ?? 60,
+      keyOf: (slotStartMs) => keys.slot(slotStartMs),
+      what: 'latency flush',
+    });
+  }
+
+  /** Samples dropped because Redis was away for longer than maxPendingSlots slots. */
+  get dropped(): number {
+    return this.counts.dropped;
   }
 
   /** A successful task and its run time. */
   record(integration: string, ms: number, atUnixMs = Date.now()): void {
-    this.histogramAt(integration, atUnixMs).add(latencyBucketOf(ms));
+    this.counts.add(atUnixMs, `${this.options.cluster}\t${integration}\t${latencyBucketOf(ms)}`);
   }
 
   /** A failed task: counted for the error rate, not in the latency. */
   recordFailure(integration: string, atUnixMs = Date.now()): void {
-    this.histogramAt(integration, atUnixMs).failed++;
-  }
-
-  private histogramAt(integration: string, atUnixMs: number): LatencyHistogram {
-    const slot = slotStartOf(atUnixMs, this.slotMs);
-    let bySlot = this.pending.get(slot);
-    if (!bySlot) {
-      bySlot = new Map();
-      this.pending.set(slot, bySlot);
-      while (this.pending.size > this.maxPendingSlots) {
-        const oldest = Math.min(...this.pending.keys());
-        for (const histogram of this.pending.get(oldest)!.values()) this.dropped += histogram.total + histogram.failed;
-        this.pending.delete(oldest);
-      }
-    }
-    let histogram = bySlot.get(integration);
-    if (!histogram) bySlot.set(integration, (histogram = new LatencyHistogram()));
-    return histogram;
+    this.counts.add(atUnixMs, `${this.options.cluster}\t${integration}\t${failedField}`);
   }
 
   /** Adds what was counted to Redis; on failure keeps it for the next flush. */
-  async flush(): Promise<void> {
-    if (this.pending.size === 0) return;
-    const batch = [...this.pending];
-    this.pending.clear();
-    const pipeline = this.redis.multi();
-    for (const [slot, byIntegration] of batch) {
-      const key = this.keys.slot(slot);
-      for (const [integration, histogram] of byIntegration) {
-        for (const [bucket, count] of histogram.counts) pipeline.hincrby(key, `${this.options.cluster}\t${integration}\t${bucket}`, count);
-        if (histogram.failed > 0) pipeline.hincrby(key, `${this.options.cluster}\t${integration}\t${failedField}`, histogram.failed);
-      }
-      pipeline.pexpire(key, this.retentionMs + this.slotMs);
-    }
-    try {
-      const results = await pipeline.exec();
-      if (!results) throw new Error('transaction aborted');
-      for (const [error] of results) if (error) throw error;
-    } catch (error) {
-      // MULTI/EXEC: none of it was applied. Put it back (merged with what came meanwhile).
-      for (const [slot, byIntegration] of batch) {
-        for (const [integration, histogram] of byIntegration) {
-          let bySlot = this.pending.get(slot);
-          if (!bySlot) this.pending.set(slot, (bySlot = new Map()));
-          const existing = bySlot.get(integration);
-          if (existing) existing.merge(histogram);
-          else bySlot.set(integration, histogram);
-        }
-      }
-      throw new LedgerUnavailableError('latency flush', error);
-    }
+  flush(): Promise<void> {
+    return this.counts.flush();
   }
 }
 
