@@ -1,7 +1,7 @@
 import type { RedisConnection } from './redis';
 import { LedgerUnavailableError } from './errors';
 import { latencyKeys } from './keys';
-import { SlotCounts, latencyDefaults, slotStartsWithin } from './time-slots';
+import { SlotCounts, latencyDefaults, slotCountsOptions, slotStartsWithin, type SlotSettings } from './time-slots';
 
 /**
  * Tasks the balancers failed before any worker ran them: their deadline passed in the queue, the
@@ -17,12 +17,8 @@ export interface BalancerErrorCount {
   count: number;
 }
 
-export interface BalancerErrorRecorderOptions {
+export interface BalancerErrorRecorderOptions extends SlotSettings {
   keyPrefix: string;
-  slotMs?: number;
-  retentionMs?: number;
-  /** Slots kept in memory while Redis cannot be reached; older ones are dropped (counted). @default 60 */
-  maxPendingSlots?: number;
 }
 
 /** What separates cluster, integration and code in a field: none of them holds it. */
@@ -37,13 +33,7 @@ export class BalancerErrorRecorder {
 
   constructor(redis: RedisConnection, options: BalancerErrorRecorderOptions) {
     const keys = latencyKeys(options.keyPrefix);
-    this.counts = new SlotCounts(redis, {
-      slotMs: options.slotMs ?? latencyDefaults.slotMs,
-      retentionMs: options.retentionMs ?? latencyDefaults.retentionMs,
-      maxPendingSlots: options.maxPendingSlots ?? 60,
-      keyOf: (slotStartMs) => keys.balancerErrorSlot(slotStartMs),
-      what: 'balancer errors flush',
-    });
+    this.counts = new SlotCounts(redis, slotCountsOptions(options, (slotStartMs) => keys.balancerErrorSlot(slotStartMs), 'balancer errors flush'));
   }
 
   /** Errors dropped because Redis was away for longer than maxPendingSlots slots. */

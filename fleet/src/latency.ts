@@ -2,7 +2,7 @@ import type { RedisConnection } from './redis';
 import { parseBalancerErrors } from './balancer-errors';
 import { LedgerUnavailableError } from './errors';
 import { latencyKeys } from './keys';
-import { SlotCounts, latencyDefaults, slotStartsWithin } from './time-slots';
+import { SlotCounts, latencyDefaults, slotCountsOptions, slotStartsWithin, type SlotSettings } from './time-slots';
 
 /**
  * Rolling task-latency summaries in Redis, mergeable across workers and time: per time slot, a
@@ -66,13 +66,9 @@ export class LatencyHistogram {
   }
 }
 
-export interface LatencyRecorderOptions {
+export interface LatencyRecorderOptions extends SlotSettings {
   keyPrefix: string;
   cluster: string;
-  slotMs?: number;
-  retentionMs?: number;
-  /** Slots kept in memory while Redis cannot be reached; older ones are dropped (counted). @default 60 */
-  maxPendingSlots?: number;
 }
 
 /**
@@ -87,13 +83,7 @@ export class LatencyRecorder {
     private readonly options: LatencyRecorderOptions,
   ) {
     const keys = latencyKeys(options.keyPrefix);
-    this.counts = new SlotCounts(redis, {
-      slotMs: options.slotMs ?? latencyDefaults.slotMs,
-      retentionMs: options.retentionMs ?? latencyDefaults.retentionMs,
-      maxPendingSlots: options.maxPendingSlots ?? 60,
-      keyOf: (slotStartMs) => keys.slot(slotStartMs),
-      what: 'latency flush',
-    });
+    this.counts = new SlotCounts(redis, slotCountsOptions(options, (slotStartMs) => keys.slot(slotStartMs), 'latency flush'));
   }
 
   /** Samples dropped because Redis was away for longer than maxPendingSlots slots. */

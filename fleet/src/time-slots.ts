@@ -40,6 +40,25 @@ export interface SlotCountsOptions {
   what: string;
 }
 
+/** What a recorder is given: the slots' settings, each with its default. */
+export interface SlotSettings {
+  slotMs?: number;
+  retentionMs?: number;
+  /** Slots kept in memory while Redis cannot be reached; older ones are dropped (counted). @default 60 */
+  maxPendingSlots?: number;
+}
+
+/** `settings` with their defaults, for the hashes `keyOf` names. */
+export function slotCountsOptions(settings: SlotSettings, keyOf: (slotStartMs: number) => string, what: string): SlotCountsOptions {
+  return {
+    slotMs: settings.slotMs ?? latencyDefaults.slotMs,
+    retentionMs: settings.retentionMs ?? latencyDefaults.retentionMs,
+    maxPendingSlots: settings.maxPendingSlots ?? 60,
+    keyOf,
+    what,
+  };
+}
+
 /**
  * Counts by field and time slot, kept in memory and added to Redis hashes (one per slot) on
  * flush(), all slots in one MULTI: a failed flush applied nothing and is kept for the next one.
