@@ -156,7 +156,8 @@ export async function waitForRollout(api: ControlPlaneApi, id: string, what: str
   try {
     return await eventually(what, timeoutMs, async () => {
       last = await api.rollout(id);
-      return until(last) ? last : undefined;
+      // The state is written ahead of its actions (docs/rollouts.md): it holds once no intent is pending.
+      return until(last) && !last.pending ? last : undefined;
     });
   } catch (error) {
     throw new Error(`${error instanceof Error ? error.message : String(error)}; the rollout: ${last ? describeRollout(last) : '(never read)'}`);

@@ -69,6 +69,8 @@ export class Autopilot {
   private ticking: Promise<void> | undefined;
   private leaseValue: string | null = null;
   private stopped = false;
+  /** The intent being finished in this process (see finishIntent). */
+  private finishing: Promise<unknown> = Promise.resolve();
   private readonly intents: IntentRunner;
 
   constructor(private readonly deps: AutopilotDeps) {
@@ -131,9 +133,16 @@ export class Autopilot {
     if (acts) await this.finishIntent({ rollout: next, version: written }, lease);
   }
 
-  /** Finishes the rollout's intent: see intent.ts. Also the operator's start of a rollout, without a lease (""). */
+  /**
+   * Finishes the rollout's intent: see intent.ts. Also the operator's start of a rollout, without
+   * a lease (""). One at a time in this process: the start request and this autopilot's tick may
+   * both find the same intent, and the second then finds its actions in place, its entries
+   * recorded and the intent cleared, rather than racing the first through the same writes.
+   */
   async finishIntent(stored: StoredRollout, leaseValue = ''): Promise<void> {
-    if ((await this.intents.finish(stored, leaseValue)) === 'lost-lease') this.lostLease();
+    const finished = this.finishing.then(() => this.intents.finish(stored, leaseValue));
+    this.finishing = finished.catch(() => undefined);
+    if ((await finished) === 'lost-lease') this.lostLease();
   }
 
   private lostLease(): void {
