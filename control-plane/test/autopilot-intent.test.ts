@@ -13,7 +13,7 @@ import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { LatencyRecorder, type WorkerReport } from '@headroom/fleet';
+import { LatencyRecorder } from '@headroom/fleet';
 import { silentLogger } from '@headroom/common';
 import { connected, eventually, operatorToken, startStack, type Stack } from '@headroom/testkit';
 import { createControlPlane, defaultGates, type ControlPlane } from '../src/index';
@@ -21,6 +21,7 @@ import type { AuditEntry } from '../src/audit';
 import { Autopilot } from '../src/rollouts/autopilot';
 import type { Plan } from '../src/rollouts/plan';
 import { RolloutStore, type Rollout } from '../src/rollouts/rollout-store';
+import { workerReport } from './worker-report';
 
 let unleash: TestUnleash;
 before(async () => {
@@ -89,18 +90,7 @@ async function secondControlPlane(t: TestContext, stack: Stack): Promise<Control
   return controlPlane;
 }
 
-const healthyWorker = (): WorkerReport => ({
-  atUnixMs: Date.now(),
-  heapUsedBytes: 100,
-  heapLimitBytes: 1000,
-  gcTimeRatio: 0.01,
-  eventLoopUtilization: 0.2,
-  eventLoopDelayP99Ms: 20,
-  latencyP50Ms: null,
-  latencyP99Ms: null,
-  tasksPerSecond: 1,
-  errorsPerSecond: 0,
-});
+const healthyWorker = () => workerReport({ atUnixMs: Date.now() });
 
 function replica(controlPlane: ControlPlane, stack: Stack, fate: Fate, tally: Map<string, number>): Autopilot {
   const keyPrefix = stack.fleet.ledgerOptions.keyPrefix!;

@@ -3,6 +3,7 @@ import * as assert from 'node:assert/strict';
 import { LatencyHistogram, latencyBucketOf, latencyBucketValueMs, type LatencyByCluster, type WorkerReport } from '@headroom/fleet';
 import { defaultGates } from '../src/index';
 import { readGates, worstStatus } from '../src/rollouts/gates';
+import { workerReport } from './worker-report';
 
 function histogram(latenciesMs: number[], failed = 0): LatencyHistogram {
   const h = new LatencyHistogram();
@@ -11,19 +12,7 @@ function histogram(latenciesMs: number[], failed = 0): LatencyHistogram {
   return h;
 }
 
-const report = (overrides: Partial<WorkerReport> = {}): WorkerReport => ({
-  atUnixMs: 0,
-  heapUsedBytes: 100,
-  heapLimitBytes: 1000,
-  gcTimeRatio: 0.01,
-  eventLoopUtilization: 0.2,
-  eventLoopDelayP99Ms: 20,
-  latencyP50Ms: null,
-  latencyP99Ms: null,
-  tasksPerSecond: 1,
-  errorsPerSecond: 0,
-  ...overrides,
-});
+const report = workerReport;
 
 const inputs = (latency: LatencyByCluster, reports: WorkerReport[] = [report()]) => ({
   gates: defaultGates,
