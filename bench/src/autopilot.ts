@@ -227,7 +227,8 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
       let rolledBack: Rollout;
       for (;;) {
         rolledBack = await rolloutOf(rollout.id);
-        if (rolledBack.rolledBack.length > 0 || rolledBack.status !== 'running') break;
+        // The state is written ahead of its actions (docs/rollouts.md): the override is in place once no intent is pending.
+        if ((rolledBack.rolledBack.length > 0 || rolledBack.status !== 'running') && !rolledBack.pending) break;
         if (performance.now() > deadline) throw new Error(`repetition ${repetition}: no rollback within ${settings.detectTimeoutMs} ms of the incident; waiting for: ${rolledBack.waitingFor}`);
         await sleep(50, signal);
       }
