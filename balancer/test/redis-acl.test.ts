@@ -1,7 +1,7 @@
 /**
  * Redis with a password and an ACL user confined to Headroom's keys: the fleet works through
  * the credentials in REDIS_URL, which proves every key and channel Headroom touches is under
- * `{<prefix>` (what the README says); wrong credentials stop a CLI at once, exit 2, with
+ * `{<prefix>` (what docs/security.md says); wrong credentials stop a CLI at once, exit 2, with
  * Redis's reason and without echoing the password. And Redis over TLS (rediss://).
  */
 import { test } from 'node:test';

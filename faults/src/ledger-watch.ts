@@ -1,6 +1,6 @@
 /**
  * The ledger's in-flight count of each worker, read while a case runs (FleetWatch with `ledger`)
- * next to what the worker itself runs, and checked against the bound the README promises: a slot
+ * next to what the worker itself runs, and checked against the bound docs/ledger.md states: a slot
  * lost for any reason is back within 3 heartbeat periods of its task's end.
  *
  * The ledger may count a slot its worker does not run: while its lease is on its way to the
@@ -101,7 +101,7 @@ export class LedgerReader {
   }
 }
 
-/** Slots the ledger counted beyond its leases within the bound: kept past the README's bound. */
+/** Slots the ledger counted beyond its leases within the bound: kept past the bound in docs/ledger.md. */
 export function countedPastBound(sample: LedgerSample): number {
   return sample.countedInFlight - sample.leasesWithinBound;
 }

@@ -3,7 +3,7 @@
  * slower for a while. Deadlines are short, so during the incident tasks pass them both while they
  * wait for a slot and while they run; many end as the balancer's deadline fires while the worker
  * answers, so the balancer never gets the answer: the worker then releases the lease itself, and
- * the heartbeats give back what no release reached (README: within 3 heartbeat periods of the
+ * the heartbeats give back what no release reached (docs/ledger.md: within 3 heartbeat periods of the
  * task's end). So:
  *  - once the incident is over, throughput and p99 latency are back to what they were before it
  *    within 3 heartbeat periods, and stay there;

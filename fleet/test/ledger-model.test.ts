@@ -8,7 +8,7 @@
  * what every worker truly runs. After every call to Redis the ledger must hold what its contract
  * says (every worker's count, the totals, each reservation least-loaded and each release's
  * answer); at every checkpoint, and at the end of every run with tasks still running, the
- * README's bound must have brought every live worker to free slots = capacity - what it runs.
+ * bound in docs/ledger.md must have brought every live worker to free slots = capacity - what it runs.
  * The model is testkit/src/ledger-model/ (shared with the fault suite's long run).
  *
  * On the old answer-count repair (ed1ad6f; this model adapted to that heartbeat's running and

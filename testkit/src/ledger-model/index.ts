@@ -4,7 +4,7 @@
  * dispatches that run or not, answers, releases arriving, lost or sent twice, heartbeats on time
  * or late, workers and balancers dying, time passing, sweeps) against a real Redis, compared at
  * every step with what the ledger's contract says it must hold, and at checkpoints with the
- * README's bound: free slots = capacity - what each worker truly runs.
+ * bound in docs/ledger.md: free slots = capacity - what each worker truly runs.
  *
  * It lives in the testkit, not in fleet's tests, so that the fault suite runs the same property
  * without importing another package's dist/test, and fast-check stays out of fleet's runtime

@@ -37,7 +37,7 @@ const keptForUserPresentShare = 0.1;
 /**
  * One run of the model against the real ledger: each step is done on Redis and in the model
  * (FleetWorld: what the fleet truly does; ExpectedLedger: what the ledger must hold), and the
- * two are compared after every call to Redis. `checkpoint()` checks the README's bound.
+ * two are compared after every call to Redis. `checkpoint()` checks the bound in docs/ledger.md.
  */
 export class LedgerModelRun {
   readonly trace: string[] = [];
@@ -208,7 +208,7 @@ export class LedgerModelRun {
   }
 
   /**
-   * The README's bound: a slot lost for any reason is back at its worker's first heartbeat that
+   * The bound (docs/ledger.md): a slot lost for any reason is back at its worker's first heartbeat that
    * comes one dispatch grace after the reservation and after the worker let the task go. So:
    * the grace passes (and the dead workers' sweep timeout), the sweep runs, every live worker
    * heartbeats; then every live worker's free slots are its capacity minus what it truly runs,
