@@ -54,7 +54,18 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     },
   });
 
-  const engine = await createDispatchEngine(config, deps);
+  let serving = false;
+  // Not ready while its calls to workers fail on its own TLS or credentials: clients and
+  // orchestrators that read the health status leave it, and no worker is ejected for it.
+  const engine = await createDispatchEngine(config, {
+    ...deps,
+    ownTransportProblemChanged: (problem) => {
+      deps.ownTransportProblemChanged?.(problem);
+      if (!serving || !accepting) return;
+      server.setHealth(problem ? 'NOT_SERVING' : 'SERVING');
+      engine.metrics.ready.set(problem ? 0 : 1);
+    },
+  });
   const { balancerId, registry, metrics } = engine;
 
   function countFailure(labels: Omit<TaskOutcome, 'outcome'>, code: string): void {
@@ -108,12 +119,16 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   }
   const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await engine.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
-  server.setHealth('SERVING');
+  serving = true;
+  const ready = engine.stats().ownTransportProblem === null;
+  server.setHealth(ready ? 'SERVING' : 'NOT_SERVING');
+  metrics.ready.set(ready ? 1 : 0);
   logger.info({ balancerId, address, policy: engine.stats().policy, clusters: [config.clusters.baseline, config.clusters.candidate] }, 'balancer ready');
 
   const close = once(async () => {
     accepting = false;
     server.setHealth('NOT_SERVING');
+    metrics.ready.set(0);
     // Queued tasks get a clear "shutting down" now; running ones finish (the engine waits for them).
     await engine.close();
     await server.close();
