@@ -1,4 +1,3 @@
-import type { Counter } from 'prom-client';
 import type { Logger } from '@headroom/common';
 import type { OwnFaultReason } from './connect-failures';
 import type { DispatchOutcome } from './worker-channels';
@@ -16,8 +15,8 @@ export interface OwnTransportFaultsOptions {
 }
 
 export interface OwnTransportFaultsDependencies {
-  /** headroom_balancer_transport_errors_total */
-  errors: Pick<Counter<'cluster' | 'reason'>, 'inc'>;
+  /** headroom_balancer_transport_errors_total (a prom-client Counter) */
+  errors: { inc(labels: { cluster: string; reason: OwnFaultReason }): void };
   logger: Logger;
   /** Told each time readiness changes, with the problem while there is one. */
   readinessChanged(problem: OwnTransportProblem | undefined): void;
