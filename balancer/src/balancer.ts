@@ -61,9 +61,7 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     ...deps,
     ownTransportProblemChanged: (problem) => {
       deps.ownTransportProblemChanged?.(problem);
-      if (!serving || !accepting) return;
-      server.setHealth(problem ? 'NOT_SERVING' : 'SERVING');
-      engine.metrics.ready.set(problem ? 0 : 1);
+      if (serving && accepting) server.setHealth(problem ? 'NOT_SERVING' : 'SERVING');
     },
   });
   const { balancerId, registry, metrics } = engine;
@@ -120,15 +118,12 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await engine.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
   serving = true;
-  const ready = engine.stats().ownTransportProblem === null;
-  server.setHealth(ready ? 'SERVING' : 'NOT_SERVING');
-  metrics.ready.set(ready ? 1 : 0);
+  server.setHealth(engine.stats().ownTransportProblem === null ? 'SERVING' : 'NOT_SERVING');
   logger.info({ balancerId, address, policy: engine.stats().policy, clusters: [config.clusters.baseline, config.clusters.candidate] }, 'balancer ready');
 
   const close = once(async () => {
     accepting = false;
     server.setHealth('NOT_SERVING');
-    metrics.ready.set(0);
     // Queued tasks get a clear "shutting down" now; running ones finish (the engine waits for them).
     await engine.close();
     await server.close();

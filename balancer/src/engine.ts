@@ -196,7 +196,10 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
   const ownFaults = new OwnTransportFaults(ownTransportFaultSettings, {
     errors: metrics.transportErrors,
     logger,
-    readinessChanged: (problem) => deps.ownTransportProblemChanged?.(problem),
+    readinessChanged: (problem) => {
+      metrics.ready.set(problem ? 0 : 1);
+      deps.ownTransportProblemChanged?.(problem);
+    },
     nowMs: () => performance.now(),
     setTimer: processTimer,
   });
@@ -254,6 +257,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       }
     }, config.sweepIntervalMs);
     sweepTimer.unref();
+    metrics.ready.set(1);
   } catch (error) {
     // Leave nothing running behind a failed start.
     await admission.close().catch(() => undefined);
@@ -295,6 +299,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     }),
     close: once(async () => {
       accepting = false;
+      metrics.ready.set(0);
       // Queued tasks have no slot yet: they get a clear "shutting down" now. Running ones finish.
       await admission.close();
       if (inflight > 0) await new Promise<void>((resolve) => (allDispatchesDone = resolve));

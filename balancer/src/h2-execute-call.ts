@@ -132,8 +132,9 @@ export class H2ExecuteCall {
     const { session, failure, failureError } = this.connection;
     if (failure !== undefined || session.destroyed || isConnectionError(this.streamError)) {
       // The stream's error may be only "cancelled" while the session's says why (and the other way round).
-      const ownFault = ownFaultOfError(this.streamError) ?? ownFaultOfError(failureError);
-      const why = ownFaultOfError(this.streamError) ? this.streamError?.message : (failure ?? this.streamError?.message);
+      const streamOwnFault = ownFaultOfError(this.streamError);
+      const ownFault = streamOwnFault ?? ownFaultOfError(failureError);
+      const why = streamOwnFault ? this.streamError?.message : (failure ?? this.streamError?.message);
       return this.finish(status.UNAVAILABLE, `the connection to the worker failed: ${why ?? 'it closed before the worker answered'}`, '', ownFault);
     }
     const rstCode = this.stream.rstCode ?? 0;

@@ -194,7 +194,7 @@ export function createBalancerMetrics(
     }),
     ready: new Gauge({
       name: 'headroom_balancer_ready',
-      help: "1 while the balancer serves (its gRPC health SERVING); 0 while its calls to workers fail on its own TLS or credentials, or when it stops",
+      help: "1 while it takes tasks (a balancer's gRPC health says SERVING); 0 while its calls to workers all fail on its own TLS or credentials, and once it stops",
       registers: [registry],
     }),
     rerouted: new Counter({

@@ -131,6 +131,7 @@ export class WorkerChannels {
     return new Promise((resolve) => {
       let started = false;
       let connectTimedOut = false;
+      let connectTimer: NodeJS.Timeout | undefined;
       const channel = this.channel(address);
       channel.calls++;
       const call = channel.client.execute(request, { deadline: deadlineUnixMs }, (error, response) => {
@@ -151,7 +152,7 @@ export class WorkerChannels {
       });
       // A worker that accepts and never answers keeps grpc-js connecting for 20 s and more: a call
       // not connected within the bounds counts the worker unreachable, as a refused connection does.
-      const connectTimer = this.whenNotConnected(channel, () => {
+      connectTimer = this.whenNotConnected(channel, () => {
         connectTimedOut = true;
         call.cancel();
       });
