@@ -54,7 +54,16 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     },
   });
 
-  const engine = await createDispatchEngine(config, deps);
+  let serving = false;
+  // Not ready while its calls to workers fail on its own TLS or credentials: clients and
+  // orchestrators that read the health status leave it, and no worker is ejected for it.
+  const engine = await createDispatchEngine(config, {
+    ...deps,
+    ownTransportProblemChanged: (problem) => {
+      deps.ownTransportProblemChanged?.(problem);
+      if (serving && accepting) server.setHealth(problem ? 'NOT_SERVING' : 'SERVING');
+    },
+  });
   const { balancerId, registry, metrics } = engine;
 
   function countFailure(labels: Omit<TaskOutcome, 'outcome'>, code: string): void {
@@ -108,7 +117,8 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
   }
   const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   await engine.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
-  server.setHealth('SERVING');
+  serving = true;
+  server.setHealth(engine.stats().ownTransportProblem === null ? 'SERVING' : 'NOT_SERVING');
   logger.info({ balancerId, address, policy: engine.stats().policy, clusters: [config.clusters.baseline, config.clusters.candidate] }, 'balancer ready');
 
   const close = once(async () => {

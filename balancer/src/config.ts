@@ -65,6 +65,14 @@ export const balancerOptionsSchema = z
      * same answers, statuses, metadata and TLS, at less CPU per call). @default grpc-js
      */
     serverTransport: z.enum(['grpc-js', 'http2'], { error: 'expected grpc-js or http2' }).default('grpc-js'),
+    /**
+     * Longest a new connection to a worker may take (TCP, and TLS when on) before the calls
+     * waiting on it count the worker unreachable and go to another: an address that drops
+     * packets would otherwise hold each task until its deadline. @default 3000
+     */
+    workerConnectTimeoutMs: settings.positiveInt(600_000).default(3000),
+    /** Longest a worker, once connected, may take to send its first bytes (its HTTP/2 settings); a worker that accepts and stays silent counts unreachable after it. @default 2000 */
+    workerFirstByteTimeoutMs: settings.positiveInt(600_000).default(2000),
     /** @default 4096 */
     maxWorkerChannels: settings.positiveInt(1_000_000).default(4096),
     /** Consecutive failures to connect to a worker after which it is marked unreachable in the ledger (every balancer skips it); 0 never marks. @default 3 */

@@ -136,7 +136,7 @@ export class Dispatcher {
             if (outcome.code === balancerErrorCodes.noHandler && skipWorkerIds.length >= this.deps.workerCount(cluster)) {
               return { ok: false, cluster, workerStarted: false, error: new HeadroomError(balancerErrorCodes.noHandler, `no worker of cluster ${cluster} took integration ${JSON.stringify(task.integration)}: the last said "${outcome.message}"; the task did not run`) };
             }
-            this.countRetry(outcome.unreachable ? 'unreachable' : 'refused');
+            this.countRetry(outcome.ownFault ? 'own_fault' : outcome.unreachable ? 'unreachable' : 'refused');
             this.deps.logger.debug({ workerId: lease.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
             attempt++;
             continue;
@@ -217,7 +217,7 @@ export class Dispatcher {
     return outcome;
   }
 
-  private countRetry(reason: 'unreachable' | 'refused' | 'lost'): void {
+  private countRetry(reason: 'unreachable' | 'refused' | 'own_fault' | 'lost'): void {
     this.retryCount++;
     this.deps.metrics.retries.inc({ reason });
   }

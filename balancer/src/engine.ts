@@ -19,11 +19,12 @@ import { OverrideFollower } from './routing/override-follower';
 import type { ClusterRouter } from './routing/cluster-router';
 import type { ValidTask } from './task-validation';
 import { WorkerCallsH2 } from './worker-calls-h2';
-import { WorkerChannels, type WorkerChannelsOptions } from './worker-channels';
+import { WorkerChannels, type DispatchOutcome, type WorkerChannelsOptions } from './worker-channels';
 import { WorkerDirectory } from './worker-directory';
 import { WorkerEjection, processTimer, workerHealthCheck } from './worker-ejection';
 import { FailureRate } from './failure-rate';
 import { createEjectionMetrics } from './ejection-metrics';
+import { OwnTransportFaults, type OwnTransportProblem } from './own-transport-faults';
 
 /** The balancer's settings the engine uses: all but those of its gRPC server (host, port, tls). */
 export type DispatchEngineConfig = Omit<BalancerConfig, 'host' | 'port' | 'tls'>;
@@ -59,6 +60,8 @@ export interface DispatchEngineDependencies {
   registry?: Registry;
   /** Calls to workers; by default as config.workerTransport says (WorkerCallsH2, or WorkerChannels over grpc-js). */
   workerCalls?: WorkerCallsSource;
+  /** Told when calls to workers start or stop failing on this balancer's own TLS or credentials (its readiness). */
+  ownTransportProblemChanged?: (problem: OwnTransportProblem | undefined) => void;
 }
 
 export interface DispatchEngineStats {
@@ -77,6 +80,8 @@ export interface DispatchEngineStats {
   workerChannels: number;
   /** Dispatches under way. */
   inflight: number;
+  /** Why calls to workers fail on this balancer's own side, while they all do (it reports not ready); null otherwise. */
+  ownTransportProblem: OwnTransportProblem | null;
 }
 
 /**
@@ -106,6 +111,12 @@ export interface DispatchEngine {
   close(): Promise<void>;
 }
 
+/**
+ * When this balancer's own TLS or credentials fail its calls: not ready after this many in a row,
+ * ready again after this long without one, one error log per reason per interval.
+ */
+const ownTransportFaultSettings = { notReadyAfterFaultsInARow: 3, readyAgainAfterMs: 30_000, logIntervalMs: 10_000 };
+
 /** Starts an engine: subscribed to the ledger, following the override and sweeping when this resolves. */
 export async function createDispatchEngine(config: DispatchEngineConfig, deps: DispatchEngineDependencies): Promise<DispatchEngine> {
   const workerSecurity = channelSecurity(config.workerTls, 'workerTls');
@@ -133,11 +144,20 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     queueRecheckIntervalMs: config.queueRecheckIntervalMs,
     logger,
   });
-  const channelOptions: WorkerChannelsOptions = { maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024, maxChannels: config.maxWorkerChannels, security: workerSecurity };
+  const workerHttp2Tls = http2ClientTls(config.workerTls, 'workerTls');
+  const channelOptions: WorkerChannelsOptions = {
+    maxSendMessageBytes: config.maxPayloadBytes + 64 * 1024,
+    maxChannels: config.maxWorkerChannels,
+    security: workerSecurity,
+    connectTimeoutMs: config.workerConnectTimeoutMs,
+    firstByteTimeoutMs: config.workerFirstByteTimeoutMs,
+    probeTls: workerHttp2Tls,
+  };
   const source =
     deps.workerCalls ??
     (config.workerTransport === 'http2'
-      ? (options: WorkerChannelsOptions) => new WorkerCallsH2({ maxSendMessageBytes: options.maxSendMessageBytes, maxChannels: options.maxChannels, tls: http2ClientTls(config.workerTls, 'workerTls') })
+      ? (options: WorkerChannelsOptions) =>
+          new WorkerCallsH2({ maxSendMessageBytes: options.maxSendMessageBytes, maxChannels: options.maxChannels, tls: workerHttp2Tls, connectTimeoutMs: options.connectTimeoutMs, firstByteTimeoutMs: options.firstByteTimeoutMs })
       : (options: WorkerChannelsOptions) => new WorkerChannels(options));
   // Only calls the engine made itself are its to close.
   const ownsWorkerCalls = typeof source === 'function';
@@ -173,6 +193,22 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     { ejected: metrics.workersEjected, returned: ejectionMetrics.workersReturned, failureRate, logger },
   );
   directory.onRefresh((cluster, workers) => ejection.forgetMissing(cluster, workers));
+  const ownFaults = new OwnTransportFaults(ownTransportFaultSettings, {
+    errors: metrics.transportErrors,
+    logger,
+    readinessChanged: (problem) => {
+      metrics.ready.set(problem ? 0 : 1);
+      deps.ownTransportProblemChanged?.(problem);
+    },
+    nowMs: () => performance.now(),
+    setTimer: processTimer,
+  });
+  const reports = {
+    dispatchEnded: (cluster: string, workerId: string, address: string, integration: string, outcome: DispatchOutcome) => {
+      ownFaults.dispatchEnded(cluster, address, outcome);
+      ejection.dispatchEnded(cluster, workerId, address, integration, outcome);
+    },
+  };
   // The rollback override comes first: a covered integration goes to the baseline, whatever the flags say.
   const override = new OverrideFollower({
     store: new OverrideStore(deps.redis, ledger.options.keyPrefix),
@@ -190,7 +226,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       });
     },
   });
-  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workerCount: (cluster) => directory.workers(cluster).length, workers: workerCalls, reports: ejection, router, override, metrics, logger });
+  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workerCount: (cluster) => directory.workers(cluster).length, workers: workerCalls, reports, router, override, metrics, logger });
   const balancerErrors = new BalancerErrorReports({
     redis: deps.redis,
     keyPrefix: ledger.options.keyPrefix,
@@ -206,6 +242,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     await balancerErrors.close();
     directory.stop();
     ejection.close();
+    ownFaults.close();
     await override.close();
     if (ownsWorkerCalls) workerCalls.closeAll?.();
   };
@@ -220,6 +257,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       }
     }, config.sweepIntervalMs);
     sweepTimer.unref();
+    metrics.ready.set(1);
   } catch (error) {
     // Leave nothing running behind a failed start.
     await admission.close().catch(() => undefined);
@@ -257,9 +295,11 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       queue: admission.stats(),
       workerChannels: workerCalls.size ?? 0,
       inflight,
+      ownTransportProblem: ownFaults.currentProblem ?? null,
     }),
     close: once(async () => {
       accepting = false;
+      metrics.ready.set(0);
       // Queued tasks have no slot yet: they get a clear "shutting down" now. Running ones finish.
       await admission.close();
       if (inflight > 0) await new Promise<void>((resolve) => (allDispatchesDone = resolve));

@@ -2,6 +2,7 @@ import * as http2 from 'node:http2';
 import { status } from '@grpc/grpc-js';
 import { WorkerService, metadataKeys, type ExecuteResponse__Output } from '@headroom/proto';
 import { GrpcMessageReader, type GrpcReadFailure } from './grpc-message-reader';
+import { ownFaultOfError, ownFaultOfStatus, type OwnFaultReason } from './connect-failures';
 import type { DispatchOutcome } from './worker-channels';
 
 const { NGHTTP2_CANCEL, NGHTTP2_REFUSED_STREAM, NGHTTP2_FLAG_END_STREAM } = http2.constants;
@@ -16,6 +17,8 @@ export interface CallConnection {
   readonly session: http2.ClientHttp2Session;
   /** Why the connection failed, once it has. */
   readonly failure: string | undefined;
+  /** The error it failed with, when one came. */
+  readonly failureError: Error | undefined;
   /** The call is over (from the balancer's side): once for each call started on it. */
   callEnded(): void;
 }
@@ -126,9 +129,13 @@ export class H2ExecuteCall {
     if (this.ended) return;
     if (this.trailers) return this.settleFromTrailers(this.trailers);
     // No status: the stream was reset, or the connection under it failed.
-    const { session, failure } = this.connection;
+    const { session, failure, failureError } = this.connection;
     if (failure !== undefined || session.destroyed || isConnectionError(this.streamError)) {
-      return this.finish(status.UNAVAILABLE, `the connection to the worker failed: ${this.streamError?.message ?? failure ?? 'it closed before the worker answered'}`, '');
+      // The stream's error may be only "cancelled" while the session's says why (and the other way round).
+      const streamOwnFault = ownFaultOfError(this.streamError);
+      const ownFault = streamOwnFault ?? ownFaultOfError(failureError);
+      const why = streamOwnFault ? this.streamError?.message : (failure ?? this.streamError?.message);
+      return this.finish(status.UNAVAILABLE, `the connection to the worker failed: ${why ?? 'it closed before the worker answered'}`, '', ownFault);
     }
     const rstCode = this.stream.rstCode ?? 0;
     if (rstCode === NGHTTP2_REFUSED_STREAM) return this.finish(status.UNAVAILABLE, 'Stream refused by server', '');
@@ -162,7 +169,7 @@ export class H2ExecuteCall {
     this.settings.onStartedOrEnded?.();
   }
 
-  private finish(code: number, details: string, errorCode: string): void {
+  private finish(code: number, details: string, errorCode: string, ownFaultOfConnection?: OwnFaultReason): void {
     if (this.ended) return;
     this.ended = true;
     clearTimeout(this.deadlineTimer);
@@ -180,6 +187,8 @@ export class H2ExecuteCall {
     if (signal.aborted) return resolve({ kind: 'cancelled', started });
     if (code === status.DEADLINE_EXCEEDED) return resolve({ kind: 'deadline', started });
     if (started) return resolve({ kind: 'lost', message: details });
+    const ownFault = ownFaultOfConnection ?? ownFaultOfStatus(code, errorCode);
+    if (ownFault) return resolve({ kind: 'not-started', unreachable: false, code: errorCode, message: details, ownFault });
     // A worker's refusal carries a code; a call that never reached one is UNAVAILABLE without.
     resolve({ kind: 'not-started', unreachable: errorCode === '' && code === status.UNAVAILABLE, code: errorCode, message: details });
   }

@@ -21,6 +21,8 @@ export interface BalancerMetrics {
   queueWait: Histogram<'cluster' | 'priority'>;
   retries: Counter<'reason'>;
   workersEjected: Counter<'cluster' | 'reason'>;
+  transportErrors: Counter<'cluster' | 'reason'>;
+  ready: Gauge;
   rerouted: Counter;
   overrideVersion: Gauge;
   overrideActive: Gauge;
@@ -174,7 +176,7 @@ export function createBalancerMetrics(
     }),
     retries: new Counter({
       name: 'headroom_balancer_dispatch_retries_total',
-      help: 'Tasks tried on another worker: refused, unreachable, or lost (idempotent only)',
+      help: "Tasks tried on another worker: refused, unreachable, own_fault (this balancer's TLS or credentials failed), or lost (idempotent only)",
       labelNames: ['reason'],
       registers: [registry],
     }),
@@ -182,6 +184,17 @@ export function createBalancerMetrics(
       name: 'headroom_balancer_workers_ejected_total',
       help: 'Workers this balancer marked ejected in the ledger (every balancer skips them), by reason: unreachable (consecutive connection failures, or a failed health check) or failing (far more failures than the other workers on an integration)',
       labelNames: ['cluster', 'reason'],
+      registers: [registry],
+    }),
+    transportErrors: new Counter({
+      name: 'headroom_balancer_transport_errors_total',
+      help: "Calls to workers that failed on this balancer's own side, by reason: tls (its certificate, CA or the name it expects) or auth (the worker's side turned its credentials away). They eject no worker",
+      labelNames: ['cluster', 'reason'],
+      registers: [registry],
+    }),
+    ready: new Gauge({
+      name: 'headroom_balancer_ready',
+      help: "1 while it takes tasks (a balancer's gRPC health says SERVING); 0 while its calls to workers all fail on its own TLS or credentials, and once it stops",
       registers: [registry],
     }),
     rerouted: new Counter({

@@ -17,6 +17,17 @@ export interface WorkerCallsH2Options {
   maxChannels: number;
   /** How often a connection with calls under way is pinged (ms): 10 s unless a test shortens it. */
   keepaliveTimeMs?: number;
+  /** Longest a new connection may take to connect (TCP and TLS) before its calls count the worker unreachable. */
+  connectTimeoutMs: number;
+  /** Longest a connected worker may then take to send its first bytes (its HTTP/2 SETTINGS). */
+  firstByteTimeoutMs: number;
+}
+
+/** Timings of one connection: see WorkerCallsH2Options. */
+interface ConnectionTimings {
+  keepaliveTimeMs: number;
+  connectTimeoutMs: number;
+  firstByteTimeoutMs: number;
 }
 
 /** One HTTP/2 session to a worker, shared by every call to its address. */
@@ -26,21 +37,47 @@ class WorkerConnection implements CallConnection {
   /** Set when it left the cache: it closes when its last call ends. */
   closing = false;
   failure: string | undefined;
+  /** The error it failed with, when one came: its code tells this balancer's TLS faults apart. */
+  failureError: Error | undefined;
   private keepaliveTimer: NodeJS.Timeout | undefined;
   private pingTimer: NodeJS.Timeout | undefined;
+  private connectTimer: NodeJS.Timeout | undefined;
 
   constructor(
     readonly address: string,
     readonly session: http2.ClientHttp2Session,
-    private readonly keepaliveTimeMs: number,
+    private readonly timings: ConnectionTimings,
     private readonly ended: (connection: WorkerConnection) => void,
     private readonly failed: (connection: WorkerConnection) => void,
   ) {
     // Held open only while calls run (see callStarted): an idle connection keeps no process alive.
     session.unref();
-    session.on('error', (error: Error) => this.fail(error.message));
+    this.boundConnect();
+    session.on('error', (error: Error) => {
+      this.failureError ??= error;
+      this.fail(error.message);
+    });
+    // A TLS alert after the handshake (a client certificate the worker wants) reaches only the socket.
+    session.once('connect', (_session, socket) => socket.once('error', (error: Error) => (this.failureError ??= error)));
     session.on('goaway', (code: number) => this.fail(`the worker sent GOAWAY (code ${code})`));
     session.on('close', () => this.fail('the connection closed'));
+  }
+
+  /**
+   * A worker that accepts and never answers (or an address that drops packets) would hold each
+   * call until its deadline: the connection must connect, then bring the worker's SETTINGS, in
+   * bounded time, or it fails and its calls count the worker unreachable.
+   */
+  private boundConnect(): void {
+    const { connectTimeoutMs, firstByteTimeoutMs } = this.timings;
+    this.connectTimer = setTimeout(() => this.destroy(`no connection to the worker in ${connectTimeoutMs} ms (workerConnectTimeoutMs)`), connectTimeoutMs);
+    this.connectTimer.unref();
+    this.session.once('connect', () => {
+      clearTimeout(this.connectTimer);
+      this.connectTimer = setTimeout(() => this.destroy(`connected, but the worker sent nothing in ${firstByteTimeoutMs} ms (workerFirstByteTimeoutMs)`), firstByteTimeoutMs);
+      this.connectTimer.unref();
+    });
+    this.session.once('remoteSettings', () => clearTimeout(this.connectTimer));
   }
 
   /** False once the session failed, closed or went away (its events may come after its streams'). */
@@ -59,7 +96,7 @@ class WorkerConnection implements CallConnection {
   callStarted(): void {
     if (this.calls++ > 0) return;
     this.session.ref();
-    this.keepaliveTimer = setInterval(() => this.ping(), this.keepaliveTimeMs);
+    this.keepaliveTimer = setInterval(() => this.ping(), this.timings.keepaliveTimeMs);
     this.keepaliveTimer.unref();
   }
 
@@ -96,6 +133,7 @@ class WorkerConnection implements CallConnection {
   }
 
   private stopKeepalive(): void {
+    clearTimeout(this.connectTimer);
     clearInterval(this.keepaliveTimer);
     clearTimeout(this.pingTimer);
     this.keepaliveTimer = undefined;
@@ -200,7 +238,8 @@ export class WorkerCallsH2 implements WorkerCalls {
       connection.closing = false;
     } else {
       const session = http2.connect(this.scheme + address, this.sessionOptions);
-      connection = new WorkerConnection(address, session, this.options.keepaliveTimeMs ?? 10_000, this.onCallEnded, this.onFailed);
+      const { keepaliveTimeMs = 10_000, connectTimeoutMs, firstByteTimeoutMs } = this.options;
+      connection = new WorkerConnection(address, session, { keepaliveTimeMs, connectTimeoutMs, firstByteTimeoutMs }, this.onCallEnded, this.onFailed);
       if (this.connections.size >= this.options.maxChannels) {
         const oldest = this.connections.values().next().value as WorkerConnection;
         this.retire(oldest);

@@ -104,6 +104,8 @@ export class WorkerEjection {
 
   /** How a dispatch to a worker ended, for the task's integration: what both kinds of ejection learn from. */
   dispatchEnded(cluster: string, workerId: string, address: string, integration: string, outcome: DispatchOutcome): void {
+    // This balancer's own TLS or credentials failed: it says nothing of the worker (OwnTransportFaults reports it).
+    if (outcome.kind === 'not-started' && outcome.ownFault) return;
     if (outcome.kind === 'not-started' && outcome.unreachable) return this.connectFailed(cluster, workerId, address, outcome.message);
     if (outcome.kind === 'done' || outcome.kind === 'not-started') this.answered(cluster, workerId);
     const failed = countsAsFailure(outcome);

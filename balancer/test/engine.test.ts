@@ -71,7 +71,7 @@ test('the engine makes its worker calls with the factory it is given, with the b
 test('worker calls given as an instance are the caller\'s: used, not closed', async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 });
-  const shared = new RecordingCalls({ maxSendMessageBytes: 1024 * 1024, maxChannels: 16, security: channelSecurity(undefined, 'workerTls') });
+  const shared = new RecordingCalls({ maxSendMessageBytes: 1024 * 1024, maxChannels: 16, security: channelSecurity(undefined, 'workerTls'), connectTimeoutMs: 2000, firstByteTimeoutMs: 2000, probeTls: undefined });
   t.after(() => shared.closeAll());
   const { engine, config } = await engineOn(t, fleet, shared);
   const result = await engine.dispatch(validTask(config, 'through-the-instance'), new AbortController().signal);

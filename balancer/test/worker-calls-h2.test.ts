@@ -14,8 +14,8 @@ import { WorkerCallsH2 } from '../src/worker-calls-h2';
 import { makeCertificates } from './certificates';
 import { executeRequest } from './worker-calls-kit';
 
-function workerCalls(t: TestContext, keepaliveTimeMs = 100): WorkerCallsH2 {
-  const calls = new WorkerCallsH2({ maxSendMessageBytes: 1 << 20, maxChannels: 4, tls: undefined, keepaliveTimeMs });
+function workerCalls(t: TestContext, keepaliveTimeMs = 100, firstByteTimeoutMs = 2000): WorkerCallsH2 {
+  const calls = new WorkerCallsH2({ maxSendMessageBytes: 1 << 20, maxChannels: 4, tls: undefined, keepaliveTimeMs, connectTimeoutMs: 2000, firstByteTimeoutMs });
   t.after(() => calls.closeAll());
   return calls;
 }
@@ -55,7 +55,8 @@ test('a connection that stops answering (no keepalive ack within 5 s) ends its c
   // Accepts the connection and never says a word: a peer gone behind a firewall that drops packets.
   const blackHole = net.createServer();
   const address = await listen(t, blackHole);
-  const calls = workerCalls(t, 100);
+  // The first-byte bound would end it sooner (worker-calls.test.ts): this one is about the keepalive.
+  const calls = workerCalls(t, 100, 60_000);
   const startedAt = Date.now();
   const outcome = await execute(calls, address, 20_000);
   const tookMs = Date.now() - startedAt;

@@ -14,6 +14,8 @@ export interface WorkerCallsTestOptions {
   maxSendMessageBytes?: number;
   maxChannels?: number;
   keepaliveTimeMs?: number;
+  connectTimeoutMs?: number;
+  firstByteTimeoutMs?: number;
   tls?: ClientTls;
 }
 
@@ -36,6 +38,9 @@ export const implementations: readonly {
         maxChannels: options.maxChannels ?? 4,
         security: channelSecurity(options.tls, 'workerTls'),
         keepaliveTimeMs: options.keepaliveTimeMs ?? 100,
+        connectTimeoutMs: options.connectTimeoutMs ?? 2000,
+        firstByteTimeoutMs: options.firstByteTimeoutMs ?? 2000,
+        probeTls: http2ClientTls(options.tls, 'workerTls'),
       }),
   },
   {
@@ -47,6 +52,8 @@ export const implementations: readonly {
         maxChannels: options.maxChannels ?? 4,
         tls: http2ClientTls(options.tls, 'workerTls'),
         keepaliveTimeMs: options.keepaliveTimeMs ?? 100,
+        connectTimeoutMs: options.connectTimeoutMs ?? 2000,
+        firstByteTimeoutMs: options.firstByteTimeoutMs ?? 2000,
       }),
   },
 ];

@@ -5,6 +5,8 @@
  */
 import { test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
+import * as net from 'node:net';
+import { performance } from 'node:perf_hooks';
 import { HeadroomError, freePort } from '@headroom/common';
 import { cliPaths, handlersPaths, spawnReady, startFleet, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import type { HandlerMap, TaskContext } from '@headroom/worker';
@@ -185,7 +187,7 @@ for (const implementation of implementations) {
     assert.equal(ended, 1);
   });
 
-  test(`${name}: over mutual TLS with a client certificate (and a server name); without one, with the wrong name or CA, or in plain text: unreachable`, async (t) => {
+  test(`${name}: over mutual TLS with a client certificate (and a server name); without one, with the wrong name or CA: this balancer's own fault (tls), not unreachable; in plain text: unreachable`, async (t) => {
     const { file } = makeCertificates(t);
     const fleet = await startFleet(t);
     const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2, tls: { certFile: file('server.pem'), keyFile: file('server.key'), clientCaFile: file('ca.pem') } }, testHandlers().handlers);
@@ -200,12 +202,39 @@ for (const implementation of implementations) {
       const outcome = await run(tls);
       assert.ok(outcome.kind === 'done' && Buffer.from(outcome.response.result!).toString() === 'over tls', JSON.stringify(outcome));
     }
-    for (const tls of [{ caFile: file('ca.pem') }, { ...client, serverName: 'wrong.example' }, { ...client, caFile: file('other-ca.pem') }, undefined]) {
+    // The worker is up: what failed is this side's certificate, CA or name, which must eject no one.
+    for (const tls of [{ caFile: file('ca.pem') }, { ...client, serverName: 'wrong.example' }, { ...client, caFile: file('other-ca.pem') }]) {
       const outcome = await run(tls);
-      assert.ok(outcome.kind === 'not-started' && outcome.code === '', `${JSON.stringify(tls)}: ${JSON.stringify(outcome)}`);
-      assert.ok(outcome.unreachable, `${JSON.stringify(tls)}: ${JSON.stringify(outcome)}`);
+      assert.ok(outcome.kind === 'not-started' && outcome.code === '' && !outcome.unreachable && outcome.ownFault === 'tls', `${JSON.stringify(tls)}: ${JSON.stringify(outcome)}`);
     }
+    // Plain text to a TLS worker: the worker only closes the connection, which looks like a worker going away.
+    const plain = await run(undefined);
+    assert.ok(plain.kind === 'not-started' && plain.code === '' && plain.unreachable && plain.ownFault === undefined, JSON.stringify(plain));
     assert.equal(worker.stats().completed, 2, 'only the trusted calls ran');
+  });
+
+  test(`${name}: a worker that accepts connections and never sends a byte: unreachable within the connect and first-byte bounds, not at the deadline`, async (t) => {
+    const silent = net.createServer(() => undefined);
+    const sockets = new Set<net.Socket>();
+    silent.on('connection', (socket) => sockets.add(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    t.after(() => {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    });
+    const address = `127.0.0.1:${(silent.address() as net.AddressInfo).port}`;
+    const calls = create({ connectTimeoutMs: 300, firstByteTimeoutMs: 300 });
+    t.after(() => calls.closeAll());
+    for (let i = 0; i < 2; i++) {
+      const deadlineUnixMs = Date.now() + 10_000;
+      const startedAt = performance.now();
+      const outcome = await calls.execute(address, executeRequest({ workerId: 'w', cluster: 'baseline' }, 'echo', Buffer.alloc(0), deadlineUnixMs), deadlineUnixMs, new AbortController().signal);
+      const tookMs = performance.now() - startedAt;
+      assert.ok(outcome.kind === 'not-started' && outcome.unreachable && outcome.code === '', `call ${i}: ${JSON.stringify(outcome)}`);
+      assert.match(outcome.message, /first byte|sent nothing/);
+      assert.ok(tookMs >= 250 && tookMs < 2000, `call ${i} failed after ${Math.round(tookMs)} ms: within connect + first-byte time (600 ms), far from the 10 s deadline`);
+    }
+    assert.ok(sockets.size >= 1, 'it did connect');
   });
 
   test(`${name}: a worker process killed mid-task: lost; restarted on the same port: the next call works`, async (t) => {
