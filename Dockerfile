@@ -11,7 +11,7 @@
 #          user, and the admin UI's static files. unleash-local (an in-process Unleash and
 #          PostgreSQL for tests and `npm start`), bench and deploy are not in it.
 
-ARG NODE_IMAGE=node:20.20-bookworm-slim
+ARG NODE_IMAGE=node:22.23-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /app

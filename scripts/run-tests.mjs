@@ -1,21 +1,45 @@
 #!/usr/bin/env node
-// Runs every compiled test file (<package>/dist/test/**/*.test.js) with node's test runner.
-// Node 20's runner takes no globs, so we list the files. A test file that leaves an
-// unhandled rejection fails (node's default --unhandled-rejections=throw).
-// Arguments filter the files by a fragment of their path; an argument that is a .js file runs as is.
+// Runs every compiled test file (<package>/dist/test/**/*.test.js), each in a `node --test` of its
+// own, a few at a time, and ends with a summary: totals, the slowest files, and every failure
+// with its file (a CI log is often read from its end).
+//
+// Arguments filter the files by a fragment of their path; an argument that is a .js file runs as
+// is. `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
+// under a heavy folder (see heavyFolders) start whole fleets of processes and run one at a time,
+// beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
 import { readdirSync, existsSync, statSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join, resolve, relative } from 'node:path';
 import { spawn } from 'node:child_process';
+import { availableParallelism } from 'node:os';
 
 const root = new URL('..', import.meta.url).pathname;
 const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces;
-const args = process.argv.slice(2);
-const explicitFiles = args.filter((arg) => arg.endsWith('.js') && existsSync(arg)).map((arg) => resolve(arg));
-const filter = args.filter((arg) => !explicitFiles.includes(resolve(arg)));
+/** Files that start fleets of processes (balancers, workers, Unleash, Chromium): two at once would load 2 cores past what their waits allow. */
+const heavyFolders = ['faults/', 'bench/', 'ui/', 'demo/', 'deploy/'];
 /** How often we check that whoever started us (npm, a shell, CI) is still there. */
 const parentCheckMs = 1000;
 /** How long the tests get to stop on SIGTERM before the rest of their group is killed. */
 const stopGraceMs = 5000;
+/** A file still running after this long is stopped and counted as failed: a run must end. */
+const fileTimeoutMs = Number(process.env.HEADROOM_TEST_FILE_TIMEOUT_MS ?? 15 * 60_000);
+/** How long a finished file's output may take to reach its end. */
+const outputDrainMs = 2000;
+/** What a file may print that we keep (its end is what tells why it failed). */
+const maxOutputBytes = 4 * 1024 * 1024;
+
+function parseArgs(argv) {
+  const rest = [];
+  let concurrency = Number(process.env.HEADROOM_TEST_CONCURRENCY ?? Math.min(3, availableParallelism() + 1));
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--concurrency') concurrency = Number(argv[++i]);
+    else rest.push(argv[i]);
+  }
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) {
+    console.error(`run-tests: --concurrency (or HEADROOM_TEST_CONCURRENCY) must be a whole number from 1 to 16, got ${JSON.stringify(String(concurrency))}`);
+    process.exit(2);
+  }
+  return { concurrency, rest };
+}
 
 function collect(dir) {
   if (!existsSync(dir)) return [];
@@ -26,23 +50,43 @@ function collect(dir) {
   });
 }
 
-const collected = explicitFiles.length > 0 && filter.length === 0 ? [] : packages.flatMap((pkg) => collect(join(root, pkg, 'dist', 'test')));
-const files = [...explicitFiles, ...collected.filter((file) => filter.length === 0 || filter.some((f) => file.includes(f)))];
+function listFiles(args) {
+  const explicitFiles = args.filter((arg) => arg.endsWith('.js') && existsSync(arg)).map((arg) => resolve(arg));
+  const filter = args.filter((arg) => !explicitFiles.includes(resolve(arg)));
+  const collected = explicitFiles.length > 0 && filter.length === 0 ? [] : packages.flatMap((pkg) => collect(join(root, pkg, 'dist', 'test')));
+  return [...explicitFiles, ...collected.filter((file) => filter.length === 0 || filter.some((f) => file.includes(f)))];
+}
+
+const isHeavy = (file) => heavyFolders.some((folder) => relative(root, file).startsWith(folder));
+
+/** The counts node's runner prints at its end ("# pass 12"), and the names of what failed. */
+function readTap(output) {
+  const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(output)?.[1] ?? 0);
+  const failed = [...output.matchAll(/^\s*not ok \d+ - (.*)$/gm)].map((m) => m[1]);
+  return { tests: count('tests'), pass: count('pass'), fail: count('fail'), cancelled: count('cancelled'), skipped: count('skipped'), todo: count('todo'), failed };
+}
+
+const { concurrency, rest } = parseArgs(process.argv.slice(2));
+const files = listFiles(rest);
 if (files.length === 0) {
   console.error('no test files found: run `npm run build` first');
   process.exit(1);
 }
-// Test files run one at a time: several start processes and load the 2 shared cores.
-// The runner gets a process group of its own, so that one signal reaches it, every test file it
-// started and what they started (private redis-servers, workers, balancers): none may outlive
-// this script, which itself stops when its parent goes away, even by SIGKILL.
-const runner = spawn(process.execPath, ['--test', '--test-concurrency=1', ...files], { stdio: 'inherit', cwd: root, detached: true });
+
+// Each file runs in a process group of its own, so that one signal reaches it and what it started
+// (private redis-servers, workers, balancers): none may outlive this script, which itself stops
+// when its parent goes away, even by SIGKILL.
+const running = new Map();
+const results = [];
+const waitingHeavy = files.filter(isHeavy);
+const waitingLight = files.filter((file) => !isHeavy(file));
+const startedAt = performance.now();
 const parentPid = process.ppid;
 let stopping = false;
 
-function signalGroup(signal) {
+function signalGroup(pid, signal) {
   try {
-    process.kill(-runner.pid, signal);
+    process.kill(-pid, signal);
   } catch {
     // The group is gone already.
   }
@@ -52,17 +96,87 @@ function stopTests(why) {
   if (stopping) return;
   stopping = true;
   console.error(`run-tests: ${why}; stopping the tests`);
-  signalGroup('SIGTERM');
-  setTimeout(() => signalGroup('SIGKILL'), stopGraceMs).unref();
+  for (const child of running.keys()) signalGroup(child.pid, 'SIGTERM');
+  setTimeout(() => {
+    for (const child of running.keys()) signalGroup(child.pid, 'SIGKILL');
+    process.exit(1);
+  }, stopGraceMs).unref();
+}
+
+function nextFile() {
+  const heavyRunning = [...running.values()].some((run) => run.heavy);
+  if (!heavyRunning && waitingHeavy.length > 0) return waitingHeavy.shift();
+  return waitingLight.shift();
+}
+
+function startFile(file) {
+  const child = spawn(process.execPath, ['--test', '--test-reporter=tap', file], { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const run = { file, heavy: isHeavy(file), startedAt: performance.now(), chunks: [], bytes: 0, timedOut: false };
+  const keep = (chunk) => {
+    run.chunks.push(chunk);
+    run.bytes += chunk.length;
+    while (run.bytes > maxOutputBytes && run.chunks.length > 1) run.bytes -= run.chunks.shift().length;
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  const timer = setTimeout(() => {
+    run.timedOut = true;
+    signalGroup(child.pid, 'SIGKILL');
+  }, fileTimeoutMs);
+  running.set(child, run);
+  child.on('exit', (code, signal) => {
+    clearTimeout(timer);
+    // What the test file started and left behind goes with it.
+    signalGroup(child.pid, 'SIGKILL');
+    // Its output is read to the end, unless something outside its group holds the pipes open.
+    const done = () => {
+      if (!running.delete(child)) return;
+      finishFile(run, code, signal);
+      schedule();
+    };
+    child.once('close', done);
+    setTimeout(done, outputDrainMs).unref();
+  });
+}
+
+function finishFile(run, code, signal) {
+  const output = Buffer.concat(run.chunks).toString('utf8');
+  const durationMs = performance.now() - run.startedAt;
+  const tap = readTap(output);
+  const ok = code === 0 && !run.timedOut;
+  if (run.timedOut) tap.failed.push(`the file ran past ${fileTimeoutMs} ms (HEADROOM_TEST_FILE_TIMEOUT_MS) and was stopped`);
+  else if (!ok && tap.failed.length === 0) tap.failed.push(`the file exited with ${code ?? signal}`);
+  results.push({ file: relative(root, run.file), durationMs, ok, ...tap });
+  const name = relative(root, run.file);
+  process.stdout.write(`# ━━ ${name}: ${ok ? 'ok' : 'FAILED'}, ${tap.pass} passed, ${tap.fail} failed, ${(durationMs / 1000).toFixed(1)} s\n${output}\n`);
+}
+
+function schedule() {
+  if (stopping) return;
+  while (running.size < concurrency) {
+    const file = nextFile();
+    if (!file) break;
+    startFile(file);
+  }
+  if (running.size === 0) summarize();
+}
+
+function summarize() {
+  clearInterval(parentWatch);
+  const sum = (key) => results.reduce((total, r) => total + r[key], 0);
+  const failedFiles = results.filter((r) => !r.ok);
+  const lines = [
+    `# ━━ ${results.length} files, ${sum('tests')} tests: ${sum('pass')} passed, ${sum('fail')} failed, ${sum('cancelled')} cancelled, ${sum('skipped')} skipped, ${sum('todo')} todo; ${((performance.now() - startedAt) / 1000).toFixed(0)} s with ${concurrency} files at once`,
+    '# the slowest files:',
+    ...[...results].sort((a, b) => b.durationMs - a.durationMs).slice(0, 12).map((r) => `#   ${(r.durationMs / 1000).toFixed(1).padStart(7)} s  ${r.file}`),
+    ...failedFiles.flatMap((r) => [`# FAILED ${r.file}:`, ...r.failed.map((name) => `#   not ok - ${name}`)]),
+  ];
+  console.log(lines.join('\n'));
+  process.exit(failedFiles.length > 0 || sum('cancelled') > 0 ? 1 : 0);
 }
 
 for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => stopTests(`got ${signal}`));
 const parentWatch = setInterval(() => {
   if (process.ppid !== parentPid) stopTests(`its parent (pid ${parentPid}) is gone`);
 }, parentCheckMs);
-runner.on('exit', (code, signal) => {
-  clearInterval(parentWatch);
-  // What the test files started and left behind goes with them.
-  signalGroup('SIGKILL');
-  process.exit(code ?? (signal ? 1 : 0));
-});
+schedule();

@@ -3,7 +3,7 @@
  * in terms of the flag (or env variable) the user typed. Every Headroom CLI uses it.
  */
 import { parseArgs } from 'node:util';
-import type { z } from 'zod';
+import { ZodDefault, type z } from 'zod';
 import { ConfigError } from './errors';
 
 export interface OptionSpec {
@@ -18,17 +18,41 @@ export interface OptionSpec {
   /** A switch: `--flag` alone turns it on; its env variable takes true/false (1/0). Read it with settings.switch(). */
   isSwitch?: boolean;
   description: string;
+  /** How the default reads in the usage text, where the schema's value would mislead (computed at start, or a list). */
+  defaultText?: string;
   /** A secret (token): never echoed in error messages. */
   secret?: boolean;
 }
 
 export type ParsedOptions<T> = { help: true } | { help: false; config: T };
 
-export function usageText(synopsis: string, specs: readonly OptionSpec[]): string {
+/**
+ * The usage text. Each option's default comes from the schema (`.default()`), so that it is
+ * written once: a description states only what the schema cannot, such as a default computed at
+ * start.
+ */
+export function usageText(synopsis: string, specs: readonly OptionSpec[], schema: z.ZodObject): string {
+  const defaults = schemaDefaults(schema);
   const heads = specs.map((spec) => `  --${spec.flag}${spec.valueName ? ` ${spec.valueName}` : ''}`);
   const width = Math.max(...heads.map((head) => head.length)) + 2;
-  const lines = specs.map((spec, i) => `${heads[i]!.padEnd(width)}${spec.description}${spec.env ? ` (env ${spec.env})` : ''}`);
+  const lines = specs.map((spec, i) => {
+    const fallback = spec.defaultText ?? defaults.get(spec.key);
+    const defaultNote = fallback === undefined ? '' : ` (default ${fallback})`;
+    return `${heads[i]!.padEnd(width)}${spec.description}${defaultNote}${spec.env ? ` (env ${spec.env})` : ''}`;
+  });
   return [synopsis, ...lines, `${'  --help'.padEnd(width)}this text`].join('\n');
+}
+
+/** The default of each field of `schema` that has one, as the usage text writes it. */
+export function schemaDefaults(schema: z.ZodObject): Map<string, string> {
+  const defaults = new Map<string, string>();
+  for (const [key, field] of Object.entries(schema.shape)) {
+    if (!(field instanceof ZodDefault)) continue;
+    const value: unknown = field.def.defaultValue;
+    if (value === undefined || (Array.isArray(value) && value.length === 0)) continue;
+    defaults.set(key, typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : JSON.stringify(value));
+  }
+  return defaults;
 }
 
 /** The password of a URL (redis://user:secret@host, and a sentinelPassword parameter) replaced by ***: values are echoed in errors and logs. */

@@ -39,7 +39,9 @@ test('a leaking process reaches a heap share near 1 before it runs out of memory
   const shares = output.trim().split('\n').map(Number);
   const highest = Math.max(...shares);
   assert.notEqual(exitCode, 0, 'the child should have run out of memory');
-  // With V8's heap_size_limit as the divisor (48 + 48 MiB) the share stopped near 0.5 here.
-  assert.ok(highest > 0.9, `highest share before running out of memory: ${highest}`);
+  // With V8's heap_size_limit as the divisor (48 + 48 MiB) the share stopped near 0.5 here. With
+  // the old generation's limit it ends between 0.76 and 0.95 on Node 22 (0.93-0.97 on Node 20):
+  // V8 gives up once mark-compacts free too little, which on so small a heap can come early.
+  assert.ok(highest > 0.7, `highest share before running out of memory: ${highest}`);
   assert.ok(highest <= 1.05, `highest share before running out of memory: ${highest}`);
 });

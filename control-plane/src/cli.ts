@@ -16,33 +16,33 @@ import { createControlPlane } from './app';
 import { apiTokenSchema, controlPlaneOptionsSchema, databaseSchema, type ApiToken } from './config';
 
 const optionSpecs: readonly OptionSpec[] = [
-  { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'HTTP interface (default 127.0.0.1)' },
-  { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'HTTP port (default 8080; 0: any free port)' },
-  { key: 'integrations', flag: 'integrations', env: 'HEADROOM_INTEGRATIONS', valueName: 'A,B,...', description: 'integrations with a traffic share of their own (default none: only the default share)' },
-  { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'default baseline' },
-  { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'default candidate' },
+  { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'HTTP interface' },
+  { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'HTTP port (0: any free port)' },
+  { key: 'integrations', flag: 'integrations', env: 'HEADROOM_INTEGRATIONS', valueName: 'A,B,...', description: 'integrations with a traffic share of their own; with none, only the default share' },
+  { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'the cluster that runs what is not sent to the candidate' },
+  { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'the cluster that takes the candidate share' },
   { key: 'unleashUrl', flag: 'unleash-url', env: 'UNLEASH_URL', valueName: 'URL', description: 'Unleash server, e.g. http://127.0.0.1:4242 (required)' },
   { key: 'unleashAdminToken', flag: 'unleash-admin-token', env: 'UNLEASH_ADMIN_TOKEN', valueName: 'TOKEN', description: 'admin (or service account) token of that server (required)', secret: true },
-  { key: 'unleashEnvironment', flag: 'unleash-environment', env: 'UNLEASH_ENVIRONMENT', valueName: 'NAME', description: 'the environment the clients read (default development)' },
-  { key: 'unleashProject', flag: 'unleash-project', env: 'UNLEASH_PROJECT', valueName: 'NAME', description: 'default default' },
+  { key: 'unleashEnvironment', flag: 'unleash-environment', env: 'UNLEASH_ENVIRONMENT', valueName: 'NAME', description: 'the environment the clients read' },
+  { key: 'unleashProject', flag: 'unleash-project', env: 'UNLEASH_PROJECT', valueName: 'NAME', description: 'the Unleash project that holds the flags' },
   { key: 'candidateFlag', flag: 'candidate-flag', env: 'HEADROOM_CANDIDATE_FLAG', valueName: 'NAME', description: 'default headroom.candidate-cluster' },
   { key: 'parallelismFlag', flag: 'parallelism-flag', env: 'HEADROOM_PARALLELISM_FLAG', valueName: 'NAME', description: 'default headroom.max-parallelism' },
   { key: 'operatorTokens', flag: 'operator-tokens', env: 'HEADROOM_OPERATOR_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may change things', secret: true },
   { key: 'viewerTokens', flag: 'viewer-tokens', env: 'HEADROOM_VIEWER_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may only read', secret: true },
   { key: 'tokensFile', flag: 'tokens-file', env: 'HEADROOM_TOKENS_FILE', valueName: 'PATH', description: 'JSON [{"name","role":"viewer"|"operator","token"}], added to the above' },
-  { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements (default 2000)' },
+  { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements' },
   { key: 'uiDir', flag: 'ui-dir', env: 'HEADROOM_UI_DIR', valueName: 'PATH|none', description: 'the built admin UI served at / (default ui/dist/app of this install, when built; none: no UI)' },
   ...workerTlsOptionSpecs,
-  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port (default redis://127.0.0.1:6379)' },
-  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
+  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port' },
+  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix' },
   { key: 'databaseUrl', flag: 'database-url', env: 'HEADROOM_DATABASE_URL', valueName: 'URL', description: 'PostgreSQL for the audit log and the lock on changes: postgres://user:password@host:5432/database (required)' },
-  { key: 'databaseSchema', flag: 'database-schema', env: 'HEADROOM_DATABASE_SCHEMA', valueName: 'NAME', description: 'schema of its own there, created and migrated at start; never public (default headroom)' },
-  { key: 'auditRetentionDays', flag: 'audit-retention-days', env: 'HEADROOM_AUDIT_RETENTION_DAYS', valueName: 'DAYS', description: 'audit entries older than this are deleted (default 365)' },
-  { key: 'auditOutboxMaxEntries', flag: 'audit-outbox-max-entries', env: 'HEADROOM_AUDIT_OUTBOX_MAX_ENTRIES', valueName: 'N', description: 'audit entries of rollbacks etc. kept in memory while PostgreSQL is away (default 1000; more are dropped and logged)' },
-  { key: 'changeLockWaitMs', flag: 'change-lock-wait-ms', env: 'HEADROOM_CHANGE_LOCK_WAIT_MS', valueName: 'MS', description: "longest a change waits for another control plane's change (default 15000; then HR_ERR_BUSY)" },
-  { key: 'latencySettleMs', flag: 'latency-settle-ms', env: 'HEADROOM_LATENCY_SETTLE_MS', valueName: 'MS', description: "how long after a latency slot ends the workers' summaries of it are complete: charts and rollout gates read up to this long ago (default 6000; keep it above the workers' --latency-report-interval-ms)" },
-  { key: 'autopilotTickMs', flag: 'autopilot-tick-ms', env: 'HEADROOM_AUTOPILOT_TICK_MS', valueName: 'MS', description: 'how often the rollout autopilot reads the gates and acts (default 2000)' },
-  { key: 'autopilotLeaseMs', flag: 'autopilot-lease-ms', env: 'HEADROOM_AUTOPILOT_LEASE_MS', valueName: 'MS', description: "how long the autopilot's lease outlives its holder's last renewal: another control plane takes a rollout over after this (default 10000; more than twice --autopilot-tick-ms)" },
+  { key: 'databaseSchema', flag: 'database-schema', env: 'HEADROOM_DATABASE_SCHEMA', valueName: 'NAME', description: 'schema of its own there, created and migrated at start; never public' },
+  { key: 'auditRetentionDays', flag: 'audit-retention-days', env: 'HEADROOM_AUDIT_RETENTION_DAYS', valueName: 'DAYS', description: 'audit entries older than this are deleted' },
+  { key: 'auditOutboxMaxEntries', flag: 'audit-outbox-max-entries', env: 'HEADROOM_AUDIT_OUTBOX_MAX_ENTRIES', valueName: 'N', description: 'audit entries of rollbacks etc. kept in memory while PostgreSQL is away (more are dropped and logged)' },
+  { key: 'changeLockWaitMs', flag: 'change-lock-wait-ms', env: 'HEADROOM_CHANGE_LOCK_WAIT_MS', valueName: 'MS', description: "longest a change waits for another control plane's change (then HR_ERR_BUSY)" },
+  { key: 'latencySettleMs', flag: 'latency-settle-ms', env: 'HEADROOM_LATENCY_SETTLE_MS', valueName: 'MS', description: "how long after a latency slot ends the workers' summaries of it are complete: charts and rollout gates read up to this long ago (keep it above the workers' --latency-report-interval-ms)" },
+  { key: 'autopilotTickMs', flag: 'autopilot-tick-ms', env: 'HEADROOM_AUTOPILOT_TICK_MS', valueName: 'MS', description: 'how often the rollout autopilot reads the gates and acts' },
+  { key: 'autopilotLeaseMs', flag: 'autopilot-lease-ms', env: 'HEADROOM_AUTOPILOT_LEASE_MS', valueName: 'MS', description: "how long the autopilot's lease outlives its holder's last renewal: another control plane takes a rollout over after this (more than twice --autopilot-tick-ms)" },
 ];
 
 /** "name=token,name=token" */
@@ -124,7 +124,7 @@ function builtUi(): string | undefined {
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: headroom-control-plane --unleash-url URL --unleash-admin-token TOKEN --operator-tokens NAME=TOKEN [options]', optionSpecs)}\n`);
+    process.stdout.write(`${usageText('Usage: headroom-control-plane --unleash-url URL --unleash-admin-token TOKEN --operator-tokens NAME=TOKEN [options]', optionSpecs, cliSchema)}\n`);
     return;
   }
   const stopRequested = stopSignal();

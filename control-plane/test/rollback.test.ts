@@ -7,7 +7,6 @@ import type { HandlerMap } from '@headroom/worker';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { unleashProxy } from './unleash-proxy';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const demo = (require(handlersPaths.demo) as { handlers: HandlerMap }).handlers;
 
 let unleash: TestUnleash;

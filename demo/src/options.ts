@@ -103,30 +103,30 @@ const option = (key: keyof DemoConfig, flag: string, valueName: string, descript
 });
 
 export const demoOptionSpecs: OptionSpec[] = [
-  option('baselineWorkers', 'baseline-workers', 'N', 'workers in the baseline cluster, 1..32 (default 3)'),
-  option('baselineParallelism', 'baseline-parallelism', 'N', 'tasks each baseline worker runs at once, 1..1000 (default 1)'),
-  option('candidateWorkers', 'candidate-workers', 'N', 'workers in the candidate cluster, 1..32 (default 2)'),
-  option('candidateParallelism', 'candidate-parallelism', 'N', 'tasks each candidate worker runs at once, 1..1000 (default 10)'),
-  option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster at start, a whole number 0..100, set through the control plane (default 50)'),
-  option('ratePerS', 'rate', 'N', 'tasks per second from the load generator (default 20)'),
-  option('workload', 'workload', 'NAME', 'bank: bank handlers calling a bank simulator the demo starts; sleep: handlers that only wait (default bank)'),
-  option('bankTimeScale', 'bank-time-scale', 'X', "multiplies the simulated banks' latencies, e.g. 1 for their real speed at a lower --rate (default 0.1)"),
-  option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1 (default 0.1)'),
-  option('balancers', 'balancers', 'N', `balancers, 1..${maxDemoBalancers}; the load generator sends to each in turn (default 2)`),
-  option('balancerPort', 'balancer-port', 'PORT', 'port of the first balancer on 127.0.0.1, 0 for any free one; the others take any free one (default 7700)'),
+  option('baselineWorkers', 'baseline-workers', 'N', 'workers in the baseline cluster, 1..32'),
+  option('baselineParallelism', 'baseline-parallelism', 'N', 'tasks each baseline worker runs at once, 1..1000'),
+  option('candidateWorkers', 'candidate-workers', 'N', 'workers in the candidate cluster, 1..32'),
+  option('candidateParallelism', 'candidate-parallelism', 'N', 'tasks each candidate worker runs at once, 1..1000'),
+  option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster at start, a whole number 0..100, set through the control plane'),
+  option('ratePerS', 'rate', 'N', 'tasks per second from the load generator'),
+  option('workload', 'workload', 'NAME', 'bank: bank handlers calling a bank simulator the demo starts; sleep: handlers that only wait'),
+  option('bankTimeScale', 'bank-time-scale', 'X', "multiplies the simulated banks' latencies, e.g. 1 for their real speed at a lower --rate"),
+  option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1'),
+  option('balancers', 'balancers', 'N', `balancers, 1..${maxDemoBalancers}; the load generator sends to each in turn`),
+  option('balancerPort', 'balancer-port', 'PORT', 'port of the first balancer on 127.0.0.1, 0 for any free one; the others take any free one'),
   option('controlPlanePort', 'control-plane-port', 'PORT', "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)"),
-  option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started (default redis://127.0.0.1:6379)', 'REDIS_URL'),
+  option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started', 'REDIS_URL'),
   option('keyPrefix', 'key-prefix', 'PREFIX', 'ledger key prefix (default demo:<random>, a new one per run, its keys deleted at exit)'),
-  option('rollout', 'rollout', 'PLAN', "demo: once everything runs, start the demo's rollout plan (the autopilot moves the bank integrations to the candidate step by step, judged by the latency ratio, and rolls one back by itself when its gates break; docs/rollouts.md); none (default)"),
-  option('durationS', 'duration-s', 'S', 'stop by itself after S seconds of load, 0 for until Ctrl-C (default 0)'),
-  option('statusIntervalS', 'status-interval-s', 'S', 'seconds between status lines (default 5)'),
+  option('rollout', 'rollout', 'PLAN', "demo: once everything runs, start the demo's rollout plan (the autopilot moves the bank integrations to the candidate step by step, judged by the latency ratio, and rolls one back by itself when its gates break; docs/rollouts.md); none: do not"),
+  option('durationS', 'duration-s', 'S', 'stop by itself after S seconds of load, 0 for until Ctrl-C'),
+  option('statusIntervalS', 'status-interval-s', 'S', 'seconds between status lines'),
   option('unleashUrl', 'unleash-url', 'URL', 'Unleash server to use, e.g. http://127.0.0.1:4242 (default: one of its own on an embedded PostgreSQL)', 'UNLEASH_URL'),
   { ...option('unleashAdminToken', 'unleash-admin-token', 'TOKEN', 'admin token of that server; required with --unleash-url', 'UNLEASH_ADMIN_TOKEN'), secret: true },
   { ...option('unleashClientToken', 'unleash-client-token', 'TOKEN', 'client (backend) token of that server; required with --unleash-url', 'UNLEASH_CLIENT_TOKEN'), secret: true },
   option('databaseUrl', 'database-url', 'URL', "PostgreSQL for the control plane's audit log (schema headroom), e.g. postgres://user:password@host:5432/db; required with --unleash-url (default: the embedded PostgreSQL of the demo's own Unleash)", 'HEADROOM_DATABASE_URL'),
 ];
 
-export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node demo/dist/src/cli.js [options])', demoOptionSpecs)}
+export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node demo/dist/src/cli.js [options])', demoOptionSpecs, demoOptionsSchema)}
 
 Runs on this machine: Redis (if none answers), Unleash (without --unleash-url: a real Unleash
 server on an embedded PostgreSQL in a temporary directory, deleted at exit), the control plane

@@ -45,8 +45,9 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
   const sentinelPorts: number[] = [];
   const stop = async () => {
     await Promise.all(
-      sentinels.map((child) => {
-        if (child.exitCode !== null) return undefined;
+      sentinels
+        .filter((child) => child.exitCode === null)
+        .map((child) => {
         const exited = new Promise((resolve) => child.once('exit', resolve));
         child.kill('SIGKILL');
         return exited;

@@ -61,3 +61,31 @@ test('the runner signalled (Ctrl-C, a CI time limit): the test file and what it 
   process.kill(run.runnerPid, 'SIGTERM');
   await allGone(`the test file and its process stop after SIGTERM to the runner: ${JSON.stringify(run)}`, [run.runnerPid, run.testFilePid, run.startedPid]);
 });
+
+/** Runs the runner to its end on the given arguments. */
+async function runToEnd(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const { NODE_TEST_CONTEXT: _nested, ...env } = process.env;
+  const runner = spawn(process.execPath, [runTestsScript, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  let stdout = '';
+  let stderr = '';
+  runner.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const code = await new Promise<number | null>((resolve) => runner.on('close', resolve));
+  return { code, stdout, stderr };
+}
+
+test('the runner ends with totals over every file, and names each failure with its file', async () => {
+  const fixtures = path.join(__dirname, 'fixtures');
+  const { code, stdout } = await runToEnd(['--concurrency', '2', path.join(fixtures, 'all-pass-test.js'), path.join(fixtures, 'some-fail-test.js')]);
+  assert.equal(code, 1, stdout);
+  const summary = stdout.slice(stdout.lastIndexOf('# ━━ 2 files'));
+  assert.match(summary, /^# ━━ 2 files, 4 tests: 3 passed, 1 failed, 0 cancelled/, stdout);
+  assert.match(summary, /# FAILED testkit\/dist\/test\/fixtures\/some-fail-test\.js:\n# {3}not ok - a failing fixture test/, summary);
+  assert.doesNotMatch(summary, /FAILED testkit\/dist\/test\/fixtures\/all-pass-test/, summary);
+});
+
+test('the runner refuses a bad --concurrency, naming it and what is accepted', async () => {
+  const { code, stderr } = await runToEnd(['--concurrency', '0', endlessTest]);
+  assert.equal(code, 2);
+  assert.match(stderr, /--concurrency \(or HEADROOM_TEST_CONCURRENCY\) must be a whole number from 1 to 16, got "0"/);
+});

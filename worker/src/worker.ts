@@ -379,6 +379,19 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     await answer(call, callback, request.leaseId, task.deadlineUnixMs, response);
   }
 
+  // grpc-js ignores what a handler returns: a throw outside the handler's own try would end the
+  // process as an unhandled rejection, and take every other running task with it.
+  function executeOrLog(call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>): void {
+    execute(call, callback).catch((error: unknown) => {
+      logger.error({ err: error }, 'Execute failed outside the task handler');
+      try {
+        refuse(callback, grpc.status.INTERNAL, workerErrorCodes.handlerFailed, `worker ${workerId} failed: ${error instanceof Error ? error.message : String(error)}`);
+      } catch {
+        // The call was answered already.
+      }
+    });
+  }
+
   /**
    * Answers a task, and stops holding its lease. The balancer that receives the answer releases
    * the lease, batched with its other calls to Redis. When the balancer cancelled the call it
@@ -403,7 +416,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   const profiler = new WorkerProfiler(workerId, logger);
-  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), { Execute: execute, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
+  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), { Execute: executeOrLog, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
   const boundPort = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, credentials, (error, port) => (error ? reject(error) : resolve(port))),
   );

@@ -40,13 +40,13 @@ export interface CallerAnswers {
 
 const flags: readonly OptionSpec[] = [
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger, as the stack gives it to its processes (required)' },
-  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix (default hr)' },
-  { key: 'clientId', flag: 'client-id', valueName: 'ID', description: "its id in the ledger and the balancer register (the client's balancerId; default proxyless-caller-<pid>)" },
+  { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix' },
+  { key: 'clientId', flag: 'client-id', valueName: 'ID', description: "its id in the ledger and the balancer register (the client's balancerId)", defaultText: 'proxyless-caller-<pid>' },
   { key: 'lanes', flag: 'lanes', valueName: 'N', description: 'tasks kept in flight at once, 1..1000 (required)' },
-  { key: 'sleepMs', flag: 'sleep-ms', valueName: 'MS,MS,...', description: 'how long each task sleeps on its worker, taken in turn (default 40,60,80,100,120)' },
-  { key: 'taskDeadlineMs', flag: 'task-deadline-ms', valueName: 'MS', description: 'deadline of each task from its submit (default 10000)' },
-  { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', valueName: 'MS', description: "a worker silent this long leaves the ledger: the stack's balancers' setting (default 3000)" },
-  { key: 'reportIntervalMs', flag: 'report-interval-ms', valueName: 'MS', description: 'how often it prints its counts (default 200)' },
+  { key: 'sleepMs', flag: 'sleep-ms', valueName: 'MS,MS,...', description: 'how long each task sleeps on its worker, taken in turn' },
+  { key: 'taskDeadlineMs', flag: 'task-deadline-ms', valueName: 'MS', description: 'deadline of each task from its submit' },
+  { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', valueName: 'MS', description: "a worker silent this long leaves the ledger: the stack's balancers' setting" },
+  { key: 'reportIntervalMs', flag: 'report-interval-ms', valueName: 'MS', description: 'how often it prints its counts' },
 ];
 
 const sleepList = z
@@ -74,7 +74,7 @@ function print(line: object): void {
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: node faults/dist/src/proxyless-caller/cli.js --redis-url URL --lanes N [options]', flags)}\n`);
+    process.stdout.write(`${usageText('Usage: node faults/dist/src/proxyless-caller/cli.js --redis-url URL --lanes N [options]', flags, cliSchema)}\n`);
     return;
   }
   const config = parsed.config;

@@ -17,10 +17,10 @@ const option = (key: string, flag: string, valueName: string, description: strin
 });
 
 const specs: readonly OptionSpec[] = [
-  option('host', 'host', 'HOST', 'interface to listen on (default 127.0.0.1; 0.0.0.0 in a container)'),
-  option('port', 'port', 'PORT', 'port to listen on; 0 = any free port (default 8090)'),
+  option('host', 'host', 'HOST', 'interface to listen on (0.0.0.0 in a container)'),
+  option('port', 'port', 'PORT', 'port to listen on; 0 = any free port'),
   option('seed', 'seed', 'N', 'seeds latencies, errors and account data, 0..4294967295 (default random, printed)'),
-  option('timeScale', 'time-scale', 'X', 'multiplies every latency: 0.1 runs the banks ten times as fast (default 1)'),
+  option('timeScale', 'time-scale', 'X', 'multiplies every latency: 0.1 runs the banks ten times as fast'),
 ];
 
 const cliSchema = bankSimulatorOptionsSchema.pick({ host: true, port: true, seed: true, timeScale: true });
@@ -28,7 +28,7 @@ const cliSchema = bankSimulatorOptionsSchema.pick({ host: true, port: true, seed
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, specs, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: headroom-bank-sim [options]', specs)}\n`);
+    process.stdout.write(`${usageText('Usage: headroom-bank-sim [options]', specs, cliSchema)}\n`);
     return;
   }
   const stopRequested = stopSignal();

@@ -56,27 +56,25 @@ const option = (key: keyof CliConfig, flag: string, valueName: string, descripti
 
 const specs: OptionSpec[] = [
   option('balancerAddresses', 'balancer', 'HOST:PORT[,...]', `balancer to send tasks to, or up to ${maxBalancers} separated by commas that get them in turn (required)`),
-  option('ratePerS', 'rate', 'N', 'tasks sent per second outside spikes, whatever the answers (default 50)'),
-  option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1; the rest are BACKGROUND (default 0.1)'),
-  option(
-    'integrations',
-    'integrations',
-    'A[:W],B[:W],...',
-    `integrations with optional weights (default 1): bank-a:3,bank-b sends 3 of 4 tasks to bank-a; medians of 20..80 ms from first to last (default ${defaultIntegrations.join(',')})`,
-  ),
-  option('keyCount', 'keys', 'N', 'distinct task keys (accounts) (default 5000)'),
-  option('keySkew', 'key-skew', 'X', 'how much busier the busiest keys are, 0..3: a Zipf-like power law; 0: all alike, 1: the busiest 1% of 5000 keys get ~46% of tasks (default 1)'),
+  option('ratePerS', 'rate', 'N', 'tasks sent per second outside spikes, whatever the answers'),
+  option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1; the rest are BACKGROUND'),
+  {
+    ...option('integrations', 'integrations', 'A[:W],B[:W],...', 'integrations with optional weights (1 when none): bank-a:3,bank-b sends 3 of 4 tasks to bank-a; medians of 20..80 ms from first to last'),
+    defaultText: defaultIntegrations.join(','),
+  },
+  option('keyCount', 'keys', 'N', 'distinct task keys (accounts)'),
+  option('keySkew', 'key-skew', 'X', 'how much busier the busiest keys are, 0..3: a Zipf-like power law; 0: all alike, 1: the busiest 1% of 5000 keys get ~46% of tasks'),
   option('payload', 'payload', 'JSON', 'fields added to every task\'s JSON payload, e.g. {"allocateKb":64}; a "sleepMs" here replaces the drawn upstream time (default: only the draw)'),
-  option('spikeEveryS', 'spike-every-s', 'S', 'a spike every S seconds, the first after S seconds of steady load; 0: none (default 0)'),
+  option('spikeEveryS', 'spike-every-s', 'S', 'a spike every S seconds, the first after S seconds of steady load; 0: none'),
   option('spikeAtS', 'spike-at-s', 'S', 'one spike S seconds after the start (default none)'),
-  option('spikeDurationS', 'spike-duration-s', 'S', 'how long each spike lasts, shorter than --spike-every-s (default 30)'),
-  option('spikeFactor', 'spike-factor', 'X', 'during a spike BACKGROUND tasks are sent at X times their rate, USER_PRESENT ones at theirs, 0..1000 (default 10)'),
-  option('durationS', 'duration-s', 'S', 'stop after this many seconds; 0 runs until SIGINT/SIGTERM (default 0)'),
-  option('maxOutstandingCalls', 'max-outstanding', 'N', 'calls awaiting answers at most; tasks due beyond are dropped and counted (default 1000)'),
-  option('taskTimeoutMs', 'task-timeout-ms', 'MS', 'deadline of each task (default 10000)'),
-  option('maxSleepMs', 'max-sleep-ms', 'MS', 'longest simulated upstream call (default 2000)'),
-  option('reportIntervalS', 'report-interval-s', 'S', 'seconds between reports; the final one shows steady and spike phases apart (default 5)'),
-  option('format', 'format', 'text|json', 'report format; json prints one object a line (default text)'),
+  option('spikeDurationS', 'spike-duration-s', 'S', 'how long each spike lasts, shorter than --spike-every-s'),
+  option('spikeFactor', 'spike-factor', 'X', 'during a spike BACKGROUND tasks are sent at X times their rate, USER_PRESENT ones at theirs, 0..1000'),
+  option('durationS', 'duration-s', 'S', 'stop after this many seconds; 0 runs until SIGINT/SIGTERM'),
+  option('maxOutstandingCalls', 'max-outstanding', 'N', 'calls awaiting answers at most; tasks due beyond are dropped and counted'),
+  option('taskTimeoutMs', 'task-timeout-ms', 'MS', 'deadline of each task'),
+  option('maxSleepMs', 'max-sleep-ms', 'MS', 'longest simulated upstream call'),
+  option('reportIntervalS', 'report-interval-s', 'S', 'seconds between reports; the final one shows steady and spike phases apart'),
+  option('format', 'format', 'text|json', 'report format; json prints one object a line'),
 ];
 
 function print(format: 'text' | 'json', event: 'report' | 'final', report: LoadReport): void {
@@ -95,7 +93,7 @@ function describeSpikes(config: CliConfig): string {
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, specs, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: headroom-loadgen --balancer HOST:PORT[,HOST:PORT...] [options]', specs)}\n`);
+    process.stdout.write(`${usageText('Usage: headroom-loadgen --balancer HOST:PORT[,HOST:PORT...] [options]', specs, cliSchema)}\n`);
     return;
   }
   const { durationS, reportIntervalS, format } = parsed.config;

@@ -24,7 +24,8 @@ export function RollbackPage() {
   const { figures, onOverrideChange } = useLive();
   const load = useCallback((signal: AbortSignal) => client.get<TrafficView>('/traffic', signal), [client]);
   const traffic = usePolled(load, 3000);
-  useRefreshOnChange(['traffic.set', 'rollback', 'resume', 'override.rebuild'], traffic.refresh);
+  const refreshTraffic = traffic.refresh;
+  useRefreshOnChange(['traffic.set', 'rollback', 'resume', 'override.rebuild'], refreshTraffic);
   const [scope, setScope] = useState<Scope>('all');
   const [reason, setReason] = useState('');
   const [confirming, setConfirming] = useState<{ kind: 'rollback' | 'resume'; scope: Scope } | undefined>();
@@ -37,9 +38,9 @@ export function RollbackPage() {
       onOverrideChange((record) => {
         if (record.durable === 'pending') return;
         setDurableUpdate(record);
-        traffic.refresh();
+        refreshTraffic();
       }),
-    [onOverrideChange, traffic.refresh],
+    [onOverrideChange, refreshTraffic],
   );
   const answered = outcome.status === 'done' ? outcome.result : undefined;
   const shown = answered && durableUpdate?.overrideVersion === answered.overrideVersion ? durableUpdate : answered;
