@@ -113,7 +113,9 @@ class WorkerConnection implements CallConnection {
   }
 
   private ping(): void {
-    if (this.pingTimer || this.session.destroyed) return;
+    // node:http2 cancels a ping sent while the session still connects, which would destroy a
+    // healthy connection on a slow machine; the connect and first-byte bounds cover that phase.
+    if (this.pingTimer || this.session.destroyed || this.session.connecting) return;
     this.pingTimer = setTimeout(() => this.destroy(`no answer to a keepalive ping in ${keepaliveTimeoutMs} ms`), keepaliveTimeoutMs);
     this.pingTimer.unref();
     try {

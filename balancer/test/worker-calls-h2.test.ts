@@ -51,6 +51,18 @@ test('many calls at once share one session to a worker; a worker that stops take
   await eventually('the failed session left the cache', 2000, () => (calls.size === 0 ? true : undefined));
 });
 
+test('a keepalive ping due while the connection still connects (a busy event loop) leaves the connection alone', async (t) => {
+  const fleet = await startFleet(t);
+  const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 }, { echo: async (task) => task.payload });
+  const calls = workerCalls(t, 1);
+  const call = execute(calls, worker.address, 10_000, worker);
+  // Busy past the keepalive period: the timers run before the connect event is read, as on a loaded machine.
+  const busyUntil = performance.now() + 30;
+  while (performance.now() < busyUntil);
+  const outcome = await call;
+  assert.equal(outcome.kind, 'done', JSON.stringify(outcome));
+});
+
 test('a connection that stops answering (no keepalive ack within 5 s) ends its calls: not-started, unreachable', async (t) => {
   // Accepts the connection and never says a word: a peer gone behind a firewall that drops packets.
   const blackHole = net.createServer();
