@@ -5,8 +5,8 @@
 //
 // Arguments filter the files by a fragment of their path; an argument that is a .js file runs as
 // is. `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
-// under a heavy folder (see heavyFolders) start whole fleets of processes and run one at a time,
-// beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
+// under a heavy folder (see heavyFolders) start whole fleets of processes, and at most two of
+// them run at once, beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
 import { readdirSync, existsSync, statSync, readFileSync } from 'node:fs';
 import { join, resolve, relative } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -14,8 +14,11 @@ import { availableParallelism } from 'node:os';
 
 const root = new URL('..', import.meta.url).pathname;
 const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces;
-/** Files that start fleets of processes (balancers, workers, Unleash, Chromium): two at once would load 2 cores past what their waits allow. */
+/** Files that start fleets of processes (balancers, workers, Unleash, Chromium): at most maxHeavyAtOnce of them run at once. */
 const heavyFolders = ['faults/', 'bench/', 'ui/', 'demo/', 'deploy/'];
+const maxHeavyAtOnce = 2;
+/** Where the longest files are (the fault suite, the rollout tests): they start first, so that the run does not end waiting on one of them. */
+const longFirst = ['faults/', 'control-plane/dist/test/rollouts', 'bench/', 'demo/', 'control-plane/'];
 /** How often we check that whoever started us (npm, a shell, CI) is still there. */
 const parentCheckMs = 1000;
 /** How long the tests get to stop on SIGTERM before the rest of their group is killed. */
@@ -58,6 +61,10 @@ function listFiles(args) {
 }
 
 const isHeavy = (file) => heavyFolders.some((folder) => relative(root, file).startsWith(folder));
+const startRank = (file) => {
+  const rank = longFirst.findIndex((prefix) => relative(root, file).startsWith(prefix));
+  return rank === -1 ? longFirst.length : rank;
+};
 
 /** The counts node's runner prints at its end ("# pass 12"), and the names of what failed. */
 function readTap(output) {
@@ -78,8 +85,9 @@ if (files.length === 0) {
 // when its parent goes away, even by SIGKILL.
 const running = new Map();
 const results = [];
-const waitingHeavy = files.filter(isHeavy);
-const waitingLight = files.filter((file) => !isHeavy(file));
+const byStartRank = (a, b) => startRank(a) - startRank(b);
+const waitingHeavy = files.filter(isHeavy).sort(byStartRank);
+const waitingLight = files.filter((file) => !isHeavy(file)).sort(byStartRank);
 const startedAt = performance.now();
 const parentPid = process.ppid;
 let stopping = false;
@@ -104,8 +112,8 @@ function stopTests(why) {
 }
 
 function nextFile() {
-  const heavyRunning = [...running.values()].some((run) => run.heavy);
-  if (!heavyRunning && waitingHeavy.length > 0) return waitingHeavy.shift();
+  const heavyRunning = [...running.values()].filter((run) => run.heavy).length;
+  if (heavyRunning < maxHeavyAtOnce && waitingHeavy.length > 0) return waitingHeavy.shift();
   return waitingLight.shift();
 }
 
