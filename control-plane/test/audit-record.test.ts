@@ -1,5 +1,5 @@
 /**
- * The audit log is the record (issue 20): in PostgreSQL, not in Redis. It survives Redis losing
+ * The audit log is the record: in PostgreSQL, not in Redis. It survives Redis losing
  * its data; while PostgreSQL is away a change to Unleash is refused with a coded 503 and changes
  * nothing, while a rollback still takes effect and its entry is written once PostgreSQL is back.
  */

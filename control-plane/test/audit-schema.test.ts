@@ -1,5 +1,5 @@
 /**
- * The audit schema (issue 20): migrations run at start, twice is a no-op, a schema a newer
+ * The audit schema: migrations run at start, twice is a no-op, a schema a newer
  * control plane migrated is refused with a clear message; retention by age; database settings
  * validated like every other setting.
  */

@@ -1,5 +1,5 @@
 /**
- * One writer at a time across control-plane replicas (issue 20): changes to Unleash hold a
+ * One writer at a time across control-plane replicas: changes to Unleash hold a
  * PostgreSQL advisory lock for their read-modify-write, and write their audit entry under it.
  */
 import { after, before, test } from 'node:test';

@@ -61,7 +61,7 @@ const latencyKeysBound = Math.ceil(latencyDefaults.retentionMs / latencyDefaults
 /**
  * Growth per hour that fails a series, by what it measures: relative to its mean, and at least
  * this much. The heap after a full collection and Redis's memory besides the latency summaries
- * are the issue's goals (≤ 1 MiB/h, flat); the others catch a gross leak.
+ * are the soak's goals (≤ 1 MiB/h, flat); the others catch a gross leak.
  *
  * The heap after a full collection is judged without V8's code and bytecode (`heap-objects-after-gc`):
  * that part rises for an hour or more as V8 compiles code paths the first time they run (each
@@ -95,7 +95,7 @@ const maxP99Ratio = 1.2;
 /**
  * A process's heap is judged by its heap snapshots when it has two (after the warm-up, and at the
  * end: heap-snapshot.ts): the program's data in them may grow at most this much per hour, the
- * issue's goal for the heap. Its fitted series are reported, with a note.
+ * soak's goal for the heap. Its fitted series are reported, with a note.
  */
 export function judgeBySnapshots(series: SoakSeries[], snapshots: SoakHeapSnapshots[], judged: boolean): void {
   const limit = growthLimits['heap-objects-after-gc']!.absolute;

@@ -1,5 +1,5 @@
 /**
- * The fault suite again, on a Redis Cluster of 3 primaries with a replica each (issue 19): every
+ * The fault suite again, on a Redis Cluster of 3 primaries with a replica each: every
  * case of process-faults, proxyless-faults, shared-state-faults and slow-upstream, its stack on a cluster of its own
  * (a Redis restart restarts every node, FLUSHALL flushes every primary).
  */

@@ -1,5 +1,5 @@
 /**
- * The proxyless counterpart of process-faults' balancer kill (issue 15: the fault suite for both
+ * The proxyless counterpart of process-faults' balancer kill (the fault suite covers both
  * modes): a caller process running @headroom/client/proxyless (src/proxyless-caller) shares the
  * workers with a balancer's clients, and is killed with SIGKILL mid-load. THE INVARIANT
  * (src/invariant.ts) is checked after it.

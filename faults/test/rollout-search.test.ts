@@ -4,7 +4,7 @@
  * against the baseline's window before the rollout (two baseline worker processes at 4 tasks
  * each: the run time of an uncrowded worker). The search must keep the highest value that held
  * every gate for a whole hold, and back off from one that broke a gate, naming it; the candidate
- * must really have run that many tasks at once. Whether it reached the issue's target (at least 20
+ * must really have run that many tasks at once. Whether it reached the rollout's target (at least 20
  * with the p50 ratio within 1.1) is printed, not asserted: on this machine it depends on what else
  * runs on it.
  *
@@ -93,7 +93,7 @@ test('a parallelism search on the bank workload (one page a task) keeps the high
   t.diagnostic(`last reading: ${JSON.stringify(bankA?.gates.map((g) => `${g.gate} ${g.value}`))}, workers ${JSON.stringify(finished.lastReading?.workers.gates.map((g) => `${g.gate} ${g.value}`))}`);
   t.diagnostic(`most tasks in flight on the candidate, by max parallelism: ${JSON.stringify(Object.fromEntries([...mostInFlight].sort((a, b) => a[0] - b[0])))}; load ${JSON.stringify(load)}; test ${Math.round((performance.now() - startedAtMs) / 1000)} s`);
 
-  t.diagnostic(`the issue's target, at least 20 with the p50 ratio within 1.1: ${finished.maxParallelism >= 20 ? 'reached' : 'NOT reached'} here (${finished.maxParallelism})`);
+  t.diagnostic(`the rollout's target, at least 20 with the p50 ratio within 1.1: ${finished.maxParallelism >= 20 ? 'reached' : 'NOT reached'} here (${finished.maxParallelism})`);
 
   assert.equal(finished.status, 'completed', describeRollout(finished));
   const { search } = plan.steps[0]!;
