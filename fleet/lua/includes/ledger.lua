@@ -38,8 +38,10 @@ end
 -- A score in `free`: the free slots times turnPeriodUs, plus a turn in [0, turnPeriodUs) that
 -- falls with the time (us) the worker last took a task (or changed otherwise), so that among
 -- workers with as many free slots the one that waited longest goes first: ties are spread in
--- turn, nobody is herded, at no extra cost. (The turn repeats every 2^30 us, about 18 minutes;
--- it is briefly out of order when it wraps.)
+-- turn, nobody is herded, at no extra cost. (The turn repeats every 2^30 us, about 18 minutes.
+-- After it wraps, a worker that took a task since looks as if it had waited longest: while tasks
+-- come one at a time, such workers take the ties until the others are picked for having more
+-- free slots. Random turns are no cure: a worker whose turn came out low would wait for ever.)
 -- Scores are whole numbers (exact below 2^53: up to 2^22 slots), written as decimal strings:
 -- Redis 7.0 formats a number argument, and every score it answers, with "%.17g", and a score
 -- with a fraction took 17 digits each way (profiled: formatting and parsing doubles were 12% of
