@@ -7,6 +7,7 @@ import { testSchema, type RunningUnleash, type TestSchema } from '@headroom/unle
 import { connected, startFleet, type Fleet } from './fleet';
 import { createControlPlane, type ControlPlane, type ControlPlaneOptions } from '@headroom/control-plane';
 import { ControlPlaneApi } from './control-plane-api';
+import { createLogger } from '@headroom/common';
 
 export const operatorToken = 'operator-token-0123456789abcdef';
 export const viewerToken = 'viewer-token-0123456789abcdef';
@@ -53,7 +54,8 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
       database: { url: database.url, schema: database.schema },
       ...options,
     },
-    { redis: fleet.redis, subscriber, keyPrefix: fleet.ledgerOptions.keyPrefix! },
+    // Errors reach the test's output: an answer of HR_ERR_INTERNAL then shows its cause.
+    { redis: fleet.redis, subscriber, keyPrefix: fleet.ledgerOptions.keyPrefix!, logger: createLogger('control-plane', 'error') },
   ).catch(async (error: unknown) => {
     subscriber.disconnect();
     await database.drop();
