@@ -53,7 +53,7 @@ export interface FunctionSelfTime {
   location: string;
   /** Time the function itself was on the CPU (callees excluded). */
   selfMs: number;
-  /** selfMs as a share of the profile's sampled time, idle included (0..1). */
+  /** selfMs as a share of the profile's CPU time: "(idle)" left out, as in the flame graph (0..1). */
   share: number;
 }
 
@@ -118,7 +118,7 @@ export function summarise(profile: Cpuprofile, topFunctions: number): ProfileSum
       lineNumber: Math.max(0, lineNumber),
       location: url ? `${url}:${lineNumber}` : '',
       selfMs: round(selfUs / 1000, 1),
-      share: totalUs > 0 ? round(selfUs / totalUs, 4) : 0,
+      share: totalUs - idleUs > 0 ? round(selfUs / (totalUs - idleUs), 4) : 0,
     })),
   };
 }

@@ -1,5 +1,5 @@
 /** A horizontal bar: `used` of `total`, with the figures as its accessible name. */
-export function UsageBar(props: { used: number; total: number; label: string; tone?: 'baseline' | 'candidate' | 'neutral' }) {
+export function UsageBar(props: { used: number; total: number; label: string; tone?: 'baseline' | 'candidate' | 'user-present' | 'background' | 'neutral' }) {
   const share = props.total > 0 ? Math.min(1, Math.max(0, props.used / props.total)) : 0;
   return (
     <div

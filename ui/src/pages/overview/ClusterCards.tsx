@@ -28,7 +28,7 @@ function ClusterCard({ cluster }: { cluster: ClusterSummary }) {
         <Stat label="Workers" value={formatCount(cluster.workers)} note={cluster.drainingWorkers > 0 ? `${cluster.drainingWorkers} draining` : undefined} />
         <Stat label="Capacity" value={formatCount(cluster.capacity)} />
         <Stat label="In flight" value={formatCount(cluster.inFlight)} note={drift ? `workers run ${formatCount(cluster.heldByWorkers)}` : undefined} />
-        <Stat label="Free" value={formatCount(cluster.free)} />
+        <Stat label="Free" value={formatCount(cluster.free)} note="user-present first" title={keptExplanation} />
         <Stat label="Tasks" value={formatRate(cluster.tasksPerSecond)} />
         <Stat label="Errors" value={formatRate(cluster.errorsPerSecond)} note={errorShare !== undefined && errorShare > 0 ? `${(errorShare * 100).toFixed(1)}% of tasks` : undefined} />
       </dl>
@@ -75,9 +75,13 @@ function BalancerErrorsNote({ cluster }: { cluster: ClusterSummary }) {
   );
 }
 
-function Stat({ label, value, note }: { label: string; value: string; note?: string | undefined }) {
+/** Why background tasks can wait while slots are free. */
+const keptExplanation =
+  "Free slots are not all for background tasks: a share of the capacity (10% by default, the balancers' --kept-for-user-present-share) is kept for user-present tasks, and no background task starts while a user-present one waits.";
+
+function Stat({ label, value, note, title }: { label: string; value: string; note?: string | undefined; title?: string }) {
   return (
-    <div className="stat">
+    <div className="stat" title={title}>
       <dt>{label}</dt>
       <dd>
         {value}

@@ -30,10 +30,10 @@ export function QueueDepths({ balancers }: { balancers: BalancerView[] | undefin
             <Truncated text={balancer.balancerId} className="queue-name" />
             {balancer.queued ? (
               <>
-                <UsageBar used={balancer.queued.userPresent} total={scale} label={`${balancer.balancerId}: user-present tasks waiting`} tone="candidate" />
-                <UsageBar used={balancer.queued.background} total={scale} label={`${balancer.balancerId}: background tasks waiting`} tone="baseline" />
+                <UsageBar used={balancer.queued.userPresent} total={scale} label={`${balancer.balancerId}: user-present tasks waiting`} tone="user-present" />
+                <UsageBar used={balancer.queued.background} total={scale} label={`${balancer.balancerId}: background tasks waiting`} tone="background" />
                 <span className="queue-figures">
-                  {balancer.queued.userPresent} / {balancer.queued.background}
+                  user-present {formatCount(balancer.queued.userPresent)} · background {formatCount(balancer.queued.background)}
                 </span>
               </>
             ) : (
@@ -42,6 +42,12 @@ export function QueueDepths({ balancers }: { balancers: BalancerView[] | undefin
           </li>
         ))}
       </ul>
+      {background !== undefined && background > 0 && (
+        <p className="bar-caption kept-note">
+          Background tasks can wait while a cluster shows free slots: a share of each cluster's capacity (10% by default, the balancers' --kept-for-user-present-share) is kept for user-present tasks,
+          and no background task starts while a user-present one waits on any balancer.
+        </p>
+      )}
     </div>
   );
 }

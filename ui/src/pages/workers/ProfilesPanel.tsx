@@ -105,7 +105,7 @@ function ProfileDetail({ profile }: { profile: ProfileRecord }) {
                     Self time
                   </th>
                   <th scope="col" className="numeric">
-                    Share
+                    Share of CPU time
                   </th>
                 </tr>
               </thead>
