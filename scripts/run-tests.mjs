@@ -17,6 +17,8 @@ const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).wo
 /** Files that start fleets of processes (balancers, workers, Unleash, Chromium): at most maxHeavyAtOnce of them run at once. */
 const heavyFolders = ['faults/', 'bench/', 'ui/', 'demo/', 'deploy/'];
 const maxHeavyAtOnce = 2;
+/** Heavy files whose figures are rates under a set load (an incident's recovery, a failing worker's share): no other heavy file runs beside them. */
+const quietFiles = ['faults/dist/test/incident-recovery', 'faults/dist/test/failing-worker'];
 /** Where the longest files are (the fault suite, the rollout tests): they start first, so that the run does not end waiting on one of them. */
 const longFirst = ['faults/', 'control-plane/dist/test/rollouts', 'bench/', 'demo/', 'control-plane/'];
 /** How often we check that whoever started us (npm, a shell, CI) is still there. */
@@ -61,6 +63,7 @@ function listFiles(args) {
 }
 
 const isHeavy = (file) => heavyFolders.some((folder) => relative(root, file).startsWith(folder));
+const isQuiet = (file) => quietFiles.some((prefix) => relative(root, file).startsWith(prefix));
 const startRank = (file) => {
   const rank = longFirst.findIndex((prefix) => relative(root, file).startsWith(prefix));
   return rank === -1 ? longFirst.length : rank;
@@ -112,8 +115,10 @@ function stopTests(why) {
 }
 
 function nextFile() {
-  const heavyRunning = [...running.values()].filter((run) => run.heavy).length;
-  if (heavyRunning < maxHeavyAtOnce && waitingHeavy.length > 0) return waitingHeavy.shift();
+  const heavyRuns = [...running.values()].filter((run) => run.heavy);
+  const quietRunning = heavyRuns.some((run) => isQuiet(run.file));
+  const next = waitingHeavy[0];
+  if (next && !quietRunning && heavyRuns.length < maxHeavyAtOnce && (!isQuiet(next) || heavyRuns.length === 0)) return waitingHeavy.shift();
   return waitingLight.shift();
 }
 

@@ -67,6 +67,12 @@ test('a worker whose event loop stalls advertises fewer slots in the ledger and 
   blocker.blockMs = 600;
   const answer = await submit(fleet.clients[0]!, task({ integration: 'bank-a' }));
   assert.ok(answer.ok, JSON.stringify(answer));
+  // The loop keeps stalling while the checks below run: on a loaded machine they can take longer
+  // than the worker needs to recover from one stall.
+  let stalling = true;
+  const stalls = (async () => {
+    for (let i = 0; stalling && i < 100; i++) await submit(fleet.clients[0]!, task({ integration: 'bank-a' }));
+  })();
   const cut = await eventually('the ledger to show fewer slots', 5000, async () => {
     const capacity = await capacityInLedger();
     return capacity !== undefined && capacity < 8 ? capacity : undefined;
@@ -86,7 +92,9 @@ test('a worker whose event loop stalls advertises fewer slots in the ledger and 
   assert.match(metrics, /headroom_worker_self_protection_active\{reason="event-loop-delay"\} 1\b/);
 
   // The handler is quick again: within a few checks every slot is back.
+  stalling = false;
   blocker.blockMs = 0;
+  await stalls;
   await eventually('every slot to come back', 5000, async () => ((await capacityInLedger()) === 8 ? true : undefined));
   assert.equal(worker.stats().selfProtection, null);
   assert.equal(worker.stats().maxParallelism, 8);
