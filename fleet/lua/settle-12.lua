@@ -37,8 +37,12 @@ local defaultLimitShare, defaultLimitFloor = tonumber(ARGV[5]), tonumber(ARGV[6]
 local now, nowUs = clock()
 local nowText = string.format('%d', now)  -- each lease's record: written as text once (see freeScore)
 
--- Releases. The totals' free count and the wake-up are written once for the batch.
+-- Releases. The totals' free count, the integrations' counts and the wake-up are written once for the batch.
 local released, freedInTotals, freedWorker = {}, 0, nil
+local integrationDeltas = {}  -- integration -> change of its count in this batch, written at the end
+local function countInBatch(integration, delta)
+  integrationDeltas[integration] = (integrationDeltas[integration] or 0) + delta
+end
 local at = 7
 local releaseCount = tonumber(ARGV[at])
 for i = 1, releaseCount do
@@ -49,7 +53,8 @@ for i = 1, releaseCount do
     local worker, nonce = string.sub(lease, 1, bar - 1), string.sub(lease, bar + 1)
     if redis.call('HDEL', leasesPrefix .. worker, nonce) == 1 then
       done = 1
-      countLease(nonce, -1)
+      local integration = leaseIntegration(nonce)
+      if integration then countInBatch(integration, -1) end
       -- A worker in `free` holds its count there (XX): the slot returns keeping its place in the
       -- turn. One out of it (draining, marked unreachable) holds it in `inflight`.
       local score = redis.call('ZADD', freeKey, 'XX', 'INCR', oneSlot, worker)
@@ -94,7 +99,8 @@ local function integrationState(integration)
   elseif spec and string.sub(spec, 1, 4) == 'max:' then limit = tonumber(string.sub(spec, 5)) or math.huge
   elseif spec and string.sub(spec, 1, 6) == 'share:' then limit = math.ceil((tonumber(string.sub(spec, 7)) or 1) * totalCapacity)
   else limit = math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor) end
-  state = { inflight = tonumber(redis.call('HGET', integrationInflightKey, integration) or '0'), limit = limit }
+  -- The releases of this batch are not written yet: their changes count here.
+  state = { inflight = tonumber(redis.call('HGET', integrationInflightKey, integration) or '0') + (integrationDeltas[integration] or 0), limit = limit }
   integrations[integration] = state
   return state
 end
@@ -167,7 +173,7 @@ for r = 1, reservationCount do
     taken = taken + 1
     if limited then
       limited.inflight = limited.inflight + 1
-      redis.call('HINCRBY', integrationInflightKey, integration, 1)
+      countInBatch(integration, 1)
     end
     if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end
     results[r] = { 'ok', worker, addressesKnown and '' or redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }
@@ -191,6 +197,11 @@ for r = 1, reservationCount do
 end
 
 if freedInTotals ~= taken then redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken) end
+for integration, delta in pairs(integrationDeltas) do
+  if delta ~= 0 and redis.call('HINCRBY', integrationInflightKey, integration, delta) <= 0 then
+    redis.call('HDEL', integrationInflightKey, integration)
+  end
+end
 -- Slots freed that this batch did not take again: tell waiting balancers.
 if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
   redis.call('PUBLISH', slotFreedChannel, freedWorker)

@@ -202,3 +202,18 @@ test('bad limits are refused with an error naming the field, and change nothing'
   assert.deepEqual((await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit]), [['a', { maxInFlight: 5 }]]);
   assert.deepEqual(encodeIntegrationLimit('bank-a', { shareOfCapacity: 0.25 }), { integration: 'bank-a', spec: 'share:0.25' });
 });
+
+test('in one settle call, releases free their integration\'s share for the reservations after them', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'a', { maxInFlight: 2 });
+  const first = leaseOf(await ledger!.reserve('c', task('a')));
+  leaseOf(await ledger!.reserve('c', task('a')));
+  const callsBefore = ledger!.settleCounts.calls;
+  // Asked in one turn: one call, the release first.
+  const [released, ...reservations] = await Promise.all([ledger!.release('c', first), ledger!.reserve('c', task('a')), ledger!.reserve('c', task('a'))]);
+  assert.equal(ledger!.settleCounts.calls - callsBefore, 1);
+  assert.equal(released, true);
+  assert.deepEqual(reservations.map((r) => (r as Reservation).ok), [true, false]);
+  assert.equal(await inflightOf(ledger!, 'a'), 2);
+});
