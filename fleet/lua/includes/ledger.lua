@@ -67,8 +67,9 @@ local function leaseIntegration(field)
   return nil
 end
 
--- Every write that adds or removes a lease record calls this, so that the per-integration
--- counts are the number of records, whatever path wrote them. A count that reaches 0 is
+-- Every write that adds or removes a lease record calls this (settle sums its batch's changes
+-- per integration and writes them once), so that the per-integration counts are the number of
+-- records, whatever path wrote them. A count that reaches 0 is
 -- removed: the hash holds only integrations with tasks in flight.
 local function countLease(field, delta)
   local integration = leaseIntegration(field)
