@@ -247,13 +247,15 @@ test('a task over its integration\'s limit waits without holding up the tasks of
   const order: string[] = [];
   const slow1 = leased(await admission.acquire('baseline', request({ integration: 'slow' })));
   const slow2 = track(order, 'slow2', admission.acquire('baseline', request({ integration: 'slow' })));
+  // More slow tasks than one round trip asks for (16): the fast one behind them is served anyway.
+  const slowMore = Array.from({ length: 20 }, () => admission.acquire('baseline', request({ integration: 'slow' })));
   await settle();
   // A user-present task of another integration arrives after the waiting one: it goes at once.
   const fast1 = leased(await admission.acquire('baseline', request({ integration: 'fast' })));
   const fast2 = track(order, 'fast2', admission.acquire('baseline', request({ integration: 'fast' })));
   await settle();
-  assert.deepEqual(admission.stats().byCluster['baseline'], { userPresent: 2, background: 0 });
-  // The freed slot goes to the fast task behind the slow one at the head.
+  assert.deepEqual(admission.stats().byCluster['baseline'], { userPresent: 22, background: 0 });
+  // The freed slot goes to the fast task behind the slow ones at the head.
   await fast1.abandon();
   await settle();
   assert.deepEqual(order, ['fast2']);
@@ -262,6 +264,7 @@ test('a task over its integration\'s limit waits without holding up the tasks of
   assert.deepEqual(order, ['fast2', 'slow2']);
   leased(await slow2);
   leased(await fast2);
+  assert.equal(slowMore.length, 20);
 });
 
 test('when its integration\'s share of the queue is full, a task at the limit gets a coded, retryable error naming the integration and its limit', async (t) => {
