@@ -241,14 +241,15 @@ export class Admission {
       // close() may have run while this task's first reservation was under way.
       if (this.closed) return resolve({ ok: false, error: shuttingDown(), cluster: queue.cluster });
       const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
-      // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
-      while (full() && this.makeRoomFor(request.priority));
+      // Checked before anything is shed for it: a task refused for its integration takes no one's place.
       if (this.shares.shareFull(queue.cluster, request.integration)) {
         this.shares.refusedAtLimit++;
         const limit = this.shares.limitOf(queue.cluster, request.integration);
         const message = `integration ${request.integration} has ${limit} tasks in flight in cluster ${queue.cluster}, its limit, and ${this.shares.queuedOf(request.integration)} waiting here, its share of the queue (maxQueuedShareAtLimit)`;
         return resolve({ ok: false, error: new HeadroomError(balancerErrorCodes.integrationAtLimit, message, { retryAfterMs: 1000 }), cluster: queue.cluster });
       }
+      // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
+      while (full() && this.makeRoomFor(request.priority));
       if (full()) {
         this.queueFullCount++;
         const which =
