@@ -5,6 +5,7 @@ import type { SlotPolicy } from './policies';
 import { Lease, type LeaseEnds } from './lease';
 import { WaitQueue, type Waiter } from './wait-queue';
 import { balancerErrorCodes } from './errors';
+import { IntegrationShares } from './integration-shares';
 
 /** Most reservations one pass over the queue asks for in one round trip. */
 const maxReservationsPerRoundTrip = 16;
@@ -33,6 +34,12 @@ export interface AdmissionOptions {
   maxQueuedBytes: number;
   /** While tasks wait, try again this often even without news of a freed slot (missed messages, Redis restarts). */
   queueRecheckIntervalMs: number;
+  /**
+   * Share of maxQueuedTasks that the tasks of one integration at its in-flight limit may take;
+   * beyond it they are refused (HR_ERR_INTEGRATION_AT_LIMIT), so that one slow integration
+   * cannot fill the queue either.
+   */
+  maxQueuedShareAtLimit: number;
   logger: Logger;
 }
 
@@ -54,6 +61,7 @@ export type Acquired =
 
 /** One place in a cluster's queue. A task moved to another cluster leaves this one done and gets a new one there. */
 interface SlotWaiter extends Waiter {
+  readonly integration: string;
   readonly skipWorkerIds: readonly string[];
   readonly acquire: QueuedAcquire;
 }
@@ -90,8 +98,10 @@ export class Admission {
   private queueFullCount = 0;
   private queuedBytes = 0;
   private arrivals = 0;
+  private readonly shares: IntegrationShares;
 
   constructor(private readonly options: AdmissionOptions) {
+    this.shares = new IntegrationShares(Math.max(1, Math.floor(options.maxQueuedTasks * options.maxQueuedShareAtLimit)));
     this.leaseEnds = {
       // The unshared policies take no slot in the ledger: nothing to give back there.
       release: options.policy.sharedCount ? (cluster, leaseId) => this.release(cluster, leaseId) : async () => undefined,
@@ -109,6 +119,7 @@ export class Admission {
       const queue = this.queueByChannel.get(channel);
       if (!queue) return;
       queue.wakeups++;
+      this.shares.clear(queue.cluster);
       if (queue.waiters.size > 0) void this.serveQueue(queue);
     });
     await this.options.subscriber.subscribe(...this.queueByChannel.keys());
@@ -130,7 +141,7 @@ export class Admission {
     }
     let handoffs = 0;
     for (const queue of this.queues.values()) handoffs += queue.handoffs;
-    return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount, handoffs };
+    return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount, refusedAtLimit: this.shares.refusedAtLimit, handoffs };
   }
 
   /** Tasks waiting for a slot, all clusters together, by priority. */
@@ -155,10 +166,12 @@ export class Admission {
     if (this.closed) return { ok: false, error: shuttingDown(), cluster };
     if (request.signal.aborted) return { ok: false, error: cancelled(), cluster };
     const startedAt = performance.now();
-    const waitingAhead = request.priority === 'user' ? queue.waiters.userPresentCount : queue.waiters.size;
+    // Tasks of integrations at their limit wait for their own integration: nobody waits behind them.
+    const waitingAhead =
+      request.priority === 'user' ? queue.waiters.userPresentCount - this.shares.queuedAtLimit(cluster, 'user') : queue.waiters.size - this.shares.queuedAtLimit(cluster, 'all');
     const wakeupsBefore = queue.wakeups;
-    if (waitingAhead === 0) {
-      const lease = await this.tryReserve(queue, request.priority, request.skipWorkerIds);
+    if (waitingAhead <= 0 && !this.shares.isAtLimit(cluster, request.integration)) {
+      const lease = await this.tryReserve(queue, request.priority, request.integration, request.skipWorkerIds);
       if (lease) {
         if (request.signal.aborted) {
           await lease.abandon();
@@ -184,6 +197,7 @@ export class Admission {
     const queue = this.queues.get(cluster);
     if (queue && queue.waiters.size > 0 && !this.closed) {
       queue.handoffs++;
+      this.shares.clear(cluster);
       void this.serveQueue(queue);
     }
     return released;
@@ -227,6 +241,13 @@ export class Admission {
       // close() may have run while this task's first reservation was under way.
       if (this.closed) return resolve({ ok: false, error: shuttingDown(), cluster: queue.cluster });
       const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
+      // Checked before anything is shed for it: a task refused for its integration takes no one's place.
+      if (this.shares.shareFull(queue.cluster, request.integration)) {
+        this.shares.refusedAtLimit++;
+        const limit = this.shares.limitOf(queue.cluster, request.integration);
+        const message = `integration ${request.integration} has ${limit} tasks in flight in cluster ${queue.cluster}, its limit, and ${this.shares.queuedOf(request.integration)} waiting here, its share of the queue (maxQueuedShareAtLimit)`;
+        return resolve({ ok: false, error: new HeadroomError(balancerErrorCodes.integrationAtLimit, message, { retryAfterMs: 1000 }), cluster: queue.cluster });
+      }
       // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
       while (full() && this.makeRoomFor(request.priority));
       if (full()) {
@@ -241,6 +262,7 @@ export class Admission {
         clearTimeout(timer);
         request.signal.removeEventListener('abort', onAbort);
         this.queuedBytes -= request.payloadBytes;
+        this.shares.removed(request.integration, request.priority);
         resolve(result);
       });
       const giveUp = (error: HeadroomError) => {
@@ -259,6 +281,7 @@ export class Admission {
       request.signal.addEventListener('abort', onAbort, { once: true });
       queue.waiters.push(acquire.entry);
       this.queuedBytes += request.payloadBytes;
+      this.shares.added(request.integration, request.priority);
       // A slot freed (and was announced) while our own reservation was in flight: look again.
       if (slotFreedMeanwhile || !queue.registered) void this.serveQueue(queue);
     });
@@ -278,14 +301,19 @@ export class Admission {
     return false;
   }
 
-  /** A lease if a slot was free; else this balancer is recorded as waiting (or Redis is away). */
-  private async tryReserve(queue: ClusterQueue, priority: LedgerPriority, skipWorkerIds: readonly string[]): Promise<Lease | undefined> {
+  /**
+   * A lease if a slot was free; else this balancer is recorded as waiting (or Redis is away). A
+   * task whose integration is at its limit marks the integration so (see IntegrationShares), and
+   * holds back no background work elsewhere (the ledger records no user-present waiter for it).
+   */
+  private async tryReserve(queue: ClusterQueue, priority: LedgerPriority, integration: string, skipWorkerIds: readonly string[]): Promise<Lease | undefined> {
     queue.reservesInFlight++;
     try {
-      const reservation = await this.options.policy.reserve(queue.cluster, { priority, waitIfNone: true, skipWorkerIds });
+      const reservation = await this.options.policy.reserve(queue.cluster, { priority, waitIfNone: true, skipWorkerIds, integration });
       if (!reservation.ok) {
         queue.registered = true;
-        if (priority === 'user') queue.registeredUser = true;
+        if (reservation.reason === 'integration-at-limit') this.shares.markAtLimit(queue.cluster, integration, reservation.limit);
+        else if (priority === 'user') queue.registeredUser = true;
         return undefined;
       }
       return new Lease(queue.cluster, reservation.leaseId, reservation.workerId, reservation.address, this.leaseEnds);
@@ -313,33 +341,19 @@ export class Admission {
       do {
         queue.serveAgain = false;
         for (;;) {
-          const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip);
+          // Waiters of integrations at their limit are passed over: they hold up nobody.
+          const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip, (waiter) => this.shares.isAtLimit(queue.cluster, waiter.integration));
           if (batch.length === 0) break;
+          const markedBefore = this.shares.markedCount(queue.cluster);
           // One pipelined round trip for the whole batch (ioredis sends them together).
-          const leases = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.skipWorkerIds)));
-          // Slots reserved for waiters without a skip list are interchangeable (same priority):
-          // they go to the oldest of those still waiting (FIFO), whichever call got them.
-          const shared: Lease[] = [];
-          let sharedFailed = false;
-          batch.forEach((waiter, i) => {
-            if (waiter.skipWorkerIds.length > 0) return;
-            const lease = leases[i];
-            if (lease) shared.push(lease);
-            else sharedFailed = true;
-          });
-          const unused: Lease[] = [];
-          batch.forEach((waiter, i) => {
-            const lease = waiter.skipWorkerIds.length > 0 ? leases[i] : waiter.done ? undefined : shared.shift();
-            if (!lease) return;
-            if (waiter.done) return void unused.push(lease);
-            queue.waiters.remove(waiter);
-            waiter.acquire.grant(lease);
-          });
+          const leases = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.integration, waiter.skipWorkerIds)));
+          const { sharedFailed, unused } = this.grantInOrder(queue, batch, leases);
           // Their waiters timed out, were cancelled or were moved to another cluster meanwhile.
-          for (const lease of [...unused, ...shared]) await lease.abandon();
-          // A waiter that must avoid some workers does not hold up the others; stop when a
-          // waiter without such limits found no slot, or when nobody got one.
-          if (sharedFailed || leases.every((lease) => !lease)) break;
+          for (const lease of unused) await lease.abandon();
+          // A waiter that must avoid some workers, or whose integration is at its limit, does not
+          // hold up the others; stop when a waiter without such limits found no slot, or when
+          // nobody got one and no integration newly reached its limit (the next batch passes it over).
+          if (sharedFailed || (leases.every((lease) => !lease) && this.shares.markedCount(queue.cluster) === markedBefore)) break;
         }
       } while (queue.serveAgain);
     } catch (error) {
@@ -348,6 +362,34 @@ export class Admission {
       queue.serving = false;
     }
     await this.syncRegistration(queue);
+  }
+
+  /**
+   * Hands the leases of one batch to its waiters. Slots reserved for waiters without a skip list
+   * are interchangeable within an integration (a lease counts for the integration it was taken
+   * for): they go to the oldest of those still waiting (FIFO), whichever call got them. Returns
+   * whether such a waiter found no slot for want of one (not for its integration's limit), and
+   * the leases nobody could take.
+   */
+  private grantInOrder(queue: ClusterQueue, batch: readonly SlotWaiter[], leases: readonly (Lease | undefined)[]): { sharedFailed: boolean; unused: Lease[] } {
+    const shared = new Map<string, Lease[]>();
+    let sharedFailed = false;
+    batch.forEach((waiter, i) => {
+      if (waiter.skipWorkerIds.length > 0) return;
+      const lease = leases[i];
+      if (lease) shared.set(waiter.integration, [...(shared.get(waiter.integration) ?? []), lease]);
+      else if (!this.shares.isAtLimit(queue.cluster, waiter.integration)) sharedFailed = true;
+    });
+    const unused: Lease[] = [];
+    batch.forEach((waiter, i) => {
+      const lease = waiter.skipWorkerIds.length > 0 ? leases[i] : waiter.done ? undefined : shared.get(waiter.integration)?.shift();
+      if (!lease) return;
+      if (waiter.done) return void unused.push(lease);
+      queue.waiters.remove(waiter);
+      waiter.acquire.grant(lease);
+    });
+    for (const left of shared.values()) unused.push(...left);
+    return { sharedFailed, unused };
   }
 
   /** Tells the ledger when this balancer no longer waits, so background work elsewhere may go on. */
@@ -360,7 +402,7 @@ export class Admission {
       if (queue.waiters.size === 0 && queue.registered) {
         queue.registered = queue.registeredUser = false;
         await this.options.ledger.stopWaiting(queue.cluster, this.options.balancerId, 'all');
-      } else if (queue.waiters.userPresentCount === 0 && queue.registeredUser) {
+      } else if (this.userPresentHoldingBack(queue) === 0 && queue.registeredUser) {
         queue.registeredUser = false;
         await this.options.ledger.stopWaiting(queue.cluster, this.options.balancerId, 'user');
       }
@@ -374,14 +416,21 @@ export class Admission {
     for (const queue of this.queues.values()) {
       if (queue.waiters.size === 0) continue;
       try {
-        await this.options.ledger.stillWaiting(queue.cluster, this.options.balancerId, queue.waiters.userPresentCount > 0);
+        const userPresent = this.userPresentHoldingBack(queue) > 0;
+        await this.options.ledger.stillWaiting(queue.cluster, this.options.balancerId, userPresent);
         queue.registered = true;
-        queue.registeredUser ||= queue.waiters.userPresentCount > 0;
+        queue.registeredUser ||= userPresent;
       } catch {
         // Redis is away; the next recheck tries again.
       }
+      this.shares.clear(queue.cluster);
       await this.serveQueue(queue);
     }
+  }
+
+  /** User-present tasks waiting here for a free slot, not for their integration's limit: those hold background work back fleet-wide. */
+  private userPresentHoldingBack(queue: ClusterQueue): number {
+    return queue.waiters.userPresentCount - this.shares.queuedAtLimit(queue.cluster, 'user');
   }
 }
 
@@ -429,7 +478,7 @@ class QueuedAcquire {
   }
 
   private entryIn(skipWorkerIds: readonly string[]): SlotWaiter {
-    return { priority: this.request.priority, arrival: this.arrival, skipWorkerIds, acquire: this, done: false };
+    return { priority: this.request.priority, integration: this.request.integration, arrival: this.arrival, skipWorkerIds, acquire: this, done: false };
   }
 
   private settle(result: Acquired): void {

@@ -3,6 +3,17 @@ import { settings, userKeyedMap } from '@headroom/common';
 import { clientTlsSchema, serverTlsSchema } from '@headroom/proto';
 import { policyNames } from './policies';
 
+const shareAboveZero = () => z.coerce.number({ error: 'expected a number above 0 and at most 1' }).gt(0, 'expected a number above 0 and at most 1').max(1, 'expected a number above 0 and at most 1');
+
+/** fleet's DefaultIntegrationLimit: a share of each cluster's capacity with a floor, or off. */
+const defaultIntegrationLimitSchema = z.union(
+  [
+    z.object({ shareOfCapacity: shareAboveZero(), minInFlight: settings.nonNegativeInt(1_000_000) }).strict(),
+    z.object({ off: z.literal(true, { error: 'expected true' }) }).strict(),
+  ],
+  { error: 'expected {"shareOfCapacity": x, "minInFlight": n} or {"off": true}' },
+);
+
 const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');
 
 export const balancerOptionsSchema = z
@@ -27,6 +38,17 @@ export const balancerOptionsSchema = z
     policy: z.enum(policyNames, { error: `expected one of ${policyNames.join(', ')}` }).default('least-loaded'),
     /** Tasks that may wait for a slot on this balancer, all clusters together. @default 10000 */
     maxQueuedTasks: settings.positiveInt(10_000_000).default(10_000),
+    /**
+     * Share of maxQueuedTasks the waiting tasks of one integration may take while it is at its
+     * in-flight limit; more are refused with HR_ERR_INTEGRATION_AT_LIMIT (retryable). @default 0.5
+     */
+    maxQueuedShareAtLimit: shareAboveZero().default(0.5),
+    /**
+     * The in-flight limit, per cluster, of every integration with no limit of its own in the
+     * ledger; every balancer and proxyless client of an installation should agree on it.
+     * @default { shareOfCapacity: 0.5, minInFlight: 8 } (fleet's defaultIntegrationLimit)
+     */
+    defaultIntegrationLimit: defaultIntegrationLimitSchema.optional(),
     /** Payload bytes the waiting tasks may hold, all together. @default 268435456 (256 MiB) */
     maxQueuedBytes: settings.positiveInt(64 * 1024 * 1024 * 1024).default(256 * 1024 * 1024),
     /** @default 1048576 (1 MiB) */

@@ -11,6 +11,7 @@ import { BalancerErrorReports } from './balancer-error-reports';
 import type { BalancerConfig } from './config';
 import { Dispatcher, type DispatchResult, type WorkerCalls } from './dispatch';
 import { balancerErrorCodes } from './errors';
+import { createIntegrationLimitMetrics } from './integration-limit-metrics';
 import { createBalancerMetrics, type BalancerMetrics } from './metrics';
 import { createPolicy, type SlotPolicy } from './policies';
 import { StaticSplitRouter } from './routing/static-split';
@@ -122,7 +123,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
   const workerSecurity = channelSecurity(config.workerTls, 'workerTls');
   const logger = deps.logger ?? silentLogger;
   const balancerId = config.balancerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  const ledger = new Ledger(deps.redis, deps.ledger);
+  const ledger = new Ledger(deps.redis, { ...deps.ledger, ...(config.defaultIntegrationLimit ? { defaultIntegrationLimit: config.defaultIntegrationLimit } : {}) });
   if (config.queueRecheckIntervalMs * 2 > ledger.options.waiterTtlMs) {
     // Each recheck renews this balancer's "waiting" entries: two must fit in one lifetime.
     throw new ConfigError(
@@ -142,6 +143,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     maxQueuedTasks: config.maxQueuedTasks,
     maxQueuedBytes: config.maxQueuedBytes,
     queueRecheckIntervalMs: config.queueRecheckIntervalMs,
+    maxQueuedShareAtLimit: config.maxQueuedShareAtLimit,
     logger,
   });
   const workerHttp2Tls = http2ClientTls(config.workerTls, 'workerTls');
@@ -177,6 +179,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     () => ({ ...admission.stats(), maxQueued: config.maxQueuedTasks, maxQueuedBytes: config.maxQueuedBytes }),
     () => ({ ...ledger.settleCounts, ...ledger.batchState(), maxWaiting: maxLeasesWaiting }),
   );
+  createIntegrationLimitMetrics(registry, ledger, clusters, metrics.integrationLabel);
   // Workers this engine cannot connect to, or that fail far more than their peers, are marked in the ledger for all balancers.
   const failureRate = new FailureRate({ windowMs: config.ejectFailureWindowMs, minTasks: config.ejectFailureMinTasks, shareAbovePeers: config.ejectFailureShareAbovePeers });
   const ejectionMetrics = createEjectionMetrics(registry, failureRate);

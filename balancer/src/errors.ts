@@ -7,6 +7,8 @@ export const balancerErrorCodes = {
   invalidTask: 'HR_ERR_INVALID_TASK',
   queueFull: 'HR_ERR_QUEUE_FULL',
   shed: 'HR_ERR_SHED',
+  /** The task's integration has its limit of tasks in flight, and its share of this balancer's queue waits already; retryable. */
+  integrationAtLimit: 'HR_ERR_INTEGRATION_AT_LIMIT',
   deadlineExceeded: 'HR_ERR_DEADLINE_EXCEEDED',
   workerLost: 'HR_ERR_WORKER_LOST',
   /** Every worker tried refused the task or could not be reached; it did not run. */
@@ -24,6 +26,7 @@ const statusByCode: Record<string, grpc.status> = {
   [balancerErrorCodes.invalidTask]: grpc.status.INVALID_ARGUMENT,
   [balancerErrorCodes.queueFull]: grpc.status.RESOURCE_EXHAUSTED,
   [balancerErrorCodes.shed]: grpc.status.RESOURCE_EXHAUSTED,
+  [balancerErrorCodes.integrationAtLimit]: grpc.status.RESOURCE_EXHAUSTED,
   [balancerErrorCodes.deadlineExceeded]: grpc.status.DEADLINE_EXCEEDED,
   [balancerErrorCodes.workerLost]: grpc.status.UNAVAILABLE,
   [balancerErrorCodes.noWorkerTookIt]: grpc.status.UNAVAILABLE,

@@ -40,6 +40,7 @@ export function createBalancerMetrics(
     queuedBytes: number;
     shed: number;
     refusedQueueFull: number;
+    refusedAtLimit: number;
     handoffs: number;
     maxQueued: number;
     maxQueuedBytes: number;
@@ -145,6 +146,15 @@ export function createBalancerMetrics(
     collect() {
       this.reset();
       this.inc(readQueue().refusedQueueFull);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_refused_at_limit_total',
+    help: "Tasks refused because their integration was at its in-flight limit and its share of the queue was full (by integration: headroom_balancer_tasks_total's outcome HR_ERR_INTEGRATION_AT_LIMIT)",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readQueue().refusedAtLimit);
     },
   });
   new Counter({

@@ -75,11 +75,12 @@ class Fifo<T extends Waiter> {
     this.compact();
   }
 
-  /** Up to `count` live entries from the head, oldest first. */
-  first(count: number): T[] {
+  /** Up to `count` live entries from the head that `passOver` does not pass over, oldest first. O(entries looked at). */
+  first(count: number, passOver?: (item: T) => boolean): T[] {
     const found: T[] = [];
     for (let i = this.head; i < this.items.length && found.length < count; i++) {
-      if (!this.items[i]!.done) found.push(this.items[i]!);
+      const item = this.items[i]!;
+      if (!item.done && !passOver?.(item)) found.push(item);
     }
     return found;
   }
@@ -131,11 +132,15 @@ export class WaitQueue<T extends Waiter> {
     return this.user.peek() ?? this.background.peek();
   }
 
-  /** The next waiters to serve in one batch of reservations: the head's priority, up to `count`. */
-  nextBatch(count: number): T[] {
-    const head = this.peek();
-    if (!head) return [];
-    return (head.priority === 'user' ? this.user : this.background).first(count);
+  /**
+   * The next waiters to serve in one batch of reservations, up to `count`: user-present ones
+   * while any is not passed over, else background ones. `passOver` skips waiters that cannot be
+   * served now (their integration is at its limit), so they hold up nobody behind them.
+   */
+  nextBatch(count: number, passOver?: (waiter: T) => boolean): T[] {
+    this.peek();
+    const user = this.user.first(count, passOver);
+    return user.length > 0 ? user : this.background.first(count, passOver);
   }
 
   /** Adds waiters taken from another queue (oldest first within a priority), each in its place by arrival. */

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import type { Acquired, AcquireRequest } from '../src/admission';
+import * as grpc from '@grpc/grpc-js';
+import { grpcStatusOf } from '../src/errors';
 import { FakeLedger, deferred, fakeAdmission, settle } from './fakes';
 
 function request(overrides: Partial<AcquireRequest> = {}): AcquireRequest {
@@ -235,4 +237,52 @@ test('closing fails the waiting tasks with HR_ERR_SHUTTING_DOWN, in the queue ea
   const [a, b] = await Promise.all([moved, stayed]);
   assert.ok(!a.ok && a.error.code === 'HR_ERR_SHUTTING_DOWN' && a.cluster === 'baseline');
   assert.ok(!b.ok && b.error.code === 'HR_ERR_SHUTTING_DOWN' && b.cluster === 'candidate');
+});
+
+test('a task over its integration\'s limit waits without holding up the tasks of other integrations, new or queued behind it', async (t) => {
+  const ledger = new FakeLedger();
+  ledger.addWorker('baseline', 'w1', 2);
+  ledger.integrationLimits.set('slow', 1);
+  const admission = await fakeAdmission(t, ledger);
+  const order: string[] = [];
+  const slow1 = leased(await admission.acquire('baseline', request({ integration: 'slow' })));
+  const slow2 = track(order, 'slow2', admission.acquire('baseline', request({ integration: 'slow' })));
+  // More slow tasks than one round trip asks for (16): the fast one behind them is served anyway.
+  const slowMore = Array.from({ length: 20 }, () => admission.acquire('baseline', request({ integration: 'slow' })));
+  await settle();
+  // A user-present task of another integration arrives after the waiting one: it goes at once.
+  const fast1 = leased(await admission.acquire('baseline', request({ integration: 'fast' })));
+  const fast2 = track(order, 'fast2', admission.acquire('baseline', request({ integration: 'fast' })));
+  await settle();
+  assert.deepEqual(admission.stats().byCluster['baseline'], { userPresent: 22, background: 0 });
+  // The freed slot goes to the fast task behind the slow ones at the head.
+  await fast1.abandon();
+  await settle();
+  assert.deepEqual(order, ['fast2']);
+  await slow1.abandon();
+  await settle();
+  assert.deepEqual(order, ['fast2', 'slow2']);
+  leased(await slow2);
+  leased(await fast2);
+  assert.equal(slowMore.length, 20);
+});
+
+test('when its integration\'s share of the queue is full, a task at the limit gets a coded, retryable error naming the integration and its limit', async (t) => {
+  const ledger = new FakeLedger();
+  ledger.addWorker('baseline', 'w1', 8);
+  ledger.integrationLimits.set('slow', 1);
+  const admission = await fakeAdmission(t, ledger, { maxQueuedTasks: 4, maxQueuedShareAtLimit: 0.5 });
+  leased(await admission.acquire('baseline', request({ integration: 'slow' })));
+  const waiting = [admission.acquire('baseline', request({ integration: 'slow' })), admission.acquire('baseline', request({ integration: 'slow', priority: 'background' }))];
+  await settle();
+  const refused = await admission.acquire('baseline', request({ integration: 'slow' }));
+  assert.ok(!refused.ok);
+  assert.equal(refused.error.code, 'HR_ERR_INTEGRATION_AT_LIMIT');
+  assert.equal(grpcStatusOf(refused.error.code), grpc.status.RESOURCE_EXHAUSTED);
+  assert.ok(refused.error.retryAfterMs !== undefined);
+  assert.match(refused.error.message, /integration slow has 1 tasks in flight in cluster baseline, its limit/);
+  assert.equal(admission.stats().refusedAtLimit, 1);
+  // Other integrations still get slots, and queue places.
+  leased(await admission.acquire('baseline', request({ integration: 'fast', priority: 'background' })));
+  assert.equal(waiting.length, 2);
 });

@@ -55,7 +55,9 @@ test('no over-admission: 3 balancers, 10 workers, concurrent load', async (t) =>
   const capacities = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5];
   for (const maxParallelism of capacities) await fleet.addWorker({ cluster: 'baseline', maxParallelism });
   for (let i = 0; i < 3; i++) await fleet.addBalancer();
-  const tasks = Array.from({ length: 600 }, (_, i) => task({ priority: i % 3 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
+  // Three integrations: each may hold half the slots (the default limit), together all of them.
+  const integrations = ['bank-a', 'bank-b', 'bank-c'];
+  const tasks = Array.from({ length: 600 }, (_, i) => task({ integration: integrations[i % 3]!, priority: i % 5 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
   // 90 in flight at once against 30 slots: tasks queue, slots are contended by all balancers.
   const results = await mapLimit(tasks, 90, (tk, i) => submit(fleet.clients[i % 3]!, tk));
   const failures = results.filter((r) => !r.ok);
@@ -354,4 +356,25 @@ test('a worker started without a handler for an integration refuses its tasks, w
   const results = await mapLimit(Array.from({ length: 40 }, (_, i) => i), 4, () => submit(fleet.clients[0]!, task({ integration: 'acme' })));
   const placed = results.map((r) => (r.ok && !r.response.error ? r.response.placement?.workerId : JSON.stringify(r)));
   assert.deepEqual([...new Set(placed)], ['has-acme'], 'every task ran, and on the worker with the handler');
+});
+
+test('a slow integration at its limit does not hold up another integration\'s tasks queued behind it on one balancer', async (t) => {
+  const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
+  await fleet.addWorker({ cluster: 'baseline', maxParallelism: 3 });
+  await fleet.addBalancer();
+  await fleet.ledger.setIntegrationLimit('baseline', 'slow', { maxInFlight: 1 });
+  let slowDone = 0;
+  // More queued than one round trip of reservations asks for (16).
+  const slow = Array.from({ length: 20 }, () => submit(fleet.clients[0]!, task({ integration: 'slow', payload: json({ sleepMs: 1500 }) })).then((r) => (slowDone++, r)));
+  await eventually('the slow integration at its limit, 19 of its tasks queued', 3000, async () => {
+    const [state] = await fleet.ledger.integrationLimits('baseline');
+    return state?.inflight === 1 && fleet.balancers[0]!.stats().queue.queued === 19 ? true : undefined;
+  });
+  // Tasks of another integration arrive behind the queued slow ones, more than the free slots at once.
+  const fast = await mapLimit(Array.from({ length: 12 }, () => task({ integration: 'fast', payload: json({ sleepMs: 5 }) })), 6, (tk) => submit(fleet.clients[0]!, tk));
+  assert.ok(fast.every((r) => r.ok), JSON.stringify(fast.find((r) => !r.ok)));
+  assert.equal(slowDone, 0, 'every fast task finished while the first slow one still ran');
+  // The slow ones left get HR_ERR_SHUTTING_DOWN when the fleet closes; none may be lost.
+  t.after(async () => assert.equal((await Promise.all(slow)).length, 20));
+  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_ledger_integration_limit\{cluster="baseline",integration="slow"\} 1$/m);
 });

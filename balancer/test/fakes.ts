@@ -50,7 +50,10 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
   /** When set, reservations wait for it before they answer (a reservation in flight). */
   reserveGate: Promise<void> | undefined;
   private readonly workers = new Map<string, Map<string, FakeWorker>>();
-  private readonly leases = new Map<string, { cluster: string; workerId: string }>();
+  private readonly leases = new Map<string, { cluster: string; workerId: string; integration: string }>();
+  /** In-flight limits by integration (all clusters alike), as the ledger's integration limits; and the counts held. */
+  readonly integrationLimits = new Map<string, number>();
+  private readonly inflightByIntegration = new Map<string, number>();
   private readonly waiting = new Set<string>();
   private leaseCount = 0;
 
@@ -82,6 +85,11 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
   async reserve(cluster: string, request: SlotRequest): Promise<Reservation> {
     this.reserveRequests.push({ cluster, skipWorkerIds: [...request.skipWorkerIds] });
     await this.reserveGate;
+    const limit = this.integrationLimits.get(request.integration);
+    if (limit !== undefined && (this.inflightByIntegration.get(request.integration) ?? 0) >= limit) {
+      if (request.waitIfNone) this.waiting.add(cluster);
+      return { ok: false, reason: 'integration-at-limit', limit };
+    }
     let best: [string, FakeWorker] | undefined;
     for (const entry of this.workers.get(cluster) ?? []) {
       if (request.skipWorkerIds.includes(entry[0]) || entry[1].free <= 0) continue;
@@ -94,7 +102,8 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
     const [workerId, worker] = best;
     const freeSlotsBefore = worker.free--;
     const leaseId = `lease-${++this.leaseCount}`;
-    this.leases.set(leaseId, { cluster, workerId });
+    this.leases.set(leaseId, { cluster, workerId, integration: request.integration });
+    this.inflightByIntegration.set(request.integration, (this.inflightByIntegration.get(request.integration) ?? 0) + 1);
     return { ok: true, leaseId, workerId, address: worker.address, freeSlotsBefore };
   }
 
@@ -107,6 +116,7 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
     this.releases.push({ cluster, leaseId, workerId: lease?.workerId ?? '?' });
     if (!lease) return false;
     this.leases.delete(leaseId);
+    this.inflightByIntegration.set(lease.integration, (this.inflightByIntegration.get(lease.integration) ?? 0) - 1);
     this.workers.get(lease.cluster)!.get(lease.workerId)!.free++;
     this.announce(lease.cluster);
     return true;
@@ -138,6 +148,7 @@ export async function fakeAdmission(t: { after(fn: () => unknown): void }, ledge
     maxQueuedBytes: 1_000_000,
     // Long: the tests free slots themselves, so a recheck would only blur the order they check.
     queueRecheckIntervalMs: 60_000,
+    maxQueuedShareAtLimit: 0.5,
     logger: silentLogger,
     ...options,
   });
@@ -180,7 +191,7 @@ export function testMetrics() {
   const registry = new Registry();
   const metrics = createBalancerMetrics(
     registry,
-    () => ({ byCluster: {}, queuedBytes: 0, shed: 0, refusedQueueFull: 0, handoffs: 0, maxQueued: 0, maxQueuedBytes: 0 }),
+    () => ({ byCluster: {}, queuedBytes: 0, shed: 0, refusedQueueFull: 0, refusedAtLimit: 0, handoffs: 0, maxQueued: 0, maxQueuedBytes: 0 }),
     () => ({ calls: 0, releases: 0, reservations: 0, waiting: 0, refused: 0, maxWaiting: 0 }),
   );
   return { registry, metrics };

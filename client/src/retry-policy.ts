@@ -30,6 +30,7 @@ export function retryable(error: HeadroomClientError, idempotent: boolean): bool
   switch (error.code) {
     case 'HR_ERR_QUEUE_FULL':
     case 'HR_ERR_SHED':
+    case 'HR_ERR_INTEGRATION_AT_LIMIT':
     case 'HR_ERR_NO_WORKER_TOOK_IT':
     case 'HR_ERR_SHUTTING_DOWN':
     case 'HR_ERR_LEDGER_UNAVAILABLE':

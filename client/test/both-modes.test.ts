@@ -34,7 +34,9 @@ for (const mode of modes) {
     for (const maxParallelism of capacities) await fleet.addWorker({ cluster: 'baseline', maxParallelism });
     const fronts: Front[] = [];
     for (let i = 0; i < 3; i++) fronts.push(await addFront(mode));
-    const tasks = Array.from({ length: 600 }, (_, i) => request({ priority: i % 3 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
+    // Three integrations: each may hold half the slots (the default limit), together all of them.
+    const integrations = ['bank-a', 'bank-b', 'bank-c'];
+    const tasks = Array.from({ length: 600 }, (_, i) => request({ integration: integrations[i % 3]!, priority: i % 5 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
     // 90 in flight at once against 30 slots: tasks queue, slots are contended by all three.
     const results = await mapLimit(tasks, 90, (r, i) => fronts[i % 3]!.settle(r));
     const failures = results.filter((r) => !r.ok);

@@ -5,8 +5,10 @@ import {
   BalancerUnreachableError,
   CancelledError,
   DeadlineExceededError,
+  IntegrationAtLimitError,
   InvalidTaskError,
   QueueFullError,
+  errorFromCode,
   ShedError,
   TaskFailedError,
   WorkerLostError,
@@ -17,7 +19,7 @@ import {
 const policy = { maxAttempts: 4, minDelayMs: 100, maxDelayMs: 5000 };
 
 test('only what did not run is retried, and what may have run only when idempotent', () => {
-  for (const error of [new QueueFullError('q'), new ShedError('s'), new BalancerUnreachableError('u')]) {
+  for (const error of [new QueueFullError('q'), new ShedError('s'), new IntegrationAtLimitError('l'), new BalancerUnreachableError('u')]) {
     assert.equal(retryable(error, false), true, error.name);
   }
   for (const error of [new WorkerLostError('w'), new BalancerLostError('b')]) {
@@ -44,4 +46,11 @@ test('each error class has its code and says whether the task may have run', () 
   assert.deepEqual([new QueueFullError('q').code, QueueFullError.code, new QueueFullError('q').name, new QueueFullError('q').runState], ['HR_ERR_QUEUE_FULL', 'HR_ERR_QUEUE_FULL', 'QueueFullError', 'not-run']);
   assert.deepEqual([new WorkerLostError('w').runState, new TaskFailedError('X', 'x', undefined).runState], ['may-have-run', 'ran']);
   assert.ok(new ShedError('s') instanceof Error);
+});
+
+test('HR_ERR_INTEGRATION_AT_LIMIT becomes IntegrationAtLimitError: not run, retryable', () => {
+  const error = errorFromCode('HR_ERR_INTEGRATION_AT_LIMIT', 'integration slow has 4 tasks in flight', { retryAfterMs: 1000 });
+  assert.ok(error instanceof IntegrationAtLimitError);
+  assert.equal(error.runState, 'not-run');
+  assert.equal(retryable(error, false), true);
 });

@@ -23,7 +23,8 @@
 --       6 dispatchGraceMs: a record the worker does not hold is kept this long after its reservation
 --       7 '1' when this process's previous heartbeat succeeded with the same address (the
 --         address is then not read to compare; a registration that was lost writes it anyway)
---       8.. the leases the worker holds (the part of each lease id after "<worker>|")
+--       8.. the leases the worker holds (the part of each lease id after "<worker>|", which names
+--         the lease's integration: a record written back counts for it, and one dropped stops counting)
 -- Returns: { drain requested (0|1), in flight, marked unreachable (0|1), workers in the cluster
 --   (the worker's period scales with it above a size: Ledger.heartbeatScale), records dropped,
 --   records written back }
@@ -55,6 +56,7 @@ for i = 1, #records, 2 do
   end
 end
 -- In chunks: unpack() has a limit on how many values it passes.
+for _, lease in ipairs(stale) do countLease(lease, -1) end
 for from = 1, #stale, 1000 do
   redis.call('HDEL', leasesKey, unpack(stale, from, math.min(#stale, from + 999)))
 end
@@ -62,6 +64,7 @@ local restored = 0
 for lease, missing in pairs(held) do
   if missing then
     redis.call('HSET', leasesKey, lease, '0')
+    countLease(lease, 1)
     restored = restored + 1
   end
 end

@@ -12,24 +12,38 @@
 -- KEYS: see includes/ledger.lua
 -- ARGV: 1 channel  2 share of capacity kept for user-present (0..1)  3 waiterTtlMs
 --       4 the directory version (see directoryKey) whose addresses the caller holds ('' for none)
---       5 number of releases R, then R lease ids
+--       5 default integration limit, as a share of the cluster's capacity (0..1; 0: no default limit)
+--       6 the default limit's floor (in flight), so that a small cluster still runs an integration's tasks
+--       7 number of releases R, then R lease ids
 --       then the number of reservations N, then N groups: priority ('user'|'background'),
 --       balancerId, wait (1: on failure, register the balancer as waiting), target worker ('' = least-loaded),
---       lease nonce (unique), number of workers to skip S, then S worker ids
+--       lease nonce (unique, no '|'), integration ('' = none: no limit), number of workers to skip S, then S worker ids
 -- Returns: { { 1|0 per release: whether a lease was released },
---            { per reservation: { 'ok', worker, address, free slots it had, lease id } or { 'none', reason } } }
+--            { per reservation: { 'ok', worker, address, free slots it had, lease id } or { 'none', reason }
+--              or { 'none', 'integration-at-limit', the limit (in flight) } } }
 --   The address is '' when the caller's directory version is current: it has every address then,
 --   and one read of the version costs less than one of an address per reservation.
---   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full'
---   The lease id is "<worker>|<nonce>": a release finds the worker's leases from it.
+--   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full',
+--   'integration-at-limit' (the task's integration has as many leases as its limit: other
+--   integrations' tasks may still get slots, so a balancer keeps serving them)
+--   The lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>": a release finds the
+--   worker's leases from it, and the integration whose count it lowers.
+-- An integration's limit is its field in integrationLimitsKey ('max:<n>', 'share:<x>' of the
+-- cluster's capacity, rounded up, or 'off'), else the default: max(ceil(share x capacity), floor).
+-- It is read at each call, so a change holds from the next settle on.
 --@include ledger
 local keptShare, waiterTtlMs, knownDirectory = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local defaultLimitShare, defaultLimitFloor = tonumber(ARGV[5]), tonumber(ARGV[6])
 local now, nowUs = clock()
 local nowText = string.format('%d', now)  -- each lease's record: written as text once (see freeScore)
 
--- Releases. The totals' free count and the wake-up are written once for the batch.
+-- Releases. The totals' free count, the integrations' counts and the wake-up are written once for the batch.
 local released, freedInTotals, freedWorker = {}, 0, nil
-local at = 5
+local integrationDeltas = {}  -- integration -> change of its count in this batch, written at the end
+local function countInBatch(integration, delta)
+  integrationDeltas[integration] = (integrationDeltas[integration] or 0) + delta
+end
+local at = 7
 local releaseCount = tonumber(ARGV[at])
 for i = 1, releaseCount do
   local lease = ARGV[at + i]
@@ -39,6 +53,8 @@ for i = 1, releaseCount do
     local worker, nonce = string.sub(lease, 1, bar - 1), string.sub(lease, bar + 1)
     if redis.call('HDEL', leasesPrefix .. worker, nonce) == 1 then
       done = 1
+      local integration = leaseIntegration(nonce)
+      if integration then countInBatch(integration, -1) end
       -- A worker in `free` holds its count there (XX): the slot returns keeping its place in the
       -- turn. One out of it (draining, marked unreachable) holds it in `inflight`.
       local score = redis.call('ZADD', freeKey, 'XX', 'INCR', oneSlot, worker)
@@ -64,24 +80,52 @@ local totalCapacity, totalFree = 0, 0
 local taken = 0
 local waitingUser = nil
 local addressesKnown = nil
+local function readTotals()
+  if not totals then
+    totals = redis.call('HMGET', totalsKey, 'capacity', 'free')
+    totalCapacity, totalFree = tonumber(totals[1] or '0'), tonumber(totals[2] or '0') + freedInTotals
+  end
+end
+
+-- Per integration met in this batch: { inflight, limit } (read once, counted here as leases are taken).
+local integrations = {}
+local function integrationState(integration)
+  local state = integrations[integration]
+  if state then return state end
+  readTotals()
+  local spec = redis.call('HGET', integrationLimitsKey, integration)
+  local limit
+  if spec == 'off' or (not spec and defaultLimitShare <= 0) then limit = math.huge
+  elseif spec and string.sub(spec, 1, 4) == 'max:' then limit = tonumber(string.sub(spec, 5)) or math.huge
+  elseif spec and string.sub(spec, 1, 6) == 'share:' then limit = math.ceil((tonumber(string.sub(spec, 7)) or 1) * totalCapacity)
+  else limit = math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor) end
+  -- The releases of this batch are not written yet: their changes count here.
+  state = { inflight = tonumber(redis.call('HGET', integrationInflightKey, integration) or '0') + (integrationDeltas[integration] or 0), limit = limit }
+  integrations[integration] = state
+  return state
+end
 for r = 1, reservationCount do
   local priority, balancer, wait = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3] == '1'
-  local target, nonce, skipCount = ARGV[at + 4], ARGV[at + 5], tonumber(ARGV[at + 6])
-  local skipFrom, skipTo = at + 7, at + 6 + skipCount
+  local target, nonce, integration, skipCount = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6], tonumber(ARGV[at + 7])
+  local skipFrom, skipTo = at + 8, at + 7 + skipCount
   at = skipTo
 
-  local reason = nil
-  if priority ~= 'user' then
+  local reason, limited = nil, nil
+  if integration ~= '' then
+    limited = integrationState(integration)
+    if limited.inflight >= limited.limit then reason = 'integration-at-limit' end
+    nonce = nonce .. '|' .. integration
+  end
+  if reason then
+    -- Checked first: this task waits for its own integration, and holds nobody else back.
+  elseif priority ~= 'user' then
     -- Priority holds across balancers: no background task starts while a user-present one waits
     -- (entries past their expiry do not count; the sweep removes them).
     if waitingUser == nil then waitingUser = redis.call('ZCOUNT', waitingUserKey, '(' .. now, '+inf') > 0 end
     if waitingUser then
       reason = 'user-present-waiting'
     else
-      if not totals then
-        totals = redis.call('HMGET', totalsKey, 'capacity', 'free')
-        totalCapacity, totalFree = tonumber(totals[1] or '0'), tonumber(totals[2] or '0') + freedInTotals
-      end
+      readTotals()
       local free = totalFree - taken
       -- Keep ceil(share x capacity) slots, but never all of them: a one-slot cluster still runs background work.
       local kept = math.min(math.ceil(keptShare * totalCapacity), math.max(0, totalCapacity - 1))
@@ -127,22 +171,37 @@ for r = 1, reservationCount do
     redis.call('ZADD', freeKey, freeScore(free - 1, nowUs + taken), worker)
     redis.call('HSET', leasesPrefix .. worker, nonce, nowText)
     taken = taken + 1
+    if limited then
+      limited.inflight = limited.inflight + 1
+      countInBatch(integration, 1)
+    end
     if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end
     results[r] = { 'ok', worker, addressesKnown and '' or redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }
   else
     if wait then
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
-      if priority == 'user' then
+      -- A user-present task at its integration's limit waits for a release of that integration;
+      -- it does not hold back other integrations' background work.
+      if priority == 'user' and reason ~= 'integration-at-limit' then
         redis.call('ZADD', waitingUserKey, now + waiterTtlMs, balancer)
         -- The background reservations after it in this batch hold back too.
         waitingUser = true
       end
     end
-    results[r] = { 'none', reason }
+    if reason == 'integration-at-limit' then
+      results[r] = { 'none', reason, limited.limit == math.huge and -1 or limited.limit }
+    else
+      results[r] = { 'none', reason }
+    end
   end
 end
 
 if freedInTotals ~= taken then redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken) end
+for integration, delta in pairs(integrationDeltas) do
+  if delta ~= 0 and redis.call('HINCRBY', integrationInflightKey, integration, delta) <= 0 then
+    redis.call('HDEL', integrationInflightKey, integration)
+  end
+end
 -- Slots freed that this batch did not take again: tell waiting balancers.
 if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
   redis.call('PUBLISH', slotFreedChannel, freedWorker)

@@ -2,6 +2,7 @@ import { HeadroomError } from '@headroom/common';
 
 export const ledgerErrorCodes = {
   unavailable: 'HR_ERR_LEDGER_UNAVAILABLE',
+  invalidLimit: 'HR_ERR_INVALID_LIMIT',
 } as const;
 
 /** Redis could not be reached or answered with an error; the ledger call changed nothing we know of. */
@@ -12,5 +13,17 @@ export class LedgerUnavailableError extends HeadroomError {
       retryAfterMs: 500,
     });
     this.name = 'LedgerUnavailableError';
+  }
+}
+
+/** An integration limit (or the integration it names) cannot be stored; nothing was written. */
+export class InvalidIntegrationLimitError extends HeadroomError {
+  constructor(
+    /** The field at fault: 'integration', 'limit', 'limit.maxInFlight' or 'limit.shareOfCapacity'. */
+    readonly field: string,
+    message: string,
+  ) {
+    super(ledgerErrorCodes.invalidLimit, `${field}: ${message}`);
+    this.name = 'InvalidIntegrationLimitError';
   }
 }

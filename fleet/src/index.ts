@@ -7,3 +7,4 @@ export * from './override';
 export * from './latency';
 export * from './balancer-errors';
 export * from './worker-reports';
+export * from './integration-limits';

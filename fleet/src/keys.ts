@@ -27,6 +27,16 @@ export interface ClusterKeys {
    * 12 keys: lua/includes/ledger.lua builds it from `unreachable`, with the same hash tag.
    */
   readonly ejectionReason: string;
+  /**
+   * HASH integration -> its lease records in the cluster (its tasks in flight), kept exact by
+   * every script that writes a lease record. Not in `all`: built from `totals` (lua/includes/ledger.lua).
+   */
+  readonly integrationInflight: string;
+  /**
+   * HASH integration -> its limit ('max:<n>', 'share:<x>' or 'off'; see integration-limits.ts),
+   * read by every settle call. Not in `all`: built from `totals` like `integrationInflight`.
+   */
+  readonly integrationLimits: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
   readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
@@ -43,8 +53,9 @@ export interface ClusterKeys {
  * 2: the free set's scores are free slots x 2^30 plus a turn (before: plus a fraction).
  * 3: a worker's count is its lease records, settled by the leases it holds (before: answer counts in `workers`).
  * 4: `workers` also holds "<worker>|held", the leases the worker held at its last heartbeat.
+ * 5: a lease record's field names its integration ("<nonce>|<integration>"), counted per integration.
  */
-export const ledgerLayout = 4;
+export const ledgerLayout = 5;
 
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;
@@ -63,7 +74,14 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     directoryVersion: key('directory-version'),
     leasesPrefix: key('leases:'),
   };
-  return { ...named, all: Object.values(named), ejectionReason: `${named.unreachable}:reason`, slotFreedChannel: key('slot-freed') };
+  return {
+    ...named,
+    all: Object.values(named),
+    ejectionReason: `${named.unreachable}:reason`,
+    integrationInflight: `${named.totals}:integration-inflight`,
+    integrationLimits: `${named.totals}:integration-limits`,
+    slotFreedChannel: key('slot-freed'),
+  };
 }
 
 /**

@@ -19,6 +19,8 @@ export interface ReservationEntry {
   waitIfNone: boolean;
   targetWorkerId: string;
   nonce: string;
+  /** '' for none. */
+  integration: string;
   skipWorkerIds: readonly string[];
 }
 

@@ -3,6 +3,8 @@ import type { RedisConnection } from './redis';
 import { clusterKeys, type ClusterKeys } from './keys';
 import { LuaScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
+import { checkDefaultIntegrationLimit, decodeIntegrationLimit, defaultIntegrationLimit, defaultLimitArgs, encodeIntegrationLimit, type DefaultIntegrationLimit, type IntegrationLimit } from './integration-limits';
+import { InvalidIntegrationLimitError } from './errors';
 import { LedgerBatcher, type ReleaseEntry, type ReservationEntry, type SettleReply } from './ledger-batcher';
 
 export type LedgerPriority = 'user' | 'background';
@@ -30,6 +32,13 @@ export interface LedgerOptions {
    * @default 1000
    */
   workersAtFullHeartbeatRate?: number;
+  /**
+   * The in-flight limit of every integration with no limit of its own in the ledger
+   * (`setIntegrationLimit`): on by default, so that one slow integration cannot hold every slot.
+   * Every process of an installation should use the same value.
+   * @default { shareOfCapacity: 0.5, minInFlight: 8 } (integration-limits.ts says why)
+   */
+  defaultIntegrationLimit?: DefaultIntegrationLimit;
 }
 
 export const ledgerDefaults: Required<LedgerOptions> = {
@@ -38,6 +47,7 @@ export const ledgerDefaults: Required<LedgerOptions> = {
   keptForUserPresentShare: 0.1,
   batchWindowMs: 2,
   workersAtFullHeartbeatRate: 1000,
+  defaultIntegrationLimit,
 };
 
 /** HeartbeatInput.dispatchGraceMs when not given: the worker's default heartbeat period. */
@@ -104,13 +114,27 @@ export interface ReserveRequest {
   targetWorkerId?: string;
   /** Workers that just refused or could not be reached. At most 32. */
   skipWorkerIds?: readonly string[];
+  /** The task's integration, whose in-flight limit the reservation keeps to; none: no limit. */
+  integration?: string;
 }
 
 export type NoSlotReason = 'no-workers' | 'full' | 'kept-for-user-present' | 'user-present-waiting' | 'target-full';
 
 export type Reservation =
   | { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number }
-  | { ok: false; reason: NoSlotReason };
+  | { ok: false; reason: NoSlotReason }
+  /** The integration has `limit` tasks in flight in the cluster already: other integrations may still get slots. */
+  | { ok: false; reason: 'integration-at-limit'; limit: number };
+
+/** One integration's limit and tasks in flight in a cluster, as the ledger holds them. */
+export interface IntegrationLimitState {
+  integration: string;
+  /** Its own limit; null: the default applies. */
+  limit: IntegrationLimit | null;
+  /** The limit in tasks at the cluster's capacity now (Infinity when off). */
+  maxInFlight: number;
+  inflight: number;
+}
 
 /** Why balancers eject a worker: they cannot connect to it, or it fails far more than its peers. */
 export type EjectionReason = 'unreachable' | 'failing';
@@ -190,12 +214,16 @@ export class Ledger {
   /** Calls to Redis that carried releases and reservations, and how many of each: their ratio is the batch size. */
   readonly settleCounts = { calls: 0, releases: 0, reservations: 0 };
   private readonly scripts = LuaScripts.of();
+  private get defaultLimitArgs(): [number, number] {
+    return defaultLimitArgs(this.options.defaultIntegrationLimit);
+  }
 
   constructor(
     readonly redis: RedisConnection,
     options: LedgerOptions = {},
   ) {
     this.options = { ...ledgerDefaults, ...stripUndefined(options) };
+    checkDefaultIntegrationLimit(this.options.defaultIntegrationLimit, 'defaultIntegrationLimit');
   }
 
   keys(cluster: string): ClusterKeys {
@@ -234,13 +262,45 @@ export class Ledger {
         waitIfNone: request.waitIfNone,
         targetWorkerId: request.targetWorkerId ?? '',
         nonce: randomUUID(),
+        integration: request.integration ?? '',
         skipWorkerIds: (request.skipWorkerIds ?? []).slice(0, maxSkippedWorkers),
       }),
     );
     if (reply[0] === 'ok') {
       return { ok: true, leaseId: reply[4]!, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
     }
+    if (reply[1] === 'integration-at-limit') return { ok: false, reason: 'integration-at-limit', limit: Number(reply[2]) };
     return { ok: false, reason: reply[1] as NoSlotReason };
+  }
+
+  /**
+   * Sets one integration's limit in a cluster (null removes it: the default applies); settle
+   * calls keep to it from the next one on. Throws InvalidIntegrationLimitError naming the field,
+   * having written nothing, for a bad name or limit or a count above the cluster's capacity.
+   */
+  async setIntegrationLimit(cluster: string, integration: string, limit: IntegrationLimit | null): Promise<void> {
+    const { spec } = limit === null ? { spec: '' } : encodeIntegrationLimit(integration, limit);
+    if (limit === null) encodeIntegrationLimit(integration, { off: true });
+    const reply = (await this.run('integration-limit', cluster, [integration, spec])) as [string, number?];
+    if (reply[0] === 'above-capacity') throw new InvalidIntegrationLimitError('limit.maxInFlight', `got ${spec.slice(4)}, above the capacity of cluster ${cluster} (${reply[1]} slots)`);
+    if (reply[0] !== 'ok') throw new InvalidIntegrationLimitError('limit', `the ledger refused ${JSON.stringify(spec)}`);
+  }
+
+  /**
+   * Every integration with a limit of its own or tasks in flight in the cluster (for metrics and
+   * operators: reads two small hashes, bounded by the integrations in use).
+   */
+  async integrationLimits(cluster: string): Promise<IntegrationLimitState[]> {
+    const keys = this.keys(cluster);
+    const [limits, inflight, capacity] = await this.guard('integration-limits', () =>
+      Promise.all([this.redis.hgetall(keys.integrationLimits), this.redis.hgetall(keys.integrationInflight), this.redis.hget(keys.totals, 'capacity')]),
+    );
+    const capacitySlots = Number(capacity ?? 0);
+    const names = [...new Set([...Object.keys(limits), ...Object.keys(inflight)])].sort();
+    return names.map((integration) => {
+      const limit = limits[integration] === undefined ? null : decodeIntegrationLimit(limits[integration]!);
+      return { integration, limit, maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots), inflight: Number(inflight[integration] ?? 0) };
+    });
   }
 
   /**
@@ -441,10 +501,10 @@ export class Ledger {
 
   private async settle(cluster: string, releases: readonly ReleaseEntry[], reservations: readonly ReservationEntry[]): Promise<SettleReply> {
     const directory = this.directories.get(cluster);
-    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', releases.length];
+    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', ...this.defaultLimitArgs, releases.length];
     args.push(...releases);
     args.push(reservations.length);
-    for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.skipWorkerIds.length, ...r.skipWorkerIds);
+    for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.integration, r.skipWorkerIds.length, ...r.skipWorkerIds);
     this.settleCounts.calls++;
     this.settleCounts.releases += releases.length;
     this.settleCounts.reservations += reservations.length;
@@ -472,6 +532,14 @@ export class Ledger {
       throw new LedgerUnavailableError(operation, error);
     }
   }
+}
+
+/** An integration's limit in tasks at a cluster capacity, as settle-12.lua computes it. */
+export function limitInFlight(limit: IntegrationLimit | null, fallback: DefaultIntegrationLimit, capacitySlots: number): number {
+  if (limit === null) return 'off' in fallback ? Infinity : Math.max(Math.ceil(fallback.shareOfCapacity * capacitySlots), fallback.minInFlight);
+  if ('off' in limit) return Infinity;
+  if ('maxInFlight' in limit) return limit.maxInFlight;
+  return Math.ceil(limit.shareOfCapacity * capacitySlots);
 }
 
 function numberOrNull(value: string | undefined): number | null {

@@ -7,6 +7,8 @@ export interface SlotRequest {
   waitIfNone: boolean;
   /** Workers this task must not go to (they refused it or could not be reached). */
   skipWorkerIds: readonly string[];
+  /** The task's integration: the ledger keeps it to its in-flight limit in the cluster. */
+  integration: string;
 }
 
 /**
@@ -53,6 +55,7 @@ export async function reserveFirstFree(context: PolicyContext, cluster: string, 
       balancerId: context.balancerId,
       waitIfNone: request.waitIfNone && isLast,
       targetWorkerId: workerId,
+      integration: request.integration,
     });
     if (last.ok) return last;
     if (last.reason !== 'target-full') {

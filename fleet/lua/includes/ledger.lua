@@ -24,6 +24,11 @@ local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last chang
 local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved, ms), one record per slot it counts in flight:
                                  --      a release frees a slot only by removing a record, so it counts once
+-- Not in KEYS either (same hash tag, built from totalsKey; keys.ts: integrationInflight, integrationLimits):
+local integrationInflightKey = totalsKey .. ':integration-inflight'  -- HASH integration -> its lease records in the
+                                 --      cluster: kept exact by every write of a lease record (countLease)
+local integrationLimitsKey = totalsKey .. ':integration-limits'      -- HASH integration -> its limit ('max:<n>',
+                                 --      'share:<0..1>' or 'off'), written by integration-limit-12.lua; none: the default
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
 
@@ -54,6 +59,26 @@ end
 
 local function freeOf(score)
   return math.floor(tonumber(score) / turnPeriodUs)
+end
+
+-- The integration a lease record is for: a record's field is "<nonce>|<integration>" (a nonce
+-- holds no '|'), or "<nonce>" for a task of no integration (nil then).
+local function leaseIntegration(field)
+  local bar = string.find(field, '|', 1, true)
+  if bar then return string.sub(field, bar + 1) end
+  return nil
+end
+
+-- Every write that adds or removes a lease record calls this (settle sums its batch's changes
+-- per integration and writes them once), so that the per-integration counts are the number of
+-- records, whatever path wrote them. A count that reaches 0 is
+-- removed: the hash holds only integrations with tasks in flight.
+local function countLease(field, delta)
+  local integration = leaseIntegration(field)
+  if not integration then return end
+  if redis.call('HINCRBY', integrationInflightKey, integration, delta) <= 0 then
+    redis.call('HDEL', integrationInflightKey, integration)
+  end
 end
 
 -- What the ledger holds of a registered worker: { capacity, inflight, score } (score: its
@@ -93,7 +118,8 @@ local function setWorker(worker, capacity, inflight, active, nowUs, stored)
     redis.call('SREM', drainingKey, worker)
     redis.call('ZREM', unreachableKey, worker)
     redis.call('HDEL', ejectionReasonKey, worker)
-    -- Its leases go with it: a worker that comes back says what it runs.
+    -- Its leases go with it (and out of their integrations' counts): a worker that comes back says what it runs.
+    for _, field in ipairs(redis.call('HKEYS', leasesPrefix .. worker)) do countLease(field, -1) end
     redis.call('DEL', leasesPrefix .. worker)
   else
     if not stored or stored.capacity ~= capacity then redis.call('HSET', workersKey, worker, capacity) end

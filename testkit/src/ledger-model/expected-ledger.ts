@@ -15,7 +15,7 @@ export interface ExpectedWorker {
   lastHeartbeat: ClockSpan;
 }
 
-export type ExpectedReservation = { ok: true; freeSlots: number; workerIds: string[] } | { ok: false; reason: NoSlotReason };
+export type ExpectedReservation = { ok: true; freeSlots: number; workerIds: string[] } | { ok: false; reason: NoSlotReason | 'integration-at-limit' };
 
 /** What the ledger must decide of each record a heartbeat does not hold, and of each worker at a sweep. */
 export interface Verdicts {
@@ -26,6 +26,8 @@ export interface Verdicts {
 
 export interface ExpectedLedgerOptions {
   keptForUserPresentShare: number;
+  /** The default integration limit (settle-12.lua): max(ceil(share x capacity), floor). */
+  integrationLimit: { shareOfCapacity: number; minInFlight: number };
   dispatchGraceMs: number;
   sweepAfterMs: number;
 }
@@ -59,8 +61,22 @@ export class ExpectedLedger {
     return { capacity, free, leases };
   }
 
-  /** The answer a reservation must get now (settle-12.lua: priority rules, then the most free slots). */
-  reservation(priority: 'user' | 'background'): ExpectedReservation {
+  /** Records per integration, over every worker: the ledger's per-integration counts must be these. */
+  inflightByIntegration(): Map<string, number> {
+    const counts = new Map<string, number>();
+    for (const worker of this.workers.values()) {
+      for (const leaseId of worker.records.keys()) {
+        const integration = integrationOfLease(leaseId);
+        if (integration !== undefined) counts.set(integration, (counts.get(integration) ?? 0) + 1);
+      }
+    }
+    return counts;
+  }
+
+  /** The answer a reservation must get now (settle-12.lua: the integration's limit, priority rules, then the most free slots). */
+  reservation(priority: 'user' | 'background', integration: string): ExpectedReservation {
+    const limit = Math.max(Math.ceil(this.options.integrationLimit.shareOfCapacity * this.totals().capacity), this.options.integrationLimit.minInFlight);
+    if ((this.inflightByIntegration().get(integration) ?? 0) >= limit) return { ok: false, reason: 'integration-at-limit' };
     if (priority === 'background') {
       const totals = this.totals();
       const kept = Math.min(Math.ceil(this.options.keptForUserPresentShare * totals.capacity), Math.max(0, totals.capacity - 1));
@@ -129,7 +145,12 @@ export class ExpectedLedger {
   }
 }
 
-/** A lease id is "<worker>|<nonce>" (settle-12.lua). */
+/** A lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>" (settle-12.lua). */
+export function integrationOfLease(leaseId: string): string | undefined {
+  const parts = leaseId.split('|');
+  return parts.length > 2 ? parts.slice(2).join('|') : undefined;
+}
+
 export function workerOfLease(leaseId: string): string {
   return leaseId.slice(0, leaseId.indexOf('|'));
 }

@@ -33,6 +33,10 @@ export interface LedgerModelStats {
 
 const cluster = 'c';
 const keptForUserPresentShare = 0.1;
+/** Small enough to bind in the model's small clusters: the limit is checked along with the rest. */
+const integrationLimit = { shareOfCapacity: 0.5, minInFlight: 2 };
+/** A reservation's integration follows its priority: two integrations, each counted on its own. */
+const integrationOf = (priority: LedgerPriority) => (priority === 'user' ? 'bank-u' : 'bank-b');
 
 /**
  * One run of the model against the real ledger: each step is done on Redis and in the model
@@ -54,7 +58,7 @@ export class LedgerModelRun {
     private readonly timing: LedgerModelTiming,
     readonly stats: LedgerModelStats,
   ) {
-    this.ledgerOptions = { keyPrefix: uniquePrefix('ledger-model'), keptForUserPresentShare, batchWindowMs: 0 };
+    this.ledgerOptions = { keyPrefix: uniquePrefix('ledger-model'), keptForUserPresentShare, batchWindowMs: 0, defaultIntegrationLimit: integrationLimit };
     this.keys = clusterKeys(this.ledgerOptions.keyPrefix!, cluster);
     this.clock = new RedisClock(connections.observer);
     this.balancerLedgers = fleet.balancers.map((_, b) => new Ledger(connections.balancers[b]!, this.ledgerOptions));
@@ -64,7 +68,7 @@ export class LedgerModelRun {
   /** A fleet of workers of these capacities and `balancerCount` balancers, on a key prefix of its own (`start()` registers the workers). */
   static create(connections: LedgerModelConnections, timing: LedgerModelTiming, stats: LedgerModelStats, capacities: readonly number[], balancerCount: number): LedgerModelRun {
     const fleet = new FleetWorld(capacities, balancerCount);
-    const expected = new ExpectedLedger({ keptForUserPresentShare, ...timing });
+    const expected = new ExpectedLedger({ keptForUserPresentShare, integrationLimit, ...timing });
     return new LedgerModelRun(fleet, expected, connections, timing, stats);
   }
 
@@ -100,7 +104,7 @@ export class LedgerModelRun {
     const ledger = this.balancerLedgers[b]!;
     // Asked in one turn of the event loop: one settle call, releases first (ledger-batcher.ts).
     const { value, span } = await this.clock.span(() =>
-      Promise.all([Promise.all(sent.map((r) => ledger.release(cluster, r.leaseId))), Promise.all(priorities.map((priority) => ledger.reserve(cluster, { priority, balancerId: `b${b}`, waitIfNone: false })))]),
+      Promise.all([Promise.all(sent.map((r) => ledger.release(cluster, r.leaseId))), Promise.all(priorities.map((priority) => ledger.reserve(cluster, { priority, balancerId: `b${b}`, waitIfNone: false, integration: integrationOf(priority) })))]),
     );
     const [released, reservations] = value;
     // The model takes the batch as the script does: the releases, then each reservation in turn.
@@ -108,7 +112,7 @@ export class LedgerModelRun {
     const said = releases.map((r) => `release ${this.fleet.nameOf(r.leaseId)} ${r.fate}`);
     for (const r of releases) this.count(`balancer's release ${r.fate}`);
     const wantReservations = reservations.map((got, i) => {
-      const want = this.expected.reservation(priorities[i]!);
+      const want = this.expected.reservation(priorities[i]!, integrationOf(priorities[i]!));
       this.count(`reserve ${priorities[i]}: ${got.ok ? 'ok' : got.reason}`);
       if (!got.ok) {
         said.push(`reserve ${priorities[i]}: none (${got.reason})`);
@@ -283,9 +287,12 @@ export class LedgerModelRun {
     const totals = this.expected.totals();
     const gotTotals = `capacity ${snapshot.totalCapacity}, free ${snapshot.totalFree}, leases ${snapshot.leases}`;
     const wantTotals = `capacity ${totals.capacity}, free ${totals.free}, leases ${totals.leases}`;
-    if (got.join('; ') === want.join('; ') && gotTotals === wantTotals) return;
+    const byIntegration = await this.workerLedger.integrationLimits(cluster);
+    const gotCounts = byIntegration.map((s) => `${s.integration} ${s.inflight}`).join(', ');
+    const wantCounts = [...this.expected.inflightByIntegration()].filter(([, n]) => n > 0).sort(([a], [b]) => a.localeCompare(b)).map(([i, n]) => `${i} ${n}`).join(', ');
+    if (got.join('; ') === want.join('; ') && gotTotals === wantTotals && gotCounts === wantCounts) return;
     const records = expectedIds.map((id) => `${id} [${this.names([...this.expected.workers.get(id)!.records.keys()])}]`).join('; ');
-    this.fail(`the ledger differs from its contract:\n  ledger:   ${got.join('; ')}; ${gotTotals}\n  contract: ${want.join('; ')}; ${wantTotals}\n  records:  ${records}`);
+    this.fail(`the ledger differs from its contract:\n  ledger:   ${got.join('; ')}; ${gotTotals}; by integration: ${gotCounts}\n  contract: ${want.join('; ')}; ${wantTotals}; by integration: ${wantCounts}\n  records:  ${records}`);
   }
 
   private compareReservation(got: Reservation, want: ExpectedReservation, priority: LedgerPriority): void {

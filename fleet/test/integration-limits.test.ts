@@ -1,0 +1,219 @@
+import { test, type TestContext } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { deleteKeysUnder, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { Ledger, connectRedis, encodeIntegrationLimit, type LedgerOptions, type Reservation } from '../src/index';
+import { isHeadroomError } from '@headroom/common';
+
+async function openLedgers(t: TestContext, count: number, options: LedgerOptions = {}, url = testRedisUrl): Promise<Ledger[]> {
+  const keyPrefix = options.keyPrefix ?? uniquePrefix('limits');
+  const ledgers: Ledger[] = [];
+  for (let i = 0; i < count; i++) {
+    const redis = connectRedis(url);
+    await new Promise((resolve) => redis.once('ready', resolve));
+    ledgers.push(new Ledger(redis, { keptForUserPresentShare: 0, ...options, keyPrefix }));
+  }
+  t.after(async () => {
+    try {
+      await deleteKeysUnder(ledgers[0]!.redis, keyPrefix);
+    } catch {
+      // A private Redis may be gone already.
+    } finally {
+      for (const ledger of ledgers) ledger.redis.disconnect();
+    }
+  });
+  return ledgers;
+}
+
+async function addWorker(ledger: Ledger, workerId: string, capacity: number, held: readonly string[] = [], dispatchGraceMs = 60_000) {
+  return ledger.heartbeat('c', { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, heldLeaseIds: held, dispatchGraceMs });
+}
+
+const task = (integration: string, priority: 'user' | 'background' = 'user') => ({ priority, balancerId: 'b1', waitIfNone: false, integration });
+
+async function inflightOf(ledger: Ledger, integration: string): Promise<number> {
+  return (await ledger.integrationLimits('c')).find((state) => state.integration === integration)?.inflight ?? 0;
+}
+
+function leaseOf(reservation: Reservation): string {
+  assert.ok(reservation.ok, `expected a slot, got ${JSON.stringify(reservation)}`);
+  return reservation.leaseId;
+}
+
+test('no integration exceeds its limit across 3 ledgers under concurrent reservations and releases; the counts stay exact', async (t) => {
+  const ledgers = await openLedgers(t, 3);
+  for (const w of ['w1', 'w2', 'w3']) await addWorker(ledgers[0]!, w, 10);
+  await ledgers[0]!.setIntegrationLimit('c', 'slow', { maxInFlight: 7 });
+  // 'fast' has the default: half of 30 slots.
+  const limits: Record<string, number> = { slow: 7, fast: 15 };
+  const held: Record<string, string[]> = { slow: [], fast: [] };
+  for (let round = 0; round < 15; round++) {
+    const releases = Object.values(held).flatMap((leases) => leases.splice(0, round % 3));
+    const asked = await Promise.all([
+      ...releases.map((lease, i) => ledgers[i % 3]!.release('c', lease).then(() => null)),
+      ...Array.from({ length: 18 }, (_, i) => {
+        const integration = i % 2 === 0 ? 'slow' : 'fast';
+        return ledgers[i % 3]!.reserve('c', task(integration)).then((reservation) => ({ integration, reservation }));
+      }),
+    ]);
+    for (const answer of asked) {
+      if (!answer) continue;
+      if (answer.reservation.ok) held[answer.integration]!.push(answer.reservation.leaseId);
+      else assert.deepEqual(answer.reservation, { ok: false, reason: 'integration-at-limit', limit: limits[answer.integration] });
+    }
+    for (const integration of ['slow', 'fast']) {
+      assert.ok(held[integration]!.length <= limits[integration]!, `${integration}: ${held[integration]!.length} in flight, limit ${limits[integration]}`);
+      assert.equal(await inflightOf(ledgers[0]!, integration), held[integration]!.length, `${integration}'s count in round ${round}`);
+    }
+  }
+  assert.equal(held.slow!.length, 7, 'the slow integration reached its limit');
+  assert.equal(held.fast!.length, 15, 'the other one reached the default');
+});
+
+test('a limit change takes effect at the next settle', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'bank-a', { maxInFlight: 2 });
+  leaseOf(await ledger!.reserve('c', task('bank-a')));
+  const second = leaseOf(await ledger!.reserve('c', task('bank-a')));
+  assert.deepEqual(await ledger!.reserve('c', task('bank-a')), { ok: false, reason: 'integration-at-limit', limit: 2 });
+  await ledger!.setIntegrationLimit('c', 'bank-a', { maxInFlight: 3 });
+  leaseOf(await ledger!.reserve('c', task('bank-a')));
+  await ledger!.setIntegrationLimit('c', 'bank-a', { shareOfCapacity: 0.1 });
+  assert.deepEqual(await ledger!.reserve('c', task('bank-a')), { ok: false, reason: 'integration-at-limit', limit: 2 });
+  await ledger!.release('c', second);
+  assert.deepEqual(await ledger!.reserve('c', task('bank-a')), { ok: false, reason: 'integration-at-limit', limit: 2 }, 'two still in flight');
+  await ledger!.setIntegrationLimit('c', 'bank-a', { off: true });
+  for (let i = 0; i < 10; i++) leaseOf(await ledger!.reserve('c', task('bank-a')));
+  await ledger!.setIntegrationLimit('c', 'bank-a', null);
+  // Back to the default: max(ceil(0.5 x 20), 8) = 10, and 12 are in flight.
+  assert.deepEqual(await ledger!.reserve('c', task('bank-a')), { ok: false, reason: 'integration-at-limit', limit: 10 });
+  assert.deepEqual((await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit, s.maxInFlight, s.inflight]), [['bank-a', null, 10, 12]]);
+});
+
+test('the default limit keeps a floor for small clusters, can be turned off per process, and tasks of no integration have no limit', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 10);
+  for (let i = 0; i < 8; i++) leaseOf(await ledger!.reserve('c', task('a')));
+  assert.deepEqual(await ledger!.reserve('c', task('a')), { ok: false, reason: 'integration-at-limit', limit: 8 });
+  leaseOf(await ledger!.reserve('c', { priority: 'user', balancerId: 'b1', waitIfNone: false }));
+  const [unlimited] = await openLedgers(t, 1, { defaultIntegrationLimit: { off: true } });
+  await addWorker(unlimited!, 'w1', 10);
+  for (let i = 0; i < 10; i++) leaseOf(await unlimited!.reserve('c', task('a')));
+  assert.throws(() => new Ledger(ledger!.redis, { defaultIntegrationLimit: { shareOfCapacity: 2, minInFlight: 1 } }), /defaultIntegrationLimit.shareOfCapacity/);
+});
+
+test('a lost release is repaired per integration at the worker\'s heartbeat', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'a', { maxInFlight: 3 });
+  const leases = [leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('a')))];
+  const other = leaseOf(await ledger!.reserve('c', task('b')));
+  assert.equal((await ledger!.reserve('c', task('a'))).ok, false);
+  // Two of a's tasks were answered and their releases lost: the worker holds one of a's and b's.
+  const reply = await addWorker(ledger!, 'w1', 20, [leases[0]!, other], 0);
+  assert.equal(reply.leasesDropped, 2);
+  assert.equal(await inflightOf(ledger!, 'a'), 1);
+  assert.equal(await inflightOf(ledger!, 'b'), 1);
+  leaseOf(await ledger!.reserve('c', task('a')));
+  // The late releases free nothing twice.
+  assert.equal(await ledger!.release('c', leases[1]!), false);
+  assert.equal(await inflightOf(ledger!, 'a'), 2);
+});
+
+test('a balancer killed while it held an integration at its limit: the share comes back at the worker\'s heartbeat', async (t) => {
+  const [killed, survivor] = await openLedgers(t, 2);
+  await addWorker(survivor!, 'w1', 10);
+  await addWorker(survivor!, 'w2', 10);
+  await survivor!.setIntegrationLimit('c', 'a', { maxInFlight: 4 });
+  // Reserved and never dispatched nor released: the balancer died.
+  for (let i = 0; i < 4; i++) leaseOf(await killed!.reserve('c', task('a')));
+  killed!.redis.disconnect();
+  assert.deepEqual(await survivor!.reserve('c', task('a')), { ok: false, reason: 'integration-at-limit', limit: 4 });
+  // The workers hold none of those leases; past the dispatch grace, their heartbeats drop them.
+  await addWorker(survivor!, 'w1', 10, [], 0);
+  await addWorker(survivor!, 'w2', 10, [], 0);
+  assert.equal(await inflightOf(survivor!, 'a'), 0);
+  for (let i = 0; i < 4; i++) leaseOf(await survivor!.reserve('c', task('a')));
+});
+
+test('a worker that dies or leaves takes its leases out of their integrations\' counts', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 4);
+  await addWorker(ledger!, 'w2', 4);
+  for (let i = 0; i < 6; i++) leaseOf(await ledger!.reserve('c', task(i % 2 ? 'a' : 'b')));
+  assert.equal(await inflightOf(ledger!, 'a'), 3);
+  await ledger!.deregister('c', 'w1');
+  const left = await ledger!.snapshot('c');
+  assert.equal((await inflightOf(ledger!, 'a')) + (await inflightOf(ledger!, 'b')), left.leases, 'the counts are the records of the worker left');
+  await ledger!.sweep('c', -1_000);
+  assert.deepEqual(await ledger!.integrationLimits('c'), []);
+});
+
+test('after FLUSHALL, heartbeats give each integration back the tasks still running', async (t) => {
+  const redis = await startPrivateRedis();
+  t.after(() => redis.stop(true));
+  const [ledger] = await openLedgers(t, 1, {}, redis.url);
+  await addWorker(ledger!, 'w1', 10);
+  const leases = [leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('b')))];
+  await ledger!.redis.flushall();
+  await addWorker(ledger!, 'w1', 10, leases);
+  assert.equal(await inflightOf(ledger!, 'a'), 2);
+  assert.equal(await inflightOf(ledger!, 'b'), 1);
+  assert.equal(await ledger!.release('c', leases[0]!), true);
+  assert.equal(await inflightOf(ledger!, 'a'), 1);
+});
+
+test('a user-present task at its integration\'s limit holds back neither other integrations nor background work', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'slow', { maxInFlight: 1 });
+  leaseOf(await ledger!.reserve('c', task('slow')));
+  assert.deepEqual(await ledger!.reserve('c', { ...task('slow'), waitIfNone: true }), { ok: false, reason: 'integration-at-limit', limit: 1 });
+  leaseOf(await ledger!.reserve('c', task('fast', 'background')));
+  assert.deepEqual((await ledger!.snapshot('c')).waitingUserPresentBalancers, []);
+  assert.deepEqual((await ledger!.snapshot('c')).waitingBalancers, ['b1'], 'it waits for a release');
+});
+
+test('bad limits are refused with an error naming the field, and change nothing', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 10);
+  await ledger!.setIntegrationLimit('c', 'a', { maxInFlight: 5 });
+  const bad: [unknown, unknown, string][] = [
+    ['a', { maxInFlight: -1 }, 'limit.maxInFlight'],
+    ['a', { maxInFlight: 2.5 }, 'limit.maxInFlight'],
+    ['a', { maxInFlight: 11 }, 'limit.maxInFlight'],
+    ['a', { shareOfCapacity: 1.5 }, 'limit.shareOfCapacity'],
+    ['a', { shareOfCapacity: 0 }, 'limit.shareOfCapacity'],
+    ['a', { off: false }, 'limit.off'],
+    ['a', { maxInFlight: 3, burst: 4 }, 'limit'],
+    ['a', JSON.parse('{"__proto__": {"maxInFlight": 3}}'), 'limit'],
+    ['a', {}, 'limit'],
+    ['a', 'ten', 'limit'],
+    ['__proto__', { maxInFlight: 3 }, 'integration'],
+    ['Bank A', { maxInFlight: 3 }, 'integration'],
+  ];
+  for (const [integration, limit, field] of bad) {
+    await assert.rejects(ledger!.setIntegrationLimit('c', integration as string, limit as never), (error: unknown) => {
+      assert.ok(isHeadroomError(error, 'HR_ERR_INVALID_LIMIT'), String(error));
+      assert.ok(error.message.startsWith(`${field}:`), `${JSON.stringify(limit)}: ${error.message}`);
+      return true;
+    });
+  }
+  assert.deepEqual((await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit]), [['a', { maxInFlight: 5 }]]);
+  assert.deepEqual(encodeIntegrationLimit('bank-a', { shareOfCapacity: 0.25 }), { integration: 'bank-a', spec: 'share:0.25' });
+});
+
+test('in one settle call, releases free their integration\'s share for the reservations after them', async (t) => {
+  const [ledger] = await openLedgers(t, 1);
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'a', { maxInFlight: 2 });
+  const first = leaseOf(await ledger!.reserve('c', task('a')));
+  leaseOf(await ledger!.reserve('c', task('a')));
+  const callsBefore = ledger!.settleCounts.calls;
+  // Asked in one turn: one call, the release first.
+  const [released, ...reservations] = await Promise.all([ledger!.release('c', first), ledger!.reserve('c', task('a')), ledger!.reserve('c', task('a'))]);
+  assert.equal(ledger!.settleCounts.calls - callsBefore, 1);
+  assert.equal(released, true);
+  assert.deepEqual(reservations.map((r) => (r as Reservation).ok), [true, false]);
+  assert.equal(await inflightOf(ledger!, 'a'), 2);
+});
