@@ -4,7 +4,8 @@
 // with its file (a CI log is often read from its end).
 //
 // Arguments filter the files by a fragment of their path; an argument that is a .js file runs as
-// is. `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
+// is; `--unit` keeps the unit test files alone (*.unit.test.js: no process started, no connection
+// opened). `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
 // under a heavy folder (see heavyFolders) start whole fleets of processes, and at most two of
 // them run at once, beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
 import { readdirSync, existsSync, statSync, readFileSync } from 'node:fs';
@@ -35,15 +36,17 @@ const maxOutputBytes = 4 * 1024 * 1024;
 function parseArgs(argv) {
   const rest = [];
   let concurrency = Number(process.env.HEADROOM_TEST_CONCURRENCY ?? Math.min(3, availableParallelism() + 1));
+  let unitOnly = false;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--concurrency') concurrency = Number(argv[++i]);
+    else if (argv[i] === '--unit') unitOnly = true;
     else rest.push(argv[i]);
   }
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) {
     console.error(`run-tests: --concurrency (or HEADROOM_TEST_CONCURRENCY) must be a whole number from 1 to 16, got ${JSON.stringify(String(concurrency))}`);
     process.exit(2);
   }
-  return { concurrency, rest };
+  return { concurrency, unitOnly, rest };
 }
 
 function collect(dir) {
@@ -76,8 +79,9 @@ function readTap(output) {
   return { tests: count('tests'), pass: count('pass'), fail: count('fail'), cancelled: count('cancelled'), skipped: count('skipped'), todo: count('todo'), failed };
 }
 
-const { concurrency, rest } = parseArgs(process.argv.slice(2));
-const files = listFiles(rest);
+const { concurrency, unitOnly, rest } = parseArgs(process.argv.slice(2));
+// Unit test files (*.unit.test.js) start no process and open no connection: the quick tier.
+const files = listFiles(rest).filter((file) => !unitOnly || file.endsWith('.unit.test.js'));
 if (files.length === 0) {
   console.error('no test files found: run `npm run build` first');
   process.exit(1);
