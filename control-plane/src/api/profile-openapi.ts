@@ -43,7 +43,7 @@ const profileRecord: JsonSchema = {
               lineNumber: { type: 'integer', description: '1-based; 0 for native code' },
               location: { type: 'string', description: 'url:line' },
               selfMs: { type: 'number' },
-              share: { type: 'number', description: 'Of the CPU time: "(idle)" left out, as in the flame graph (0..1)' },
+              share: { type: 'number', description: 'Of the CPU time: the sampled time less idle, as in the flame graph (0..1)' },
             },
           },
         },

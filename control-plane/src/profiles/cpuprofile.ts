@@ -53,7 +53,7 @@ export interface FunctionSelfTime {
   location: string;
   /** Time the function itself was on the CPU (callees excluded). */
   selfMs: number;
-  /** selfMs as a share of the profile's CPU time: "(idle)" left out, as in the flame graph (0..1). */
+  /** selfMs as a share of the CPU time: the sampled time less "(idle)", as the UI's flame graph counts it (0..1). */
   share: number;
 }
 
@@ -108,6 +108,8 @@ export function summarise(profile: Cpuprofile, topFunctions: number): ProfileSum
     byFunction.set(key, entry);
   }
   const top = [...byFunction.values()].sort((a, b) => b.selfUs - a.selfUs).slice(0, topFunctions);
+  // Shares of CPU time, as the flame graph shows them: idle time in the sum made a busy function look small.
+  const cpuUs = totalUs - idleUs;
   return {
     profiledMs: round((profile.endTime - profile.startTime) / 1000, 1),
     samples: samples.length,
@@ -118,7 +120,7 @@ export function summarise(profile: Cpuprofile, topFunctions: number): ProfileSum
       lineNumber: Math.max(0, lineNumber),
       location: url ? `${url}:${lineNumber}` : '',
       selfMs: round(selfUs / 1000, 1),
-      share: totalUs - idleUs > 0 ? round(selfUs / (totalUs - idleUs), 4) : 0,
+      share: cpuUs > 0 ? round(selfUs / cpuUs, 4) : 0,
     })),
   };
 }

@@ -205,7 +205,7 @@ export interface ProfileFunction {
   location: string;
   /** Time the function itself was on the CPU (callees excluded). */
   selfMs: number;
-  /** selfMs as a share of the profile's CPU time: "(idle)" left out, as in the flame graph (0..1). */
+  /** selfMs as a share of the CPU time (sampled time less idle), as the flame graph counts it (0..1). */
   share: number;
 }
 

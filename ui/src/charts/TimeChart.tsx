@@ -59,9 +59,9 @@ export function TimeChart(props: {
         y: { range: (_u, min, max) => [Math.min(0, min ?? 0), Math.max(minYMax ?? 0, referenceValue ?? 0, (max ?? 1) * 1.1)] },
       },
       // x: room for an hh:mm:ss label between ticks.
-      axes: [{ space: 90, values: (_u, ticksSeconds, _axis, _space, incrementSeconds) => ticksSeconds.map((tick) => clockTime(tick, incrementSeconds < 60)) }, { values: (_u, ticks) => ticks.map((tick) => formatValue(tick)), size: yAxisSizePx }],
-      // Each legend entry's swatch is drawn as its line is: a dashed series gets a dashed swatch.
-      legend: { show: true, live: true, markers: { dash: (_u, index) => markerBorderStyle(series[index - 1]?.dash) } },
+      axes: [{ space: 90, values: (_u, ticksSeconds, _axis, _space, incrementSeconds) => ticksSeconds.map((tick) => clockTime(tick, incrementSeconds < 60)) }, { values: (_u, ticks) => ticks.map((tick) => formatValue(tick)), font: axisFont, size: (_u, labels) => yAxisWidthPx(labels) }],
+      // A dashed series gets a dashed swatch: p50 and p95 of one cluster share a colour.
+      legend: { show: true, live: true, markers: { dash: (_u, seriesIndex) => (series[seriesIndex - 1]?.dash ? 'dashed' : 'solid') } },
       cursor: { drag: { x: false, y: false } },
       hooks:
         referenceValue === undefined
@@ -110,22 +110,25 @@ export function TimeChart(props: {
   );
 }
 
+/** Set on the y axis and used to measure its labels, so that the measure is of what is drawn. */
+const axisFont = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", sans-serif';
+/** uPlot's tick length and gap between tick and label, plus a few px of margin at the left edge. */
+const yAxisTicksAndGapPx = 10 + 5 + 6;
+let measuring: CanvasRenderingContext2D | null = null;
+
+/**
+ * Width of the y axis: its widest label and the ticks. A fixed width clipped labels such as
+ * "1000 ms" at the canvas's left edge.
+ */
+function yAxisWidthPx(labels: string[] | null | undefined): number {
+  measuring ??= document.createElement('canvas').getContext('2d');
+  if (!measuring || !labels || labels.length === 0) return 64;
+  measuring.font = axisFont;
+  const widestPx = Math.max(...labels.map((label) => measuring!.measureText(label).width));
+  return Math.ceil(widestPx) + yAxisTicksAndGapPx;
+}
+
 /** 24-hour clock time, as the rest of the UI shows times. */
 function clockTime(unixSeconds: number, withSeconds: boolean): string {
   return new Date(unixSeconds * 1000).toLocaleTimeString('en-GB', { hour12: false, hour: '2-digit', minute: '2-digit', ...(withSeconds ? { second: '2-digit' } : {}) });
-}
-
-/** Room for the widest y label ("1000 ms", "12.5 s") and the tick beside it: a fixed width clipped them. */
-function yAxisSizePx(u: uPlot, values: string[] | null, axisIndex: number): number {
-  if (!values || values.length === 0) return 48;
-  const font = u.axes[axisIndex]?.font;
-  u.ctx.font = Array.isArray(font) ? String(font[0]) : String(font ?? '12px sans-serif');
-  const widestPx = Math.max(...values.map((label) => u.ctx.measureText(label).width)) / (window.devicePixelRatio || 1);
-  return Math.ceil(widestPx) + 22;
-}
-
-/** A legend swatch's border style for a series drawn with `dash` (uPlot's segment lengths). */
-function markerBorderStyle(dash: number[] | undefined): string {
-  if (!dash) return 'solid';
-  return (dash[0] ?? 0) <= 2 ? 'dotted' : 'dashed';
 }

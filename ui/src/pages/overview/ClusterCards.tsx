@@ -28,7 +28,7 @@ function ClusterCard({ cluster }: { cluster: ClusterSummary }) {
         <Stat label="Workers" value={formatCount(cluster.workers)} note={cluster.drainingWorkers > 0 ? `${cluster.drainingWorkers} draining` : undefined} />
         <Stat label="Capacity" value={formatCount(cluster.capacity)} />
         <Stat label="In flight" value={formatCount(cluster.inFlight)} note={drift ? `workers run ${formatCount(cluster.heldByWorkers)}` : undefined} />
-        <Stat label="Free" value={formatCount(cluster.free)} note="user-present first" title={keptExplanation} />
+        <FreeStat cluster={cluster} />
         <Stat label="Tasks" value={formatRate(cluster.tasksPerSecond)} />
         <Stat label="Errors" value={formatRate(cluster.errorsPerSecond)} note={errorShare !== undefined && errorShare > 0 ? `${(errorShare * 100).toFixed(1)}% of tasks` : undefined} />
       </dl>
@@ -61,6 +61,19 @@ function SlotsCaption({ cluster }: { cluster: ClusterSummary }) {
   );
 }
 
+/**
+ * Free slots while balancers wait for this cluster: the ledger keeps a share of the capacity for
+ * user-present tasks, so background tasks wait beside a free slot. Said here, or the operator
+ * reads "Free 1" next to a queue of background tasks as a bug.
+ */
+function FreeStat({ cluster }: { cluster: ClusterSummary }) {
+  const keptForUserPresent = cluster.free > 0 && cluster.waitingBalancers > 0;
+  const why =
+    'Each balancer keeps a share of the capacity for user-present tasks (--kept-for-user-present-share, 10% by default, rounded up; never every slot). ' +
+    'Background tasks wait while only those slots are free; a user-present task takes one at once.';
+  return <Stat label="Free" value={formatCount(cluster.free)} note={keptForUserPresent ? 'kept for user-present' : undefined} title={why} />;
+}
+
 /** Errors no worker counted: tasks the balancers failed before any worker ran them, the most first. */
 function BalancerErrorsNote({ cluster }: { cluster: ClusterSummary }) {
   const perSecond = cluster.balancerErrorsPerSecond;
@@ -74,10 +87,6 @@ function BalancerErrorsNote({ cluster }: { cluster: ClusterSummary }) {
     </p>
   );
 }
-
-/** Why background tasks can wait while slots are free. */
-const keptExplanation =
-  "Free slots are not all for background tasks: a share of the capacity (10% by default, the balancers' --kept-for-user-present-share) is kept for user-present tasks, and no background task starts while a user-present one waits.";
 
 function Stat({ label, value, note, title }: { label: string; value: string; note?: string | undefined; title?: string }) {
   return (

@@ -16,11 +16,15 @@ export function QueueDepths({ balancers }: { balancers: BalancerView[] | undefin
     <div className="queues">
       <dl className="stats stats-two">
         <div className="stat">
-          <dt>User present</dt>
+          <dt>
+            <span className="swatch swatch-user-present" aria-hidden="true" /> User present
+          </dt>
           <dd>{formatCount(userPresent)}</dd>
         </div>
         <div className="stat">
-          <dt>Background</dt>
+          <dt>
+            <span className="swatch swatch-background" aria-hidden="true" /> Background
+          </dt>
           <dd>{formatCount(background)}</dd>
         </div>
       </dl>
@@ -32,8 +36,10 @@ export function QueueDepths({ balancers }: { balancers: BalancerView[] | undefin
               <>
                 <UsageBar used={balancer.queued.userPresent} total={scale} label={`${balancer.balancerId}: user-present tasks waiting`} tone="user-present" />
                 <UsageBar used={balancer.queued.background} total={scale} label={`${balancer.balancerId}: background tasks waiting`} tone="background" />
+                {/* Both numbers named: "0 / 37" read as "0 of 37". */}
                 <span className="queue-figures">
-                  user-present {formatCount(balancer.queued.userPresent)} · background {formatCount(balancer.queued.background)}
+                  <span className="queue-figure-user-present">user-present {formatCount(balancer.queued.userPresent)}</span> ·{' '}
+                  <span className="queue-figure-background">background {formatCount(balancer.queued.background)}</span>
                 </span>
               </>
             ) : (
@@ -42,12 +48,6 @@ export function QueueDepths({ balancers }: { balancers: BalancerView[] | undefin
           </li>
         ))}
       </ul>
-      {background !== undefined && background > 0 && (
-        <p className="bar-caption kept-note">
-          Background tasks can wait while a cluster shows free slots: a share of each cluster's capacity (10% by default, the balancers' --kept-for-user-present-share) is kept for user-present tasks,
-          and no background task starts while a user-present one waits on any balancer.
-        </p>
-      )}
     </div>
   );
 }

@@ -86,7 +86,7 @@ function ProfileDetail({ profile }: { profile: ProfileRecord }) {
       {profile.status === 'done' && profile.summary && (
         <>
           <p>
-            {formatMs(profile.summary.profiledMs)} sampled ({profile.summary.samples} samples), {formatMs(profile.summary.idleMs)} idle; {formatBytes(profile.cpuprofileBytes)}.{' '}
+            {formatMs(profile.summary.profiledMs)} sampled ({profile.summary.samples} samples): {formatMs(profile.summary.profiledMs - profile.summary.idleMs)} on the CPU, {formatMs(profile.summary.idleMs)} idle; {formatBytes(profile.cpuprofileBytes)}.{' '}
             <button type="button" className="button-small" onClick={() => void download()}>
               Download .cpuprofile
             </button>
@@ -104,8 +104,8 @@ function ProfileDetail({ profile }: { profile: ProfileRecord }) {
                   <th scope="col" className="numeric">
                     Self time
                   </th>
-                  <th scope="col" className="numeric">
-                    Share of CPU time
+                  <th scope="col" className="numeric" title="Self time as a share of the CPU time (idle left out), as in the flame graph">
+                    Share of CPU
                   </th>
                 </tr>
               </thead>
