@@ -4,7 +4,10 @@ import tseslint from 'typescript-eslint';
 
 const promiseRules = {
   // node:test's test() and describe() return promises the runner itself awaits.
-  '@typescript-eslint/no-floating-promises': ['error', { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite'] }] }],
+  '@typescript-eslint/no-floating-promises': [
+    'error',
+    { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['test', 'it', 'describe', 'suite'] }] },
+  ],
   '@typescript-eslint/no-misused-promises': 'error',
   '@typescript-eslint/await-thenable': 'error',
 };

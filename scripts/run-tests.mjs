@@ -76,7 +76,15 @@ const startRank = (file) => {
 function readTap(output) {
   const count = (name) => Number(new RegExp(`^# ${name} (\\d+)$`, 'm').exec(output)?.[1] ?? 0);
   const failed = [...output.matchAll(/^\s*not ok \d+ - (.*)$/gm)].map((m) => m[1]);
-  return { tests: count('tests'), pass: count('pass'), fail: count('fail'), cancelled: count('cancelled'), skipped: count('skipped'), todo: count('todo'), failed };
+  return {
+    tests: count('tests'),
+    pass: count('pass'),
+    fail: count('fail'),
+    cancelled: count('cancelled'),
+    skipped: count('skipped'),
+    todo: count('todo'),
+    failed,
+  };
 }
 
 const { concurrency, unitOnly, rest } = parseArgs(process.argv.slice(2));
@@ -185,7 +193,10 @@ function summarize() {
   const lines = [
     `# ━━ ${results.length} files, ${sum('tests')} tests: ${sum('pass')} passed, ${sum('fail')} failed, ${sum('cancelled')} cancelled, ${sum('skipped')} skipped, ${sum('todo')} todo; ${((performance.now() - startedAt) / 1000).toFixed(0)} s with ${concurrency} files at once`,
     '# the slowest files:',
-    ...[...results].sort((a, b) => b.durationMs - a.durationMs).slice(0, 12).map((r) => `#   ${(r.durationMs / 1000).toFixed(1).padStart(7)} s  ${r.file}`),
+    ...[...results]
+      .sort((a, b) => b.durationMs - a.durationMs)
+      .slice(0, 12)
+      .map((r) => `#   ${(r.durationMs / 1000).toFixed(1).padStart(7)} s  ${r.file}`),
     ...failedFiles.flatMap((r) => [`# FAILED ${r.file}:`, ...r.failed.map((name) => `#   not ok - ${name}`)]),
   ];
   console.log(lines.join('\n'));

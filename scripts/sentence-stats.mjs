@@ -64,7 +64,7 @@ if (overAt !== -1) {
   args.splice(overAt, 2);
 }
 const files = args;
-if (files.length === 0 || !Number.isFinite(over) && overAt !== -1) {
+if (files.length === 0 || (!Number.isFinite(over) && overAt !== -1)) {
   process.stderr.write('usage: node scripts/sentence-stats.mjs [--over N] FILE.md...\n');
   process.exit(2);
 }

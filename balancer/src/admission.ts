@@ -108,7 +108,18 @@ export class Admission {
       finished: (cluster, workerId) => options.policy.finished(cluster, workerId),
     };
     for (const cluster of options.clusters) {
-      const queue: ClusterQueue = { cluster, waiters: new WaitQueue(), wakeups: 0, handoffs: 0, serving: false, serveAgain: false, registered: false, registeredUser: false, reservesInFlight: 0, syncDeferred: false };
+      const queue: ClusterQueue = {
+        cluster,
+        waiters: new WaitQueue(),
+        wakeups: 0,
+        handoffs: 0,
+        serving: false,
+        serveAgain: false,
+        registered: false,
+        registeredUser: false,
+        reservesInFlight: 0,
+        syncDeferred: false,
+      };
       this.queues.set(cluster, queue);
       this.queueByChannel.set(options.ledger.keys(cluster).slotFreedChannel, queue);
     }
@@ -141,7 +152,15 @@ export class Admission {
     }
     let handoffs = 0;
     for (const queue of this.queues.values()) handoffs += queue.handoffs;
-    return { queued: this.totalQueued(), queuedBytes: this.queuedBytes, byCluster, shed: this.shedCount, refusedQueueFull: this.queueFullCount, refusedAtLimit: this.shares.refusedAtLimit, handoffs };
+    return {
+      queued: this.totalQueued(),
+      queuedBytes: this.queuedBytes,
+      byCluster,
+      shed: this.shedCount,
+      refusedQueueFull: this.queueFullCount,
+      refusedAtLimit: this.shares.refusedAtLimit,
+      handoffs,
+    };
   }
 
   /** Tasks waiting for a slot, all clusters together, by priority. */
@@ -162,13 +181,16 @@ export class Admission {
    */
   async acquire(cluster: string, request: AcquireRequest): Promise<Acquired> {
     const queue = this.queues.get(cluster);
-    if (!queue) return { ok: false, error: new HeadroomError(balancerErrorCodes.noRoute, `cluster ${JSON.stringify(cluster)} is not served by this balancer`), cluster };
+    if (!queue)
+      return { ok: false, error: new HeadroomError(balancerErrorCodes.noRoute, `cluster ${JSON.stringify(cluster)} is not served by this balancer`), cluster };
     if (this.closed) return { ok: false, error: shuttingDown(), cluster };
     if (request.signal.aborted) return { ok: false, error: cancelled(), cluster };
     const startedAt = performance.now();
     // Tasks of integrations at their limit wait for their own integration: nobody waits behind them.
     const waitingAhead =
-      request.priority === 'user' ? queue.waiters.userPresentCount - this.shares.queuedAtLimit(cluster, 'user') : queue.waiters.size - this.shares.queuedAtLimit(cluster, 'all');
+      request.priority === 'user'
+        ? queue.waiters.userPresentCount - this.shares.queuedAtLimit(cluster, 'user')
+        : queue.waiters.size - this.shares.queuedAtLimit(cluster, 'all');
     const wakeupsBefore = queue.wakeups;
     if (waitingAhead <= 0 && !this.shares.isAtLimit(cluster, request.integration)) {
       const lease = await this.tryReserve(queue, request.priority, request.integration, request.skipWorkerIds);
@@ -273,7 +295,13 @@ export class Admission {
         void this.syncRegistration(current);
       };
       const timer = setTimeout(
-        () => giveUp(new HeadroomError(balancerErrorCodes.deadlineExceeded, `no free slot in cluster ${acquire.queue.cluster} before the deadline (waited ${Date.now() - acquire.enqueuedAtMs} ms)`)),
+        () =>
+          giveUp(
+            new HeadroomError(
+              balancerErrorCodes.deadlineExceeded,
+              `no free slot in cluster ${acquire.queue.cluster} before the deadline (waited ${Date.now() - acquire.enqueuedAtMs} ms)`,
+            ),
+          ),
         Math.max(0, request.deadlineUnixMs - Date.now()),
       );
       timer.unref();

@@ -49,6 +49,8 @@ export class BalancerErrorReports {
 
   private flush(): Promise<void> {
     // Kept for the next flush when Redis is away (bounded by the recorder).
-    return this.recorder.flush().catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not report balancer errors; kept for the next try'));
+    return this.recorder
+      .flush()
+      .catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not report balancer errors; kept for the next try'));
   }
 }

@@ -116,7 +116,9 @@ export async function createBalancer(options: BalancerOptions, deps: BalancerDep
     throw error;
   }
   const address = `${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
-  await engine.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
+  await engine
+    .register(address)
+    .catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
   serving = true;
   server.setHealth(engine.stats().ownTransportProblem === null ? 'SERVING' : 'NOT_SERVING');
   logger.info({ balancerId, address, policy: engine.stats().policy, clusters: [config.clusters.baseline, config.clusters.candidate] }, 'balancer ready');

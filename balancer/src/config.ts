@@ -3,7 +3,11 @@ import { settings, userKeyedMap } from '@headroom/common';
 import { clientTlsSchema, serverTlsSchema } from '@headroom/proto';
 import { policyNames } from './policies';
 
-const shareAboveZero = () => z.coerce.number({ error: 'expected a number above 0 and at most 1' }).gt(0, 'expected a number above 0 and at most 1').max(1, 'expected a number above 0 and at most 1');
+const shareAboveZero = () =>
+  z.coerce
+    .number({ error: 'expected a number above 0 and at most 1' })
+    .gt(0, 'expected a number above 0 and at most 1')
+    .max(1, 'expected a number above 0 and at most 1');
 
 /** fleet's DefaultIntegrationLimit: a share of each cluster's capacity with a floor, or off. */
 const defaultIntegrationLimitSchema = z.union(
@@ -14,12 +18,18 @@ const defaultIntegrationLimitSchema = z.union(
   { error: 'expected {"shareOfCapacity": x, "minInFlight": n} or {"off": true}' },
 );
 
-const percent = z.coerce.number({ error: 'expected a percentage from 0 to 100' }).min(0, 'expected a percentage from 0 to 100').max(100, 'expected a percentage from 0 to 100');
+const percent = z.coerce
+  .number({ error: 'expected a percentage from 0 to 100' })
+  .min(0, 'expected a percentage from 0 to 100')
+  .max(100, 'expected a percentage from 0 to 100');
 
 export const balancerOptionsSchema = z
   .object({
     /** Unique among live balancers; defaults to <hostname>-<pid>-<random>. */
-    balancerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"').optional(),
+    balancerId: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"')
+      .optional(),
     /** @default '127.0.0.1' */
     host: z.string().min(1).default('127.0.0.1'),
     /** 0 picks a free port. @default 0 */
@@ -127,9 +137,18 @@ export const balancerOptionsSchema = z
       .default(0.5),
   })
   .strict()
-  .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, { message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs', path: ['defaultTaskTimeoutMs'] })
-  .refine((c) => c.maxPayloadBytes <= c.maxQueuedBytes, { message: 'maxPayloadBytes must not exceed maxQueuedBytes (a task could never wait)', path: ['maxPayloadBytes'] })
-  .refine((c) => c.ejectionBackoffMs <= c.maxEjectionBackoffMs, { message: 'ejectionBackoffMs must not exceed maxEjectionBackoffMs', path: ['ejectionBackoffMs'] });
+  .refine((c) => c.defaultTaskTimeoutMs <= c.maxTaskTimeoutMs, {
+    message: 'defaultTaskTimeoutMs must not exceed maxTaskTimeoutMs',
+    path: ['defaultTaskTimeoutMs'],
+  })
+  .refine((c) => c.maxPayloadBytes <= c.maxQueuedBytes, {
+    message: 'maxPayloadBytes must not exceed maxQueuedBytes (a task could never wait)',
+    path: ['maxPayloadBytes'],
+  })
+  .refine((c) => c.ejectionBackoffMs <= c.maxEjectionBackoffMs, {
+    message: 'ejectionBackoffMs must not exceed maxEjectionBackoffMs',
+    path: ['ejectionBackoffMs'],
+  });
 
 export type BalancerOptions = z.input<typeof balancerOptionsSchema>;
 export type BalancerConfig = z.output<typeof balancerOptionsSchema>;

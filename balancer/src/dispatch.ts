@@ -117,7 +117,10 @@ export class Dispatcher {
           continue;
         }
         queueWaitMs += acquired.queueWaitMs;
-        this.deps.metrics.queueWait.observe({ cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' }, acquired.queueWaitMs / 1000);
+        this.deps.metrics.queueWait.observe(
+          { cluster, priority: task.priority === 'USER_PRESENT' ? 'user_present' : 'background' },
+          acquired.queueWaitMs / 1000,
+        );
         const outcome = await this.call(task, lease, signal);
         const placement = { cluster, workerId: lease.workerId, queueWaitMs, runMs: 0, attempts: attempt, workerQueueWaitMs: 0 };
         switch (outcome.kind) {
@@ -134,7 +137,15 @@ export class Dispatcher {
             skipWorkerIds.push(lease.workerId);
             // Waiting would not help a task no worker left has a handler for: say so now, as not run.
             if (outcome.code === balancerErrorCodes.noHandler && skipWorkerIds.length >= this.deps.workerCount(cluster)) {
-              return { ok: false, cluster, workerStarted: false, error: new HeadroomError(balancerErrorCodes.noHandler, `no worker of cluster ${cluster} took integration ${JSON.stringify(task.integration)}: the last said "${outcome.message}"; the task did not run`) };
+              return {
+                ok: false,
+                cluster,
+                workerStarted: false,
+                error: new HeadroomError(
+                  balancerErrorCodes.noHandler,
+                  `no worker of cluster ${cluster} took integration ${JSON.stringify(task.integration)}: the last said "${outcome.message}"; the task did not run`,
+                ),
+              };
             }
             this.countRetry(outcome.ownFault ? 'own_fault' : outcome.unreachable ? 'unreachable' : 'refused');
             this.deps.logger.debug({ workerId: lease.workerId, code: outcome.code, message: outcome.message }, 'worker did not take the task');
@@ -158,13 +169,21 @@ export class Dispatcher {
               ),
             };
           case 'cancelled':
-            return { ok: false, cluster, workerStarted: outcome.started, error: new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task') };
+            return {
+              ok: false,
+              cluster,
+              workerStarted: outcome.started,
+              error: new HeadroomError(balancerErrorCodes.cancelled, 'the client cancelled the task'),
+            };
           case 'deadline':
             return {
               ok: false,
               cluster,
               workerStarted: outcome.started,
-              error: new HeadroomError(balancerErrorCodes.deadlineExceeded, `the deadline passed while worker ${lease.workerId} ${outcome.started ? 'ran' : 'was given'} the task`),
+              error: new HeadroomError(
+                balancerErrorCodes.deadlineExceeded,
+                `the deadline passed while worker ${lease.workerId} ${outcome.started ? 'ran' : 'was given'} the task`,
+              ),
             };
         }
       }
@@ -172,7 +191,11 @@ export class Dispatcher {
         ok: false,
         cluster,
         workerStarted: false,
-        error: new HeadroomError(balancerErrorCodes.noWorkerTookIt, `no worker took the task in ${this.options.maxDispatchAttempts} attempts (maxDispatchAttempts)`, { retryAfterMs: 500 }),
+        error: new HeadroomError(
+          balancerErrorCodes.noWorkerTookIt,
+          `no worker took the task in ${this.options.maxDispatchAttempts} attempts (maxDispatchAttempts)`,
+          { retryAfterMs: 500 },
+        ),
       };
     } catch (error) {
       // Nothing throws once a worker has the task: the call's outcomes come back as values.

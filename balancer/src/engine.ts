@@ -123,7 +123,10 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
   const workerSecurity = channelSecurity(config.workerTls, 'workerTls');
   const logger = deps.logger ?? silentLogger;
   const balancerId = config.balancerId ?? `${os.hostname()}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  const ledger = new Ledger(deps.redis, { ...deps.ledger, ...(config.defaultIntegrationLimit ? { defaultIntegrationLimit: config.defaultIntegrationLimit } : {}) });
+  const ledger = new Ledger(deps.redis, {
+    ...deps.ledger,
+    ...(config.defaultIntegrationLimit ? { defaultIntegrationLimit: config.defaultIntegrationLimit } : {}),
+  });
   if (config.queueRecheckIntervalMs * 2 > ledger.options.waiterTtlMs) {
     // Each recheck renews this balancer's "waiting" entries: two must fit in one lifetime.
     throw new ConfigError(
@@ -159,7 +162,13 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     deps.workerCalls ??
     (config.workerTransport === 'http2'
       ? (options: WorkerChannelsOptions) =>
-          new WorkerCallsH2({ maxSendMessageBytes: options.maxSendMessageBytes, maxChannels: options.maxChannels, tls: workerHttp2Tls, connectTimeoutMs: options.connectTimeoutMs, firstByteTimeoutMs: options.firstByteTimeoutMs })
+          new WorkerCallsH2({
+            maxSendMessageBytes: options.maxSendMessageBytes,
+            maxChannels: options.maxChannels,
+            tls: workerHttp2Tls,
+            connectTimeoutMs: options.connectTimeoutMs,
+            firstByteTimeoutMs: options.firstByteTimeoutMs,
+          })
       : (options: WorkerChannelsOptions) => new WorkerChannels(options));
   // Only calls the engine made itself are its to close.
   const ownsWorkerCalls = typeof source === 'function';
@@ -181,7 +190,11 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
   );
   createIntegrationLimitMetrics(registry, ledger, clusters, metrics.integrationLabel);
   // Workers this engine cannot connect to, or that fail far more than their peers, are marked in the ledger for all balancers.
-  const failureRate = new FailureRate({ windowMs: config.ejectFailureWindowMs, minTasks: config.ejectFailureMinTasks, shareAbovePeers: config.ejectFailureShareAbovePeers });
+  const failureRate = new FailureRate({
+    windowMs: config.ejectFailureWindowMs,
+    minTasks: config.ejectFailureMinTasks,
+    shareAbovePeers: config.ejectFailureShareAbovePeers,
+  });
   const ejectionMetrics = createEjectionMetrics(registry, failureRate);
   const ejection = new WorkerEjection(
     config,
@@ -224,12 +237,27 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
       metrics.overrideVersion.set(state.version);
       metrics.overrideActive.set(state.all || state.integrations.length > 0 ? 1 : 0);
       // Acknowledged once the covered tasks already on their way to a candidate worker have started there.
-      return dispatcher.rollBack((integration) => overrideCovers(state, integration)).then((settled) => {
-        if (!settled) logger.warn({ version: state.version, rollbackSettleTimeoutMs: config.rollbackSettleTimeoutMs }, 'acknowledging the override before every dispatch to the candidate was answered');
-      });
+      return dispatcher
+        .rollBack((integration) => overrideCovers(state, integration))
+        .then((settled) => {
+          if (!settled)
+            logger.warn(
+              { version: state.version, rollbackSettleTimeoutMs: config.rollbackSettleTimeoutMs },
+              'acknowledging the override before every dispatch to the candidate was answered',
+            );
+        });
     },
   });
-  const dispatcher: Dispatcher = new Dispatcher(config, { admission, workerCount: (cluster) => directory.workers(cluster).length, workers: workerCalls, reports, router, override, metrics, logger });
+  const dispatcher: Dispatcher = new Dispatcher(config, {
+    admission,
+    workerCount: (cluster) => directory.workers(cluster).length,
+    workers: workerCalls,
+    reports,
+    router,
+    override,
+    metrics,
+    logger,
+  });
   const balancerErrors = new BalancerErrorReports({
     redis: deps.redis,
     keyPrefix: ledger.options.keyPrefix,
@@ -277,7 +305,13 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     registry,
     metrics,
     async dispatch(task, signal) {
-      if (!accepting) return { ok: false, cluster: 'none', workerStarted: false, error: new HeadroomError(balancerErrorCodes.shuttingDown, `${balancerId} is shutting down (close() was called)`, { retryAfterMs: 100 }) };
+      if (!accepting)
+        return {
+          ok: false,
+          cluster: 'none',
+          workerStarted: false,
+          error: new HeadroomError(balancerErrorCodes.shuttingDown, `${balancerId} is shutting down (close() was called)`, { retryAfterMs: 100 }),
+        };
       inflight++;
       try {
         const result = await dispatcher.dispatch(task, signal);

@@ -177,7 +177,12 @@ export class FailureRate {
     }
   }
 
-  private judge(worker: { tasks: number; failures: number }, all: { tasks: number; failures: number }, integration: string, minWorkerTasks: number): FailureVerdict {
+  private judge(
+    worker: { tasks: number; failures: number },
+    all: { tasks: number; failures: number },
+    integration: string,
+    minWorkerTasks: number,
+  ): FailureVerdict {
     const { minTasks, shareAbovePeers } = this.options;
     const peerTasks = all.tasks - worker.tasks;
     const peerFailures = all.failures - worker.failures;

@@ -115,7 +115,11 @@ export class H2ServerCall {
     if (this.ended) return;
     this.end();
     if (this.stream.closed || this.stream.destroyed) return;
-    const trailers: http2.OutgoingHttpHeaders = { 'grpc-status': String(callStatus.code), 'grpc-message': grpcMessage(callStatus.details), ...callStatus.metadata };
+    const trailers: http2.OutgoingHttpHeaders = {
+      'grpc-status': String(callStatus.code),
+      'grpc-message': grpcMessage(callStatus.details),
+      ...callStatus.metadata,
+    };
     if (this.headersSent) {
       this.stream.once('wantTrailers', () => this.stream.sendTrailers(trailers));
       this.stream.end();
@@ -148,7 +152,8 @@ export class H2ServerCall {
 
   private message(bytes: Buffer): void {
     if (this.ended) return;
-    if (++this.messages > 1) return this.fail({ code: status.UNIMPLEMENTED, details: `Received a second request message for server streaming method ${this.method.path}` });
+    if (++this.messages > 1)
+      return this.fail({ code: status.UNIMPLEMENTED, details: `Received a second request message for server streaming method ${this.method.path}` });
     try {
       this.request = this.method.decode(bytes);
     } catch {
@@ -158,7 +163,8 @@ export class H2ServerCall {
 
   private onEnd(): void {
     if (this.ended) return;
-    if (this.messages === 0) return this.fail({ code: status.UNIMPLEMENTED, details: `Received no request message for server streaming method ${this.method.path}` });
+    if (this.messages === 0)
+      return this.fail({ code: status.UNIMPLEMENTED, details: `Received no request message for server streaming method ${this.method.path}` });
     try {
       this.method.run(this, this.request);
     } catch {
@@ -188,7 +194,12 @@ export class H2ServerCall {
   private statusOfReadFailure(failure: GrpcReadFailure): CallStatus {
     switch (failure.kind) {
       case 'too-large':
-        return this.method.tooLarge?.(failure.bytes) ?? { code: status.RESOURCE_EXHAUSTED, details: `Received message larger than max (${failure.bytes} vs ${this.method.maxRequestBytes})` };
+        return (
+          this.method.tooLarge?.(failure.bytes) ?? {
+            code: status.RESOURCE_EXHAUSTED,
+            details: `Received message larger than max (${failure.bytes} vs ${this.method.maxRequestBytes})`,
+          }
+        );
       case 'compressed':
         // We answer grpc-accept-encoding: identity, so a client has no reason to compress.
         return { code: status.UNIMPLEMENTED, details: 'Received a compressed message; this server reads identity only (grpc-accept-encoding: identity)' };

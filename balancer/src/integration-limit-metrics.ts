@@ -13,8 +13,16 @@ export interface IntegrationLimitSource {
  * other metrics label them (the first maxLabelledIntegrations seen, the rest "other", whose
  * tasks in flight are summed and whose limit is not shown), so the series stay bounded.
  */
-export function createIntegrationLimitMetrics(registry: Registry, ledger: IntegrationLimitSource, clusters: readonly string[], integrationLabel: (integration: string) => string): void {
-  const read = async () => (await Promise.all(clusters.map(async (cluster) => ({ cluster, states: await ledger.integrationLimits(cluster) })))).filter(({ states }) => states.length > 0);
+export function createIntegrationLimitMetrics(
+  registry: Registry,
+  ledger: IntegrationLimitSource,
+  clusters: readonly string[],
+  integrationLabel: (integration: string) => string,
+): void {
+  const read = async () =>
+    (await Promise.all(clusters.map(async (cluster) => ({ cluster, states: await ledger.integrationLimits(cluster) })))).filter(
+      ({ states }) => states.length > 0,
+    );
   new Gauge({
     name: 'headroom_ledger_integration_inflight',
     help: 'Tasks of each integration in flight in each cluster, as the slot ledger counts them (all balancers and proxyless clients together)',

@@ -102,7 +102,8 @@ export class OwnTransportFaults {
       this.readyTimer = undefined;
       if (this.closed || !this.problem) return;
       const quietMs = this.deps.nowMs() - this.lastFaultMs;
-      if (quietMs >= this.options.readyAgainAfterMs) this.becomeReady(`no call failed on its own side in ${this.options.readyAgainAfterMs} ms; the next calls test it again`);
+      if (quietMs >= this.options.readyAgainAfterMs)
+        this.becomeReady(`no call failed on its own side in ${this.options.readyAgainAfterMs} ms; the next calls test it again`);
       else this.armReadyAgain(this.options.readyAgainAfterMs - quietMs);
     }, delayMs);
   }

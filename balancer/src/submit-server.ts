@@ -71,7 +71,10 @@ function grpcJsSubmitServer(tls: ServerTls | undefined, handlers: SubmitHandlers
     ],
   });
   const setHealth = addHealthService(server, ['headroom.v1.Balancer']);
-  const submit = (call: grpc.ServerUnaryCall<SubmitRequest__Output | UnreadableRequest, SubmitResponse>, callback: grpc.sendUnaryData<SubmitResponse>): void => {
+  const submit = (
+    call: grpc.ServerUnaryCall<SubmitRequest__Output | UnreadableRequest, SubmitResponse>,
+    callback: grpc.sendUnaryData<SubmitResponse>,
+  ): void => {
     const abort = new AbortController();
     const onCancelled = () => abort.abort();
     call.on('cancelled', onCancelled);

@@ -54,7 +54,10 @@ export function validateTask(task: Task__Output, limits: TaskLimits, nowMs = Dat
   checkText('task.id', task.id, 128);
   checkText('task.key', task.key, 256);
   if (!integrationPattern.test(task.integration)) {
-    throw invalidTask('task.integration', `got ${JSON.stringify(task.integration.slice(0, 80))}, expected 1-64 characters of a-z, 0-9, ".", "_", "-" such as "bank-a"`);
+    throw invalidTask(
+      'task.integration',
+      `got ${JSON.stringify(task.integration.slice(0, 80))}, expected 1-64 characters of a-z, 0-9, ".", "_", "-" such as "bank-a"`,
+    );
   }
   if (!priorities.has(task.priority as string)) {
     throw invalidTask('task.priority', `got ${JSON.stringify(task.priority)}, expected USER_PRESENT or BACKGROUND`);
@@ -70,9 +73,11 @@ export function validateTask(task: Task__Output, limits: TaskLimits, nowMs = Dat
   else if (deadlineUnixMs <= nowMs) {
     // A well-formed deadline that passed on the way (a client's retry sent just before it, or
     // clocks apart) has expired, as gRPC would say of its own deadline: not a malformed task.
-    throw new HeadroomError(balancerErrorCodes.deadlineExceeded, `task.deadlineUnixMs: the deadline passed ${nowMs - deadlineUnixMs} ms before the task arrived (${deadlineUnixMs})`);
-  }
-  else if (deadlineUnixMs > nowMs + limits.maxTaskTimeoutMs) {
+    throw new HeadroomError(
+      balancerErrorCodes.deadlineExceeded,
+      `task.deadlineUnixMs: the deadline passed ${nowMs - deadlineUnixMs} ms before the task arrived (${deadlineUnixMs})`,
+    );
+  } else if (deadlineUnixMs > nowMs + limits.maxTaskTimeoutMs) {
     throw invalidTask('task.deadlineUnixMs', `${deadlineUnixMs} is more than ${limits.maxTaskTimeoutMs} ms (maxTaskTimeoutMs) ahead`);
   }
   return { ...task, deadlineUnixMs, priority: task.priority as ValidTask['priority'] };

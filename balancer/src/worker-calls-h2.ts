@@ -74,7 +74,10 @@ class WorkerConnection implements CallConnection {
     this.connectTimer.unref();
     this.session.once('connect', () => {
       clearTimeout(this.connectTimer);
-      this.connectTimer = setTimeout(() => this.destroy(`connected, but the worker sent nothing in ${firstByteTimeoutMs} ms (workerFirstByteTimeoutMs)`), firstByteTimeoutMs);
+      this.connectTimer = setTimeout(
+        () => this.destroy(`connected, but the worker sent nothing in ${firstByteTimeoutMs} ms (workerFirstByteTimeoutMs)`),
+        firstByteTimeoutMs,
+      );
       this.connectTimer.unref();
     });
     this.session.once('remoteSettings', () => clearTimeout(this.connectTimer));
@@ -209,7 +212,12 @@ export class WorkerCallsH2 implements WorkerCalls {
       }
       if (body.length > this.options.maxSendMessageBytes) {
         onStartedOrEnded?.();
-        return resolve({ kind: 'not-started', unreachable: false, code: '', message: `Attempted to send message with a size larger than ${this.options.maxSendMessageBytes}` });
+        return resolve({
+          kind: 'not-started',
+          unreachable: false,
+          code: '',
+          message: `Attempted to send message with a size larger than ${this.options.maxSendMessageBytes}`,
+        });
       }
       let connection: WorkerConnection | undefined;
       let stream: http2.ClientHttp2Stream;

@@ -1,5 +1,13 @@
 import * as grpc from '@grpc/grpc-js';
-import { WorkerService, metadataKeys, type ChannelSecurity, type ExecuteRequest, type ExecuteResponse__Output, type Http2ClientTls, type WorkerClient } from '@headroom/proto';
+import {
+  WorkerService,
+  metadataKeys,
+  type ChannelSecurity,
+  type ExecuteRequest,
+  type ExecuteResponse__Output,
+  type Http2ClientTls,
+  type WorkerClient,
+} from '@headroom/proto';
 import { ownFaultOfError, ownFaultOfStatus, probeConnection, type OwnFaultReason } from './connect-failures';
 
 export type DispatchOutcome =
@@ -188,12 +196,15 @@ export class WorkerChannels {
     let probe = this.probes.get(address);
     if (!probe) {
       // One probe per address at a time, however many calls failed together.
-      probe = probeConnection(address, this.options.probeTls, this.options.connectTimeoutMs + this.options.firstByteTimeoutMs).finally(() => this.probes.delete(address));
+      probe = probeConnection(address, this.options.probeTls, this.options.connectTimeoutMs + this.options.firstByteTimeoutMs).finally(() =>
+        this.probes.delete(address),
+      );
       this.probes.set(address, probe);
     }
     const probeError = await probe;
     const ownFault = ownFaultOfError(probeError);
-    if (ownFault) return { kind: 'not-started', unreachable: false, code: '', message: `${probeError!.message} (${(probeError as NodeJS.ErrnoException).code})`, ownFault };
+    if (ownFault)
+      return { kind: 'not-started', unreachable: false, code: '', message: `${probeError!.message} (${(probeError as NodeJS.ErrnoException).code})`, ownFault };
     return { kind: 'not-started', unreachable: true, code: '', message: details };
   }
 }

@@ -174,7 +174,18 @@ export class WorkerEjection {
       if (!oldest) return undefined;
       this.forget(oldest[0]);
     }
-    followed = { cluster, workerId, address, consecutiveFailures: 0, lastError: '', ejectionsInARow: 0, reason: 'unreachable', markedUntilMs: 0, state: 'watching', timer: undefined };
+    followed = {
+      cluster,
+      workerId,
+      address,
+      consecutiveFailures: 0,
+      lastError: '',
+      ejectionsInARow: 0,
+      reason: 'unreachable',
+      markedUntilMs: 0,
+      state: 'watching',
+      timer: undefined,
+    };
     this.followed.set(key, followed);
     return followed;
   }
@@ -207,14 +218,26 @@ export class WorkerEjection {
       mark = await this.helper.markUnreachable(cluster, workerId, markMs, this.options.maxEjectedShare, reason);
     } catch (error) {
       if (!this.isCurrent(followed)) return;
-      this.deps.logger.warn({ err: error, cluster, workerId, address: followed.address, reason }, 'could not mark a worker ejected in the ledger; counting its failures again');
+      this.deps.logger.warn(
+        { err: error, cluster, workerId, address: followed.address, reason },
+        'could not mark a worker ejected in the ledger; counting its failures again',
+      );
       return this.notEjected(followed);
     }
     if (!this.isCurrent(followed)) return;
     if (mark.result === 'not-registered') return this.forget(keyOf(cluster, workerId));
     if (mark.result === 'too-many') {
       this.deps.logger.warn(
-        { cluster, workerId, address: followed.address, reason, lastError: followed.lastError, markedWorkers: mark.marked, workers: mark.workers, maxEjectedShare: this.options.maxEjectedShare },
+        {
+          cluster,
+          workerId,
+          address: followed.address,
+          reason,
+          lastError: followed.lastError,
+          markedWorkers: mark.marked,
+          workers: mark.workers,
+          maxEjectedShare: this.options.maxEjectedShare,
+        },
         `worker ${reason} but not ejected: as many workers of its cluster as maxEjectedShare allows are marked already`,
       );
       return this.notEjected(followed);
@@ -228,7 +251,16 @@ export class WorkerEjection {
     this.deps.failureRate.forgetWorker(cluster, workerId);
     this.deps.ejected.inc({ cluster, reason });
     this.deps.logger.warn(
-      { cluster, workerId, address: followed.address, reason, consecutiveFailures: followed.consecutiveFailures, lastError: followed.lastError, backoffMs, ejectionsInARow: followed.ejectionsInARow },
+      {
+        cluster,
+        workerId,
+        address: followed.address,
+        reason,
+        consecutiveFailures: followed.consecutiveFailures,
+        lastError: followed.lastError,
+        backoffMs,
+        ejectionsInARow: followed.ejectionsInARow,
+      },
       ejectedMessage(reason, again),
     );
     followed.timer = this.helper.setTimer(() => void (reason === 'failing' ? this.backoffEnded(followed) : this.check(followed)), backoffMs);
@@ -242,7 +274,14 @@ export class WorkerEjection {
     if ((await this.clearMark(followed)) !== 'cleared') return;
     this.deps.returned.inc({ cluster: followed.cluster, reason: 'failing', return: 'backoff' });
     this.deps.logger.info(
-      { cluster: followed.cluster, workerId: followed.workerId, address: followed.address, reason: 'failing', return: 'backoff', ejectionsInARow: followed.ejectionsInARow },
+      {
+        cluster: followed.cluster,
+        workerId: followed.workerId,
+        address: followed.address,
+        reason: 'failing',
+        return: 'backoff',
+        ejectionsInARow: followed.ejectionsInARow,
+      },
       'ejected worker is back: its back-off ended (a failing worker is judged again by its failure rate; the next ejection in a row lasts twice as long)',
     );
     this.watchAgain(followed);
@@ -310,7 +349,9 @@ function ejectedMessage(reason: EjectionReason, again: boolean): string {
       ? 'worker ejected again: back from its back-off, it still fails far more than the other workers on the same integration'
       : 'worker ejected: it fails far more than the other workers on the same integration; every balancer skips it until its back-off ends';
   }
-  return again ? 'worker ejected again: its health check failed' : 'worker ejected: this balancer could not connect to it; every balancer skips it until a health check passes';
+  return again
+    ? 'worker ejected again: its health check failed'
+    : 'worker ejected: this balancer could not connect to it; every balancer skips it until a health check passes';
 }
 
 /** Health check of a worker: grpc.health.v1 Check of headroom.v1.Worker must answer SERVING. */

@@ -6,7 +6,15 @@ import { grpcStatusOf } from '../src/errors';
 import { FakeLedger, deferred, fakeAdmission, settle } from './fakes';
 
 function request(overrides: Partial<AcquireRequest> = {}): AcquireRequest {
-  return { priority: 'user', integration: 'bank-a', deadlineUnixMs: Date.now() + 10_000, skipWorkerIds: [], signal: new AbortController().signal, payloadBytes: 10, ...overrides };
+  return {
+    priority: 'user',
+    integration: 'bank-a',
+    deadlineUnixMs: Date.now() + 10_000,
+    skipWorkerIds: [],
+    signal: new AbortController().signal,
+    payloadBytes: 10,
+    ...overrides,
+  };
 }
 
 function leased(acquired: Acquired) {
@@ -153,18 +161,12 @@ test('slots reserved in the candidate for tasks the rollback moved meanwhile are
   await settle();
   assert.deepEqual(
     ledger.releases.map((r) => r.cluster),
-    [
-      'candidate',
-      'candidate',
-    ],
+    ['candidate', 'candidate'],
   );
   assert.equal(ledger.freeSlots('candidate', 'c1'), 2);
   ledger.freeSlot('baseline', 'b1');
   ledger.freeSlot('baseline', 'b1');
-  assert.deepEqual(
-    [leased(await avoiding).cluster, leased(await any).cluster],
-    ['baseline', 'baseline'],
-  );
+  assert.deepEqual([leased(await avoiding).cluster, leased(await any).cluster], ['baseline', 'baseline']);
 });
 
 test('a moved task that finds no slot before its deadline fails naming the baseline', async (t) => {
@@ -218,10 +220,7 @@ test('a task cancelled while its slot was being reserved gives the slot back and
   gate.resolve();
   const acquired = await acquiring;
   assert.ok(!acquired.ok && acquired.error.code === 'HR_ERR_CANCELLED');
-  assert.deepEqual(
-    ledger.releases.length,
-    1,
-  );
+  assert.deepEqual(ledger.releases.length, 1);
   assert.equal(ledger.freeSlots('baseline', 'w1'), 1);
 });
 
@@ -239,7 +238,7 @@ test('closing fails the waiting tasks with HR_ERR_SHUTTING_DOWN, in the queue ea
   assert.ok(!b.ok && b.error.code === 'HR_ERR_SHUTTING_DOWN' && b.cluster === 'candidate');
 });
 
-test('a task over its integration\'s limit waits without holding up the tasks of other integrations, new or queued behind it', async (t) => {
+test("a task over its integration's limit waits without holding up the tasks of other integrations, new or queued behind it", async (t) => {
   const ledger = new FakeLedger();
   ledger.addWorker('baseline', 'w1', 2);
   ledger.integrationLimits.set('slow', 1);
@@ -267,13 +266,16 @@ test('a task over its integration\'s limit waits without holding up the tasks of
   assert.equal(slowMore.length, 20);
 });
 
-test('when its integration\'s share of the queue is full, a task at the limit gets a coded, retryable error naming the integration and its limit', async (t) => {
+test("when its integration's share of the queue is full, a task at the limit gets a coded, retryable error naming the integration and its limit", async (t) => {
   const ledger = new FakeLedger();
   ledger.addWorker('baseline', 'w1', 8);
   ledger.integrationLimits.set('slow', 1);
   const admission = await fakeAdmission(t, ledger, { maxQueuedTasks: 4, maxQueuedShareAtLimit: 0.5 });
   leased(await admission.acquire('baseline', request({ integration: 'slow' })));
-  const waiting = [admission.acquire('baseline', request({ integration: 'slow' })), admission.acquire('baseline', request({ integration: 'slow', priority: 'background' }))];
+  const waiting = [
+    admission.acquire('baseline', request({ integration: 'slow' })),
+    admission.acquire('baseline', request({ integration: 'slow', priority: 'background' })),
+  ];
   await settle();
   const refused = await admission.acquire('baseline', request({ integration: 'slow' }));
   assert.ok(!refused.ok);

@@ -6,7 +6,6 @@ import { ConfigError } from '@headroom/common';
 import { cliPaths, handlersPaths, startFleet, submit, task } from '@headroom/testkit';
 import { createBalancer } from '../src/index';
 
-
 test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', async (t) => {
   const fleet = await startFleet(t);
   const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 });
@@ -43,8 +42,14 @@ test('malformed tasks get INVALID_ARGUMENT naming the field, and nothing runs', 
   assert.match(noTask!.details, /task: missing/);
   assert.equal(worker.stats().completed + worker.stats().failed, 0, 'no malformed task reached a worker');
   assert.equal(fleet.balancers[0]!.stats().queue.queued, 0);
-  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 12$/m);
-  assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
+  assert.match(
+    await fleet.balancers[0]!.registry.metrics(),
+    /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 12$/m,
+  );
+  assert.match(
+    await fleet.balancers[0]!.registry.metrics(),
+    /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m,
+  );
   // A good task still works afterwards.
   assert.ok((await submit(client, task())).ok);
 });
@@ -59,7 +64,13 @@ test('a key that is not valid UTF-8 is refused', async (t) => {
   const raw = new grpc.Client(fleet.balancers[0]!.address, grpc.credentials.createInsecure());
   t.after(() => raw.close());
   const error = await new Promise<grpc.ServiceError | null>((resolve) =>
-    raw.makeUnaryRequest('/headroom.v1.Balancer/Submit', (b: Buffer) => b, (b: Buffer) => b, request, (e) => resolve(e)),
+    raw.makeUnaryRequest(
+      '/headroom.v1.Balancer/Submit',
+      (b: Buffer) => b,
+      (b: Buffer) => b,
+      request,
+      (e) => resolve(e),
+    ),
   );
   assert.equal(error?.code, grpc.status.INVALID_ARGUMENT);
   assert.match(error!.details, /task\.key: is not valid UTF-8/);
@@ -84,7 +95,10 @@ test('bad options stop the balancer at start with a message naming the setting',
     assert.match(error.message, /policy: got "fastest", expected one of least-loaded, round-robin, random, power-of-two/);
     return true;
   });
-  await assert.rejects(createBalancer({ maxQueuedTasks: 0, candidatePercent: 101 }, deps), /candidatePercent: got 101, expected a percentage from 0 to 100\n  maxQueuedTasks: got 0, expected a number >= 1/);
+  await assert.rejects(
+    createBalancer({ maxQueuedTasks: 0, candidatePercent: 101 }, deps),
+    /candidatePercent: got 101, expected a percentage from 0 to 100\n  maxQueuedTasks: got 0, expected a number >= 1/,
+  );
   await assert.rejects(createBalancer({ clusters: { baseline: 'x', candidate: 'x' } }, deps), /baseline and candidate must be different/);
   await assert.rejects(createBalancer({ unknownSetting: 1 } as object, deps), /unknown setting\(s\) "unknownSetting"/);
 });
@@ -120,7 +134,10 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.doesNotMatch(result.stderr, /s3cret/);
   result = run(workerCli, ['--cluster', 'baseline', '--handlers', 'x.js'], { REDIS_URL: 'redis+sentinel://127.0.0.1:99999/mymaster' });
   assert.equal(result.status, 2, result.stderr);
-  assert.match(result.stderr, /REDIS_URL \(env\): got "redis\+sentinel:\/\/127\.0\.0\.1:99999\/mymaster", sentinel "127\.0\.0\.1:99999": expected host or host:port \(port 1-65535\)/);
+  assert.match(
+    result.stderr,
+    /REDIS_URL \(env\): got "redis\+sentinel:\/\/127\.0\.0\.1:99999\/mymaster", sentinel "127\.0\.0\.1:99999": expected host or host:port \(port 1-65535\)/,
+  );
 
   // Flags from Unleash: a URL that is not http(s), or no client token with it.
   result = run(balancerCli, ['--unleash-url', 'ftp://flags']);
@@ -133,7 +150,11 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--operator-tokens \(env HEADROOM_OPERATOR_TOKENS\): at least one API token is required/);
-  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--integrations', 'Bank A'], { HEADROOM_OPERATOR_TOKENS: 'ops=short' });
+  result = run(
+    controlPlaneCli,
+    ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--integrations', 'Bank A'],
+    { HEADROOM_OPERATOR_TOKENS: 'ops=short' },
+  );
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--integrations: got "Bank A", expected 1-64 characters of a-z/);
   assert.match(result.stderr, /HEADROOM_OPERATOR_TOKENS \(env\): expected NAME=TOKEN pairs/);
@@ -143,10 +164,23 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(balancerCli, ['--tls-cert', 'server.pem']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--tls-cert and --tls-key \(env HEADROOM_TLS_CERT, HEADROOM_TLS_KEY\) go together/);
-  result = run(workerCli, ['--cluster', 'baseline', '--handlers', handlersPaths.demo, '--tls-cert', '/nonexistent/server.pem', '--tls-key', '/nonexistent/server.key']);
+  result = run(workerCli, [
+    '--cluster',
+    'baseline',
+    '--handlers',
+    handlersPaths.demo,
+    '--tls-cert',
+    '/nonexistent/server.pem',
+    '--tls-key',
+    '/nonexistent/server.key',
+  ]);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /tls\.keyFile: cannot read \/nonexistent\/server\.key/);
-  result = run(controlPlaneCli, ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--worker-tls-cert', 'client.pem'], { HEADROOM_OPERATOR_TOKENS: 'ops=0123456789abcdef' });
+  result = run(
+    controlPlaneCli,
+    ['--unleash-url', 'http://127.0.0.1:1', '--unleash-admin-token', 'x', '--database-url', 'postgres://127.0.0.1:1/none', '--worker-tls-cert', 'client.pem'],
+    { HEADROOM_OPERATOR_TOKENS: 'ops=0123456789abcdef' },
+  );
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--worker-tls-cert, --worker-tls-key and --worker-tls-server-name need --worker-tls-ca/);
 

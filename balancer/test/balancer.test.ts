@@ -16,10 +16,7 @@ test('a task runs on a worker and the answer says where and how', async (t) => {
   assert.equal(result.response.placement?.workerId, worker.workerId);
   assert.equal(result.response.placement?.attempts, 1);
   assert.ok(result.response.placement!.queueWaitMs >= 0);
-  assert.match(
-    await worker.registry.metrics(),
-    /^headroom_worker_task_duration_seconds_count\{cluster="baseline",integration="echo",outcome="ok"\} 1$/m,
-  );
+  assert.match(await worker.registry.metrics(), /^headroom_worker_task_duration_seconds_count\{cluster="baseline",integration="echo",outcome="ok"\} 1$/m);
   // The slot is back once the worker released it.
   await eventually('slot released', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 1 ? true : undefined));
 });
@@ -57,7 +54,9 @@ test('no over-admission: 3 balancers, 10 workers, concurrent load', async (t) =>
   for (let i = 0; i < 3; i++) await fleet.addBalancer();
   // Three integrations: each may hold half the slots (the default limit), together all of them.
   const integrations = ['bank-a', 'bank-b', 'bank-c'];
-  const tasks = Array.from({ length: 600 }, (_, i) => task({ integration: integrations[i % 3]!, priority: i % 5 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
+  const tasks = Array.from({ length: 600 }, (_, i) =>
+    task({ integration: integrations[i % 3]!, priority: i % 5 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }),
+  );
   // 90 in flight at once against 30 slots: tasks queue, slots are contended by all balancers.
   const results = await mapLimit(tasks, 90, (tk, i) => submit(fleet.clients[i % 3]!, tk));
   const failures = results.filter((r) => !r.ok);
@@ -123,8 +122,14 @@ test('user-present tasks go first; background waits and is shed first when the q
   assert.ok(!refused.ok && refused.code === 'HR_ERR_QUEUE_FULL' && refused.status === grpc.status.RESOURCE_EXHAUSTED);
   assert.ok(refused.retryAfterMs);
   const results = await Promise.all([blocker, bg1, up1, up2]);
-  assert.ok(results.every((r) => r.ok), JSON.stringify(results));
-  assert.deepEqual(order.filter((id) => ['blocker', 'up1', 'up2', 'bg1'].includes(id)), ['blocker', 'up1', 'up2', 'bg1']);
+  assert.ok(
+    results.every((r) => r.ok),
+    JSON.stringify(results),
+  );
+  assert.deepEqual(
+    order.filter((id) => ['blocker', 'up1', 'up2', 'bg1'].includes(id)),
+    ['blocker', 'up1', 'up2', 'bg1'],
+  );
   // Each limit shows in a metric.
   const text = await fleet.balancers[0]!.registry.metrics();
   assert.match(text, /^headroom_balancer_shed_total 1$/m);
@@ -138,7 +143,10 @@ test('user-present tasks go first; background waits and is shed first when the q
   const calls = counter(/^headroom_balancer_ledger_calls_total (\d+)$/m);
   const reservations = counter(/^headroom_balancer_ledger_leases_total\{kind="reservation"\} (\d+)$/m);
   const releases = counter(/^headroom_balancer_ledger_leases_total\{kind="release"\} (\d+)$/m);
-  assert.ok(calls >= 1 && reservations >= 4 && releases >= 4 && calls <= reservations + releases, `${calls} calls for ${reservations} reservations and ${releases} releases`);
+  assert.ok(
+    calls >= 1 && reservations >= 4 && releases >= 4 && calls <= reservations + releases,
+    `${calls} calls for ${reservations} reservations and ${releases} releases`,
+  );
   assert.match(text, /^headroom_balancer_ledger_leases_waiting_limit 10000$/m);
   assert.match(text, /^headroom_balancer_ledger_leases_refused_total 0$/m);
 });
@@ -194,12 +202,18 @@ test('draining a worker: it takes nothing new, finishes what runs, leaves the le
   const runningOnA = a.stats().inflight === 1;
   const closing = a.close();
   const during = await mapLimit(Array.from({ length: 6 }), 2, () => submit(fleet.clients[0]!, task({ payload: json({ sleepMs: 10 }) })));
-  assert.ok(during.every((r) => r.ok && r.response.placement?.workerId === 'b'), JSON.stringify(during));
+  assert.ok(
+    during.every((r) => r.ok && r.response.placement?.workerId === 'b'),
+    JSON.stringify(during),
+  );
   assert.ok((await long).ok);
   await closing;
   if (runningOnA) assert.equal(a.stats().completed, 1, 'the running task finished');
   const snap = await fleet.ledger.snapshot('baseline');
-  assert.deepEqual(snap.workers.map((w) => w.workerId), ['b']);
+  assert.deepEqual(
+    snap.workers.map((w) => w.workerId),
+    ['b'],
+  );
 });
 
 for (const policy of ['round-robin', 'random', 'power-of-two'] as const) {
@@ -223,7 +237,10 @@ test('a worker lost mid-task: an idempotent task is retried elsewhere, another g
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   // 'a' has more slots, so the ledger sends the first tasks there. Its handler ignores the
   // abort signal, so destroy() cuts the connection mid-task as a crash would.
-  const a = await fleet.addWorker({ cluster: 'baseline', workerId: 'a', maxParallelism: 4 }, { '*': () => new Promise((resolve) => setTimeout(() => resolve('late'), 1000)) });
+  const a = await fleet.addWorker(
+    { cluster: 'baseline', workerId: 'a', maxParallelism: 4 },
+    { '*': () => new Promise((resolve) => setTimeout(() => resolve('late'), 1000)) },
+  );
   await fleet.addWorker({ cluster: 'baseline', workerId: 'b', maxParallelism: 1 });
   await fleet.addBalancer();
   const idempotent = submit(fleet.clients[0]!, task({ idempotent: true, payload: json({ sleepMs: 1000 }) }));
@@ -258,7 +275,10 @@ test('a task whose deadline passes in the queue, or that a full queue refuses, i
   assert.ok(answered.ok && answered.response.error?.code === 'HR_ERR_UPSTREAM_DOWN', JSON.stringify(answered));
 
   const text = await balancer.registry.metrics();
-  assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-slow",priority="background",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
+  assert.match(
+    text,
+    /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-slow",priority="background",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m,
+  );
   assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-full",priority="background",outcome="HR_ERR_QUEUE_FULL"\} 1$/m);
   assert.match(text, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="ok"\} 1$/m);
   // No worker ran them, so no worker counted them: the balancer counts them where the control plane reads errors.
@@ -267,7 +287,10 @@ test('a task whose deadline passes in the queue, or that a full queue refuses, i
     const read = (await readBalancerErrors(fleet.redis, keyPrefix, 60_000)).counts;
     return read.length === 2 ? read : undefined;
   });
-  assert.deepEqual(counts.map((c) => `${c.cluster} ${c.integration} ${c.code} ${c.count}`).sort(), ['baseline bank-full HR_ERR_QUEUE_FULL 1', 'baseline bank-slow HR_ERR_DEADLINE_EXCEEDED 1']);
+  assert.deepEqual(counts.map((c) => `${c.cluster} ${c.integration} ${c.code} ${c.count}`).sort(), [
+    'baseline bank-full HR_ERR_QUEUE_FULL 1',
+    'baseline bank-slow HR_ERR_DEADLINE_EXCEEDED 1',
+  ]);
   const failed = (await readLatency(fleet.redis, keyPrefix, 60_000)).get('baseline')!;
   assert.deepEqual([failed.get('bank-slow')?.failed, failed.get('bank-full')?.failed], [1, 1], 'and the latency summaries count them as failed tasks');
 });
@@ -294,7 +317,11 @@ test('a client that cancels: the task stops on its worker, is not retried, and i
   await eventually('the slot is free again', 2000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 3 ? true : undefined));
   assert.equal(b.stats().completed + b.stats().failed + b.stats().inflight, 0, 'a cancelled task is not retried elsewhere');
   await eventually('counted as cancelled', 2000, async () =>
-    /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_CANCELLED"\} 1$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
+    /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_CANCELLED"\} 1$/m.test(
+      await fleet.balancers[0]!.registry.metrics(),
+    )
+      ? true
+      : undefined,
   );
 });
 
@@ -315,7 +342,10 @@ test('a task no worker has a handler for is refused at once, as not run (HR_ERR_
 
 test('timing settings that cannot work together are refused, naming both', async (t) => {
   const fleet = await startFleet(t);
-  await assert.rejects(fleet.addBalancer({ queueRecheckIntervalMs: 2000 }), /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/);
+  await assert.rejects(
+    fleet.addBalancer({ queueRecheckIntervalMs: 2000 }),
+    /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/,
+  );
 });
 
 test('the queue is bounded in bytes too; closing the balancer clears its waiting entries', async (t) => {
@@ -336,7 +366,9 @@ test('the queue is bounded in bytes too; closing the balancer clears its waiting
   const shed = await queuedBackground;
   assert.ok(!shed.ok && shed.code === 'HR_ERR_SHED');
   assert.match(await balancer.registry.metrics(), /^headroom_balancer_queue_bytes 600$/m);
-  await eventually('user-present waits', 2000, async () => ((await fleet.ledger.snapshot('baseline')).waitingUserPresentBalancers.length === 1 ? true : undefined));
+  await eventually('user-present waits', 2000, async () =>
+    (await fleet.ledger.snapshot('baseline')).waitingUserPresentBalancers.length === 1 ? true : undefined,
+  );
   // Closing answers the waiting task and leaves no waiting entry behind to hold back other balancers.
   const closing = balancer.close();
   const answered = await user;
@@ -353,26 +385,39 @@ test('a worker started without a handler for an integration refuses its tasks, w
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 8, workerId: 'no-acme' }, { other: async () => 'ok' });
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2, workerId: 'has-acme' }, { acme: async () => 'ran' });
   await fleet.addBalancer();
-  const results = await mapLimit(Array.from({ length: 40 }, (_, i) => i), 4, () => submit(fleet.clients[0]!, task({ integration: 'acme' })));
+  const results = await mapLimit(
+    Array.from({ length: 40 }, (_, i) => i),
+    4,
+    () => submit(fleet.clients[0]!, task({ integration: 'acme' })),
+  );
   const placed = results.map((r) => (r.ok && !r.response.error ? r.response.placement?.workerId : JSON.stringify(r)));
   assert.deepEqual([...new Set(placed)], ['has-acme'], 'every task ran, and on the worker with the handler');
 });
 
-test('a slow integration at its limit does not hold up another integration\'s tasks queued behind it on one balancer', async (t) => {
+test("a slow integration at its limit does not hold up another integration's tasks queued behind it on one balancer", async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 3 });
   await fleet.addBalancer();
   await fleet.ledger.setIntegrationLimit('baseline', 'slow', { maxInFlight: 1 });
   let slowDone = 0;
   // More queued than one round trip of reservations asks for (16).
-  const slow = Array.from({ length: 20 }, () => submit(fleet.clients[0]!, task({ integration: 'slow', payload: json({ sleepMs: 1500 }) })).then((r) => (slowDone++, r)));
+  const slow = Array.from({ length: 20 }, () =>
+    submit(fleet.clients[0]!, task({ integration: 'slow', payload: json({ sleepMs: 1500 }) })).then((r) => (slowDone++, r)),
+  );
   await eventually('the slow integration at its limit, 19 of its tasks queued', 3000, async () => {
     const [state] = await fleet.ledger.integrationLimits('baseline');
     return state?.inflight === 1 && fleet.balancers[0]!.stats().queue.queued === 19 ? true : undefined;
   });
   // Tasks of another integration arrive behind the queued slow ones, more than the free slots at once.
-  const fast = await mapLimit(Array.from({ length: 12 }, () => task({ integration: 'fast', payload: json({ sleepMs: 5 }) })), 6, (tk) => submit(fleet.clients[0]!, tk));
-  assert.ok(fast.every((r) => r.ok), JSON.stringify(fast.find((r) => !r.ok)));
+  const fast = await mapLimit(
+    Array.from({ length: 12 }, () => task({ integration: 'fast', payload: json({ sleepMs: 5 }) })),
+    6,
+    (tk) => submit(fleet.clients[0]!, tk),
+  );
+  assert.ok(
+    fast.every((r) => r.ok),
+    JSON.stringify(fast.find((r) => !r.ok)),
+  );
   assert.equal(slowDone, 0, 'every fast task finished while the first slow one still ran');
   // The slow ones left get HR_ERR_SHUTTING_DOWN when the fleet closes; none may be lost.
   t.after(async () => assert.equal((await Promise.all(slow)).length, 20));

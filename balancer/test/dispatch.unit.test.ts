@@ -10,7 +10,16 @@ import { FakeLedger, FakeWorkers, answered, deferred, fakeAdmission, settle, tes
 const clusters = { baseline: 'baseline', candidate: 'candidate' };
 
 function task(overrides: Partial<Task> = {}): ValidTask {
-  return { id: 't1', key: 'account-1', integration: 'bank-a', priority: 'USER_PRESENT', payload: Buffer.alloc(0), deadlineUnixMs: Date.now() + 10_000, idempotent: false, ...overrides } as ValidTask;
+  return {
+    id: 't1',
+    key: 'account-1',
+    integration: 'bank-a',
+    priority: 'USER_PRESENT',
+    payload: Buffer.alloc(0),
+    deadlineUnixMs: Date.now() + 10_000,
+    idempotent: false,
+    ...overrides,
+  } as ValidTask;
 }
 
 interface Setup {
@@ -24,7 +33,13 @@ interface Setup {
 
 async function setup(
   t: TestContext,
-  options: { cluster: 'baseline' | 'candidate'; chooseCluster?: () => string; behave(call: FakeCall): DispatchOutcome | Promise<DispatchOutcome>; maxDispatchAttempts?: number; rollbackSettleTimeoutMs?: number },
+  options: {
+    cluster: 'baseline' | 'candidate';
+    chooseCluster?: () => string;
+    behave(call: FakeCall): DispatchOutcome | Promise<DispatchOutcome>;
+    maxDispatchAttempts?: number;
+    rollbackSettleTimeoutMs?: number;
+  },
 ): Promise<Setup> {
   const ledger = new FakeLedger();
   const admission = await fakeAdmission(t, ledger);
@@ -88,7 +103,8 @@ test('an answered task: its lease goes back once, as answered, and the answer sa
 test('a refusal: the lease goes back unused and the task goes to another worker, skipping the first', async (t) => {
   const s = await setup(t, {
     cluster: 'baseline',
-    behave: (call) => (call.workerId === 'w1' ? { kind: 'not-started', unreachable: false, code: 'HR_ERR_WORKER_FULL', message: 'full' } : answered(call.workerId)),
+    behave: (call) =>
+      call.workerId === 'w1' ? { kind: 'not-started', unreachable: false, code: 'HR_ERR_WORKER_FULL', message: 'full' } : answered(call.workerId),
   });
   s.ledger.addWorker('baseline', 'w1', 3);
   s.ledger.addWorker('baseline', 'w2', 1);
@@ -98,10 +114,7 @@ test('a refusal: the lease goes back unused and the task goes to another worker,
   await settle();
   assert.deepEqual(
     s.ledger.releases.map((r) => r.workerId),
-    [
-      'w1',
-      'w2',
-    ],
+    ['w1', 'w2'],
   );
   assert.deepEqual(s.ledger.reserveRequests.at(-1)?.skipWorkerIds, ['w1']);
   assert.equal(s.dispatcher.retries, 1);
@@ -109,7 +122,12 @@ test('a refusal: the lease goes back unused and the task goes to another worker,
 });
 
 test('a refusal for want of a handler goes to another worker; once every worker refused so, the task fails at once with HR_ERR_NO_HANDLER, not run', async (t) => {
-  const noHandler = (workerId: string): DispatchOutcome => ({ kind: 'not-started', unreachable: false, code: 'HR_ERR_NO_HANDLER', message: `worker ${workerId} has no handler` });
+  const noHandler = (workerId: string): DispatchOutcome => ({
+    kind: 'not-started',
+    unreachable: false,
+    code: 'HR_ERR_NO_HANDLER',
+    message: `worker ${workerId} has no handler`,
+  });
   const one = await setup(t, { cluster: 'baseline', behave: (call) => (call.workerId === 'w1' ? noHandler('w1') : answered(call.workerId)) });
   one.ledger.addWorker('baseline', 'w1', 3);
   one.ledger.addWorker('baseline', 'w2', 1);
@@ -126,7 +144,11 @@ test('a refusal for want of a handler goes to another worker; once every worker 
 });
 
 test('an unreachable worker is reported; when every attempt fails the task gets HR_ERR_NO_WORKER_TOOK_IT', async (t) => {
-  const s = await setup(t, { cluster: 'baseline', maxDispatchAttempts: 2, behave: () => ({ kind: 'not-started', unreachable: true, code: '', message: 'connect refused' }) });
+  const s = await setup(t, {
+    cluster: 'baseline',
+    maxDispatchAttempts: 2,
+    behave: () => ({ kind: 'not-started', unreachable: true, code: '', message: 'connect refused' }),
+  });
   for (const id of ['w1', 'w2', 'w3']) s.ledger.addWorker('baseline', id, 1);
   const result = await s.dispatcher.dispatch(task(), new AbortController().signal);
   failedWith(result, 'HR_ERR_NO_WORKER_TOOK_IT');
@@ -134,15 +156,15 @@ test('an unreachable worker is reported; when every attempt fails the task gets 
   assert.equal(s.workers.calls.length, 2);
   assert.equal(s.reachability.failed.length, 2);
   await settle();
-  assert.deepEqual(
-    s.ledger.releases.length,
-    2,
-  );
+  assert.deepEqual(s.ledger.releases.length, 2);
   assert.equal(s.ledger.leasesHeld(), 0);
 });
 
 test('a worker lost after the start keeps its lease; a plain task fails HR_ERR_WORKER_LOST, an idempotent one goes elsewhere', async (t) => {
-  const s = await setup(t, { cluster: 'baseline', behave: (call) => (call.workerId === 'w1' ? { kind: 'lost', message: 'connection reset' } : answered(call.workerId)) });
+  const s = await setup(t, {
+    cluster: 'baseline',
+    behave: (call) => (call.workerId === 'w1' ? { kind: 'lost', message: 'connection reset' } : answered(call.workerId)),
+  });
   s.ledger.addWorker('baseline', 'w1', 5);
   s.ledger.addWorker('baseline', 'w2', 1);
   const plain = await s.dispatcher.dispatch(task(), new AbortController().signal);
@@ -180,10 +202,7 @@ test('cancelled or past its deadline: a started task leaves its lease to the wor
   await settle();
   assert.deepEqual(
     s.ledger.releases.map((r) => r.leaseId),
-    [
-      'lease-2',
-      'lease-4',
-    ],
+    ['lease-2', 'lease-4'],
   );
   assert.equal(s.workers.calls.length, 4, 'no retry after a cancel or a deadline');
 });
@@ -213,10 +232,7 @@ test('a rollback while the candidate slot is being reserved: that slot goes back
   await settle();
   assert.deepEqual(
     s.ledger.releases.map((r) => r.cluster),
-    [
-      'candidate',
-      'baseline',
-    ],
+    ['candidate', 'baseline'],
   );
   assert.equal(s.dispatcher.rerouted, 1);
   assert.match(await s.metricsText(), /^headroom_balancer_rerouted_tasks_total 1$/m);
@@ -240,7 +256,8 @@ test('a task a rollback moved to the baseline and that then fails ends in the ba
 test('a task moved while it waited runs on the baseline, without the workers it skipped in the candidate', async (t) => {
   const s = await setup(t, {
     cluster: 'candidate',
-    behave: (call) => (call.workerId === 'c1' ? { kind: 'not-started', unreachable: false, code: 'HR_ERR_WORKER_FULL', message: 'full' } : answered(call.workerId)),
+    behave: (call) =>
+      call.workerId === 'c1' ? { kind: 'not-started', unreachable: false, code: 'HR_ERR_WORKER_FULL', message: 'full' } : answered(call.workerId),
   });
   s.ledger.addWorker('candidate', 'c1', 1);
   s.ledger.addWorker('baseline', 'b1', 0);
@@ -259,10 +276,7 @@ test('a task moved while it waited runs on the baseline, without the workers it 
   await settle();
   assert.deepEqual(
     s.ledger.releases.map((r) => r.workerId),
-    [
-      'c1',
-      'b1',
-    ],
+    ['c1', 'b1'],
   );
 });
 

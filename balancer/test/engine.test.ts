@@ -49,10 +49,21 @@ async function engineOn(t: TestContext, fleet: Fleet, workerCalls: DispatchEngin
 
 function validTask(config: { maxPayloadBytes: number; defaultTaskTimeoutMs: number; maxTaskTimeoutMs: number }, id: string): ValidTask {
   const tk = task({ id, payload: json({ sleepMs: 5 }) });
-  return validateTask({ id: tk.id!, key: tk.key!, integration: tk.integration!, priority: 'USER_PRESENT', payload: Buffer.from(tk.payload as Buffer), deadlineUnixMs: 0, idempotent: false }, config);
+  return validateTask(
+    {
+      id: tk.id!,
+      key: tk.key!,
+      integration: tk.integration!,
+      priority: 'USER_PRESENT',
+      payload: Buffer.from(tk.payload as Buffer),
+      deadlineUnixMs: 0,
+      idempotent: false,
+    },
+    config,
+  );
 }
 
-test('the engine makes its worker calls with the factory it is given, with the balancer\'s channel settings, and closes them', async (t) => {
+test("the engine makes its worker calls with the factory it is given, with the balancer's channel settings, and closes them", async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 });
   let made: RecordingCalls | undefined;
@@ -68,10 +79,17 @@ test('the engine makes its worker calls with the factory it is given, with the b
   assert.ok(!late.ok && (late.error as { code?: string }).code === 'HR_ERR_SHUTTING_DOWN', JSON.stringify(late));
 });
 
-test('worker calls given as an instance are the caller\'s: used, not closed', async (t) => {
+test("worker calls given as an instance are the caller's: used, not closed", async (t) => {
   const fleet = await startFleet(t, { keptForUserPresentShare: 0 });
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 });
-  const shared = new RecordingCalls({ maxSendMessageBytes: 1024 * 1024, maxChannels: 16, security: channelSecurity(undefined, 'workerTls'), connectTimeoutMs: 2000, firstByteTimeoutMs: 2000, probeTls: undefined });
+  const shared = new RecordingCalls({
+    maxSendMessageBytes: 1024 * 1024,
+    maxChannels: 16,
+    security: channelSecurity(undefined, 'workerTls'),
+    connectTimeoutMs: 2000,
+    firstByteTimeoutMs: 2000,
+    probeTls: undefined,
+  });
   t.after(() => shared.closeAll());
   const { engine, config } = await engineOn(t, fleet, shared);
   const result = await engine.dispatch(validTask(config, 'through-the-instance'), new AbortController().signal);
@@ -87,7 +105,10 @@ test('a balancer dispatches through injected worker calls', async (t) => {
   let made: RecordingCalls | undefined;
   const subscriber = await connected(testRedisUrl, true);
   t.after(() => subscriber.disconnect());
-  const balancer = await createBalancer({}, { redis: fleet.redis, subscriber, ledger: fleet.ledgerOptions, workerCalls: (options) => (made = new RecordingCalls(options)) });
+  const balancer = await createBalancer(
+    {},
+    { redis: fleet.redis, subscriber, ledger: fleet.ledgerOptions, workerCalls: (options) => (made = new RecordingCalls(options)) },
+  );
   t.after(() => balancer.close());
   const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
   t.after(() => client.close());

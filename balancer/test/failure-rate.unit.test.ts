@@ -13,7 +13,10 @@ function record(rate: FailureRate, workerId: string, integration: string, tasks:
 }
 
 test('which outcomes count: handler errors (upstream ones too), lost tasks and NO_HANDLER refusals fail; deadlines, cancels, full and unreachable do not count', () => {
-  const done = (code?: string): DispatchOutcome => ({ kind: 'done', response: { workerId: 'w', runMs: 1, queueWaitMs: 0, ...(code ? { error: { code, message: '', retryAfterMs: 0 } } : {}) } });
+  const done = (code?: string): DispatchOutcome => ({
+    kind: 'done',
+    response: { workerId: 'w', runMs: 1, queueWaitMs: 0, ...(code ? { error: { code, message: '', retryAfterMs: 0 } } : {}) },
+  });
   const refused = (code: string, unreachable = false): DispatchOutcome => ({ kind: 'not-started', unreachable, code, message: '' });
   const table: [DispatchOutcome, boolean | undefined][] = [
     [done(), false],

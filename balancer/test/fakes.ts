@@ -172,7 +172,13 @@ export class FakeWorkers implements WorkerCalls {
 
   constructor(private readonly behave: (call: FakeCall) => DispatchOutcome | Promise<DispatchOutcome>) {}
 
-  async execute(address: string, request: ExecuteRequest, _deadlineUnixMs: number, signal: AbortSignal, onStartedOrEnded?: () => void): Promise<DispatchOutcome> {
+  async execute(
+    address: string,
+    request: ExecuteRequest,
+    _deadlineUnixMs: number,
+    signal: AbortSignal,
+    onStartedOrEnded?: () => void,
+  ): Promise<DispatchOutcome> {
     const call: FakeCall = { workerId: request.workerId ?? '', address, request, signal, started: () => onStartedOrEnded?.() };
     this.calls.push(call);
     try {

@@ -32,7 +32,10 @@ test('a slot freed by this balancer goes to the task waiting here in the same le
   await finish('first');
   await finish('second');
   const answers = await Promise.all([first, second]);
-  assert.deepEqual(answers.map((answer) => answer.ok && answer.response.placement?.workerId), ['w1', 'w1']);
+  assert.deepEqual(
+    answers.map((answer) => answer.ok && answer.response.placement?.workerId),
+    ['w1', 'w1'],
+  );
   // The balancer registered as waiting: a release in a call of its own would have been announced.
   assert.deepEqual(announced, [], 'the freed slot was taken in the call that freed it');
   assert.equal(balancer.stats().queue.handoffs, 1, 'one release found a task waiting here');

@@ -35,7 +35,14 @@ for (const workerTransport of ['http2', 'grpc-js'] as const) {
     const workerTls = { certFile: file('server.pem'), keyFile: file('server.key'), clientCaFile: file('ca.pem') };
     for (const workerId of ['w1', 'w2', 'w3']) await fleet.addWorker({ cluster: 'baseline', workerId, maxParallelism: 2, tls: workerTls });
     // Everything that would eject quickly, and all of the cluster at once, if these failures counted.
-    const ejectFast = { workerTransport, ejectAfterConnectFailures: 1, maxEjectedShare: 1, ejectionBackoffMs: 60_000, maxEjectionBackoffMs: 60_000, defaultTaskTimeoutMs: 5000 };
+    const ejectFast = {
+      workerTransport,
+      ejectAfterConnectFailures: 1,
+      maxEjectedShare: 1,
+      ejectionBackoffMs: 60_000,
+      maxEjectionBackoffMs: 60_000,
+      defaultTaskTimeoutMs: 5000,
+    };
     const healthy = await fleet.addBalancer({ ...ejectFast, workerTls: { caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('client.key') } });
     const { logs, logger } = capturedLogger();
     const broken = await fleet.addBalancer({ ...ejectFast, workerTls: { caFile: file('ca.pem') } }, undefined, logger);
@@ -50,11 +57,19 @@ for (const workerTransport of ['http2', 'grpc-js'] as const) {
     const snapshot = await fleet.ledger.snapshot('baseline');
     assert.deepEqual(
       snapshot.workers.map((w) => [w.workerId, w.unreachableUntilMs]).sort(),
-      [['w1', null], ['w2', null], ['w3', null]],
+      [
+        ['w1', null],
+        ['w2', null],
+        ['w3', null],
+      ],
       'no worker is marked in the ledger',
     );
     const metrics = await broken.registry.metrics();
-    assert.equal(metricValue(metrics, 'headroom_balancer_transport_errors_total', 'cluster="baseline",reason="tls"'), 18, 'each of the 3 attempts of the 6 tasks');
+    assert.equal(
+      metricValue(metrics, 'headroom_balancer_transport_errors_total', 'cluster="baseline",reason="tls"'),
+      18,
+      'each of the 3 attempts of the 6 tasks',
+    );
     assert.equal(metricValue(metrics, 'headroom_balancer_workers_ejected_total', 'cluster="baseline",reason="unreachable"'), 0);
     assert.equal(metricValue(metrics, 'headroom_balancer_dispatch_retries_total', 'reason="unreachable"'), 0);
     assert.match(metrics, /^headroom_balancer_ready 0$/m);
@@ -62,7 +77,10 @@ for (const workerTransport of ['http2', 'grpc-js'] as const) {
     // Logged at error, rate-limited (one line per interval, not one per call), naming a worker's address and the cause.
     const faultLogs = logs.filter((l) => l.level === 50 && /own TLS/.test(l.msg) && /worker is not counted unreachable/.test(l.msg));
     assert.equal(faultLogs.length, 1, JSON.stringify(faultLogs));
-    assert.ok(fleet.workers.some((w) => w.address === faultLogs[0]!.address), JSON.stringify(faultLogs[0]));
+    assert.ok(
+      fleet.workers.some((w) => w.address === faultLogs[0]!.address),
+      JSON.stringify(faultLogs[0]),
+    );
     assert.equal(faultLogs[0]!.reason, 'tls');
     assert.ok(logs.some((l) => l.level === 50 && /balancer not ready/.test(l.msg)));
 
@@ -99,7 +117,14 @@ for (const workerTransport of ['http2', 'grpc-js'] as const) {
 
     const { logs, logger } = capturedLogger();
     const balancer = await fleet.addBalancer(
-      { workerTransport, workerConnectTimeoutMs: 300, workerFirstByteTimeoutMs: 300, ejectAfterConnectFailures: 3, ejectionBackoffMs: 60_000, healthCheckTimeoutMs: 300 },
+      {
+        workerTransport,
+        workerConnectTimeoutMs: 300,
+        workerFirstByteTimeoutMs: 300,
+        ejectAfterConnectFailures: 3,
+        ejectionBackoffMs: 60_000,
+        healthCheckTimeoutMs: 300,
+      },
       undefined,
       logger,
     );

@@ -9,8 +9,14 @@ import type { DispatchOutcome } from '../src/worker-channels';
 
 const coded = (code: string, cause?: Error) => Object.assign(new Error(code, cause ? { cause } : {}), { code });
 
-test('errors are told apart by their code: TLS and certificate failures are this side\'s; refused, reset, timed out are the worker\'s', () => {
-  for (const code of ['ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', 'SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'CERT_HAS_EXPIRED', 'ERR_TLS_CERT_ALTNAME_INVALID']) {
+test("errors are told apart by their code: TLS and certificate failures are this side's; refused, reset, timed out are the worker's", () => {
+  for (const code of [
+    'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED',
+    'SELF_SIGNED_CERT_IN_CHAIN',
+    'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+    'CERT_HAS_EXPIRED',
+    'ERR_TLS_CERT_ALTNAME_INVALID',
+  ]) {
     assert.equal(ownFaultOfError(coded(code)), 'tls', code);
   }
   for (const code of ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ERR_TLS_HANDSHAKE_TIMEOUT', 'ERR_HTTP2_STREAM_CANCEL']) {
@@ -18,7 +24,7 @@ test('errors are told apart by their code: TLS and certificate failures are this
   }
   assert.equal(ownFaultOfError(new Error('certificate required')), undefined, 'never by the message');
   assert.equal(ownFaultOfError(undefined), undefined);
-  assert.equal(ownFaultOfError(coded('ERR_HTTP2_STREAM_CANCEL', coded('SELF_SIGNED_CERT_IN_CHAIN'))), 'tls', 'a stream cancelled by its session\'s TLS failure');
+  assert.equal(ownFaultOfError(coded('ERR_HTTP2_STREAM_CANCEL', coded('SELF_SIGNED_CERT_IN_CHAIN'))), 'tls', "a stream cancelled by its session's TLS failure");
   assert.equal(ownFaultOfStatus(status.UNAUTHENTICATED, ''), 'auth');
   assert.equal(ownFaultOfStatus(status.PERMISSION_DENIED, ''), 'auth');
   assert.equal(ownFaultOfStatus(status.UNAUTHENTICATED, 'HR_ERR_SOMETHING'), undefined, "a worker's own coded answer");

@@ -23,10 +23,19 @@ test('a task a rollback moved to the baseline and that then fails is counted und
   assert.ok(!failed.ok, JSON.stringify(failed));
   const metrics = await balancer.registry.metrics();
   const outcome = failed.code;
-  assert.match(metrics, new RegExp(`^headroom_balancer_tasks_total\\{cluster="baseline",integration="bank-a",priority="user_present",outcome="${outcome}"\\} 1$`, 'm'));
-  assert.doesNotMatch(metrics, new RegExp(`^headroom_balancer_tasks_total\\{cluster="candidate",integration="bank-a",priority="user_present",outcome="${outcome}"\\}`, 'm'));
+  assert.match(
+    metrics,
+    new RegExp(`^headroom_balancer_tasks_total\\{cluster="baseline",integration="bank-a",priority="user_present",outcome="${outcome}"\\} 1$`, 'm'),
+  );
+  assert.doesNotMatch(
+    metrics,
+    new RegExp(`^headroom_balancer_tasks_total\\{cluster="candidate",integration="bank-a",priority="user_present",outcome="${outcome}"\\}`, 'm'),
+  );
   assert.ok((await long).ok, 'the running task finished on the candidate');
-  assert.match(await balancer.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="candidate",integration="bank-a",priority="user_present",outcome="ok"\} 1$/m);
+  assert.match(
+    await balancer.registry.metrics(),
+    /^headroom_balancer_tasks_total\{cluster="candidate",integration="bank-a",priority="user_present",outcome="ok"\} 1$/m,
+  );
 });
 
 test('tasks a rollback moved to the baseline run there in their order of arrival, on their first attempt', async (t) => {

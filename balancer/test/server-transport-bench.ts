@@ -91,7 +91,9 @@ async function main(): Promise<void> {
       balancers.push({ transport, pid: balancer.pid, client });
     }
     for (const { client } of balancers) await runTasks(client, Math.min(warmUpTasks, tasksPerRound));
-    const results = new Map<string, { cpuUsPerTask: number[]; tasksPerSecond: number[] }>(transports.map((name) => [name, { cpuUsPerTask: [], tasksPerSecond: [] }]));
+    const results = new Map<string, { cpuUsPerTask: number[]; tasksPerSecond: number[] }>(
+      transports.map((name) => [name, { cpuUsPerTask: [], tasksPerSecond: [] }]),
+    );
     for (let round = 0; round < rounds; round++) {
       for (const { transport, pid, client } of round % 2 === 0 ? balancers : [...balancers].reverse()) {
         const cpuBefore = processCpuMicros(pid);
@@ -106,10 +108,16 @@ async function main(): Promise<void> {
         process.stdout.write(`round ${round + 1} ${transport}: ${cpuUsPerTask.toFixed(1)} µs of balancer CPU per task, ${tasksPerSecond.toFixed(0)} tasks/s\n`);
       }
     }
-    process.stdout.write(`\n${tasksPerRound} tasks per round, ${rounds} rounds, ${inFlight} in flight, 16-byte echo, balancer CPU from /proc (${clockTicksPerSecond} ticks/s)\n`);
-    process.stdout.write(`${'server transport'.padEnd(18)} ${'balancer CPU µs/task (median)'.padStart(30)} ${'tasks/s (median)'.padStart(18)}   runs (µs/task)\n`);
+    process.stdout.write(
+      `\n${tasksPerRound} tasks per round, ${rounds} rounds, ${inFlight} in flight, 16-byte echo, balancer CPU from /proc (${clockTicksPerSecond} ticks/s)\n`,
+    );
+    process.stdout.write(
+      `${'server transport'.padEnd(18)} ${'balancer CPU µs/task (median)'.padStart(30)} ${'tasks/s (median)'.padStart(18)}   runs (µs/task)\n`,
+    );
     for (const [name, result] of results) {
-      process.stdout.write(`${name.padEnd(18)} ${median(result.cpuUsPerTask).toFixed(1).padStart(30)} ${median(result.tasksPerSecond).toFixed(0).padStart(18)}   ${result.cpuUsPerTask.map((v) => v.toFixed(1)).join(', ')}\n`);
+      process.stdout.write(
+        `${name.padEnd(18)} ${median(result.cpuUsPerTask).toFixed(1).padStart(30)} ${median(result.tasksPerSecond).toFixed(0).padStart(18)}   ${result.cpuUsPerTask.map((v) => v.toFixed(1)).join(', ')}\n`,
+      );
     }
     process.stdout.write(`${JSON.stringify({ tasksPerRound, rounds, inFlight, results: Object.fromEntries(results) })}\n`);
   } finally {

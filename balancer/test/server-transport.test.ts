@@ -31,7 +31,11 @@ function rawRequest(session: http2.ClientHttp2Session, headers: http2.OutgoingHt
     const request = session.request(headers);
     let httpStatus: number | undefined;
     const settle = (fields: http2.IncomingHttpHeaders) =>
-      resolve({ httpStatus, grpcStatus: fields['grpc-status'] as string | undefined, grpcMessage: fields['grpc-message'] === undefined ? undefined : decodeURI(String(fields['grpc-message'])) });
+      resolve({
+        httpStatus,
+        grpcStatus: fields['grpc-status'] as string | undefined,
+        grpcMessage: fields['grpc-message'] === undefined ? undefined : decodeURI(String(fields['grpc-message'])),
+      });
     request.on('response', (response, flags) => {
       httpStatus = response[':status'];
       if (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) settle(response);
@@ -70,7 +74,9 @@ for (const serverTransport of ['grpc-js', 'http2'] as const) {
     const methods = health as unknown as Record<string, unknown>;
     const check = (service: string) =>
       new Promise<{ status?: string; code?: grpc.status; details?: string }>((resolve) =>
-        (methods.check as CheckMethod).call(health, { service }, { deadline: Date.now() + 5000 }, (error, reply) => resolve(error ? { code: error.code, details: error.details } : { status: reply!.status })),
+        (methods.check as CheckMethod).call(health, { service }, { deadline: Date.now() + 5000 }, (error, reply) =>
+          resolve(error ? { code: error.code, details: error.details } : { status: reply!.status }),
+        ),
       );
     assert.deepEqual(await check(''), { status: 'SERVING' });
     assert.deepEqual(await check('headroom.v1.Balancer'), { status: 'SERVING' });
@@ -116,7 +122,11 @@ for (const serverTransport of ['grpc-js', 'http2'] as const) {
     call.cancel();
     await eventually('the handler saw the cancel', 2000, () => (counter.aborted === 2 ? true : undefined));
     await eventually('counted as cancelled', 2000, async () =>
-      /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_CANCELLED"\} 2$/m.test(await fleet.balancers[0]!.registry.metrics()) ? true : undefined,
+      /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_CANCELLED"\} 2$/m.test(
+        await fleet.balancers[0]!.registry.metrics(),
+      )
+        ? true
+        : undefined,
     );
   });
 
@@ -127,7 +137,11 @@ for (const serverTransport of ['grpc-js', 'http2'] as const) {
     t.after(() => session.close());
     const submitHeaders = { ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc', te: 'trailers' };
     const oneTask = framed(Buffer.from([0x0a, 0]));
-    assert.deepEqual(await rawRequest(session, { ...submitHeaders, 'content-type': 'application/json' }, Buffer.from('{}')), { httpStatus: 415, grpcStatus: undefined, grpcMessage: undefined });
+    assert.deepEqual(await rawRequest(session, { ...submitHeaders, 'content-type': 'application/json' }, Buffer.from('{}')), {
+      httpStatus: 415,
+      grpcStatus: undefined,
+      grpcMessage: undefined,
+    });
     assert.deepEqual(await rawRequest(session, submitHeaders, Buffer.alloc(0)), {
       httpStatus: 200,
       grpcStatus: String(grpc.status.UNIMPLEMENTED),
@@ -138,11 +152,17 @@ for (const serverTransport of ['grpc-js', 'http2'] as const) {
       grpcStatus: String(grpc.status.UNIMPLEMENTED),
       grpcMessage: 'Received a second request message for server streaming method /headroom.v1.Balancer/Submit',
     });
-    assert.deepEqual(await rawRequest(session, { ...submitHeaders, 'grpc-timeout': 'soon' }, oneTask), { httpStatus: 200, grpcStatus: String(grpc.status.INTERNAL), grpcMessage: 'Invalid grpc-timeout value "soon"' });
+    assert.deepEqual(await rawRequest(session, { ...submitHeaders, 'grpc-timeout': 'soon' }, oneTask), {
+      httpStatus: 200,
+      grpcStatus: String(grpc.status.INTERNAL),
+      grpcMessage: 'Invalid grpc-timeout value "soon"',
+    });
     // One message split byte by byte across DATA frames is read whole (an empty SubmitRequest: "task: missing").
     const split = await new Promise<RawAnswer>((resolve, reject) => {
       const request = session.request(submitHeaders);
-      request.on('response', (response) => resolve({ httpStatus: response[':status'], grpcStatus: response['grpc-status'] as string, grpcMessage: decodeURI(String(response['grpc-message'])) }));
+      request.on('response', (response) =>
+        resolve({ httpStatus: response[':status'], grpcStatus: response['grpc-status'] as string, grpcMessage: decodeURI(String(response['grpc-message'])) }),
+      );
       request.on('error', reject);
       const bytes = framed(Buffer.alloc(0));
       for (const byte of bytes) request.write(Buffer.from([byte]));
@@ -173,7 +193,11 @@ test('http2 only: a Watch still open is ended at close (it cannot hold the balan
   t.after(() => session.close());
   const get = await rawRequest(session, { ':method': 'GET', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc' }, Buffer.alloc(0));
   assert.equal(get.httpStatus, 405);
-  const compressed = await rawRequest(session, { ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc', 'grpc-encoding': 'gzip' }, Buffer.from([1, 0, 0, 0, 1, 0]));
+  const compressed = await rawRequest(
+    session,
+    { ':method': 'POST', ':path': '/headroom.v1.Balancer/Submit', 'content-type': 'application/grpc', 'grpc-encoding': 'gzip' },
+    Buffer.from([1, 0, 0, 0, 1, 0]),
+  );
   assert.equal(compressed.grpcStatus, String(grpc.status.UNIMPLEMENTED));
   assert.match(String(compressed.grpcMessage), /compressed/);
   session.close();

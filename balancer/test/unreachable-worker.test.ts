@@ -74,7 +74,11 @@ test('a worker no balancer can reach is ejected after 3 connection failures, for
   await eventually('the health check passed', 1000, () => (logs.some((l) => l.level === 30 && /health check passed/.test(l.msg)) ? true : undefined));
   snapshot = await fleet.ledger.snapshot('baseline');
   assert.equal(snapshot.workers.find((w) => w.workerId === 'ghost')!.unreachableUntilMs, null);
-  assert.match(await first.registry.metrics(), /^headroom_balancer_workers_returned_total\{cluster="baseline",reason="unreachable",return="probe"\} 1$/m, 'said how it came back');
+  assert.match(
+    await first.registry.metrics(),
+    /^headroom_balancer_workers_returned_total\{cluster="baseline",reason="unreachable",return="probe"\} 1$/m,
+    'said how it came back',
+  );
   const placements = [];
   for (let i = 0; i < 10; i++) {
     const result = await submit(fleet.clients[i % 2]!, task());

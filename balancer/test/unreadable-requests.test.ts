@@ -16,7 +16,17 @@ const receiveLimitBytes = maxPayloadBytes + 64 * 1024;
 
 const identity = (bytes: Buffer) => bytes;
 const RawBalancer = grpc.makeGenericClientConstructor(
-  { Submit: { path: '/headroom.v1.Balancer/Submit', requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity } },
+  {
+    Submit: {
+      path: '/headroom.v1.Balancer/Submit',
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: identity,
+      requestDeserialize: identity,
+      responseSerialize: identity,
+      responseDeserialize: identity,
+    },
+  },
   'Balancer',
 );
 
@@ -57,7 +67,13 @@ function varint(value: number): Buffer {
 
 /** SubmitRequest { task { id, key, integration: "bank-a", priority: BACKGROUND, payload } }. */
 function submitRequest(id: string, payload: Buffer): Buffer {
-  const task = Buffer.concat([field(1, Buffer.from(id)), field(2, Buffer.from(`key-${id}`)), field(3, Buffer.from('bank-a')), Buffer.from([4 << 3, 2]), field(5, payload)]);
+  const task = Buffer.concat([
+    field(1, Buffer.from(id)),
+    field(2, Buffer.from(`key-${id}`)),
+    field(3, Buffer.from('bank-a')),
+    Buffer.from([4 << 3, 2]),
+    field(5, payload),
+  ]);
   return field(1, task);
 }
 
@@ -80,12 +96,28 @@ test('a Submit message over the receive limit, or not protobuf at all, gets INVA
   t.after(() => client.close());
 
   const cases: { name: string; bytes: Buffer; details: RegExp }[] = [
-    { name: 'far over the limit', bytes: submitRequest('huge', Buffer.alloc(200_000)), details: new RegExp(`larger than the limit of ${receiveLimitBytes} bytes \\(maxPayloadBytes ${maxPayloadBytes}`) },
-    { name: 'one byte over the limit', bytes: submitRequestOfSize('over', receiveLimitBytes + 1), details: new RegExp(`larger than the limit of ${receiveLimitBytes} bytes`) },
-    { name: 'garbage', bytes: Buffer.from([0xff, 0xff, 0xff]), details: /request: the message is not a valid headroom\.v1\.SubmitRequest \(a headroom\.v1\.Task/ },
+    {
+      name: 'far over the limit',
+      bytes: submitRequest('huge', Buffer.alloc(200_000)),
+      details: new RegExp(`larger than the limit of ${receiveLimitBytes} bytes \\(maxPayloadBytes ${maxPayloadBytes}`),
+    },
+    {
+      name: 'one byte over the limit',
+      bytes: submitRequestOfSize('over', receiveLimitBytes + 1),
+      details: new RegExp(`larger than the limit of ${receiveLimitBytes} bytes`),
+    },
+    {
+      name: 'garbage',
+      bytes: Buffer.from([0xff, 0xff, 0xff]),
+      details: /request: the message is not a valid headroom\.v1\.SubmitRequest \(a headroom\.v1\.Task/,
+    },
     { name: 'a truncated message', bytes: submitRequest('cut', Buffer.from('{}')).subarray(0, 10), details: /not a valid headroom\.v1\.SubmitRequest/ },
     // At the limit the message is read, and validation names the payload.
-    { name: 'exactly at the limit', bytes: submitRequestOfSize('at', receiveLimitBytes), details: new RegExp(`task\\.payload: \\d+ bytes, the limit is ${maxPayloadBytes} bytes`) },
+    {
+      name: 'exactly at the limit',
+      bytes: submitRequestOfSize('at', receiveLimitBytes),
+      details: new RegExp(`task\\.payload: \\d+ bytes, the limit is ${maxPayloadBytes} bytes`),
+    },
   ];
   for (const { name, bytes, details } of cases) {
     const answer = await rawSubmit(client, bytes);
@@ -96,7 +128,10 @@ test('a Submit message over the receive limit, or not protobuf at all, gets INVA
   }
   assert.equal(worker.stats().completed + worker.stats().failed, 0, 'no worker ran anything');
   assert.equal(balancer.stats().failedByCode.HR_ERR_INVALID_TASK, cases.length, 'each was counted as an invalid task');
-  assert.match(await balancer.registry.metrics(), new RegExp(`^headroom_balancer_tasks_total\\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\\} ${cases.length}$`, 'm'));
+  assert.match(
+    await balancer.registry.metrics(),
+    new RegExp(`^headroom_balancer_tasks_total\\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\\} ${cases.length}$`, 'm'),
+  );
 
   // A message with the largest payload accepted is read, validated and run as usual.
   const largest = submitRequest('largest', Buffer.from('{"sleepMs":0}'.padEnd(maxPayloadBytes, ' ')));

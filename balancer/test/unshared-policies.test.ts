@@ -13,7 +13,14 @@ test('plain-round-robin sends to the workers in turn, whatever they run: a busy 
   const tasks = ['t1', 't2', 't3', 't4'].map((id) => task({ id, priority: 'BACKGROUND' }));
   const answers = tasks.map((each) => submit(client, each));
   await eventually('one task running on each worker', 5000, () => (waiting.size === 2 ? true : undefined));
-  assert.deepEqual(fleet.workers.map((w) => [w.workerId, w.stats().inflight, w.stats().queued]), [['w1', 1, 1], ['w2', 1, 1]], 'two each: one running, one queued behind it');
+  assert.deepEqual(
+    fleet.workers.map((w) => [w.workerId, w.stats().inflight, w.stats().queued]),
+    [
+      ['w1', 1, 1],
+      ['w2', 1, 1],
+    ],
+    'two each: one running, one queued behind it',
+  );
   const keys = fleet.ledger.keys('baseline');
   assert.deepEqual(await Promise.all(['w1', 'w2'].map((id) => fleet.redis.hlen(`${keys.leasesPrefix}${id}`))), [0, 0], 'no lease in the ledger');
   for (const id of ['t1', 't2', 't3', 't4']) await finish(id);
@@ -25,7 +32,7 @@ test('plain-round-robin sends to the workers in turn, whatever they run: a busy 
   assert.ok(waited[0] === 0 && waited[1] === 0 && waited[2]! > 0 && waited[3]! > 0, `the queued tasks report their wait in the worker: ${waited}`);
 });
 
-test('least-request sends to the worker with the fewest of this balancer\'s own tasks in flight', async (t) => {
+test("least-request sends to the worker with the fewest of this balancer's own tasks in flight", async (t) => {
   const fleet = await startFleet(t);
   const { handlers, finish } = heldHandlers();
   for (const workerId of ['w1', 'w2']) await fleet.addWorker({ cluster: 'baseline', workerId, maxParallelism: 2, overflow: 'queue' }, handlers);
@@ -48,5 +55,8 @@ test('least-request sends to the worker with the fewest of this balancer\'s own 
 
 test('an unknown policy name is refused, naming the choices', async (t) => {
   const fleet = await startFleet(t);
-  await assert.rejects(fleet.addBalancer({ policy: 'fastest' as 'least-request' }), /policy: got "fastest", expected one of least-loaded, round-robin, random, power-of-two, plain-round-robin, least-request, least-request-p2c/);
+  await assert.rejects(
+    fleet.addBalancer({ policy: 'fastest' as 'least-request' }),
+    /policy: got "fastest", expected one of least-loaded, round-robin, random, power-of-two, plain-round-robin, least-request, least-request-p2c/,
+  );
 });

@@ -111,7 +111,10 @@ test('most waiters of a long queue giving up in its middle: the queue compacts, 
   assert.ok(queue.held <= 2 * 250 + 32, `held ${queue.held} with 250 live`);
   const order: string[] = [];
   for (let next = serveNext(queue); next; next = serveNext(queue)) order.push(next.name);
-  assert.deepEqual(order, all.filter((_, i) => i % 4 === 0).map((w) => w.name));
+  assert.deepEqual(
+    order,
+    all.filter((_, i) => i % 4 === 0).map((w) => w.name),
+  );
   // Shedding keeps the bound too.
   for (const w of Array.from({ length: 100 }, (_, i) => waiter(`s${i}`))) queue.push(w);
   for (let i = 0; i < 90; i++) queue.shedNewestBackground();

@@ -39,14 +39,30 @@ async function main(): Promise<void> {
   const child = new NodeProcess({
     name: 'bench-worker',
     script: cliPaths.worker,
-    args: ['--cluster', 'bench', '--handlers', handlersPaths.demo, '--max-parallelism', '1000', '--redis-url', testRedisUrl, '--key-prefix', uniquePrefix('calls-bench')],
+    args: [
+      '--cluster',
+      'bench',
+      '--handlers',
+      handlersPaths.demo,
+      '--max-parallelism',
+      '1000',
+      '--redis-url',
+      testRedisUrl,
+      '--key-prefix',
+      uniquePrefix('calls-bench'),
+    ],
     env: { ...process.env, LOG_LEVEL: 'warn' },
   });
   try {
     const ready = await child.waitUntilReady(15_000);
     const worker = { workerId: ready.workerId!, cluster: 'bench' };
-    const results = new Map<string, { cpuUsPerCall: number[]; callsPerSecond: number[] }>(implementations.map((i) => [i.name, { cpuUsPerCall: [], callsPerSecond: [] }]));
-    const instances = implementations.map((implementation) => ({ implementation, calls: implementation.create({ maxSendMessageBytes: 1 << 20, maxChannels: 16, keepaliveTimeMs: 10_000 }) }));
+    const results = new Map<string, { cpuUsPerCall: number[]; callsPerSecond: number[] }>(
+      implementations.map((i) => [i.name, { cpuUsPerCall: [], callsPerSecond: [] }]),
+    );
+    const instances = implementations.map((implementation) => ({
+      implementation,
+      calls: implementation.create({ maxSendMessageBytes: 1 << 20, maxChannels: 16, keepaliveTimeMs: 10_000 }),
+    }));
     for (const { calls } of instances) await runCalls(calls, ready.address, worker, warmUpCalls);
     for (let round = 0; round < rounds; round++) {
       for (const { implementation, calls } of round % 2 === 0 ? instances : [...instances].reverse()) {
@@ -59,14 +75,18 @@ async function main(): Promise<void> {
         const result = results.get(implementation.name)!;
         result.cpuUsPerCall.push((cpu.user + cpu.system) / callsPerRound);
         result.callsPerSecond.push((callsPerRound / elapsedMs) * 1000);
-        process.stdout.write(`round ${round + 1} ${implementation.name}: ${((cpu.user + cpu.system) / callsPerRound).toFixed(1)} µs CPU per call, ${((callsPerRound / elapsedMs) * 1000).toFixed(0)} calls/s\n`);
+        process.stdout.write(
+          `round ${round + 1} ${implementation.name}: ${((cpu.user + cpu.system) / callsPerRound).toFixed(1)} µs CPU per call, ${((callsPerRound / elapsedMs) * 1000).toFixed(0)} calls/s\n`,
+        );
       }
     }
     for (const { calls } of instances) calls.closeAll();
     process.stdout.write(`\n${callsPerRound} calls per round, ${rounds} rounds, ${inFlight} in flight, 16-byte echo\n`);
     process.stdout.write(`${'implementation'.padEnd(28)} ${'CPU µs/call (median)'.padStart(22)} ${'calls/s (median)'.padStart(18)}   runs (µs/call)\n`);
     for (const [name, result] of results) {
-      process.stdout.write(`${name.padEnd(28)} ${median(result.cpuUsPerCall).toFixed(1).padStart(22)} ${median(result.callsPerSecond).toFixed(0).padStart(18)}   ${result.cpuUsPerCall.map((v) => v.toFixed(1)).join(', ')}\n`);
+      process.stdout.write(
+        `${name.padEnd(28)} ${median(result.cpuUsPerCall).toFixed(1).padStart(22)} ${median(result.callsPerSecond).toFixed(0).padStart(18)}   ${result.cpuUsPerCall.map((v) => v.toFixed(1)).join(', ')}\n`,
+      );
     }
     process.stdout.write(`${JSON.stringify({ callsPerRound, rounds, inFlight, results: Object.fromEntries(results) })}\n`);
   } finally {

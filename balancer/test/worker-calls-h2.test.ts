@@ -15,7 +15,14 @@ import { makeCertificates } from './certificates';
 import { executeRequest } from './worker-calls-kit';
 
 function workerCalls(t: TestContext, keepaliveTimeMs = 100, firstByteTimeoutMs = 2000): WorkerCallsH2 {
-  const calls = new WorkerCallsH2({ maxSendMessageBytes: 1 << 20, maxChannels: 4, tls: undefined, keepaliveTimeMs, connectTimeoutMs: 2000, firstByteTimeoutMs });
+  const calls = new WorkerCallsH2({
+    maxSendMessageBytes: 1 << 20,
+    maxChannels: 4,
+    tls: undefined,
+    keepaliveTimeMs,
+    connectTimeoutMs: 2000,
+    firstByteTimeoutMs,
+  });
   t.after(() => calls.closeAll());
   return calls;
 }
@@ -113,7 +120,10 @@ test('TLS settings are read and checked when built: the errors name the setting'
   assert.ok(tls.ca.includes('BEGIN CERTIFICATE') && tls.cert && tls.key && tls.servername === 'localhost');
   assert.throws(() => http2ClientTls({ caFile: file('nope.pem') }, 'workerTls'), /workerTls\.caFile: cannot read .*nope\.pem/);
   assert.throws(() => http2ClientTls({ caFile: file('server.ext') }, 'workerTls'), /workerTls\.caFile: .*server\.ext is not a PEM file/);
-  assert.throws(() => http2ClientTls({ caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('server.key') }, 'workerTls'), /workerTls: .*key values mismatch/);
+  assert.throws(
+    () => http2ClientTls({ caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('server.key') }, 'workerTls'),
+    /workerTls: .*key values mismatch/,
+  );
 });
 
 test('an address that does not parse is not-started, unreachable, and leaves nothing open', async (t) => {

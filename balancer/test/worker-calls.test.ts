@@ -39,16 +39,31 @@ function testHandlers() {
   return { handlers, held, abortReasons, heldCount };
 }
 
-async function setUp(t: TestContext, create: (options?: WorkerCallsTestOptions) => ReturnType<(typeof implementations)[number]['create']>, options: WorkerCallsTestOptions = {}, maxParallelism = 2) {
+async function setUp(
+  t: TestContext,
+  create: (options?: WorkerCallsTestOptions) => ReturnType<(typeof implementations)[number]['create']>,
+  options: WorkerCallsTestOptions = {},
+  maxParallelism = 2,
+) {
   const fleet = await startFleet(t);
   const kit = testHandlers();
   const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism }, kit.handlers);
   const calls = create(options);
   t.after(() => calls.closeAll());
   let onStartedOrEndedCalls = 0;
-  const call = (integration: string, payload = Buffer.alloc(0), { timeoutMs = 10_000, signal = new AbortController().signal, workerId = worker.workerId } = {}): Promise<DispatchOutcome> => {
+  const call = (
+    integration: string,
+    payload = Buffer.alloc(0),
+    { timeoutMs = 10_000, signal = new AbortController().signal, workerId = worker.workerId } = {},
+  ): Promise<DispatchOutcome> => {
     const deadlineUnixMs = Date.now() + timeoutMs;
-    return calls.execute(worker.address, executeRequest({ workerId, cluster: 'baseline' }, integration, payload, deadlineUnixMs), deadlineUnixMs, signal, () => onStartedOrEndedCalls++);
+    return calls.execute(
+      worker.address,
+      executeRequest({ workerId, cluster: 'baseline' }, integration, payload, deadlineUnixMs),
+      deadlineUnixMs,
+      signal,
+      () => onStartedOrEndedCalls++,
+    );
   };
   const inflightBecomes = async (count: number) => {
     for (let waited = 0; worker.stats().inflight !== count; waited += 10) {
@@ -95,7 +110,12 @@ for (const implementation of implementations) {
     const refused = await call('echo');
     assert.deepEqual(refused, { kind: 'not-started', unreachable: false, code: 'HR_ERR_WORKER_FULL', message: `worker ${worker.workerId} runs 1 of 1 tasks` });
     const invalid = await call('echo', Buffer.alloc(0), { workerId: 'someone-else' });
-    assert.deepEqual(invalid, { kind: 'not-started', unreachable: false, code: 'HR_ERR_INVALID_REQUEST', message: `workerId is "someone-else", this worker is "${worker.workerId}"` });
+    assert.deepEqual(invalid, {
+      kind: 'not-started',
+      unreachable: false,
+      code: 'HR_ERR_INVALID_REQUEST',
+      message: `workerId is "someone-else", this worker is "${worker.workerId}"`,
+    });
     held[0]!.release();
     assert.equal((await running).kind, 'done');
     assert.equal(startedOrEnded(), forAStartedTask + 2, 'for each call: once for each refusal');
@@ -172,7 +192,13 @@ for (const implementation of implementations) {
     assert.ok(next.kind === 'done' && next.response.result!.length === 60_000, JSON.stringify(next).slice(0, 300));
     // A request over the limit is not sent.
     const tooLarge = await call('echo', Buffer.alloc(70_000));
-    assert.ok(tooLarge.kind === 'not-started' && !tooLarge.unreachable && tooLarge.code === '' && tooLarge.message === 'Attempted to send message with a size larger than 65536', JSON.stringify(tooLarge));
+    assert.ok(
+      tooLarge.kind === 'not-started' &&
+        !tooLarge.unreachable &&
+        tooLarge.code === '' &&
+        tooLarge.message === 'Attempted to send message with a size larger than 65536',
+      JSON.stringify(tooLarge),
+    );
   });
 
   test(`${name}: nothing listening at the address: not-started, unreachable, no code`, async (t) => {
@@ -181,7 +207,13 @@ for (const implementation of implementations) {
     const address = `127.0.0.1:${await freePort()}`;
     const deadlineUnixMs = Date.now() + 5000;
     let ended = 0;
-    const outcome = await calls.execute(address, executeRequest({ workerId: 'w', cluster: 'baseline' }, 'echo', Buffer.alloc(0), deadlineUnixMs), deadlineUnixMs, new AbortController().signal, () => ended++);
+    const outcome = await calls.execute(
+      address,
+      executeRequest({ workerId: 'w', cluster: 'baseline' }, 'echo', Buffer.alloc(0), deadlineUnixMs),
+      deadlineUnixMs,
+      new AbortController().signal,
+      () => ended++,
+    );
     assert.ok(outcome.kind === 'not-started' && outcome.unreachable && outcome.code === '', JSON.stringify(outcome));
     assert.match(outcome.message, /ECONNREFUSED|No connection established/);
     assert.equal(ended, 1);
@@ -190,12 +222,20 @@ for (const implementation of implementations) {
   test(`${name}: over mutual TLS with a client certificate (and a server name); without one, with the wrong name or CA: this balancer's own fault (tls), not unreachable; in plain text: unreachable`, async (t) => {
     const { file } = makeCertificates(t);
     const fleet = await startFleet(t);
-    const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2, tls: { certFile: file('server.pem'), keyFile: file('server.key'), clientCaFile: file('ca.pem') } }, testHandlers().handlers);
+    const worker = await fleet.addWorker(
+      { cluster: 'baseline', maxParallelism: 2, tls: { certFile: file('server.pem'), keyFile: file('server.key'), clientCaFile: file('ca.pem') } },
+      testHandlers().handlers,
+    );
     const run = async (tls: WorkerCallsTestOptions['tls']) => {
       const calls = create({ ...(tls ? { tls } : {}) });
       t.after(() => calls.closeAll());
       const deadlineUnixMs = Date.now() + 5000;
-      return calls.execute(worker.address, executeRequest(worker, 'echo', Buffer.from('over tls'), deadlineUnixMs), deadlineUnixMs, new AbortController().signal);
+      return calls.execute(
+        worker.address,
+        executeRequest(worker, 'echo', Buffer.from('over tls'), deadlineUnixMs),
+        deadlineUnixMs,
+        new AbortController().signal,
+      );
     };
     const client = { caFile: file('ca.pem'), certFile: file('client.pem'), keyFile: file('client.key') };
     for (const tls of [client, { ...client, serverName: 'localhost' }]) {
@@ -205,7 +245,10 @@ for (const implementation of implementations) {
     // The worker is up: what failed is this side's certificate, CA or name, which must eject no one.
     for (const tls of [{ caFile: file('ca.pem') }, { ...client, serverName: 'wrong.example' }, { ...client, caFile: file('other-ca.pem') }]) {
       const outcome = await run(tls);
-      assert.ok(outcome.kind === 'not-started' && outcome.code === '' && !outcome.unreachable && outcome.ownFault === 'tls', `${JSON.stringify(tls)}: ${JSON.stringify(outcome)}`);
+      assert.ok(
+        outcome.kind === 'not-started' && outcome.code === '' && !outcome.unreachable && outcome.ownFault === 'tls',
+        `${JSON.stringify(tls)}: ${JSON.stringify(outcome)}`,
+      );
     }
     // Plain text to a TLS worker: the worker only closes the connection, which looks like a worker going away.
     const plain = await run(undefined);
@@ -228,11 +271,19 @@ for (const implementation of implementations) {
     for (let i = 0; i < 2; i++) {
       const deadlineUnixMs = Date.now() + 10_000;
       const startedAt = performance.now();
-      const outcome = await calls.execute(address, executeRequest({ workerId: 'w', cluster: 'baseline' }, 'echo', Buffer.alloc(0), deadlineUnixMs), deadlineUnixMs, new AbortController().signal);
+      const outcome = await calls.execute(
+        address,
+        executeRequest({ workerId: 'w', cluster: 'baseline' }, 'echo', Buffer.alloc(0), deadlineUnixMs),
+        deadlineUnixMs,
+        new AbortController().signal,
+      );
       const tookMs = performance.now() - startedAt;
       assert.ok(outcome.kind === 'not-started' && outcome.unreachable && outcome.code === '', `call ${i}: ${JSON.stringify(outcome)}`);
       assert.match(outcome.message, /first byte|sent nothing/);
-      assert.ok(tookMs >= 250 && tookMs < 2000, `call ${i} failed after ${Math.round(tookMs)} ms: within connect + first-byte time (600 ms), far from the 10 s deadline`);
+      assert.ok(
+        tookMs >= 250 && tookMs < 2000,
+        `call ${i} failed after ${Math.round(tookMs)} ms: within connect + first-byte time (600 ms), far from the 10 s deadline`,
+      );
     }
     assert.ok(sockets.size >= 1, 'it did connect');
   });
@@ -241,7 +292,24 @@ for (const implementation of implementations) {
     const port = await freePort();
     const keyPrefix = uniquePrefix('h2-kill');
     const start = () =>
-      spawnReady(t, cliPaths.worker, ['--cluster', 'baseline', '--worker-id', 'killed', '--handlers', handlersPaths.demo, '--port', String(port), '--max-parallelism', '2', '--redis-url', testRedisUrl, '--key-prefix', keyPrefix, '--heartbeat-interval-ms', '200']);
+      spawnReady(t, cliPaths.worker, [
+        '--cluster',
+        'baseline',
+        '--worker-id',
+        'killed',
+        '--handlers',
+        handlersPaths.demo,
+        '--port',
+        String(port),
+        '--max-parallelism',
+        '2',
+        '--redis-url',
+        testRedisUrl,
+        '--key-prefix',
+        keyPrefix,
+        '--heartbeat-interval-ms',
+        '200',
+      ]);
     const calls = create();
     t.after(() => calls.closeAll());
     const worker = { workerId: 'killed', cluster: 'baseline' };
@@ -249,7 +317,13 @@ for (const implementation of implementations) {
     const call = (integration: string, payload: Buffer) => {
       const deadlineUnixMs = Date.now() + 10_000;
       let started = false;
-      const outcome = calls.execute(address, executeRequest(worker, integration, payload, deadlineUnixMs), deadlineUnixMs, new AbortController().signal, () => (started = true));
+      const outcome = calls.execute(
+        address,
+        executeRequest(worker, integration, payload, deadlineUnixMs),
+        deadlineUnixMs,
+        new AbortController().signal,
+        () => (started = true),
+      );
       return { outcome, started: () => started };
     };
     const first = await start();

@@ -8,7 +8,10 @@ import { executeRequest, implementations, sleep, type WorkerCallsUnderTest } fro
 async function setUp(t: import('node:test').TestContext, create: () => WorkerCallsUnderTest) {
   const fleet = await startFleet(t);
   const waiting: Array<() => void> = [];
-  const worker = await fleet.addWorker({ cluster: 'baseline', maxParallelism: 4 }, { 'bank-a': () => new Promise<string>((resolve) => waiting.push(() => resolve('done'))) });
+  const worker = await fleet.addWorker(
+    { cluster: 'baseline', maxParallelism: 4 },
+    { 'bank-a': () => new Promise<string>((resolve) => waiting.push(() => resolve('done'))) },
+  );
   const channels = create();
   t.after(() => channels.closeAll());
   const run = (): Promise<DispatchOutcome> => {
@@ -52,7 +55,10 @@ for (const implementation of implementations) {
     await started(2);
     assert.equal(channels.size, 1, 'one channel for the address, not two');
     finishAll();
-    assert.deepEqual((await Promise.all([first, second])).map((o) => o.kind), ['done', 'done']);
+    assert.deepEqual(
+      (await Promise.all([first, second])).map((o) => o.kind),
+      ['done', 'done'],
+    );
     assert.equal(channels.size, 1, 'it stays open: the address is in use again');
     channels.keepOnly(new Set([worker.address]));
     assert.equal(channels.size, 1);
@@ -73,13 +79,25 @@ for (const implementation of implementations) {
   test(`${implementation.name}: beyond maxChannels the least recently used channel closes, once its calls have ended`, async (t) => {
     const fleet = await startFleet(t);
     const waiting: Array<() => void> = [];
-    const handlers = { 'bank-a': () => new Promise<string>((resolve) => waiting.push(() => resolve('done'))), echo: async (task: { payload: Buffer }) => task.payload };
-    const workers = [await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, handlers), await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, handlers), await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, handlers)];
+    const handlers = {
+      'bank-a': () => new Promise<string>((resolve) => waiting.push(() => resolve('done'))),
+      echo: async (task: { payload: Buffer }) => task.payload,
+    };
+    const workers = [
+      await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, handlers),
+      await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, handlers),
+      await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 }, handlers),
+    ];
     const channels = implementation.create({ maxChannels: 2 });
     t.after(() => channels.closeAll());
     const call = (worker: (typeof workers)[number], integration: string) => {
       const deadlineUnixMs = Date.now() + 10_000;
-      return channels.execute(worker.address, executeRequest(worker, integration, Buffer.from('x'), deadlineUnixMs), deadlineUnixMs, new AbortController().signal);
+      return channels.execute(
+        worker.address,
+        executeRequest(worker, integration, Buffer.from('x'), deadlineUnixMs),
+        deadlineUnixMs,
+        new AbortController().signal,
+      );
     };
     const running = call(workers[0]!, 'bank-a');
     for (let waited = 0; waiting.length < 1; waited += 10) {

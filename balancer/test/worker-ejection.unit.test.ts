@@ -12,7 +12,13 @@ import { FailureRate, type FailureRateOptions } from '../src/failure-rate';
 import { WorkerEjection, type EjectionHelper, type HealthCheckResult, type WorkerEjectionOptions } from '../src/worker-ejection';
 import type { DispatchOutcome } from '../src/worker-channels';
 
-const options: WorkerEjectionOptions = { ejectAfterConnectFailures: 3, ejectionBackoffMs: 1000, maxEjectionBackoffMs: 8000, healthCheckTimeoutMs: 200, maxEjectedShare: 0.5 };
+const options: WorkerEjectionOptions = {
+  ejectAfterConnectFailures: 3,
+  ejectionBackoffMs: 1000,
+  maxEjectionBackoffMs: 8000,
+  healthCheckTimeoutMs: 200,
+  maxEjectedShare: 0.5,
+};
 const failureOptions: FailureRateOptions = { windowMs: 10_000, minTasks: 10, shareAbovePeers: 0.5 };
 
 interface FakeTimer {
@@ -24,7 +30,11 @@ interface FakeTimer {
 function setUp(overrides: Partial<WorkerEjectionOptions> = {}, failureOverrides: Partial<FailureRateOptions> = {}) {
   const calls: string[] = [];
   const timers: FakeTimer[] = [];
-  const addresses = new Map([['w1', '10.0.0.1:7800'], ['w2', '10.0.0.2:7800'], ['w3', '10.0.0.3:7800']]);
+  const addresses = new Map([
+    ['w1', '10.0.0.1:7800'],
+    ['w2', '10.0.0.2:7800'],
+    ['w3', '10.0.0.3:7800'],
+  ]);
   const clock = { nowMs: 1_000_000 };
   const state = {
     health: { healthy: false, reason: 'UNAVAILABLE: No connection established' } as HealthCheckResult,
@@ -59,10 +69,16 @@ function setUp(overrides: Partial<WorkerEjectionOptions> = {}, failureOverrides:
   const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(JSON.parse(line) as (typeof logs)[number]) });
   const registry = new Registry();
   const ejected = new Counter({ name: 'headroom_balancer_workers_ejected_total', help: 'test', labelNames: ['cluster', 'reason'], registers: [registry] });
-  const returned = new Counter({ name: 'headroom_balancer_workers_returned_total', help: 'test', labelNames: ['cluster', 'reason', 'return'], registers: [registry] });
+  const returned = new Counter({
+    name: 'headroom_balancer_workers_returned_total',
+    help: 'test',
+    labelNames: ['cluster', 'reason', 'return'],
+    registers: [registry],
+  });
   const failureRate = new FailureRate({ ...failureOptions, ...failureOverrides });
   const ejection = new WorkerEjection({ ...options, ...overrides }, helper, { ejected, returned, failureRate, logger });
-  const ejectedCount = async (reason = 'unreachable') => (await ejected.get()).values.find((v) => v.labels.cluster === 'c' && v.labels.reason === reason)?.value ?? 0;
+  const ejectedCount = async (reason = 'unreachable') =>
+    (await ejected.get()).values.find((v) => v.labels.cluster === 'c' && v.labels.reason === reason)?.value ?? 0;
   const returnedCount = async (labels: { reason: string; return: string }) =>
     (await returned.get()).values.find((v) => v.labels.cluster === 'c' && v.labels.reason === labels.reason && v.labels.return === labels.return)?.value ?? 0;
   /** Lets the helper's promises settle. */
@@ -78,7 +94,8 @@ function setUp(overrides: Partial<WorkerEjectionOptions> = {}, failureOverrides:
   };
   let failures = 0;
   const fail = async (workerId: string, times: number) => {
-    for (let i = 0; i < times; i++) ejection.connectFailed('c', workerId, addresses.get(workerId)!, `UNAVAILABLE: connect ECONNREFUSED ${addresses.get(workerId)} (failure ${++failures})`);
+    for (let i = 0; i < times; i++)
+      ejection.connectFailed('c', workerId, addresses.get(workerId)!, `UNAVAILABLE: connect ECONNREFUSED ${addresses.get(workerId)} (failure ${++failures})`);
     await settle();
   };
   /** Tasks of `integration` answered by `workerId`: `failed` of them with `code`, the rest with a result, 10 ms apart. */
@@ -279,7 +296,10 @@ test('a refusal for want of a handler counts as a failure; refusals for want of 
   };
   for (let i = 0; i < 20; i++) {
     clock.nowMs += 10;
-    ejection.dispatchEnded('c', 'w2', addresses.get('w2')!, 'bank-a', { kind: 'done', response: { workerId: 'w2', runMs: 1, queueWaitMs: 0, result: Buffer.alloc(0) } });
+    ejection.dispatchEnded('c', 'w2', addresses.get('w2')!, 'bank-a', {
+      kind: 'done',
+      response: { workerId: 'w2', runMs: 1, queueWaitMs: 0, result: Buffer.alloc(0) },
+    });
   }
   for (let i = 0; i < 20; i++) outcome('w3', 'HR_ERR_WORKER_FULL');
   for (let i = 0; i < 20; i++) outcome('w3', '', true);

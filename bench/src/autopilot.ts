@@ -125,7 +125,11 @@ function planFor(settings: AutopilotSettings, repetition: number): PlanInput {
 }
 
 async function bankCall(url: string, method: 'POST' | 'DELETE', body?: unknown): Promise<unknown> {
-  const response = await fetch(url, { method, ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }), signal: AbortSignal.timeout(5000) });
+  const response = await fetch(url, {
+    method,
+    ...(body === undefined ? {} : { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(5000),
+  });
   const text = await response.text();
   if (!response.ok) throw new Error(`${method} ${url}: ${response.status} ${text}`);
   return JSON.parse(text) as unknown;
@@ -149,13 +153,20 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
         redisUrl: options.redisUrl,
         integrations: [...settings.integrations],
         logDir,
-        controlPlaneArgs: ['--autopilot-tick-ms', String(settings.controlPlane.autopilotTickMs), '--latency-settle-ms', String(settings.controlPlane.latencySettleMs)],
+        controlPlaneArgs: [
+          '--autopilot-tick-ms',
+          String(settings.controlPlane.autopilotTickMs),
+          '--latency-settle-ms',
+          String(settings.controlPlane.latencySettleMs),
+        ],
       },
       cleanups.register,
     );
     signal.throwIfAborted();
     const flagArgs = ['--unleash-url', control.unleash.url, '--unleash-client-token', control.unleash.clientToken];
-    progress(`starting ${settings.balancerCount} balancers and ${settings.workers.map((g) => `${g.count} ${g.cluster}`).join(' and ')} workers (bank handlers)`);
+    progress(
+      `starting ${settings.balancerCount} balancers and ${settings.workers.map((g) => `${g.count} ${g.cluster}`).join(' and ')} workers (bank handlers)`,
+    );
     const fleet = await startProcessFleet(
       keyPrefix,
       {
@@ -174,13 +185,29 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
     const generator = await LoadGenerator.start({
       balancerAddresses: fleet.balancers.map((b) => b.address),
       workers: [],
-      task: { integration: settings.integrations[0]!, integrationMix: settings.integrations.map((name) => ({ name, weight: 1 })), payload: '{}', priority: 'BACKGROUND' },
+      task: {
+        integration: settings.integrations[0]!,
+        integrationMix: settings.integrations.map((name) => ({ name, weight: 1 })),
+        payload: '{}',
+        priority: 'BACKGROUND',
+      },
       callTimeoutMs: settings.load.callTimeoutMs,
     });
     cleanups.register(() => generator.close());
     const { load } = settings;
     const stopLoad = new AbortController();
-    const loadDone = generator.run({ kind: 'open', target: 'balancer', tasksPerSecond: load.tasksPerSecond, warmupMs: 0, durationMs: load.maxDurationMs, maxOutstanding: load.maxOutstanding }, signal, stopLoad.signal);
+    const loadDone = generator.run(
+      {
+        kind: 'open',
+        target: 'balancer',
+        tasksPerSecond: load.tasksPerSecond,
+        warmupMs: 0,
+        durationMs: load.maxDurationMs,
+        maxOutstanding: load.maxOutstanding,
+      },
+      signal,
+      stopLoad.signal,
+    );
     let loadRunning = true;
     loadDone.then(
       () => (loadRunning = false),
@@ -189,8 +216,11 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
     // The candidate's workers are new processes: their first tasks (code not yet compiled, no connection to the bank yet)
     // run slower, and a rollout starting on them would be rolled back for it (a breach counts at once). A cluster in
     // service has run tasks before: a share of the traffic warms it, then the candidate runs nothing for a window.
-    progress(`load: ${load.tasksPerSecond} tasks/s over ${settings.integrations.join(', ')}; ${settings.warmupPercent}% on the candidate for ${settings.warmupMs} ms, then a window on the baseline alone`);
-    const setCandidatePercent = (percent: number) => control.api.setTraffic({ integrations: Object.fromEntries(settings.integrations.map((name) => [name, percent])) });
+    progress(
+      `load: ${load.tasksPerSecond} tasks/s over ${settings.integrations.join(', ')}; ${settings.warmupPercent}% on the candidate for ${settings.warmupMs} ms, then a window on the baseline alone`,
+    );
+    const setCandidatePercent = (percent: number) =>
+      control.api.setTraffic({ integrations: Object.fromEntries(settings.integrations.map((name) => [name, percent])) });
     await setCandidatePercent(settings.warmupPercent);
     await sleep(settings.warmupMs, signal);
     await setCandidatePercent(0);
@@ -215,32 +245,43 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
       await sleep(windowMs + settings.controlPlane.latencySettleMs + 1000, signal);
       const before = await rolloutOf(rollout.id);
       if (before.status !== 'running' || before.rolledBack.length > 0) {
-        const why = before.decisions.filter((d) => d.kind === 'rollback').map((d) => d.message).join('; ');
+        const why = before.decisions
+          .filter((d) => d.kind === 'rollback')
+          .map((d) => d.message)
+          .join('; ');
         rollbacksBeforeIncident.push(why);
         progress(`attempt ${attempt}: rolled back before the incident (${why}); not measured, tried again`);
         if (before.status === 'running') await control.api.call('POST', `/rollouts/${rollout.id}/abort`, { reason: 'rolled back before the incident' });
         await reset();
         continue;
       }
-      const { incident } = (await bankCall(`${bank.url}/incidents`, 'POST', { bank: settings.slowIntegration, kind: 'slow', factor: settings.incidentFactor, cluster: 'candidate' })) as { incident: { startedAtUnixMs: number } };
+      const { incident } = (await bankCall(`${bank.url}/incidents`, 'POST', {
+        bank: settings.slowIntegration,
+        kind: 'slow',
+        factor: settings.incidentFactor,
+        cluster: 'candidate',
+      })) as { incident: { startedAtUnixMs: number } };
       const deadline = performance.now() + settings.detectTimeoutMs;
       let rolledBack: Rollout;
       for (;;) {
         rolledBack = await rolloutOf(rollout.id);
         // The state is written ahead of its actions (docs/rollouts.md): the override is in place once no intent is pending.
         if ((rolledBack.rolledBack.length > 0 || rolledBack.status !== 'running') && !rolledBack.pending) break;
-        if (performance.now() > deadline) throw new Error(`repetition ${repetition}: no rollback within ${settings.detectTimeoutMs} ms of the incident; waiting for: ${rolledBack.waitingFor}`);
+        if (performance.now() > deadline)
+          throw new Error(`repetition ${repetition}: no rollback within ${settings.detectTimeoutMs} ms of the incident; waiting for: ${rolledBack.waitingFor}`);
         await sleep(50, signal);
       }
       const decision = rolledBack.decisions.find((d) => d.kind === 'rollback')!;
       // Read before anything else changes the override: the resume below writes new acknowledgements.
       const traffic = await control.api.traffic();
       const record = traffic.lastRollback;
-      if (!record || record.actor !== 'autopilot' || record.propagationMs === null) throw new Error(`repetition ${repetition}: no acknowledged rollback by the autopilot in GET /traffic: ${JSON.stringify(record)}`);
+      if (!record || record.actor !== 'autopilot' || record.propagationMs === null)
+        throw new Error(`repetition ${repetition}: no acknowledged rollback by the autopilot in GET /traffic: ${JSON.stringify(record)}`);
       const acks = new Map((await control.acknowledgements()).map((ack) => [ack.balancerId, ack]));
       const ackTimes = record.acknowledged.map(({ balancerId }) => {
         const ack = acks.get(balancerId);
-        if (!ack || ack.version < record.overrideVersion) throw new Error(`balancer ${balancerId}: acknowledgement of version ${record.overrideVersion} not found in Redis (${JSON.stringify(ack)})`);
+        if (!ack || ack.version < record.overrideVersion)
+          throw new Error(`balancer ${balancerId}: acknowledgement of version ${record.overrideVersion} not found in Redis (${JSON.stringify(ack)})`);
         return ack.ackedAtUnixMs;
       });
       const sample: AutopilotSample = {
@@ -254,14 +295,19 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
         rolledBack: rolledBack.rolledBack,
       };
       samples.push(sample);
-      progress(`#${repetition} (attempt ${attempt}): decided ${(sample.toDecisionMs / 1000).toFixed(1)} s after the incident, last acknowledgement ${(sample.toLastAckMs / 1000).toFixed(1)} s (propagation ${sample.propagationMs.toFixed(1)} ms): ${sample.decision}`);
+      progress(
+        `#${repetition} (attempt ${attempt}): decided ${(sample.toDecisionMs / 1000).toFixed(1)} s after the incident, last acknowledgement ${(sample.toLastAckMs / 1000).toFixed(1)} s (propagation ${sample.propagationMs.toFixed(1)} ms): ${sample.decision}`,
+      );
 
       // Back to where the next repetition starts: no rollout, no incident, both integrations at 0% and not overridden.
       if (rolledBack.status === 'running') await control.api.call('POST', `/rollouts/${rollout.id}/abort`, { reason: 'measured' });
       repetition++;
       if (repetition <= settings.repetitions) await reset();
     }
-    if (samples.length < settings.repetitions) throw new Error(`${samples.length} of ${settings.repetitions} repetitions measured; rolled back before the incident: ${rollbacksBeforeIncident.join(' | ')}`);
+    if (samples.length < settings.repetitions)
+      throw new Error(
+        `${samples.length} of ${settings.repetitions} repetitions measured; rolled back before the incident: ${rollbacksBeforeIncident.join(' | ')}`,
+      );
     stopLoad.abort();
     const loadResult = await loadDone;
     const toLastAck = figures(samples.map((s) => s.toLastAckMs));
@@ -275,11 +321,33 @@ export async function runAutopilot(options: AutopilotOptions): Promise<Autopilot
       toLastAck,
       slowAloneEveryTime,
       rollbacksBeforeIncident,
-      load: { calls: loadResult.calls, succeeded: loadResult.succeeded, errorsByCode: loadResult.errorsByCode, dropped: loadResult.dropped, tasksPerSecond: loadResult.tasksPerSecond, latency: loadResult.latency },
+      load: {
+        calls: loadResult.calls,
+        succeeded: loadResult.succeeded,
+        errorsByCode: loadResult.errorsByCode,
+        dropped: loadResult.dropped,
+        tasksPerSecond: loadResult.tasksPerSecond,
+        latency: loadResult.latency,
+      },
       goals: [
-        { name: `incident start to the last balancer's acknowledgement of the autopilot's rollback, median of ${samples.length} (gate window ${settings.plan.windowSeconds} s)`, target: `<= ${boundMs} ms (${goalWindows} windows)`, measured: toLastAck.medianMs, met: toLastAck.medianMs <= boundMs },
-        { name: `the same, worst of ${samples.length}`, target: `<= ${boundMs} ms (${goalWindows} windows)`, measured: toLastAck.maxMs, met: toLastAck.maxMs <= boundMs },
-        { name: `rollbacks of the slow integration alone (of ${samples.length})`, target: `= ${samples.length}`, measured: samples.filter((s) => s.rolledBack.length === 1 && s.rolledBack[0] === settings.slowIntegration).length, met: slowAloneEveryTime },
+        {
+          name: `incident start to the last balancer's acknowledgement of the autopilot's rollback, median of ${samples.length} (gate window ${settings.plan.windowSeconds} s)`,
+          target: `<= ${boundMs} ms (${goalWindows} windows)`,
+          measured: toLastAck.medianMs,
+          met: toLastAck.medianMs <= boundMs,
+        },
+        {
+          name: `the same, worst of ${samples.length}`,
+          target: `<= ${boundMs} ms (${goalWindows} windows)`,
+          measured: toLastAck.maxMs,
+          met: toLastAck.maxMs <= boundMs,
+        },
+        {
+          name: `rollbacks of the slow integration alone (of ${samples.length})`,
+          target: `= ${samples.length}`,
+          measured: samples.filter((s) => s.rolledBack.length === 1 && s.rolledBack[0] === settings.slowIntegration).length,
+          met: slowAloneEveryTime,
+        },
       ],
     };
   } finally {

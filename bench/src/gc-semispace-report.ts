@@ -39,12 +39,34 @@ export function gcSemiSpaceTables(result: GcSemiSpaceResult): string {
   const summary = markdownTable(
     ['semi-space', ...columns.map(([, heading]) => heading), 'failed or dropped'],
     [
-      ...result.summaries.map((s) => [`${s.semiSpaceSizeMb} MiB`, ...columns.map(([name, , digits]) => formatSpread(s.figures[name], digits)), String(s.failedTasks)]),
+      ...result.summaries.map((s) => [
+        `${s.semiSpaceSizeMb} MiB`,
+        ...columns.map(([name, , digits]) => formatSpread(s.figures[name], digits)),
+        String(s.failedTasks),
+      ]),
       [`ratio ${first.semiSpaceSizeMb} ÷ ${second.semiSpaceSizeMb}`, ...columns.map(([name]) => formatRatio(result.ratios[name])), ''],
     ],
   );
   const perRun = markdownTable(
-    ['#', 'semi-space', 'GC %', 'scavenge %', 'mark-sweep %', 'scavenges', 'mark-sweeps', 'GC % by the metric', 'scavenges by the metric', 'ELU %', 'worker CPU %', 'p50 ms', 'p99 ms', 'tasks/s', 'heap used mean / max MiB', 'CPU % of core: balancer / generator / redis / not ours', 'failed'],
+    [
+      '#',
+      'semi-space',
+      'GC %',
+      'scavenge %',
+      'mark-sweep %',
+      'scavenges',
+      'mark-sweeps',
+      'GC % by the metric',
+      'scavenges by the metric',
+      'ELU %',
+      'worker CPU %',
+      'p50 ms',
+      'p99 ms',
+      'tasks/s',
+      'heap used mean / max MiB',
+      'CPU % of core: balancer / generator / redis / not ours',
+      'failed',
+    ],
     result.runs.map((r) => [
       String(r.repetition),
       `${r.semiSpaceSizeMb} MiB`,
@@ -65,7 +87,12 @@ export function gcSemiSpaceTables(result: GcSemiSpaceResult): string {
       String(failedTasks(r.load)),
     ]),
   );
-  const limits = result.summaries.map((s) => `${s.semiSpaceSizeMb} MiB: heap limit ${s.heapLimitMiB.toFixed(0)} MiB, young generation (two semi-spaces) grown to ${s.newSpaceMaxMiB.toFixed(0)} MiB`).join('; ');
+  const limits = result.summaries
+    .map(
+      (s) =>
+        `${s.semiSpaceSizeMb} MiB: heap limit ${s.heapLimitMiB.toFixed(0)} MiB, young generation (two semi-spaces) grown to ${s.newSpaceMaxMiB.toFixed(0)} MiB`,
+    )
+    .join('; ');
   const repetitions = result.settings.repetitions;
   return [
     `Median over ${repetitions} run${repetitions === 1 ? '' : 's'} of each size (min..max); the sizes alternated. GC figures count every main-thread pause (perf_hooks); "by the metric" is what \`nodejs_gc_duration_seconds\` showed. Mark-sweep = mark-sweep-compact pauses plus incremental marking steps.`,

@@ -178,7 +178,14 @@ export async function runGcSemiSpace(options: GcSemiSpaceOptions): Promise<GcSem
       if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
 
       const phase = generator.run(
-        { kind: 'open', target: 'balancer', tasksPerSecond: load.tasksPerSecond, warmupMs: settings.leadInMs, durationMs: settings.windowMs, maxOutstanding: load.maxOutstanding },
+        {
+          kind: 'open',
+          target: 'balancer',
+          tasksPerSecond: load.tasksPerSecond,
+          warmupMs: settings.leadInMs,
+          durationMs: settings.windowMs,
+          maxOutstanding: load.maxOutstanding,
+        },
         signal,
       );
       // Its failure is reported where it is awaited, below.
@@ -186,7 +193,14 @@ export async function runGcSemiSpace(options: GcSemiSpaceOptions): Promise<GcSem
       await sleep(settings.leadInMs, signal);
       const cpu = sampleCpu(pids);
       const machineCpu = sampleMachineCpu(run.header().machine.nproc);
-      const samples = await sampleWorkerWindow({ metricsUrl, gcTotalsPort, windowMs: settings.windowMs, scrapeIntervalMs: settings.scrapeIntervalMs, scrapeTimeoutMs: settings.scrapeTimeoutMs, signal });
+      const samples = await sampleWorkerWindow({
+        metricsUrl,
+        gcTotalsPort,
+        windowMs: settings.windowMs,
+        scrapeIntervalMs: settings.scrapeIntervalMs,
+        scrapeTimeoutMs: settings.scrapeTimeoutMs,
+        signal,
+      });
       const cpuPercentOfCore = cpu();
       const machineCpuPercentOfCore = machineCpu() ?? null;
       const result = await phase;
@@ -228,8 +242,16 @@ export async function runGcSemiSpace(options: GcSemiSpaceOptions): Promise<GcSem
     }
   }
 
-  const [first, second] = settings.semiSpaceSizesMb.map((size) => summarise(size, runs.filter((r) => r.semiSpaceSizeMb === size))) as [SemiSpaceSummary, SemiSpaceSummary];
+  const [first, second] = settings.semiSpaceSizesMb.map((size) =>
+    summarise(
+      size,
+      runs.filter((r) => r.semiSpaceSizeMb === size),
+    ),
+  ) as [SemiSpaceSummary, SemiSpaceSummary];
   const ratio = (name: ComparedFigure) => (second.figures[name].median === 0 ? null : first.figures[name].median / second.figures[name].median);
-  const ratios = Object.fromEntries((Object.keys(comparedFigures) as ComparedFigure[]).map((name) => [name, ratio(name)])) as Record<ComparedFigure, number | null>;
+  const ratios = Object.fromEntries((Object.keys(comparedFigures) as ComparedFigure[]).map((name) => [name, ratio(name)])) as Record<
+    ComparedFigure,
+    number | null
+  >;
   return { ...run.header(), nodeDefaultHeapLimitMiB: mib(v8.getHeapStatistics().heap_size_limit), runs, summaries: [first, second], ratios };
 }

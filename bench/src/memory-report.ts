@@ -10,7 +10,18 @@ const at = (s: MemorySample) => `${s.queued} queued: RSS ${mib(s.rssBytes)}, hea
 
 export function memoryTables(result: MemoryResult): string {
   const summary = markdownTable(
-    ['queued at full', 'RSS at full MiB', 'heap used at full MiB', 'RSS bytes per queued task', 'by step of the fill', 'heap bytes per queued task', 'by step of the fill', 'RSS growth while refusing MiB', 'heap per refused ÷ per queued task', 'heap left once the clients left ÷ full'],
+    [
+      'queued at full',
+      'RSS at full MiB',
+      'heap used at full MiB',
+      'RSS bytes per queued task',
+      'by step of the fill',
+      'heap bytes per queued task',
+      'by step of the fill',
+      'RSS growth while refusing MiB',
+      'heap per refused ÷ per queued task',
+      'heap left once the clients left ÷ full',
+    ],
     [
       [
         String(result.settings.maxQueuedTasks),
@@ -28,10 +39,27 @@ export function memoryTables(result: MemoryResult): string {
   );
   const steps = markdownTable(
     ['#', 'queued from', 'to', 'RSS bytes per task', 'heap bytes per task'],
-    result.runs.flatMap((r) => r.steps.map((step) => [String(r.repetition), String(step.fromQueued), String(step.toQueued), step.rssBytesPerQueuedTask.toFixed(0), step.heapBytesPerQueuedTask.toFixed(0)])),
+    result.runs.flatMap((r) =>
+      r.steps.map((step) => [
+        String(r.repetition),
+        String(step.fromQueued),
+        String(step.toQueued),
+        step.rssBytesPerQueuedTask.toFixed(0),
+        step.heapBytesPerQueuedTask.toFixed(0),
+      ]),
+    ),
   );
   const perRun = markdownTable(
-    ['#', 'empty, after a GC (MiB)', 'on the way (MiB)', 'full after s', 'full, after a GC (MiB)', 'tasks beyond: answers by code', 'after the refusals, after a GC (MiB)', 'after the clients left, after a GC (MiB)'],
+    [
+      '#',
+      'empty, after a GC (MiB)',
+      'on the way (MiB)',
+      'full after s',
+      'full, after a GC (MiB)',
+      'tasks beyond: answers by code',
+      'after the refusals, after a GC (MiB)',
+      'after the clients left, after a GC (MiB)',
+    ],
     result.runs.map((r) => [
       String(r.repetition),
       at(r.empty),

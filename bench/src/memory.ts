@@ -212,7 +212,8 @@ export async function runMemory(options: MemoryOptions): Promise<MemoryResult> {
       /** Reads until `done` holds; bounded by fillTimeoutMs from the start. */
       const readUntil = async (what: string, done: (sample: MemorySample) => boolean) => {
         while (!done(samples[samples.length - 1]!)) {
-          if (performance.now() - startedAt > settings.fillTimeoutMs) throw new Error(`${what} not within ${settings.fillTimeoutMs} ms: ${JSON.stringify(samples[samples.length - 1])}`);
+          if (performance.now() - startedAt > settings.fillTimeoutMs)
+            throw new Error(`${what} not within ${settings.fillTimeoutMs} ms: ${JSON.stringify(samples[samples.length - 1])}`);
           await sleep(settings.metricsIntervalMs, signal);
           await read();
         }
@@ -233,7 +234,9 @@ export async function runMemory(options: MemoryOptions): Promise<MemoryResult> {
       filling.catch(() => undefined);
       await readUntil('the queue filled', (s) => s.queued >= settings.maxQueuedTasks);
       const full = await readCollected();
-      const marks = [...settings.depthMarks, settings.maxQueuedTasks].map((mark) => samples.find((s) => s.queued >= mark)).filter((s): s is MemorySample => s !== undefined);
+      const marks = [...settings.depthMarks, settings.maxQueuedTasks]
+        .map((mark) => samples.find((s) => s.queued >= mark))
+        .filter((s): s is MemorySample => s !== undefined);
 
       // The queue is full: every task beyond it must be answered at once, with an error.
       const refusing = await beyond.run(openLoop(settings.tasksBeyondLimit), signal);
@@ -257,7 +260,12 @@ export async function runMemory(options: MemoryOptions): Promise<MemoryResult> {
         steps: marks.map((to, i) => {
           const from = i === 0 ? empty : marks[i - 1]!;
           const tasks = to.queued - from.queued;
-          return { fromQueued: from.queued, toQueued: to.queued, rssBytesPerQueuedTask: (to.rssBytes - from.rssBytes) / tasks, heapBytesPerQueuedTask: (to.heapUsedBytes - from.heapUsedBytes) / tasks };
+          return {
+            fromQueued: from.queued,
+            toQueued: to.queued,
+            rssBytesPerQueuedTask: (to.rssBytes - from.rssBytes) / tasks,
+            heapBytesPerQueuedTask: (to.heapUsedBytes - from.heapUsedBytes) / tasks,
+          };
         }),
         rssGrowthWhileRefusingBytes: afterRefusals.rssBytes - full.rssBytes,
         heapGrowthWhileRefusingBytes: afterRefusals.heapUsedBytes - full.heapUsedBytes,
@@ -272,7 +280,9 @@ export async function runMemory(options: MemoryOptions): Promise<MemoryResult> {
     }
   };
 
-  progress(`${settings.repetitions} run${settings.repetitions === 1 ? '' : 's'}: ${settings.maxQueuedTasks} tasks queued at one balancer, ${settings.tasksBeyondLimit} more sent beyond its limit, ${settings.sendTasksPerSecond} tasks/s`);
+  progress(
+    `${settings.repetitions} run${settings.repetitions === 1 ? '' : 's'}: ${settings.maxQueuedTasks} tasks queued at one balancer, ${settings.tasksBeyondLimit} more sent beyond its limit, ${settings.sendTasksPerSecond} tasks/s`,
+  );
   const runs: MemoryRun[] = [];
   for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
     const r = await measure(repetition);
@@ -311,7 +321,12 @@ export async function runMemory(options: MemoryOptions): Promise<MemoryResult> {
         met: 'stated',
       },
       { name: 'balancer RSS per queued task, bytes', target: 'state it (no target)', measured: of((r) => r.rssBytesPerQueuedTask).median, met: 'stated' },
-      { name: `most tasks the queue held (limit ${settings.maxQueuedTasks})`, target: `<= ${settings.maxQueuedTasks}`, measured: maxQueued, met: maxQueued <= settings.maxQueuedTasks },
+      {
+        name: `most tasks the queue held (limit ${settings.maxQueuedTasks})`,
+        target: `<= ${settings.maxQueuedTasks}`,
+        measured: maxQueued,
+        met: maxQueued <= settings.maxQueuedTasks,
+      },
       {
         name: `tasks beyond the limit answered ${queueFullCode}, as the client saw them (of ${settings.tasksBeyondLimit})`,
         target: `= ${settings.tasksBeyondLimit}`,

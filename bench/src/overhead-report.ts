@@ -23,7 +23,15 @@ export function overheadTables(result: OverheadResult): string {
   const goalLevel = result.latency.find((level) => level.isGoalLevel);
 
   const summary = markdownTable(
-    ['path', 'ceiling tasks/s', 'x direct', `p50 / p99 ms at ${goalLevel?.label ?? 'goal level'}`, 'added p50 / p99 ms', `${cpuHeader} (at ceiling)`, `${cpuHeader} (at ${goalLevel?.label ?? 'goal level'})`],
+    [
+      'path',
+      'ceiling tasks/s',
+      'x direct',
+      `p50 / p99 ms at ${goalLevel?.label ?? 'goal level'}`,
+      'added p50 / p99 ms',
+      `${cpuHeader} (at ceiling)`,
+      `${cpuHeader} (at ${goalLevel?.label ?? 'goal level'})`,
+    ],
     result.paths.map((path) => {
       const best = result.ceiling.best[path.target];
       const atGoal = goalLevel?.paths.find((p) => p.target === path.target);
@@ -39,7 +47,17 @@ export function overheadTables(result: OverheadResult): string {
     }),
   );
   const ceiling = markdownTable(
-    ['path (closed loop)', 'outstanding', 'tasks/s', 'p50 ms', 'p99 ms', 'failed or dropped', cpuHeader, 'our processes, % of a core', 'machine busy, % of a core'],
+    [
+      'path (closed loop)',
+      'outstanding',
+      'tasks/s',
+      'p50 ms',
+      'p99 ms',
+      'failed or dropped',
+      cpuHeader,
+      'our processes, % of a core',
+      'machine busy, % of a core',
+    ],
     result.ceiling.runs.map((run) => [
       labelOf(run.target),
       String(run.concurrency),
@@ -72,7 +90,12 @@ export function overheadTables(result: OverheadResult): string {
   return [
     summary,
     '',
-    `Ceiling: closed loop, each path at each number of calls outstanding (${result.paths.filter((path) => path.lanesCappedAtSlots).map((path) => path.target).join(', ') || 'no path'}: lanes capped at the workers' slots, as nothing queues them), after every path ran ${result.settings.ceiling.firstWarmupPerPathMs} ms unmeasured. "Machine busy" minus "our processes" is other work on the machine.`,
+    `Ceiling: closed loop, each path at each number of calls outstanding (${
+      result.paths
+        .filter((path) => path.lanesCappedAtSlots)
+        .map((path) => path.target)
+        .join(', ') || 'no path'
+    }: lanes capped at the workers' slots, as nothing queues them), after every path ran ${result.settings.ceiling.firstWarmupPerPathMs} ms unmeasured. "Machine busy" minus "our processes" is other work on the machine.`,
     '',
     ceiling,
     '',

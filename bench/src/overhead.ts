@@ -58,14 +58,28 @@ export const fullSettings: OverheadSettings = {
   callTimeoutMs: 10_000,
   // 128 = the workers' slots; 64 stays below them; 256 overfills them, so tasks wait in the balancer's queue.
   ceiling: { firstWarmupPerPathMs: 2_000, concurrencies: [64, 128, 256], warmupMs: 1_000, durationMs: 3_000 },
-  latency: { goalRate: { maxTasksPerSecond: 1_000, shareOfBalancerCeiling: 0.5 }, ceilingShares: [0.25, 0.5, 0.75], repetitions: 3, leadInMs: 500, durationMs: 2_500, maxOutstanding: 2_048 },
+  latency: {
+    goalRate: { maxTasksPerSecond: 1_000, shareOfBalancerCeiling: 0.5 },
+    ceilingShares: [0.25, 0.5, 0.75],
+    repetitions: 3,
+    leadInMs: 500,
+    durationMs: 2_500,
+    maxOutstanding: 2_048,
+  },
 };
 
 /** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */
 export const smokeSettings: OverheadSettings = {
   ...fullSettings,
   ceiling: { firstWarmupPerPathMs: 300, concurrencies: [8], warmupMs: 300, durationMs: 1_500 },
-  latency: { goalRate: { maxTasksPerSecond: 100, shareOfBalancerCeiling: 0.5 }, ceilingShares: [], repetitions: 1, leadInMs: 200, durationMs: 1_000, maxOutstanding: 256 },
+  latency: {
+    goalRate: { maxTasksPerSecond: 100, shareOfBalancerCeiling: 0.5 },
+    ceilingShares: [],
+    repetitions: 1,
+    leadInMs: 200,
+    durationMs: 1_000,
+    maxOutstanding: 256,
+  },
 };
 
 /** Issue 15's goals for the balancer. */
@@ -237,7 +251,11 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
         ...(result.cpu ? { cpu: cpuPerTask(result.cpu) } : {}),
         ...(machineBusy !== undefined ? { machineBusyPercentOfCore: machineBusy } : {}),
         ...(requestsBefore && requestsAfter
-          ? { haproxyRequestsByServer: Object.fromEntries(Object.entries(requestsAfter).map(([server, total]) => [server, total - (requestsBefore[server] ?? 0)])) }
+          ? {
+              haproxyRequestsByServer: Object.fromEntries(
+                Object.entries(requestsAfter).map(([server, total]) => [server, total - (requestsBefore[server] ?? 0)]),
+              ),
+            }
           : {}),
       };
     };
@@ -252,7 +270,10 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
     for (const path of paths) {
       const lanes = Math.min(settings.ceiling.concurrencies[0] ?? 1, capacity);
       const warmupMs = settings.ceiling.firstWarmupPerPathMs;
-      await generator.run({ kind: 'closed', target: path.target, concurrency: lanes, warmupMs, durationMs: 0, maxCalls: Math.ceil((warmupMs / 1000) * 100_000) }, signal);
+      await generator.run(
+        { kind: 'closed', target: path.target, concurrency: lanes, warmupMs, durationMs: 0, maxCalls: Math.ceil((warmupMs / 1000) * 100_000) },
+        signal,
+      );
     }
     progress(`each path warmed up for ${settings.ceiling.firstWarmupPerPathMs} ms`);
     const ceilingRuns: CeilingRun[] = [];
@@ -261,7 +282,14 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
         const lanes = path.lanesCappedAtSlots ? Math.min(concurrency, capacity) : concurrency;
         if (ceilingRuns.some((run) => run.target === path.target && run.concurrency === lanes)) continue;
         const { warmupMs, durationMs } = settings.ceiling;
-        const measurement = await measure({ kind: 'closed', target: path.target, concurrency: lanes, warmupMs, durationMs, maxCalls: Math.ceil(((warmupMs + durationMs) / 1000) * 100_000) });
+        const measurement = await measure({
+          kind: 'closed',
+          target: path.target,
+          concurrency: lanes,
+          warmupMs,
+          durationMs,
+          maxCalls: Math.ceil(((warmupMs + durationMs) / 1000) * 100_000),
+        });
         ceilingRuns.push({ ...measurement, concurrency: lanes });
         progress(
           `ceiling ${path.target.padEnd(9)} ${String(lanes).padStart(4)} outstanding: ${Math.round(measurement.tasksPerSecond)} tasks/s, p50 ${measurement.latency.p50Ms.toFixed(2)} ms, ` +
@@ -279,7 +307,11 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
     // 2. Latency, open loop, the paths alternating within each repetition.
     const { goalRate } = settings.latency;
     const goalTasksPerSecond = Math.round(Math.min(goalRate.maxTasksPerSecond, goalRate.shareOfBalancerCeiling * balancerCeiling));
-    const atShare = (share: number) => ({ label: `${Math.round(share * 100)}% of ceiling`, tasksPerSecond: Math.round(share * balancerCeiling), isGoalLevel: false });
+    const atShare = (share: number) => ({
+      label: `${Math.round(share * 100)}% of ceiling`,
+      tasksPerSecond: Math.round(share * balancerCeiling),
+      isGoalLevel: false,
+    });
     const goalLevel =
       goalTasksPerSecond === goalRate.maxTasksPerSecond
         ? { label: `${goalTasksPerSecond} tasks/s`, tasksPerSecond: goalTasksPerSecond, isGoalLevel: true }
@@ -314,7 +346,9 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
       latency.push({ ...level, repetitions, paths: paths.map((path, index) => pathLatency(path, index, repetitions)) });
     }
     const ledgerAtEnd = await readLedgerAtEnd(options.redisUrl, keyPrefix, fleet.workers[0]!.cluster);
-    progress(`ledger after the last phase: ${ledgerAtEnd.leases} leases, ${ledgerAtEnd.totalFree} of ${ledgerAtEnd.totalCapacity} slots free (read ${ledgerAtEnd.readAfterMs} ms after)`);
+    progress(
+      `ledger after the last phase: ${ledgerAtEnd.leases} leases, ${ledgerAtEnd.totalFree} of ${ledgerAtEnd.totalCapacity} slots free (read ${ledgerAtEnd.readAfterMs} ms after)`,
+    );
 
     return {
       ...run.header(),
@@ -324,7 +358,11 @@ export async function runOverhead(options: OverheadOptions): Promise<OverheadRes
       ceiling: { runs: ceilingRuns, best },
       latency,
       ledgerAtEnd,
-      ...judge(paths, best, latency.find((level) => level.isGoalLevel)),
+      ...judge(
+        paths,
+        best,
+        latency.find((level) => level.isGoalLevel),
+      ),
     };
   } finally {
     await cleanups.runAll();
@@ -373,7 +411,11 @@ function pathLatency(path: OverheadPath, index: number, repetitions: readonly Me
 }
 
 /** Issue 15's goals, met or not, and those this run cannot judge. */
-function judge(paths: readonly OverheadPath[], best: OverheadResult['ceiling']['best'], goalLevel: LatencyLevel | undefined): { goals: Goal[]; notJudged: string[] } {
+function judge(
+  paths: readonly OverheadPath[],
+  best: OverheadResult['ceiling']['best'],
+  goalLevel: LatencyLevel | undefined,
+): { goals: Goal[]; notJudged: string[] } {
   const results: Goal[] = [];
   const notJudged: string[] = [];
   // By name, not TargetName: the proxyless path's goals are judged once it is a target.
@@ -384,28 +426,67 @@ function judge(paths: readonly OverheadPath[], best: OverheadResult['ceiling']['
 
   const balancerAtCeiling = best.balancer?.cpu?.microsPerTask.balancer;
   if (balancerAtCeiling !== undefined) {
-    results.push({ name: `balancer CPU per task at its ceiling (${best.balancer!.concurrency} outstanding)`, target: `<= ${goals.balancerCpuMicrosPerTask} µs`, measured: balancerAtCeiling, met: balancerAtCeiling <= goals.balancerCpuMicrosPerTask });
+    results.push({
+      name: `balancer CPU per task at its ceiling (${best.balancer!.concurrency} outstanding)`,
+      target: `<= ${goals.balancerCpuMicrosPerTask} µs`,
+      measured: balancerAtCeiling,
+      met: balancerAtCeiling <= goals.balancerCpuMicrosPerTask,
+    });
   }
   const balancer = atGoal('balancer');
   const balancerAtGoal = balancer?.cpuMicrosPerTask.balancer;
   if (goalLevel && balancerAtGoal !== undefined) {
-    results.push({ name: `balancer CPU per task at ${goalLevel.label}`, target: `<= ${goals.balancerCpuMicrosPerTask} µs`, measured: balancerAtGoal, met: balancerAtGoal <= goals.balancerCpuMicrosPerTask });
+    results.push({
+      name: `balancer CPU per task at ${goalLevel.label}`,
+      target: `<= ${goals.balancerCpuMicrosPerTask} µs`,
+      measured: balancerAtGoal,
+      met: balancerAtGoal <= goals.balancerCpuMicrosPerTask,
+    });
   }
-  results.push({ name: 'ceiling through the balancer, share of direct', target: `>= ${goals.balancerCeilingShareOfDirect}x direct`, measured: shareOfDirect('balancer'), digits: 2, met: shareOfDirect('balancer') >= goals.balancerCeilingShareOfDirect });
+  results.push({
+    name: 'ceiling through the balancer, share of direct',
+    target: `>= ${goals.balancerCeilingShareOfDirect}x direct`,
+    measured: shareOfDirect('balancer'),
+    digits: 2,
+    met: shareOfDirect('balancer') >= goals.balancerCeilingShareOfDirect,
+  });
   if (goalLevel && balancer?.addedP50Ms && balancer.addedP99Ms) {
     results.push(
-      { name: `balancer added p50 at ${goalLevel.label}`, target: `<= ${goals.addedP50Ms} ms`, measured: balancer.addedP50Ms.median, met: balancer.addedP50Ms.median <= goals.addedP50Ms },
-      { name: `balancer added p99 at ${goalLevel.label}`, target: `<= ${goals.addedP99Ms} ms`, measured: balancer.addedP99Ms.median, met: balancer.addedP99Ms.median <= goals.addedP99Ms },
+      {
+        name: `balancer added p50 at ${goalLevel.label}`,
+        target: `<= ${goals.addedP50Ms} ms`,
+        measured: balancer.addedP50Ms.median,
+        met: balancer.addedP50Ms.median <= goals.addedP50Ms,
+      },
+      {
+        name: `balancer added p99 at ${goalLevel.label}`,
+        target: `<= ${goals.addedP99Ms} ms`,
+        measured: balancer.addedP99Ms.median,
+        met: balancer.addedP99Ms.median <= goals.addedP99Ms,
+      },
     );
   }
 
   const haproxy = atGoal('haproxy');
   if (paths.some((path) => path.target === 'haproxy')) {
     const haproxyAtCeiling = bestOf('haproxy')?.cpu?.microsPerTask.haproxy;
-    if (haproxyAtCeiling !== undefined) results.push({ name: `HAProxy CPU per task at its ceiling (${bestOf('haproxy')!.concurrency} outstanding)`, target: 'none: the anchor (µs)', measured: haproxyAtCeiling, met: 'stated' });
+    if (haproxyAtCeiling !== undefined)
+      results.push({
+        name: `HAProxy CPU per task at its ceiling (${bestOf('haproxy')!.concurrency} outstanding)`,
+        target: 'none: the anchor (µs)',
+        measured: haproxyAtCeiling,
+        met: 'stated',
+      });
     const haproxyAtGoal = haproxy?.cpuMicrosPerTask.haproxy;
-    if (goalLevel && haproxyAtGoal !== undefined) results.push({ name: `HAProxy CPU per task at ${goalLevel.label}`, target: 'none: the anchor (µs)', measured: haproxyAtGoal, met: 'stated' });
-    results.push({ name: 'ceiling through HAProxy, share of direct', target: 'none: the anchor (x direct)', measured: shareOfDirect('haproxy'), digits: 2, met: 'stated' });
+    if (goalLevel && haproxyAtGoal !== undefined)
+      results.push({ name: `HAProxy CPU per task at ${goalLevel.label}`, target: 'none: the anchor (µs)', measured: haproxyAtGoal, met: 'stated' });
+    results.push({
+      name: 'ceiling through HAProxy, share of direct',
+      target: 'none: the anchor (x direct)',
+      measured: shareOfDirect('haproxy'),
+      digits: 2,
+      met: 'stated',
+    });
     if (goalLevel && haproxy?.addedP50Ms && haproxy.addedP99Ms) {
       results.push(
         { name: `HAProxy added p50 at ${goalLevel.label}`, target: 'none: the anchor (ms)', measured: haproxy.addedP50Ms.median, met: 'stated' },
@@ -416,11 +497,27 @@ function judge(paths: readonly OverheadPath[], best: OverheadResult['ceiling']['
 
   const proxyless = atGoal('proxyless');
   if (paths.some((path) => path.target === 'proxyless')) {
-    results.push({ name: 'ceiling of the proxyless client, share of direct', target: `>= ${proxylessGoals.ceilingShareOfDirect}x direct`, measured: shareOfDirect('proxyless'), digits: 2, met: shareOfDirect('proxyless') >= proxylessGoals.ceilingShareOfDirect });
+    results.push({
+      name: 'ceiling of the proxyless client, share of direct',
+      target: `>= ${proxylessGoals.ceilingShareOfDirect}x direct`,
+      measured: shareOfDirect('proxyless'),
+      digits: 2,
+      met: shareOfDirect('proxyless') >= proxylessGoals.ceilingShareOfDirect,
+    });
     if (goalLevel && proxyless?.addedP50Ms && proxyless.addedP99Ms && haproxy?.addedP50Ms && haproxy.addedP99Ms) {
       results.push(
-        { name: `proxyless added p50 at ${goalLevel.label}`, target: `<= HAProxy's (${haproxy.addedP50Ms.median.toFixed(2)} ms)`, measured: proxyless.addedP50Ms.median, met: proxyless.addedP50Ms.median <= haproxy.addedP50Ms.median },
-        { name: `proxyless added p99 at ${goalLevel.label}`, target: `<= HAProxy's (${haproxy.addedP99Ms.median.toFixed(2)} ms)`, measured: proxyless.addedP99Ms.median, met: proxyless.addedP99Ms.median <= haproxy.addedP99Ms.median },
+        {
+          name: `proxyless added p50 at ${goalLevel.label}`,
+          target: `<= HAProxy's (${haproxy.addedP50Ms.median.toFixed(2)} ms)`,
+          measured: proxyless.addedP50Ms.median,
+          met: proxyless.addedP50Ms.median <= haproxy.addedP50Ms.median,
+        },
+        {
+          name: `proxyless added p99 at ${goalLevel.label}`,
+          target: `<= HAProxy's (${haproxy.addedP99Ms.median.toFixed(2)} ms)`,
+          measured: proxyless.addedP99Ms.median,
+          met: proxyless.addedP99Ms.median <= haproxy.addedP99Ms.median,
+        },
       );
     } else {
       notJudged.push("proxyless added latency <= HAProxy's: needs both paths measured at the goal level");
@@ -429,7 +526,12 @@ function judge(paths: readonly OverheadPath[], best: OverheadResult['ceiling']['
     const directGenerator = atGoal('direct')?.cpuMicrosPerTask.generator;
     const proxylessGenerator = proxyless?.cpuMicrosPerTask.generator;
     if (goalLevel && directGenerator !== undefined && proxylessGenerator !== undefined) {
-      results.push({ name: `proxyless client's routing CPU in the caller at ${goalLevel.label} (generator µs/task, proxyless − direct)`, target: 'none: stated (µs)', measured: proxylessGenerator - directGenerator, met: 'stated' });
+      results.push({
+        name: `proxyless client's routing CPU in the caller at ${goalLevel.label} (generator µs/task, proxyless − direct)`,
+        target: 'none: stated (µs)',
+        measured: proxylessGenerator - directGenerator,
+        met: 'stated',
+      });
     }
   }
   return { goals: results, notJudged };

@@ -20,7 +20,20 @@ function cpuBreakdown(r: ParallelismRun): string {
 export function parallelismTables(result: ParallelismResult): string {
   const integrations = result.settings.integrationMix.map((entry) => entry.name);
   const summary = markdownTable(
-    ['max parallelism N', 'tasks/s', 'throughput ÷ N=1', 'p50 ms', 'p99 ms', 'p50 ÷ N=1', 'p99 ÷ N=1', 'GC % of wall', 'ELU %', 'worker CPU % of core', 'heap used max MiB', 'failed'],
+    [
+      'max parallelism N',
+      'tasks/s',
+      'throughput ÷ N=1',
+      'p50 ms',
+      'p99 ms',
+      'p50 ÷ N=1',
+      'p99 ÷ N=1',
+      'GC % of wall',
+      'ELU %',
+      'worker CPU % of core',
+      'heap used max MiB',
+      'failed',
+    ],
     result.levels.map((level) => [
       String(level.maxParallelism),
       formatSpread(level.tasksPerSecond, 1),
@@ -43,7 +56,11 @@ export function parallelismTables(result: ParallelismResult): string {
       ...integrations.flatMap((name) => {
         const figures = level.byIntegration[name];
         if (!figures) return ['-', '-', '-'];
-        return [`${figures.p50Ms.toFixed(0)} (${figures.tasks} tasks)`, `${pooledRatio(figures)}${figures.judged ? '' : ' *'}`, `${figures.p99Ratio.toFixed(2)}x`];
+        return [
+          `${figures.p50Ms.toFixed(0)} (${figures.tasks} tasks)`,
+          `${pooledRatio(figures)}${figures.judged ? '' : ' *'}`,
+          `${figures.p99Ratio.toFixed(2)}x`,
+        ];
       }),
     ]),
   );

@@ -155,7 +155,9 @@ export async function runParallelism(options: ParallelismOptions): Promise<Paral
     const bank = await startBankSimulator({ timeScale: settings.bankTimeScale, seed: settings.bankSeed, logDir: benchPlace('bank-sim').logDir });
     cleanups.register(() => bank.stop());
     const latenciesByRun = new Map<string, number[]>();
-    progress(`bank simulator at ${bank.url} (time scale ${settings.bankTimeScale}); levels ${settings.levels.join(', ')}, ${settings.repetitions} repetitions, alternating`);
+    progress(
+      `bank simulator at ${bank.url} (time scale ${settings.bankTimeScale}); levels ${settings.levels.join(', ')}, ${settings.repetitions} repetitions, alternating`,
+    );
 
     // One worker per level, each its own process with its own GC counter, and one load generator
     // for each: started once, so that a run costs only its own load (the levels alternate between them).
@@ -208,7 +210,10 @@ export async function runParallelism(options: ParallelismOptions): Promise<Paral
       const windowMs = level === settings.levels[0] ? settings.referenceWindowMs : settings.windowMs;
       // A bound on calls whatever the time: far more than N lanes can make of tasks of 10+ ms.
       const maxCalls = Math.ceil(((settings.leadInMs + windowMs) / 1000) * 20_000);
-      const phase = generator.run({ kind: 'closed', target: 'direct', concurrency: level, warmupMs: settings.leadInMs, durationMs: windowMs, maxCalls, keepLatencies: true }, signal);
+      const phase = generator.run(
+        { kind: 'closed', target: 'direct', concurrency: level, warmupMs: settings.leadInMs, durationMs: windowMs, maxCalls, keepLatencies: true },
+        signal,
+      );
       // Its failure is reported where it is awaited, below.
       phase.catch(() => undefined);
       await sleep(settings.leadInMs, signal);
@@ -228,7 +233,8 @@ export async function runParallelism(options: ParallelismOptions): Promise<Paral
       // The window's last tasks are still running: let them end before the next level starts, so
       // that they do not load the machine under its measurement (bounded: the banks' slowest answers).
       const drainUntil = performance.now() + settings.drainTimeoutMs;
-      while ((await scrapeRuntime(worker.metricsUrl, settings.scrapeTimeoutMs, signal)).tasksInFlight > 0 && performance.now() < drainUntil) await sleep(100, signal);
+      while ((await scrapeRuntime(worker.metricsUrl, settings.scrapeTimeoutMs, signal)).tasksInFlight > 0 && performance.now() < drainUntil)
+        await sleep(100, signal);
       // Kept apart from the record: the JSON holds the summaries, not every task.
       const byIntegration: Record<string, IntegrationFigures> = {};
       for (const [name, { latenciesMs = [], ...figures }] of Object.entries(result.byIntegration)) {
@@ -281,8 +287,17 @@ function summariseLevel(level: number, runs: readonly ParallelismRun[], settings
   const pooled = (integrations: readonly string[]): PooledLatency => {
     const mine = figures(latenciesOf(level, repetitions, integrations));
     const theirs = figures(latenciesOf(reference, repetitions, integrations));
-    const p50ByRepetition = repetitions.map((repetition) => figures(latenciesOf(level, [repetition], integrations)).medianMs / figures(latenciesOf(reference, [repetition], integrations)).medianMs);
-    return { tasks: mine.count, p50Ms: mine.medianMs, p99Ms: mine.p99Ms, p50Ratio: mine.medianMs / theirs.medianMs, p99Ratio: mine.p99Ms / theirs.p99Ms, p50RatioByRepetition: spread(p50ByRepetition.filter(Number.isFinite)) };
+    const p50ByRepetition = repetitions.map(
+      (repetition) => figures(latenciesOf(level, [repetition], integrations)).medianMs / figures(latenciesOf(reference, [repetition], integrations)).medianMs,
+    );
+    return {
+      tasks: mine.count,
+      p50Ms: mine.medianMs,
+      p99Ms: mine.p99Ms,
+      p50Ratio: mine.medianMs / theirs.medianMs,
+      p99Ratio: mine.p99Ms / theirs.p99Ms,
+      p50RatioByRepetition: spread(p50ByRepetition.filter(Number.isFinite)),
+    };
   };
   const names = settings.integrationMix.map((entry) => entry.name);
   const referenceTasks = (name: string) => latenciesOf(reference, repetitions, [name]).length;
@@ -305,7 +320,10 @@ function judge(levels: readonly LevelSummary[]): Goal[] {
   if (!level) return [];
   // Every integration judged must hold: the worst one is the figure.
   const judged = Object.entries(level.byIntegration).filter(([, latency]) => latency.judged);
-  const worst = judged.reduce<[string, PooledLatency] | undefined>((found, entry) => (found === undefined || entry[1].p50Ratio > found[1].p50Ratio ? entry : found), undefined);
+  const worst = judged.reduce<[string, PooledLatency] | undefined>(
+    (found, entry) => (found === undefined || entry[1].p50Ratio > found[1].p50Ratio ? entry : found),
+    undefined,
+  );
   return [
     {
       name: `throughput at N=${goals.parallelism} over N=1`,

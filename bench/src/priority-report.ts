@@ -19,12 +19,33 @@ function cpuBreakdown(r: PriorityRun): string {
 }
 
 function phaseRow(repetition: number, phase: string, priority: string, p: PriorityPhase): string[] {
-  return [String(repetition), phase, priority, String(p.sent), String(p.ran), codes(p.rejectedByCode), String(p.notSent), p.p50Ms.toFixed(1), p.p99Ms.toFixed(1), p.maxMs.toFixed(1)];
+  return [
+    String(repetition),
+    phase,
+    priority,
+    String(p.sent),
+    String(p.ran),
+    codes(p.rejectedByCode),
+    String(p.notSent),
+    p.p50Ms.toFixed(1),
+    p.p99Ms.toFixed(1),
+    p.maxMs.toFixed(1),
+  ];
 }
 
 export function priorityTables(result: PriorityResult): string {
   const summary = markdownTable(
-    ['user-present tasks before / in the spike', 'p50 ms before / in', 'p99 ms before', 'p99 ms in the spike', 'spike ÷ before', 'by run: p99 before / in, ratio', 'user-present refused', 'background refused (all runs)', 'sent − answered by the balancer'],
+    [
+      'user-present tasks before / in the spike',
+      'p50 ms before / in',
+      'p99 ms before',
+      'p99 ms in the spike',
+      'spike ÷ before',
+      'by run: p99 before / in, ratio',
+      'user-present refused',
+      'background refused (all runs)',
+      'sent − answered by the balancer',
+    ],
     [
       [
         `${result.userPresentSteady.count} / ${result.userPresentSpike.count}`,
@@ -49,7 +70,13 @@ export function priorityTables(result: PriorityResult): string {
     ]),
   );
   const perRun = markdownTable(
-    ['#', 'sent (lead-in included)', "the balancer's final answers, by priority and outcome", 'user-present mean wait for a slot ms: before / in the spike', 'CPU % of core: balancer / generators / workers / redis'],
+    [
+      '#',
+      'sent (lead-in included)',
+      "the balancer's final answers, by priority and outcome",
+      'user-present mean wait for a slot ms: before / in the spike',
+      'CPU % of core: balancer / generators / workers / redis',
+    ],
     result.runs.map((r) => [
       String(r.repetition),
       String(r.sent),

@@ -150,7 +150,10 @@ function phaseOf(result: PhaseResult): PriorityPhase {
 }
 
 /** What the balancer counted so far: its answers (headroom_balancer_tasks_total by "priority outcome") and the user-present tasks' wait for a slot. */
-async function balancerCounts(metricsUrl: string, signal: AbortSignal): Promise<{ answers: Map<string, number>; userQueueWaitSeconds: number; userQueueWaits: number }> {
+async function balancerCounts(
+  metricsUrl: string,
+  signal: AbortSignal,
+): Promise<{ answers: Map<string, number>; userQueueWaitSeconds: number; userQueueWaits: number }> {
   const answers = new Map<string, number>();
   let userQueueWaitSeconds = 0;
   let userQueueWaits = 0;
@@ -182,7 +185,14 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       {
         redisUrl: options.redisUrl,
         workers: [{ cluster: 'baseline', count: settings.workerCount, maxParallelismPerWorker: settings.maxParallelismPerWorker }],
-        balancerArgs: ['--metrics-port', '0', '--max-queued-tasks', String(settings.maxQueuedTasks), '--kept-for-user-present-share', String(settings.keptForUserPresentShare)],
+        balancerArgs: [
+          '--metrics-port',
+          '0',
+          '--max-queued-tasks',
+          String(settings.maxQueuedTasks),
+          '--kept-for-user-present-share',
+          String(settings.keptForUserPresentShare),
+        ],
         logDir,
       },
       cleanups.register,
@@ -191,8 +201,18 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
     if (!balancer.metricsUrl) throw new Error(`the balancer did not say where it serves /metrics (logs in ${logDir})`);
     const task = { integration: 'bank-a', payload: JSON.stringify({ sleepMs: settings.taskSleepMs }) };
     const generators = {
-      userPresent: await LoadGenerator.start({ balancerAddresses: [balancer.address], workers: [], task: { ...task, priority: 'USER_PRESENT' }, callTimeoutMs: settings.taskTimeoutMs }),
-      background: await LoadGenerator.start({ balancerAddresses: [balancer.address], workers: [], task: { ...task, priority: 'BACKGROUND' }, callTimeoutMs: settings.taskTimeoutMs }),
+      userPresent: await LoadGenerator.start({
+        balancerAddresses: [balancer.address],
+        workers: [],
+        task: { ...task, priority: 'USER_PRESENT' },
+        callTimeoutMs: settings.taskTimeoutMs,
+      }),
+      background: await LoadGenerator.start({
+        balancerAddresses: [balancer.address],
+        workers: [],
+        task: { ...task, priority: 'BACKGROUND' },
+        callTimeoutMs: settings.taskTimeoutMs,
+      }),
     };
     cleanups.register(() => generators.userPresent.close());
     cleanups.register(() => generators.background.close());
@@ -244,8 +264,11 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       keep(userLatencies.steady, userSteady);
       keep(userLatencies.spike, userSpike);
       const after = await balancerCounts(balancer.metricsUrl, signal);
-      const byOutcome = Object.fromEntries([...after.answers].map(([key, count]) => [key, count - (before.answers.get(key) ?? 0)]).filter(([, count]) => count !== 0));
-      const meanWaitMs = (from: typeof before, to: typeof before) => ((to.userQueueWaitSeconds - from.userQueueWaitSeconds) / (to.userQueueWaits - from.userQueueWaits)) * 1000;
+      const byOutcome = Object.fromEntries(
+        [...after.answers].map(([key, count]) => [key, count - (before.answers.get(key) ?? 0)]).filter(([, count]) => count !== 0),
+      );
+      const meanWaitMs = (from: typeof before, to: typeof before) =>
+        ((to.userQueueWaitSeconds - from.userQueueWaitSeconds) / (to.userQueueWaits - from.userQueueWaits)) * 1000;
       const r: PriorityRun = {
         repetition,
         steady: { userPresent: phaseOf(userSteady), background: phaseOf(backgroundSteady) },
@@ -264,13 +287,22 @@ export async function runPriority(options: PriorityOptions): Promise<PriorityRes
       );
       await sleep(settings.pauseMs, signal);
     }
-    return { ...run.header(), nominalCapacityTasksPerSecond: nominalCapacity, capacityTasksPerSecond: capacity, ...summarise(runs, figures(userLatencies.steady), figures(userLatencies.spike)) };
+    return {
+      ...run.header(),
+      nominalCapacityTasksPerSecond: nominalCapacity,
+      capacityTasksPerSecond: capacity,
+      ...summarise(runs, figures(userLatencies.steady), figures(userLatencies.spike)),
+    };
   } finally {
     await cleanups.runAll();
   }
 }
 
-function summarise(runs: readonly PriorityRun[], steady: Figures, spike: Figures): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond' | 'nominalCapacityTasksPerSecond'> {
+function summarise(
+  runs: readonly PriorityRun[],
+  steady: Figures,
+  spike: Figures,
+): Omit<PriorityResult, keyof RunHeader<'priority', PrioritySettings> | 'capacityTasksPerSecond' | 'nominalCapacityTasksPerSecond'> {
   const userPresentP99Ratio = spread(runs.map((r) => r.spike.userPresent.p99Ms / r.steady.userPresent.p99Ms));
   const pooledRatio = spike.p99Ms / steady.p99Ms;
   const userPresentRejected = sum(runs.flatMap((r) => [r.steady.userPresent, r.spike.userPresent].flatMap((p) => Object.values(p.rejectedByCode))));
@@ -281,7 +313,11 @@ function summarise(runs: readonly PriorityRun[], steady: Figures, spike: Figures
     }
   }
   // A clear error names what happened (HR_ERR_SHED, HR_ERR_QUEUE_FULL, HR_ERR_DEADLINE_EXCEEDED ...); a bare gRPC status does not.
-  const unclearRefusals = sum(Object.entries(backgroundRejectedByCode).filter(([code]) => !code.startsWith('HR_ERR_')).map(([, count]) => count));
+  const unclearRefusals = sum(
+    Object.entries(backgroundRejectedByCode)
+      .filter(([code]) => !code.startsWith('HR_ERR_'))
+      .map(([, count]) => count),
+  );
   const sentMinusBalancerAnswers = sum(runs.map((r) => r.sent - r.balancerAnswers));
   const goalsFound: Goal[] = [
     {

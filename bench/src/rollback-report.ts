@@ -23,7 +23,19 @@ export function rollbackTables(result: RollbackResult): string {
     ],
   );
   const perRollback = markdownTable(
-    ['#', 'last ack ms', 'propagationMs', 'answer ms', 'durable ms', 'resume answer ms', 'acks', 'candidate starts in lead-in', 'candidate starts after ack', 'baseline starts after ack', 'last candidate start, ms before ack'],
+    [
+      '#',
+      'last ack ms',
+      'propagationMs',
+      'answer ms',
+      'durable ms',
+      'resume answer ms',
+      'acks',
+      'candidate starts in lead-in',
+      'candidate starts after ack',
+      'baseline starts after ack',
+      'last candidate start, ms before ack',
+    ],
     result.rollbacks.map((r, index) => [
       String(index + 1),
       String(r.toLastAckMs),

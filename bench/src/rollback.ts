@@ -153,7 +153,9 @@ function classify(starts: readonly TaskStart[], window: { leadInFromUnixMs: numb
   return {
     candidateStartsInLeadIn: candidate.filter((s) => s.startedAtUnixMs >= window.leadInFromUnixMs && s.startedAtUnixMs <= window.requestUnixMs).length,
     candidateStartsAfterAck: afterAck.length,
-    lateCandidateStarts: afterAck.slice(0, 10).map((s) => ({ startedMs: s.startedAtUnixMs - window.ackUnixMs, sentMs: s.deadlineUnixMs - callTimeoutMs - window.ackUnixMs })),
+    lateCandidateStarts: afterAck
+      .slice(0, 10)
+      .map((s) => ({ startedMs: s.startedAtUnixMs - window.ackUnixMs, sentMs: s.deadlineUnixMs - callTimeoutMs - window.ackUnixMs })),
     candidateStartsSentAfterAck: afterAck.filter((s) => s.deadlineUnixMs - callTimeoutMs > window.ackUnixMs).length,
     baselineStartsAfterAck: starts.filter((s) => s.cluster === 'baseline' && s.startedAtUnixMs > window.ackUnixMs).length,
     lastCandidateStartBeforeAckMs: beforeAck.length === 0 ? null : window.ackUnixMs - beforeAck.reduce((latest, at) => Math.max(latest, at)),
@@ -191,7 +193,14 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
         handlersPath: recordingHandlers,
         workerEnv: { [taskStartsDirEnv]: startsDir },
         logDir,
-        balancerArgs: ['--unleash-url', control.unleash.url, '--unleash-client-token', control.unleash.clientToken, '--flags-refresh-interval-ms', String(settings.flagsRefreshIntervalMs)],
+        balancerArgs: [
+          '--unleash-url',
+          control.unleash.url,
+          '--unleash-client-token',
+          control.unleash.clientToken,
+          '--flags-refresh-interval-ms',
+          String(settings.flagsRefreshIntervalMs),
+        ],
       },
       cleanups.register,
     );
@@ -214,7 +223,8 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       const acks = new Map((await control.acknowledgements()).map((ack) => [ack.balancerId, ack]));
       const times = record.acknowledged.map(({ balancerId }) => {
         const ack = acks.get(balancerId);
-        if (ack?.version !== record.overrideVersion) throw new Error(`balancer ${balancerId}: acknowledgement of version ${record.overrideVersion} not found in Redis (${JSON.stringify(ack)})`);
+        if (ack?.version !== record.overrideVersion)
+          throw new Error(`balancer ${balancerId}: acknowledgement of version ${record.overrideVersion} not found in Redis (${JSON.stringify(ack)})`);
         return ack.ackedAtUnixMs;
       });
       return Math.max(...times);
@@ -224,8 +234,10 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       const deadline = performance.now() + settings.probe.waitTimeoutMs;
       for (;;) {
         const last = (await control.api.traffic()).lastRollback;
-        if (last?.overrideVersion === record.overrideVersion && last.durable !== 'pending') return { durable: last.durable, durableMs: performance.now() - sentAt };
-        if (performance.now() > deadline) throw new Error(`rollback version ${record.overrideVersion}: Unleash not written after ${settings.probe.waitTimeoutMs} ms`);
+        if (last?.overrideVersion === record.overrideVersion && last.durable !== 'pending')
+          return { durable: last.durable, durableMs: performance.now() - sentAt };
+        if (performance.now() > deadline)
+          throw new Error(`rollback version ${record.overrideVersion}: Unleash not written after ${settings.probe.waitTimeoutMs} ms`);
         await sleep(10, signal);
       }
     };
@@ -236,7 +248,18 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
     const { load } = settings;
     const stopLoad = new AbortController();
     let loadRunning = true;
-    const loadDone = generator.run({ kind: 'open', target: 'balancer', tasksPerSecond: load.tasksPerSecond, warmupMs: 0, durationMs: load.maxDurationMs, maxOutstanding: load.maxOutstanding }, signal, stopLoad.signal);
+    const loadDone = generator.run(
+      {
+        kind: 'open',
+        target: 'balancer',
+        tasksPerSecond: load.tasksPerSecond,
+        warmupMs: 0,
+        durationMs: load.maxDurationMs,
+        maxOutstanding: load.maxOutstanding,
+      },
+      signal,
+      stopLoad.signal,
+    );
     loadDone.then(
       () => (loadRunning = false),
       () => (loadRunning = false),
@@ -257,7 +280,9 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
       const perBalancerMs = await routedTo('baseline', sentAt);
       const sample = { requestMs, perBalancerMs, allBalancersMs: Math.max(...perBalancerMs) };
       polling.push(sample);
-      progress(`flag polling #${repetition}: every balancer on the baseline after ${sample.allBalancersMs.toFixed(0)} ms (PUT /traffic took ${requestMs.toFixed(1)} ms)`);
+      progress(
+        `flag polling #${repetition}: every balancer on the baseline after ${sample.allBalancersMs.toFixed(0)} ms (PUT /traffic took ${requestMs.toFixed(1)} ms)`,
+      );
       await setPercent(100);
       await routedTo('candidate', performance.now());
     }
@@ -337,10 +362,30 @@ export async function runRollback(options: RollbackOptions): Promise<RollbackRes
         latency: loadResult.latency,
       },
       goals: [
-        { name: `POST /rollback to the last acknowledgement, p99 of ${samples.length}`, target: `<= ${goals.toLastAckP99Ms} ms`, measured: toLastAck.p99Ms, met: toLastAck.p99Ms <= goals.toLastAckP99Ms },
-        { name: `POST /rollback sent to its answer (client side), p99 of ${samples.length}`, target: `<= ${goals.answerP99Ms} ms`, measured: roundTrip.p99Ms, met: roundTrip.p99Ms <= goals.answerP99Ms },
-        { name: `POST /resume sent to its answer (client side), p99 of ${samples.length}`, target: `<= ${goals.answerP99Ms} ms`, measured: resumeRoundTrip.p99Ms, met: resumeRoundTrip.p99Ms <= goals.answerP99Ms },
-        { name: 'candidate tasks started after the last acknowledgement', target: `= ${goals.candidateStartsAfterAck}`, measured: candidateStartsAfterAck, met: candidateStartsAfterAck === goals.candidateStartsAfterAck },
+        {
+          name: `POST /rollback to the last acknowledgement, p99 of ${samples.length}`,
+          target: `<= ${goals.toLastAckP99Ms} ms`,
+          measured: toLastAck.p99Ms,
+          met: toLastAck.p99Ms <= goals.toLastAckP99Ms,
+        },
+        {
+          name: `POST /rollback sent to its answer (client side), p99 of ${samples.length}`,
+          target: `<= ${goals.answerP99Ms} ms`,
+          measured: roundTrip.p99Ms,
+          met: roundTrip.p99Ms <= goals.answerP99Ms,
+        },
+        {
+          name: `POST /resume sent to its answer (client side), p99 of ${samples.length}`,
+          target: `<= ${goals.answerP99Ms} ms`,
+          measured: resumeRoundTrip.p99Ms,
+          met: resumeRoundTrip.p99Ms <= goals.answerP99Ms,
+        },
+        {
+          name: 'candidate tasks started after the last acknowledgement',
+          target: `= ${goals.candidateStartsAfterAck}`,
+          measured: candidateStartsAfterAck,
+          met: candidateStartsAfterAck === goals.candidateStartsAfterAck,
+        },
       ],
     };
   } finally {

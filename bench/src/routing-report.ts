@@ -74,7 +74,20 @@ export function routingTables(result: RoutingResult): string {
     result.summaries.filter((s) => s.utilisation >= 0.9).map((s) => [percent(s.utilisation), s.policy, s.slowest.slice(0, 3).map(traceLine).join('; ')]),
   );
   const perWindow = markdownTable(
-    ['#', 'load', 'policy', 'tasks/s', 'p50 ms', 'p99 ms', 'user p99 ms', 'queued p99 ms', 'waited in a worker', 'load max ÷ mean', 'CPU % of a core: balancers / generator / workers / redis (machine)', 'failed'],
+    [
+      '#',
+      'load',
+      'policy',
+      'tasks/s',
+      'p50 ms',
+      'p99 ms',
+      'user p99 ms',
+      'queued p99 ms',
+      'waited in a worker',
+      'load max ÷ mean',
+      'CPU % of a core: balancers / generator / workers / redis (machine)',
+      'failed',
+    ],
     result.windows.map((w) => [
       String(w.repetition),
       percent(w.utilisation),

@@ -134,7 +134,8 @@ export const goals = {
 /** Mean time of a task: the mix's medians times a log-normal's mean over its median, e^(sigma^2 / 2) (the cap at maxMs left out). */
 export function meanTaskMs(settings: RoutingSettings): number {
   const totalWeight = settings.integrationMix.reduce((sum, { weight }) => sum + weight, 0);
-  const meanFactor = settings.integrationMix.reduce((sum, { name, weight }) => sum + weight * (settings.sleep.factorByIntegration?.[name] ?? 1), 0) / totalWeight;
+  const meanFactor =
+    settings.integrationMix.reduce((sum, { name, weight }) => sum + weight * (settings.sleep.factorByIntegration?.[name] ?? 1), 0) / totalWeight;
   return meanFactor * settings.sleep.medianMs * Math.exp((settings.sleep.sigma * settings.sleep.sigma) / 2);
 }
 
@@ -245,7 +246,9 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
   const { keyPrefix, logDir } = benchPlace('routing');
   const cleanups = new Cleanups();
   try {
-    progress(`starting ${settings.workersPerCluster} workers in each of ${clusters.join(' and ')}, ${settings.balancersPerPolicy} balancers per policy (key prefix ${keyPrefix}, logs in ${logDir})`);
+    progress(
+      `starting ${settings.workersPerCluster} workers in each of ${clusters.join(' and ')}, ${settings.balancersPerPolicy} balancers per policy (key prefix ${keyPrefix}, logs in ${logDir})`,
+    );
     const workerFleet = await startProcessFleet(
       keyPrefix,
       {
@@ -254,7 +257,11 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
           cluster,
           count: settings.workersPerCluster,
           maxParallelismPerWorker: settings.maxParallelismPerWorker,
-          env: { ...sleepHandlersEnv(settings.sleep), HEADROOM_OVERFLOW: overflowOf(cluster), HEADROOM_MAX_QUEUED_TASKS: String(settings.maxLocalQueuedTasksPerWorker) },
+          env: {
+            ...sleepHandlersEnv(settings.sleep),
+            HEADROOM_OVERFLOW: overflowOf(cluster),
+            HEADROOM_MAX_QUEUED_TASKS: String(settings.maxLocalQueuedTasksPerWorker),
+          },
         })),
         balancerCount: 0,
         handlersPath: sleepHandlers,
@@ -301,10 +308,22 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
     const measure = async (policy: Policy, utilisation: number, repetition: number): Promise<RoutingWindow> => {
       const generator = generators.get(policy)!;
       const workers = workersOf(clusterOf(policy));
-      const pids = new Map<string, number>([...balancerFleets.get(policy)!.pids, ['generator', generator.pid], ...workers.map((w) => [w.name, workerFleet.pids.get(w.name)!] as const)]);
+      const pids = new Map<string, number>([
+        ...balancerFleets.get(policy)!.pids,
+        ['generator', generator.pid],
+        ...workers.map((w) => [w.name, workerFleet.pids.get(w.name)!] as const),
+      ]);
       if (run.redisPid !== undefined) pids.set('redis', run.redisPid);
       const phase = generator.run(
-        { kind: 'open', target: 'balancer', tasksPerSecond: utilisation * capacity, warmupMs: settings.leadInMs, durationMs: settings.windowMs, maxOutstanding: settings.maxOutstanding, keepLatencies: true },
+        {
+          kind: 'open',
+          target: 'balancer',
+          tasksPerSecond: utilisation * capacity,
+          warmupMs: settings.leadInMs,
+          durationMs: settings.windowMs,
+          maxOutstanding: settings.maxOutstanding,
+          keepLatencies: true,
+        },
         signal,
       );
       // Its failure is reported where it is awaited, below.
@@ -376,7 +395,9 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
       }
     }
     const pooled = (policy: Policy, utilisation: number) => {
-      const mine = Array.from({ length: settings.repetitions }, (_unused, i) => tasksByWindow.get(windowKey(policy, utilisation, i + 1))).filter((t) => t !== undefined);
+      const mine = Array.from({ length: settings.repetitions }, (_unused, i) => tasksByWindow.get(windowKey(policy, utilisation, i + 1))).filter(
+        (t) => t !== undefined,
+      );
       const of = (priority: Priority) => mine.flatMap((t) => t.latencyMsByPriority[priority] ?? []);
       return {
         all: figures([...of('USER_PRESENT'), ...of('BACKGROUND')]),
@@ -387,7 +408,9 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
         added: figures(mine.flatMap((t) => t.addedMs)),
       };
     };
-    const summaries = settings.utilisations.flatMap((utilisation) => policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows, pooled)));
+    const summaries = settings.utilisations.flatMap((utilisation) =>
+      policies.map((policy) => summarise(policy, utilisation, utilisation * capacity, windows, pooled)),
+    );
     return {
       ...run.header(),
       meanTaskMs: meanTaskMs(settings),
@@ -405,7 +428,12 @@ export async function runRouting(options: RoutingOptions): Promise<RoutingResult
 
 const windowKey = (policy: Policy, utilisation: number, repetition: number) => `${policy} ${utilisation} ${repetition}`;
 
-function sampleLoadOf(workers: readonly WorkerEndpoint[], settings: RoutingSettings, ledgerLeases: (() => Promise<number>) | undefined, signal: AbortSignal): Promise<WorkerLoadFigures> {
+function sampleLoadOf(
+  workers: readonly WorkerEndpoint[],
+  settings: RoutingSettings,
+  ledgerLeases: (() => Promise<number>) | undefined,
+  signal: AbortSignal,
+): Promise<WorkerLoadFigures> {
   return sampleWorkerLoad({
     ...(ledgerLeases ? { ledgerLeases } : {}),
     workers: workers.map((w) => ({ name: w.name, metricsUrl: w.metricsUrl! })),
@@ -417,7 +445,10 @@ function sampleLoadOf(workers: readonly WorkerEndpoint[], settings: RoutingSetti
   });
 }
 
-type Pooled = (policy: Policy, utilisation: number) => { all: Figures; userPresent: Figures; background: Figures; queued: Figures; run: Figures; added: Figures };
+type Pooled = (
+  policy: Policy,
+  utilisation: number,
+) => { all: Figures; userPresent: Figures; background: Figures; queued: Figures; run: Figures; added: Figures };
 
 function summarise(policy: Policy, utilisation: number, offeredTasksPerSecond: number, windows: readonly RoutingWindow[], pooled: Pooled): PolicySummary {
   const mine = windows.filter((w) => w.policy === policy && w.utilisation === utilisation);
@@ -477,7 +508,7 @@ function judge(summaries: readonly PolicySummary[]): Goal[] {
   const full = at(headroomPolicy, 1.0);
   if (full) {
     found.push({
-      name: "least-loaded tasks that waited in a worker-local queue at 100% (its workers refuse instead: by construction)",
+      name: 'least-loaded tasks that waited in a worker-local queue at 100% (its workers refuse instead: by construction)',
       target: '= 0',
       measured: full.tasksWaitedInWorker,
       met: full.tasksWaitedInWorker === 0,

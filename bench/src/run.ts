@@ -65,10 +65,15 @@ const common = (options: RunOptions) => ({ smoke: options.smoke, command: option
 // In the order `npm run bench` runs them: the issue's numbering, then the extra finding.
 const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   overhead: (options) =>
-    report('overhead', options, runOverhead({ ...common(options), ...(options.cpuProfileDir ? { balancerCpuProfileDir: path.resolve(options.cpuProfileDir) } : {}) }), {
-      tables: overheadTables,
-      markdown: overheadMarkdown,
-    }),
+    report(
+      'overhead',
+      options,
+      runOverhead({ ...common(options), ...(options.cpuProfileDir ? { balancerCpuProfileDir: path.resolve(options.cpuProfileDir) } : {}) }),
+      {
+        tables: overheadTables,
+        markdown: overheadMarkdown,
+      },
+    ),
   routing: (options) => report('routing', options, runRouting(common(options)), { tables: routingTables, markdown: routingMarkdown }),
   priority: (options) => report('priority', options, runPriority(common(options)), { tables: priorityTables, markdown: priorityMarkdown }),
   rollback: (options) => report('rollback', options, runRollback(common(options)), { tables: rollbackTables, markdown: rollbackMarkdown }),
@@ -80,13 +85,19 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   // Issue 18: the rollout autopilot's detection and rollback of a slow candidate.
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
   // Issue 19; runs only when named (30 minutes by default: --minutes N).
-  soak: (options) => report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
+  soak: (options) =>
+    report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
 };
 /** What `npm run bench` runs when no benchmark is named: all but the soak. */
 const defaultBenchmarks = Object.keys(benchmarks).filter((name) => name !== 'soak');
 
 /** Writes the JSON, prints the tables, and refreshes the benchmark's section of bench/RESULTS.md. */
-async function report<R>(name: string, options: RunOptions, running: Promise<R>, format: { tables(result: R): string; markdown(result: R): string }): Promise<void> {
+async function report<R>(
+  name: string,
+  options: RunOptions,
+  running: Promise<R>,
+  format: { tables(result: R): string; markdown(result: R): string },
+): Promise<void> {
   const result = await running;
   // Only a full run to the default place is the record; a smoke run must not overwrite it.
   const recordPath = path.join(resultsDir, `${name}.json`);
@@ -109,7 +120,13 @@ async function main(): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
-      options: { smoke: { type: 'boolean', default: false }, out: { type: 'string' }, 'cpu-prof-dir': { type: 'string' }, minutes: { type: 'string', default: '30' }, help: { type: 'boolean', default: false } },
+      options: {
+        smoke: { type: 'boolean', default: false },
+        out: { type: 'string' },
+        'cpu-prof-dir': { type: 'string' },
+        minutes: { type: 'string', default: '30' },
+        help: { type: 'boolean', default: false },
+      },
       allowPositionals: true,
       strict: true,
     });
@@ -139,7 +156,8 @@ async function main(): Promise<number> {
     return 2;
   }
   const args = process.argv.slice(2).join(' ');
-  const command = process.env.npm_lifecycle_event === 'bench' ? `npm run bench${args ? ` -- ${args}` : ''}` : `node bench/dist/src/run.js${args ? ` ${args}` : ''}`;
+  const command =
+    process.env.npm_lifecycle_event === 'bench' ? `npm run bench${args ? ` -- ${args}` : ''}` : `node bench/dist/src/run.js${args ? ` ${args}` : ''}`;
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.on(signal, () => {

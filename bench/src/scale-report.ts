@@ -20,7 +20,20 @@ export function scaleTables(result: ScaleResult): string {
     result.scripts.map((c) => [c.script, formatSpread(c.usecPerCall, 1), formatSpread(c.mainThreadCpuUsPerCall, 1)]),
   );
   const fleet = markdownTable(
-    ['#', 'empty µs/s', 'workers idle µs/s', '+ balancers idle µs/s', 'under load µs/s', 'tasks/s', 'µs per worker-second', 'µs per balancer-second', 'µs per task', 'commands per task', 'commands per worker-second', 'failed'],
+    [
+      '#',
+      'empty µs/s',
+      'workers idle µs/s',
+      '+ balancers idle µs/s',
+      'under load µs/s',
+      'tasks/s',
+      'µs per worker-second',
+      'µs per balancer-second',
+      'µs per task',
+      'commands per task',
+      'commands per worker-second',
+      'failed',
+    ],
     result.fleetRuns.map((m) => [
       String(m.repetition),
       whole(m.emptyCpuUsPerSecond),
@@ -37,8 +50,22 @@ export function scaleTables(result: ScaleResult): string {
     ]),
   );
   const capacity = markdownTable(
-    ['deployment', 'Redis shards', 'busy workers per shard', 'balancers', `tasks/s at ${s.plannedShareOfCore * 100}% of each thread`, 'tasks/s at 100% (saturated)'],
-    result.capacity.map((row) => [row.label, String(row.redisShards), whole(row.workers), String(row.balancers), whole(row.plannedTasksPerSecond), whole(row.saturatedTasksPerSecond)]),
+    [
+      'deployment',
+      'Redis shards',
+      'busy workers per shard',
+      'balancers',
+      `tasks/s at ${s.plannedShareOfCore * 100}% of each thread`,
+      'tasks/s at 100% (saturated)',
+    ],
+    result.capacity.map((row) => [
+      row.label,
+      String(row.redisShards),
+      whole(row.workers),
+      String(row.balancers),
+      whole(row.plannedTasksPerSecond),
+      whole(row.saturatedTasksPerSecond),
+    ]),
   );
   const idle = result.perWorkerSecondUs.median;
   const w = idle + result.busyWorkerExtraUs;

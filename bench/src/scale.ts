@@ -78,7 +78,17 @@ const fleetSim = {
 export const fullSettings: ScaleSettings = {
   scripts: { workers: 100, leasesPerHeartbeat: 30, callsPerScript: 3_000, concurrency: 16, repetitions: 3 },
   // 250 tasks/s: well under what the fleet and this machine carry, so that tasks do not queue (queued tasks add pub/sub to the cost).
-  fleet: { workers: 8, maxParallelismPerWorker: 16, balancers: 2, taskSleepMs: 10, tasksPerSecond: 250, idleWindowMs: 3_000, loadLeadInMs: 1_000, loadWindowMs: 3_000, repetitions: 3 },
+  fleet: {
+    workers: 8,
+    maxParallelismPerWorker: 16,
+    balancers: 2,
+    taskSleepMs: 10,
+    tasksPerSecond: 250,
+    idleWindowMs: 3_000,
+    loadLeadInMs: 1_000,
+    loadWindowMs: 3_000,
+    repetitions: 3,
+  },
   plannedShareOfCore: 0.5,
   // The issue's fleet, each ledger at 2,000 tasks/s (the old scripts' half thread is near 2,300), then at
   // the rate its costs say takes half the thread. The harness (one Node process, 4,040 connections, on a
@@ -106,7 +116,17 @@ export const fullSettings: ScaleSettings = {
 /** Seconds in all: proves the benchmark still runs end to end, measures nothing worth reading. */
 export const smokeSettings: ScaleSettings = {
   scripts: { workers: 5, leasesPerHeartbeat: 3, callsPerScript: 100, concurrency: 4, repetitions: 1 },
-  fleet: { workers: 2, maxParallelismPerWorker: 4, balancers: 1, taskSleepMs: 10, tasksPerSecond: 50, idleWindowMs: 1_000, loadLeadInMs: 200, loadWindowMs: 1_000, repetitions: 1 },
+  fleet: {
+    workers: 2,
+    maxParallelismPerWorker: 4,
+    balancers: 1,
+    taskSleepMs: 10,
+    tasksPerSecond: 50,
+    idleWindowMs: 1_000,
+    loadLeadInMs: 200,
+    loadWindowMs: 1_000,
+    repetitions: 1,
+  },
   plannedShareOfCore: 0.5,
   // A few hundred workers at the real periods; tasks enough that their cost stands out of the idle fleet's noise.
   fleetScale: {
@@ -218,7 +238,13 @@ async function measureScripts(redis: Redis, settings: ScaleSettings['scripts'], 
   const ledger = new Ledger(redis, { keyPrefix });
   const workerIds = Array.from({ length: settings.workers }, (_unused, i) => `w${i}`);
   const heartbeat = (workerId: string, leaseIds: readonly string[]) =>
-    ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${10_000 + workerIds.indexOf(workerId)}`, capacity: 1_000_000, draining: false, heldLeaseIds: leaseIds });
+    ledger.heartbeat(cluster, {
+      workerId,
+      address: `127.0.0.1:${10_000 + workerIds.indexOf(workerId)}`,
+      capacity: 1_000_000,
+      draining: false,
+      heldLeaseIds: leaseIds,
+    });
   const samples = new Map<ScriptName, { usecPerCall: number[]; cpuPerCall: number[] }>(scriptNames.map((name) => [name, { usecPerCall: [], cpuPerCall: [] }]));
   const timed = async (script: ScriptName, calls: number, fn: (i: number) => Promise<unknown>) => {
     const before = await readAccounting(redis);
@@ -255,16 +281,28 @@ async function measureScripts(redis: Redis, settings: ScaleSettings['scripts'], 
       });
       await timed('sweep', settings.callsPerScript, () => ledger.sweep(cluster, 3_000));
       for (const ids of running.values()) for (const id of ids) await ledger.release(cluster, id);
-      progress(`scripts #${repetition}: ${scriptNames.map((name) => `${name} ${samples.get(name)!.usecPerCall.at(-1)!.toFixed(1)} µs in the script, ${samples.get(name)!.cpuPerCall.at(-1)!.toFixed(1)} µs of CPU`).join('; ')}`);
+      progress(
+        `scripts #${repetition}: ${scriptNames.map((name) => `${name} ${samples.get(name)!.usecPerCall.at(-1)!.toFixed(1)} µs in the script, ${samples.get(name)!.cpuPerCall.at(-1)!.toFixed(1)} µs of CPU`).join('; ')}`,
+      );
     }
   } finally {
     for (const workerId of workerIds) await ledger.deregister(cluster, workerId).catch(() => undefined);
   }
-  return scriptNames.map((script) => ({ script, usecPerCall: spread(samples.get(script)!.usecPerCall), mainThreadCpuUsPerCall: spread(samples.get(script)!.cpuPerCall) }));
+  return scriptNames.map((script) => ({
+    script,
+    usecPerCall: spread(samples.get(script)!.usecPerCall),
+    mainThreadCpuUsPerCall: spread(samples.get(script)!.cpuPerCall),
+  }));
 }
 
 /** Part 2: real workers, then balancers too, idle; then under load. */
-async function measureFleet(redisUrl: string, redis: Redis, settings: ScaleSettings['fleet'], repetition: number, signal: AbortSignal): Promise<FleetMeasurement> {
+async function measureFleet(
+  redisUrl: string,
+  redis: Redis,
+  settings: ScaleSettings['fleet'],
+  repetition: number,
+  signal: AbortSignal,
+): Promise<FleetMeasurement> {
   const { keyPrefix, logDir } = benchPlace('scale');
   const cleanups = new Cleanups();
   const cpuPerSecond = async (windowMs: number) => {
@@ -292,7 +330,17 @@ async function measureFleet(redisUrl: string, redis: Redis, settings: ScaleSetti
       callTimeoutMs: 10_000,
     });
     cleanups.register(() => generator.close());
-    const phase = generator.run({ kind: 'open', target: 'balancer', tasksPerSecond: settings.tasksPerSecond, warmupMs: settings.loadLeadInMs, durationMs: settings.loadWindowMs, maxOutstanding: 4_096 }, signal);
+    const phase = generator.run(
+      {
+        kind: 'open',
+        target: 'balancer',
+        tasksPerSecond: settings.tasksPerSecond,
+        warmupMs: settings.loadLeadInMs,
+        durationMs: settings.loadWindowMs,
+        maxOutstanding: 4_096,
+      },
+      signal,
+    );
     // Its failure is reported where it is awaited, below.
     phase.catch(() => undefined);
     await sleep(settings.loadLeadInMs, signal);
@@ -345,7 +393,11 @@ const deployments: readonly Omit<CapacityRow, 'plannedTasksPerSecond' | 'saturat
  * A balancer's cost counts in full on every shard: it sweeps and reads every cluster it serves, so
  * this overstates a shard's share of it.
  */
-export function tasksPerSecondCarried(costs: { perWorkerSecondUs: number; perBalancerSecondUs: number; perTaskUs: number }, deployment: { workers: number; balancers: number }, shareOfCore: number): number {
+export function tasksPerSecondCarried(
+  costs: { perWorkerSecondUs: number; perBalancerSecondUs: number; perTaskUs: number },
+  deployment: { workers: number; balancers: number },
+  shareOfCore: number,
+): number {
   const leftUs = shareOfCore * 1e6 - deployment.workers * costs.perWorkerSecondUs - deployment.balancers * costs.perBalancerSecondUs;
   return Math.max(0, leftUs / costs.perTaskUs);
 }
@@ -381,7 +433,11 @@ export async function runScale(options: ScaleOptions): Promise<ScaleResult> {
     // A busy worker's heartbeat renews a lease per running task: what that adds, by the scripts alone (one heartbeat a second).
     const cpuOf = (name: ScriptName) => scripts.find((c) => c.script === name)!.mainThreadCpuUsPerCall.median;
     const busyWorkerExtraUs = cpuOf('heartbeat-busy') - cpuOf('heartbeat-idle');
-    const costs = { perWorkerSecondUs: perWorkerSecondUs.median + busyWorkerExtraUs, perBalancerSecondUs: perBalancerSecondUs.median, perTaskUs: perTaskUs.median };
+    const costs = {
+      perWorkerSecondUs: perWorkerSecondUs.median + busyWorkerExtraUs,
+      perBalancerSecondUs: perBalancerSecondUs.median,
+      perTaskUs: perTaskUs.median,
+    };
     const capacity = deployments.map((d) => ({
       ...d,
       plannedTasksPerSecond: d.redisShards * tasksPerSecondCarried(costs, d, settings.plannedShareOfCore),
@@ -404,8 +460,20 @@ export async function runScale(options: ScaleOptions): Promise<ScaleResult> {
       capacity,
       fleetScale,
       goals: [
-        { name: "Redis thread's CPU per task (reserve, release, the rest), µs", target: 'state it (no target)', measured: perTaskUs.median, digits: 1, met: 'stated' },
-        { name: "Redis thread's CPU per idle worker per second (heartbeat, reports), µs", target: 'state it (no target)', measured: perWorkerSecondUs.median, digits: 1, met: 'stated' },
+        {
+          name: "Redis thread's CPU per task (reserve, release, the rest), µs",
+          target: 'state it (no target)',
+          measured: perTaskUs.median,
+          digits: 1,
+          met: 'stated',
+        },
+        {
+          name: "Redis thread's CPU per idle worker per second (heartbeat, reports), µs",
+          target: 'state it (no target)',
+          measured: perWorkerSecondUs.median,
+          digits: 1,
+          met: 'stated',
+        },
         {
           name: `tasks/s one Redis carries at ${settings.plannedShareOfCore * 100}% of its thread with ${medium.workers.toLocaleString('en-US')} workers and ${medium.balancers} balancers (the model)`,
           target: 'state it (no target)',

@@ -15,7 +15,18 @@ export function soakTables(result: SoakResult): string {
   const tasks = soak.tasks;
   const summary = markdownTable(
     ['minutes', 'lanes / slots', 'tasks', 'ok', 'coded errors', 'lost', 'faults', 'growing series'],
-    [[String(soak.minutes), `${soak.lanes} / ${soak.slots}`, String(tasks.submitted), String(tasks.ok), String(tasks.submitted - tasks.ok - tasks.lost - tasks.connectionErrors), String(tasks.lost), String(soak.faults.length), soak.judged ? String(soak.grew.length) : 'not judged (under 10 min)']],
+    [
+      [
+        String(soak.minutes),
+        `${soak.lanes} / ${soak.slots}`,
+        String(tasks.submitted),
+        String(tasks.ok),
+        String(tasks.submitted - tasks.ok - tasks.lost - tasks.connectionErrors),
+        String(tasks.lost),
+        String(soak.faults.length),
+        soak.judged ? String(soak.grew.length) : 'not judged (under 10 min)',
+      ],
+    ],
   );
   const latency = markdownTable(
     ['quarter', 'answered', 'p50 ms', 'p99 ms'],
@@ -32,7 +43,15 @@ export function soakTables(result: SoakResult): string {
   }
   const series = markdownTable(
     ['what (steepest series of its kind)', 'points fitted', 'mean', 'slope per hour', 'grows'],
-    [...steepest].sort(([a], [b]) => a.localeCompare(b)).map(([key, s]) => [`${key} (${s.name.split('/')[0]})`, String(s.points), formatValue(s.mean, s.unit), `${s.slopePerHour >= 0 ? '+' : ''}${formatValue(s.slopePerHour, s.unit)}`, s.grows ? 'YES' : s.note ? 'no (see below)' : 'no']),
+    [...steepest]
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([key, s]) => [
+        `${key} (${s.name.split('/')[0]})`,
+        String(s.points),
+        formatValue(s.mean, s.unit),
+        `${s.slopePerHour >= 0 ? '+' : ''}${formatValue(s.slopePerHour, s.unit)}`,
+        s.grows ? 'YES' : s.note ? 'no (see below)' : 'no',
+      ]),
   );
   const edges = soak.latencyFirstAndLast;
   const firstAndLast = markdownTable(

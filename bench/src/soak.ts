@@ -54,7 +54,12 @@ export interface SoakReport {
   /** Task latency (client side, ms) in each quarter of the run. */
   latencyByQuarter: { p50: number; p99: number; answered: number }[];
   /** Task latency in the first and the last 5 minutes (a half each for shorter runs); their p99 ratio is judged (≤ 1.2). */
-  latencyFirstAndLast: { minutes: number; first: { p50: number; p99: number; answered: number }; last: { p50: number; p99: number; answered: number }; p99Ratio: number };
+  latencyFirstAndLast: {
+    minutes: number;
+    first: { p50: number; p99: number; answered: number };
+    last: { p50: number; p99: number; answered: number };
+    p99Ratio: number;
+  };
   series: SoakSeries[];
   /** Processes alive from the warm-up's end (the run's, or their own when started again) to the run's end: their heap is judged by these. */
   heapSnapshots: SoakHeapSnapshots[];

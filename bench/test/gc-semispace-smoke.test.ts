@@ -30,7 +30,10 @@ test('the gc-semispace benchmark runs end to end in smoke mode and writes the GC
     assert.ok(Number.isFinite(run.gcPercentOfWall) && run.gcPercentOfWall >= 0, `${what}: GC ${run.gcPercentOfWall}%`);
     assert.deepEqual(Object.keys(run.gcPercentOfWallByKind).sort(), [...gcKinds].sort(), what);
     for (const counts of [run.gcCountByKind, run.gcCountByKindByMetric]) {
-      assert.ok(Object.values(counts).every((n) => Number.isInteger(n) && n >= 0), `${what}: GC counts ${JSON.stringify(counts)}`);
+      assert.ok(
+        Object.values(counts).every((n) => Number.isInteger(n) && n >= 0),
+        `${what}: GC counts ${JSON.stringify(counts)}`,
+      );
     }
     for (const figure of [run.eventLoopUtilizationPercent, run.workerCpuPercentOfCore, run.handlerMeanMs, run.heapUsedMeanMiB, run.heapLimitMiB]) {
       assert.ok(Number.isFinite(figure) && figure > 0, `${what}: ${JSON.stringify(run)}`);

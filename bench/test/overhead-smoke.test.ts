@@ -67,7 +67,8 @@ test('the overhead benchmark runs every path end to end in smoke mode and writes
   for (const run of result.ceiling.runs) {
     assertLatency(`ceiling ${run.target}`, run.latency);
     assertCpu(`ceiling ${run.target}`, run, true);
-    if (neverFail.has(run.target)) assert.equal(failedCalls(run), 0, `ceiling ${run.target}: failed or dropped calls ${JSON.stringify(run.errorsByCode)}, dropped ${run.dropped}`);
+    if (neverFail.has(run.target))
+      assert.equal(failedCalls(run), 0, `ceiling ${run.target}: failed or dropped calls ${JSON.stringify(run.errorsByCode)}, dropped ${run.dropped}`);
     if (run.target === 'haproxy') {
       const requests = run.haproxyRequestsByServer ?? {};
       assert.equal(Object.keys(requests).length, result.settings.workerCount, `HAProxy's servers: ${JSON.stringify(requests)}`);
@@ -90,11 +91,15 @@ test('the overhead benchmark runs every path end to end in smoke mode and writes
         assertLatency(`${level.label} ${m.target}`, m.latency);
         assert.ok(m.tasksPerSecond > 0, `${level.label} ${m.target}: no task answered`);
         assertCpu(`${level.label} ${m.target}`, m, false);
-        if (neverFail.has(m.target)) assert.equal(failedCalls(m), 0, `${level.label} ${m.target}: failed or dropped calls ${JSON.stringify(m.errorsByCode)}, dropped ${m.dropped}`);
+        if (neverFail.has(m.target))
+          assert.equal(failedCalls(m), 0, `${level.label} ${m.target}: failed or dropped calls ${JSON.stringify(m.errorsByCode)}, dropped ${m.dropped}`);
       }
     }
     for (const path of level.paths.filter((p) => p.target !== 'direct')) {
-      assert.ok(path.addedP50Ms && Number.isFinite(path.addedP50Ms.median) && path.addedP99Ms && Number.isFinite(path.addedP99Ms.median), `${path.target}: added latency missing`);
+      assert.ok(
+        path.addedP50Ms && Number.isFinite(path.addedP50Ms.median) && path.addedP99Ms && Number.isFinite(path.addedP99Ms.median),
+        `${path.target}: added latency missing`,
+      );
     }
   }
   const capacity = result.settings.workerCount * result.settings.maxParallelismPerWorker;

@@ -25,7 +25,8 @@ test('the parallelism benchmark runs end to end in smoke mode against the bank s
     const what = `N=${r.maxParallelism} #${r.repetition}`;
     // How many tasks a window completes depends on the machine: only that the figures were read.
     assert.ok(Number.isFinite(r.tasksPerSecond) && r.tasksPerSecond >= 0, `${what}: ${JSON.stringify(r)}`);
-    for (const figure of [r.eventLoopUtilizationPercent, r.workerCpuPercentOfCore, r.heapUsedMaxMiB, r.gcPercentOfWall]) assert.ok(Number.isFinite(figure) && figure >= 0, `${what}: ${JSON.stringify(r)}`);
+    for (const figure of [r.eventLoopUtilizationPercent, r.workerCpuPercentOfCore, r.heapUsedMaxMiB, r.gcPercentOfWall])
+      assert.ok(Number.isFinite(figure) && figure >= 0, `${what}: ${JSON.stringify(r)}`);
   }
   assert.ok(
     result.runs.some((r) => r.latency.count > 0),

@@ -25,7 +25,11 @@ test('the priority benchmark runs end to end in smoke mode and every task gets o
     // The spike multiplies background tasks.
     assert.ok(run.spike.background.sent > run.steady.background.sent * (result.settings.spikeMs / result.settings.steadyMs), JSON.stringify(run));
     // Each task got one final answer: the balancer counted as many as the generators sent.
-    assert.equal(run.balancerAnswers, run.sent, `the balancer answered ${run.balancerAnswers} of ${run.sent}: ${JSON.stringify(run.balancerAnswersByPriorityAndOutcome)}`);
+    assert.equal(
+      run.balancerAnswers,
+      run.sent,
+      `the balancer answered ${run.balancerAnswers} of ${run.sent}: ${JSON.stringify(run.balancerAnswersByPriorityAndOutcome)}`,
+    );
   }
   assert.ok(Number.isFinite(result.userPresentP99Ratio.median) && result.userPresentP99Ratio.median > 0);
   for (const goal of result.goals) assert.equal(typeof goal.met, 'boolean');

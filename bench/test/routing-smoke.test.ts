@@ -23,7 +23,10 @@ test('the routing benchmark runs end to end in smoke mode and measures every pol
   for (const w of result.windows) {
     const what = `${w.policy} at ${w.utilisation}`;
     assert.ok(w.latency.count > 0 && w.latency.p50Ms > 0 && w.latency.p50Ms <= w.latency.p99Ms, `${what}: latency ${JSON.stringify(w.latency)}`);
-    assert.ok((w.latencyByPriority.USER_PRESENT?.count ?? 0) > 0 && (w.latencyByPriority.BACKGROUND?.count ?? 0) > 0, `${what}: both priorities ran: ${JSON.stringify(w.latencyByPriority)}`);
+    assert.ok(
+      (w.latencyByPriority.USER_PRESENT?.count ?? 0) > 0 && (w.latencyByPriority.BACKGROUND?.count ?? 0) > 0,
+      `${what}: both priorities ran: ${JSON.stringify(w.latencyByPriority)}`,
+    );
     assert.equal(w.queued.tasks, w.latency.count, `${what}: every answer carried its placement`);
     assert.ok(w.workerLoad.samples > 0, `${what}: the workers were never read`);
     assert.equal(Object.keys(w.workerLoad.meanLoadByWorker).length, workersPerCluster, `${what}: ${JSON.stringify(w.workerLoad)}`);

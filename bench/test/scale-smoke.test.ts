@@ -35,7 +35,10 @@ test('the scale benchmark runs end to end in smoke mode on a private Redis and f
   assert.ok(result.capacity.length > 0);
   for (const row of result.capacity) assert.ok(Number.isFinite(row.plannedTasksPerSecond) && row.plannedTasksPerSecond >= 0, JSON.stringify(row));
   checkFleetScale(result.fleetScale);
-  assert.ok(result.goals.some((goal) => goal.name.startsWith('issue 14, new scripts')), JSON.stringify(result.goals.map((goal) => goal.name)));
+  assert.ok(
+    result.goals.some((goal) => goal.name.startsWith('issue 14, new scripts')),
+    JSON.stringify(result.goals.map((goal) => goal.name)),
+  );
 });
 
 function checkFleetScale(result: FleetScaleResult): void {
@@ -56,7 +59,10 @@ function checkFleetScale(result: FleetScaleResult): void {
     const rates = run.scripts === 'new' ? [...settings.sharedTasksPerSecond, ...settings.newOnlyTasksPerSecond] : settings.sharedTasksPerSecond;
     assert.ok(run.loads.length >= 1 && run.loads.length <= rates.length, what);
     for (const load of run.loads) {
-      assert.ok(load.windows.every((w) => w.sent.reserved > 0), `tasks reserved in every window: ${JSON.stringify(load.windows.map((w) => w.sent))}`);
+      assert.ok(
+        load.windows.every((w) => w.sent.reserved > 0),
+        `tasks reserved in every window: ${JSON.stringify(load.windows.map((w) => w.sent))}`,
+      );
       assert.ok(Number.isFinite(load.perTaskUs.median) && load.perTaskUs.median > 0, `per task: ${JSON.stringify(load.perTaskUs)}`);
       assert.ok(load.redisCpuUsPerSecond.median > 0 && load.shareOfThread.median > 0);
       assert.ok((load.commandsPerTask.evalsha ?? 0) > 0, `a task runs scripts: ${JSON.stringify(load.commandsPerTask)}`);
@@ -77,9 +83,14 @@ function checkFleetScale(result: FleetScaleResult): void {
       const calls = (windows: typeof others.windows, command: string) => windows.reduce((sum, w) => sum + (w.commands[command]?.calls ?? 0), 0);
       // A call still under way when the last window closed may reach Redis after its accounting.
       const unanswered = others.windows.at(-1)!.othersUnderWayAtEnd;
-      const what = JSON.stringify(others.windows.map((w) => ({ sent: w.sent, set: w.commands.set, exec: w.commands.exec, underWayAtEnd: w.othersUnderWayAtEnd })));
+      const what = JSON.stringify(
+        others.windows.map((w) => ({ sent: w.sent, set: w.commands.set, exec: w.commands.exec, underWayAtEnd: w.othersUnderWayAtEnd })),
+      );
       assert.ok(calls(others.windows, 'set') >= sent('reports') - unanswered.reports, `every report reached Redis: ${what}`);
-      assert.ok(calls(others.windows, 'exec') >= sent('latencyFlushes') - unanswered.latencyFlushes && calls(others.windows, 'hincrby') > 0, `every latency flush reached Redis: ${what}`);
+      assert.ok(
+        calls(others.windows, 'exec') >= sent('latencyFlushes') - unanswered.latencyFlushes && calls(others.windows, 'hincrby') > 0,
+        `every latency flush reached Redis: ${what}`,
+      );
       for (const load of run.loads) assert.equal(calls(load.windows, 'exec'), 0, 'the ledger-alone loads send no latency summaries');
       assert.ok(others.shareOfThread.median > 0, JSON.stringify(others.shareOfThread));
     }

@@ -20,7 +20,11 @@ export class HeadroomClientError extends Error {
   /** Calls made for this task, retries included. */
   attempts = 1;
 
-  constructor(code: string, message: string, options: { runState: RunState; retryAfterMs?: number | undefined; balancer?: string | undefined; cause?: unknown }) {
+  constructor(
+    code: string,
+    message: string,
+    options: { runState: RunState; retryAfterMs?: number | undefined; balancer?: string | undefined; cause?: unknown },
+  ) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = new.target.name;
     this.code = code;
@@ -87,7 +91,21 @@ export class TaskFailedError extends HeadroomClientError {
 }
 
 const classByCode = new Map<string, new (message: string, options?: Omit<ErrorOptions, 'runState'>) => HeadroomClientError>(
-  [QueueFullError, ShedError, IntegrationAtLimitError, DeadlineExceededError, WorkerLostError, NoWorkerTookItError, NoHandlerError, NoRouteError, ShuttingDownError, CancelledError, InvalidTaskError, LedgerUnavailableError, InternalError].map((c) => [c.code, c]),
+  [
+    QueueFullError,
+    ShedError,
+    IntegrationAtLimitError,
+    DeadlineExceededError,
+    WorkerLostError,
+    NoWorkerTookItError,
+    NoHandlerError,
+    NoRouteError,
+    ShuttingDownError,
+    CancelledError,
+    InvalidTaskError,
+    LedgerUnavailableError,
+    InternalError,
+  ].map((c) => [c.code, c]),
 );
 
 /**

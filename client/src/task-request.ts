@@ -10,13 +10,16 @@ export function taskOf(request: SubmitRequest, defaultDeadlineMs: number): Task 
   const invalid = (field: string, message: string) => new InvalidTaskError(`${field}: ${message}`);
   if (typeof request !== 'object' || request === null) throw invalid('request', 'expected an object');
   for (const field of ['integration', 'key'] as const) {
-    if (typeof request[field] !== 'string' || request[field].length === 0) throw invalid(field, `got ${JSON.stringify(request[field])}, expected a non-empty string`);
+    if (typeof request[field] !== 'string' || request[field].length === 0)
+      throw invalid(field, `got ${JSON.stringify(request[field])}, expected a non-empty string`);
   }
-  if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length === 0)) throw invalid('id', `got ${JSON.stringify(request.id)}, expected a non-empty string`);
+  if (request.id !== undefined && (typeof request.id !== 'string' || request.id.length === 0))
+    throw invalid('id', `got ${JSON.stringify(request.id)}, expected a non-empty string`);
   const priority = request.priority ?? 'BACKGROUND';
   if (!priorities.has(priority)) throw invalid('priority', `got ${JSON.stringify(priority)}, expected USER_PRESENT or BACKGROUND`);
   const deadlineMs = request.deadlineMs ?? defaultDeadlineMs;
-  if (!Number.isSafeInteger(deadlineMs) || deadlineMs <= 0) throw invalid('deadlineMs', `got ${JSON.stringify(request.deadlineMs)}, expected a whole number of milliseconds > 0`);
+  if (!Number.isSafeInteger(deadlineMs) || deadlineMs <= 0)
+    throw invalid('deadlineMs', `got ${JSON.stringify(request.deadlineMs)}, expected a whole number of milliseconds > 0`);
   const { payload } = request;
   if (payload !== undefined && typeof payload !== 'string' && !(payload instanceof Uint8Array)) throw invalid('payload', 'expected a string or a Uint8Array');
   if (request.signal !== undefined && !(request.signal instanceof AbortSignal)) throw invalid('signal', 'expected an AbortSignal');
@@ -51,4 +54,3 @@ export function sleepUnlessAborted(ms: number, signal: AbortSignal | undefined):
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
-

@@ -42,9 +42,12 @@ test("docs/adopting.md's proxyless caller runs as written: it places its task, p
   const redis = await startPrivateRedis();
   t.after(() => redis.stop(true));
   const fleet = await startFleet(t, { keyPrefix: 'hr' }, redis.url);
-  await fleet.addWorker({ cluster: 'baseline', workerId: 'docs-worker', maxParallelism: 2 }, {
-    'bank-a': async (task) => `balance of ${String(JSON.parse(task.payload.toString()).accountId)}`,
-  });
+  await fleet.addWorker(
+    { cluster: 'baseline', workerId: 'docs-worker', maxParallelism: 2 },
+    {
+      'bank-a': async (task) => `balance of ${String(JSON.parse(task.payload.toString()).accountId)}`,
+    },
+  );
   const code = codeBlock(fs.readFileSync(path.join(repoRoot, 'docs', 'adopting.md'), 'utf8'), 'caller.js');
   const run = await runNode(code, { ...process.env, REDIS_URL: redis.url, LOG_LEVEL: 'warn' });
   assert.equal(run.signal, null, `it did not exit within ${exitWithinMs} ms (killed):\n${run.stdout}\n${run.stderr}`);

@@ -19,7 +19,10 @@ function request(overrides: Partial<SubmitRequest> = {}): SubmitRequest {
 }
 
 /** Every worker ran at most its max parallelism at once, and each got work. */
-function assertNoOverAdmission(workers: ReadonlyArray<{ workerId: string; stats(): { highWaterMark: number; completed: number } }>, capacities: readonly number[]): void {
+function assertNoOverAdmission(
+  workers: ReadonlyArray<{ workerId: string; stats(): { highWaterMark: number; completed: number } }>,
+  capacities: readonly number[],
+): void {
   for (const [i, worker] of workers.entries()) {
     const stats = worker.stats();
     assert.ok(stats.highWaterMark <= capacities[i]!, `${worker.workerId} ran ${stats.highWaterMark} at once, max ${capacities[i]}`);
@@ -36,14 +39,27 @@ for (const mode of modes) {
     for (let i = 0; i < 3; i++) fronts.push(await addFront(mode));
     // Three integrations: each may hold half the slots (the default limit), together all of them.
     const integrations = ['bank-a', 'bank-b', 'bank-c'];
-    const tasks = Array.from({ length: 600 }, (_, i) => request({ integration: integrations[i % 3]!, priority: i % 5 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }));
+    const tasks = Array.from({ length: 600 }, (_, i) =>
+      request({ integration: integrations[i % 3]!, priority: i % 5 ? 'BACKGROUND' : 'USER_PRESENT', payload: json({ sleepMs: 5 + (i % 7) * 3 }) }),
+    );
     // 90 in flight at once against 30 slots: tasks queue, slots are contended by all three.
     const results = await mapLimit(tasks, 90, (r, i) => fronts[i % 3]!.settle(r));
     const failures = results.filter((r) => !r.ok);
-    assert.equal(failures.length, 0, failures.slice(0, 3).map((f) => (f.ok ? '' : `${f.error.code}: ${f.error.message}`)).join('\n'));
+    assert.equal(
+      failures.length,
+      0,
+      failures
+        .slice(0, 3)
+        .map((f) => (f.ok ? '' : `${f.error.code}: ${f.error.message}`))
+        .join('\n'),
+    );
     assertNoOverAdmission(fleet.workers, capacities);
     await eventually('all slots free', 3000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 30 ? true : undefined));
-    assert.equal(fleet.workers.reduce((sum, w) => sum + w.stats().refusals, 0), 0, 'the ledger never sent a task to a full worker');
+    assert.equal(
+      fleet.workers.reduce((sum, w) => sum + w.stats().refusals, 0),
+      0,
+      'the ledger never sent a task to a full worker',
+    );
   });
 
   test(`${mode}: user-present tasks go first; background waits and is shed first when the queue is full`, async (t) => {
@@ -76,8 +92,14 @@ for (const mode of modes) {
     const refused = await run('bg3', 'BACKGROUND');
     assert.ok(!refused.ok && refused.error instanceof QueueFullError && refused.error.retryAfterMs !== undefined, JSON.stringify(refused));
     const results = await Promise.all([blocker, bg1, up1, up2]);
-    assert.ok(results.every((r) => r.ok), JSON.stringify(results));
-    assert.deepEqual(order.filter((id) => ['blocker', 'up1', 'up2', 'bg1'].includes(id)), ['blocker', 'up1', 'up2', 'bg1']);
+    assert.ok(
+      results.every((r) => r.ok),
+      JSON.stringify(results),
+    );
+    assert.deepEqual(
+      order.filter((id) => ['blocker', 'up1', 'up2', 'bg1'].includes(id)),
+      ['blocker', 'up1', 'up2', 'bg1'],
+    );
     assert.match(await front.registry.metrics(), /^headroom_balancer_shed_total 1$/m);
   });
 
@@ -153,7 +175,7 @@ for (const mode of modes) {
     const result = await front.submit(request());
     assert.equal(result.placement.workerId, 'b', 'after the refusal the task waits for and goes to another worker');
     assert.equal(result.placement.workerAttempts, 2);
-    assert.equal(result.attempts, 1, 'the retry was the balancer logic\'s, not the client\'s');
+    assert.equal(result.attempts, 1, "the retry was the balancer logic's, not the client's");
     assert.equal(a.stats().refusals, 1);
     assert.equal(a.stats().highWaterMark, 1);
     assert.equal(front.engine().retries, 1);
@@ -193,8 +215,14 @@ for (const mode of modes) {
     const failed = await doomed;
     assert.ok(!failed.ok && failed.error instanceof DeadlineExceededError, JSON.stringify(failed));
     const metrics = await front.registry.metrics();
-    assert.match(metrics, /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m);
-    assert.doesNotMatch(metrics, /^headroom_balancer_tasks_total\{cluster="candidate",integration="bank-a",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\}/m);
+    assert.match(
+      metrics,
+      /^headroom_balancer_tasks_total\{cluster="baseline",integration="bank-a",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\} 1$/m,
+    );
+    assert.doesNotMatch(
+      metrics,
+      /^headroom_balancer_tasks_total\{cluster="candidate",integration="bank-a",priority="user_present",outcome="HR_ERR_DEADLINE_EXCEEDED"\}/m,
+    );
     assert.equal((await long).placement.cluster, 'candidate', 'the running task finished on the candidate');
   });
 
@@ -204,7 +232,9 @@ for (const mode of modes) {
     // Only bank-b goes to the candidate; the baseline has no worker at first.
     const front = await addFront(mode, { candidatePercent: 0, candidatePercentByIntegration: { 'bank-b': 100 } });
     const store = new OverrideStore(fleet.redis, fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix);
-    await eventually('registered with the control plane', 3000, async () => ((await store.liveBalancers(5000)).some((b) => b.balancerId === front.balancerId) ? true : undefined));
+    await eventually('registered with the control plane', 3000, async () =>
+      (await store.liveBalancers(5000)).some((b) => b.balancerId === front.balancerId) ? true : undefined,
+    );
     const record = (await store.liveBalancers(5000)).find((b) => b.balancerId === front.balancerId)!;
     assert.equal(record.address, front.address);
     if (mode === 'proxyless') assert.match(record.address, /^proxyless:/, 'a label the control plane shows, not an address to dial');

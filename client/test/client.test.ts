@@ -17,7 +17,6 @@ import {
   type HeadroomClient,
 } from '../src/index';
 
-
 /** Tasks of "hold" run until the test lets them go (or their signal aborts); "echo" answers its payload. */
 class Held {
   readonly running: Array<{ id: string; signal: AbortSignal; finish: () => void }> = [];
@@ -95,7 +94,10 @@ test('a task answers its result and where it ran; a handler failure is a TaskFai
   const answer = await client.submit({ integration: 'echo', key: 'account-1', payload: 'hello', priority: 'USER_PRESENT', id: 'task-1' });
   assert.equal(answer.result.toString(), 'hello');
   assert.equal(answer.taskId, 'task-1');
-  assert.deepEqual([answer.placement.cluster, answer.placement.workerId, answer.placement.workerAttempts, answer.attempts], ['baseline', fleet.workers[0]!.workerId, 1, 1]);
+  assert.deepEqual(
+    [answer.placement.cluster, answer.placement.workerId, answer.placement.workerAttempts, answer.attempts],
+    ['baseline', fleet.workers[0]!.workerId, 1, 1],
+  );
   assert.equal(answer.balancer, fleet.balancers[0]!.address);
 
   const failed = await rejection(client.submit({ integration: 'fail', key: 'account-1' }));
@@ -124,7 +126,7 @@ test('a bad task is an InvalidTaskError naming the field, from the client or the
   assert.equal(fleet.balancers[0]!.stats().failedByCode.HR_ERR_INVALID_TASK, 1, 'one call reached the balancer: the local checks sent nothing');
 });
 
-test('a full queue: the client waits the balancer\'s hint between tries and gives up by the deadline with QueueFullError', async (t) => {
+test("a full queue: the client waits the balancer's hint between tries and gives up by the deadline with QueueFullError", async (t) => {
   const { fleet, held } = await setUp(t, { maxParallelism: 1, maxQueuedTasks: 1 });
   const balancer = fleet.balancers[0]!;
   const client = clientOf(t, [balancer.address]);
@@ -137,7 +139,7 @@ test('a full queue: the client waits the balancer\'s hint between tries and give
   const error = await rejection(client.submit({ integration: 'echo', key: 'c', deadlineMs: 2800 }));
   const elapsedMs = performance.now() - startedAt;
   assert.ok(error instanceof QueueFullError, `QueueFullError, got ${error.name}`);
-  assert.equal(error.retryAfterMs, 1000, 'the balancer\'s hint');
+  assert.equal(error.retryAfterMs, 1000, "the balancer's hint");
   assert.ok(error.attempts >= 2 && error.attempts <= 3, `tried again while the deadline allowed: ${error.attempts} calls`);
   assert.equal(balancer.stats().failedByCode.HR_ERR_QUEUE_FULL, error.attempts, 'each call reached the balancer');
   assert.ok(elapsedMs >= (error.attempts - 1) * 1000, `waited at least the hint between calls: ${Math.round(elapsedMs)} ms for ${error.attempts}`);
@@ -155,7 +157,14 @@ test('a balancer that cannot be reached is skipped at once; tasks on one killed 
   const { fleet, held } = await setUp(t, { maxParallelism: 8 });
   const dead = await deadAddress();
   const survivor = fleet.balancers[0]!.address;
-  const victim = await spawnReady(t, cliPaths.balancer, ['--redis-url', testRedisUrl, '--key-prefix', fleet.ledgerOptions.keyPrefix!, '--heartbeat-timeout-ms', '1000']);
+  const victim = await spawnReady(t, cliPaths.balancer, [
+    '--redis-url',
+    testRedisUrl,
+    '--key-prefix',
+    fleet.ledgerOptions.keyPrefix!,
+    '--heartbeat-timeout-ms',
+    '1000',
+  ]);
 
   // Unreachable: tried, marked down, and the task goes on to the next balancer without a wait.
   const unreachableFirst = clientOf(t, [dead, survivor], { balancerDownMs: 60_000 });
@@ -192,7 +201,7 @@ test('a balancer that cannot be reached is skipped at once; tasks on one killed 
   }
 });
 
-test('aborting the signal cancels the task on the balancer: a queued one never runs, a running one\'s handler sees the abort', async (t) => {
+test("aborting the signal cancels the task on the balancer: a queued one never runs, a running one's handler sees the abort", async (t) => {
   const { fleet, held } = await setUp(t, { maxParallelism: 1 });
   const balancer = fleet.balancers[0]!;
   const client = clientOf(t, [balancer.address]);
@@ -210,7 +219,7 @@ test('aborting the signal cancels the task on the balancer: a queued one never r
   const runningError = await rejection(runningAnswer);
   assert.ok(runningError instanceof CancelledError);
   // The client answers at once; the cancel travels on to the balancer, then the worker.
-  await eventually('the handler\'s signal to abort (the cancel reached the worker)', 3000, () => (held.running[0]!.signal.aborted ? true : undefined));
+  await eventually("the handler's signal to abort (the cancel reached the worker)", 3000, () => (held.running[0]!.signal.aborted ? true : undefined));
   assert.equal(held.running.length, 1, 'the queued task never ran');
   await eventually('the balancer to count both cancellations', 3000, () => ((balancer.stats().failedByCode.HR_ERR_CANCELLED ?? 0) >= 2 ? true : undefined));
   const already = await rejection(client.submit({ integration: 'echo', key: 'c', signal: AbortSignal.abort() }));
@@ -221,7 +230,10 @@ test('submits beyond maxInFlight are refused at once with ClientOverloadedError'
   const { fleet, held } = await setUp(t, { maxParallelism: 2 });
   const client = clientOf(t, [fleet.balancers[0]!.address], { maxInFlight: 2 });
   // (User-present: background tasks leave a share of the slots free, see keptForUserPresentShare.)
-  const answers = [client.submit({ integration: 'hold', key: 'a', priority: 'USER_PRESENT' }), client.submit({ integration: 'hold', key: 'b', priority: 'USER_PRESENT' })];
+  const answers = [
+    client.submit({ integration: 'hold', key: 'a', priority: 'USER_PRESENT' }),
+    client.submit({ integration: 'hold', key: 'b', priority: 'USER_PRESENT' }),
+  ];
   const refused = await rejection(client.submit({ integration: 'echo', key: 'c' }));
   assert.ok(refused instanceof ClientOverloadedError);
   assert.match(refused.message, /maxInFlight/);
@@ -232,12 +244,18 @@ test('submits beyond maxInFlight are refused at once with ClientOverloadedError'
 });
 
 test('client options are checked, naming the setting and what is accepted', () => {
-  const refused = (options: unknown) => assert.throws(() => createClient(options as never), (error: Error) => (assert.match(error.message, /Headroom client options/), true));
+  const refused = (options: unknown) =>
+    assert.throws(
+      () => createClient(options as never),
+      (error: Error) => (assert.match(error.message, /Headroom client options/), true),
+    );
   assert.throws(() => createClient({ balancers: [] }), /balancers: got \[\], expected at least one balancer/);
   assert.throws(() => createClient({ balancers: ['nohost'] }), /balancers\.0: got "nohost", expected host:port/);
   assert.throws(() => createClient({ balancers: ['127.0.0.1:1'], retry: { maxAttempts: 0 } }), /retry\.maxAttempts: got 0, expected a number >= 1/);
-  assert.throws(() => createClient({ balancers: ['127.0.0.1:1'], retry: { minDelayMs: 500, maxDelayMs: 100 } }), /retry\.minDelayMs must not exceed retry\.maxDelayMs/);
+  assert.throws(
+    () => createClient({ balancers: ['127.0.0.1:1'], retry: { minDelayMs: 500, maxDelayMs: 100 } }),
+    /retry\.minDelayMs must not exceed retry\.maxDelayMs/,
+  );
   assert.throws(() => createClient({ balancers: ['127.0.0.1:1'], typo: 1 } as never), /unknown setting\(s\) "typo"/);
   refused({});
 });
-

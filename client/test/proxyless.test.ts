@@ -21,14 +21,28 @@ test('a balancer and a proxyless client on one ledger never over-admit together'
   // 40 in flight against 10 slots, half through each front.
   const results = await mapLimit(tasks, 40, (r, i) => fronts[i % 2]!.settle(r));
   const failures = results.filter((r) => !r.ok);
-  assert.equal(failures.length, 0, failures.slice(0, 3).map((f) => (f.ok ? '' : `${f.error.code}: ${f.error.message}`)).join('\n'));
+  assert.equal(
+    failures.length,
+    0,
+    failures
+      .slice(0, 3)
+      .map((f) => (f.ok ? '' : `${f.error.code}: ${f.error.message}`))
+      .join('\n'),
+  );
   for (const [i, worker] of fleet.workers.entries()) {
     assert.ok(worker.stats().highWaterMark <= capacities[i]!, `${worker.workerId} ran ${worker.stats().highWaterMark} at once, max ${capacities[i]}`);
   }
   const byMode = results.map((r, i) => (r.ok ? `${fronts[i % 2]!.mode}:${r.result.balancer.startsWith('proxyless:') ? 'proxyless' : 'balancer'}` : 'failed'));
-  assert.ok(byMode.every((m) => m === 'balancer:balancer' || m === 'proxyless:proxyless'), 'each answer names the front that placed it');
+  assert.ok(
+    byMode.every((m) => m === 'balancer:balancer' || m === 'proxyless:proxyless'),
+    'each answer names the front that placed it',
+  );
   await eventually('all slots free', 3000, async () => ((await fleet.ledger.snapshot('baseline')).totalFree === 10 ? true : undefined));
-  assert.equal(fleet.workers.reduce((sum, w) => sum + w.stats().refusals, 0), 0, 'the ledger never sent a task to a full worker');
+  assert.equal(
+    fleet.workers.reduce((sum, w) => sum + w.stats().refusals, 0),
+    0,
+    'the ledger never sent a task to a full worker',
+  );
 });
 
 test('priority holds across modes: a user-present task waiting in a proxyless client goes before background work from a balancer', async (t) => {
@@ -54,7 +68,7 @@ test('priority holds across modes: a user-present task waiting in a proxyless cl
   assert.deepEqual(order, ['blocker', 'user', 'background']);
 });
 
-test('proxyless options are checked against the balancer\'s schema before anything starts', async (t) => {
+test("proxyless options are checked against the balancer's schema before anything starts", async (t) => {
   const fleet = await startFleet(t);
   const subscriber = await connected(testRedisUrl, true);
   t.after(() => subscriber.disconnect());
@@ -62,7 +76,10 @@ test('proxyless options are checked against the balancer\'s schema before anythi
   const refused = async (options: ProxylessClientOptions, pattern: RegExp) => {
     await assert.rejects(createProxylessClient(options, deps), (error: unknown) => error instanceof ConfigError && pattern.test(error.message));
   };
-  await refused({ policy: 'fastest' as never, ledger: { keyPrefix: fleet.ledgerOptions.keyPrefix! } }, /^invalid proxyless client options:\n {2}policy: got "fastest", expected one of least-loaded/m);
+  await refused(
+    { policy: 'fastest' as never, ledger: { keyPrefix: fleet.ledgerOptions.keyPrefix! } },
+    /^invalid proxyless client options:\n {2}policy: got "fastest", expected one of least-loaded/m,
+  );
   await refused({ maxDispatchAttempts: 0 }, /maxDispatchAttempts: got 0, expected a number >= 1/);
   await refused({ defaultTaskTimeoutMs: 10_000, maxTaskTimeoutMs: 5_000 }, /defaultTaskTimeoutMs: .*must not exceed maxTaskTimeoutMs/);
   await refused({ port: 7001 } as never, /port: got 7001, does not apply to a proxyless client: it serves no gRPC/);
@@ -70,25 +87,34 @@ test('proxyless options are checked against the balancer\'s schema before anythi
   await refused({ ledger: { keptForUserPresentShare: 2 } }, /ledger\.keptForUserPresentShare: got 2, expected a number from 0 to 1/);
   await refused({ retry: { minDelayMs: 500, maxDelayMs: 100 } }, /retry\.minDelayMs must not exceed retry\.maxDelayMs/);
   await refused({ workerTls: { caFile: '/nonexistent/ca.pem' } }, /workerTls/);
-  await refused({ queueRecheckIntervalMs: 2000, ledger: { waiterTtlMs: 3000 } }, /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/);
+  await refused(
+    { queueRecheckIntervalMs: 2000, ledger: { waiterTtlMs: 3000 } },
+    /queueRecheckIntervalMs \(2000\) must be at most half of the ledger's waiterTtlMs \(3000\)/,
+  );
   // Nothing started: no subscription, nothing in the control plane's register.
   assert.equal(subscriber.listenerCount('message'), 0);
   const store = new OverrideStore(fleet.redis, fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix);
   assert.deepEqual(await store.liveBalancers(60_000), []);
 });
 
-test('proxyless: a task is checked by the balancer\'s rules and limits; a handler failure is a TaskFailedError; closing refuses new tasks and leaves the register', async (t) => {
+test("proxyless: a task is checked by the balancer's rules and limits; a handler failure is a TaskFailedError; closing refuses new tasks and leaves the register", async (t) => {
   const { fleet, addFront } = await startModeFleet(t);
   await fleet.addWorker({ cluster: 'baseline', maxParallelism: 2 });
   const front = await addFront('proxyless', { maxPayloadBytes: 100, maxQueuedBytes: 1000, maxTaskTimeoutMs: 60_000 });
   const tooLarge = await front.settle({ integration: 'bank-a', key: 'k', payload: Buffer.alloc(101) });
-  assert.ok(!tooLarge.ok && tooLarge.error instanceof InvalidTaskError && /task\.payload: 101 bytes, the limit is 100 bytes/.test(tooLarge.error.message), JSON.stringify(tooLarge));
+  assert.ok(
+    !tooLarge.ok && tooLarge.error instanceof InvalidTaskError && /task\.payload: 101 bytes, the limit is 100 bytes/.test(tooLarge.error.message),
+    JSON.stringify(tooLarge),
+  );
   assert.equal(tooLarge.ok ? 0 : tooLarge.error.attempts, 1, 'not retried');
   const badIntegration = await front.settle({ integration: 'Bank A', key: 'k' });
   assert.ok(!badIntegration.ok && badIntegration.error instanceof InvalidTaskError && /task\.integration: got "Bank A"/.test(badIntegration.error.message));
   const tooFar = await front.settle({ integration: 'bank-a', key: 'k', deadlineMs: 120_000 });
   assert.ok(!tooFar.ok && tooFar.error instanceof InvalidTaskError && /maxTaskTimeoutMs/.test(tooFar.error.message));
-  assert.match(await front.registry.metrics(), /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 3$/m);
+  assert.match(
+    await front.registry.metrics(),
+    /^headroom_balancer_tasks_total\{cluster="none",integration="none",priority="none",outcome="HR_ERR_INVALID_TASK"\} 3$/m,
+  );
   const missingKey = await front.settle({ integration: 'bank-a', key: '' });
   assert.ok(!missingKey.ok && missingKey.error instanceof InvalidTaskError && /^key: /.test(missingKey.error.message));
 

@@ -71,7 +71,10 @@ export function readOptions<S extends z.ZodType>(
   try {
     ({ values } = parseArgs({
       args: [...argv],
-      options: { ...Object.fromEntries(specs.map((spec) => [spec.flag, { type: spec.isSwitch ? ('boolean' as const) : ('string' as const) }])), help: { type: 'boolean' as const } },
+      options: {
+        ...Object.fromEntries(specs.map((spec) => [spec.flag, { type: spec.isSwitch ? ('boolean' as const) : ('string' as const) }])),
+        help: { type: 'boolean' as const },
+      },
       strict: true,
       allowPositionals: false,
     }));

@@ -37,12 +37,19 @@ function valueAt(input: unknown, path: readonly PropertyKey[]): unknown {
 /** Schema helpers shared by every process's config: names carry units. */
 export const settings = {
   positiveInt: (max = Number.MAX_SAFE_INTEGER) =>
-    z.coerce.number({ error: 'expected a whole number' }).int('expected a whole number').min(1, 'expected a number >= 1').max(max, `expected a number <= ${max}`),
+    z.coerce
+      .number({ error: 'expected a whole number' })
+      .int('expected a whole number')
+      .min(1, 'expected a number >= 1')
+      .max(max, `expected a number <= ${max}`),
   nonNegativeInt: (max = Number.MAX_SAFE_INTEGER) =>
-    z.coerce.number({ error: 'expected a whole number' }).int('expected a whole number').min(0, 'expected a number >= 0').max(max, `expected a number <= ${max}`),
+    z.coerce
+      .number({ error: 'expected a whole number' })
+      .int('expected a whole number')
+      .min(0, 'expected a number >= 0')
+      .max(max, `expected a number <= ${max}`),
   share: () => z.coerce.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1'),
-  name: () =>
-    z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'expected 1-64 characters of a-z, 0-9, ".", "_", "-", starting with a letter or digit'),
+  name: () => z.string().regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'expected 1-64 characters of a-z, 0-9, ".", "_", "-", starting with a letter or digit'),
   redisUrl: () =>
     z.string().superRefine((value, ctx) => {
       try {
@@ -51,7 +58,11 @@ export const settings = {
         ctx.addIssue({ code: 'custom', message: (error as Error).message, input: value });
       }
     }),
-  keyPrefix: () => z.string().regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"').default('hr'),
+  keyPrefix: () =>
+    z
+      .string()
+      .regex(/^[A-Za-z0-9:._-]{1,64}$/, 'expected 1-64 characters of A-Z, a-z, 0-9, ":", ".", "_", "-"')
+      .default('hr'),
   /** On or off: a boolean, or (from a flag or env) true/false/1/0. */
   switch: () =>
     z.preprocess(

@@ -41,7 +41,8 @@ function parseHosts(list: string, what: string, defaultPort: number | undefined)
   const hosts = list.split(',').map((entry) => {
     const match = /^(\[[0-9a-fA-F:]+\]|[^\s:[\]/]+)(?::(\d{1,5}))?$/.exec(entry);
     const port = match?.[2] === undefined ? (defaultPort ?? 0) : Number(match[2]);
-    if (!match || port < 1 || port > 65535) throw new Error(`${what} ${JSON.stringify(entry)}: expected ${defaultPort === undefined ? 'host:port' : 'host or host:port'} (port 1-65535)`);
+    if (!match || port < 1 || port > 65535)
+      throw new Error(`${what} ${JSON.stringify(entry)}: expected ${defaultPort === undefined ? 'host:port' : 'host or host:port'} (port 1-65535)`);
     return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
   });
   if (hosts.length > maxHosts) throw new Error(`${hosts.length} ${what}s; expected at most ${maxHosts}`);
@@ -64,11 +65,20 @@ export function parseRedisUrl(url: string): RedisLocation {
     const rest = url.slice(cluster[0].length);
     const at = rest.lastIndexOf('@');
     const hosts = rest.slice(at + 1).replace(/\/$/, '');
-    if (hosts.includes('/') || hosts.includes('?')) throw new Error('expected redis+cluster://host:port,host:port (no database or parameters: a Redis Cluster has one database)');
-    return { kind: 'cluster', nodes: parseHosts(hosts, 'cluster node', undefined), tls: cluster[1] === 'rediss', ...parseCredentials(at === -1 ? '' : rest.slice(0, at)) };
+    if (hosts.includes('/') || hosts.includes('?'))
+      throw new Error('expected redis+cluster://host:port,host:port (no database or parameters: a Redis Cluster has one database)');
+    return {
+      kind: 'cluster',
+      nodes: parseHosts(hosts, 'cluster node', undefined),
+      tls: cluster[1] === 'rediss',
+      ...parseCredentials(at === -1 ? '' : rest.slice(0, at)),
+    };
   }
   const scheme = sentinelSchemes.exec(url);
-  if (!scheme) throw new Error('expected a URL such as redis://127.0.0.1:6379, or redis+sentinel://host:26379,host:26380/<primary name> for Sentinel, or redis+cluster://host:7000,host:7001 for a Redis Cluster');
+  if (!scheme)
+    throw new Error(
+      'expected a URL such as redis://127.0.0.1:6379, or redis+sentinel://host:26379,host:26380/<primary name> for Sentinel, or redis+cluster://host:7000,host:7001 for a Redis Cluster',
+    );
   const rest = url.slice(scheme[0].length);
   const at = rest.lastIndexOf('@', rest.indexOf('/') === -1 ? rest.length : rest.indexOf('/'));
   const credentials = at === -1 ? '' : rest.slice(0, at);
@@ -76,7 +86,10 @@ export function parseRedisUrl(url: string): RedisLocation {
   const slash = hostsAndPath.indexOf('/');
   const hosts = slash === -1 ? hostsAndPath : hostsAndPath.slice(0, slash);
   const primaryName = slash === -1 ? '' : decodeURIComponent(hostsAndPath.slice(slash + 1));
-  if (!/^[A-Za-z0-9._-]{1,64}$/.test(primaryName)) throw new Error('expected the primary\'s name after the sentinels, e.g. redis+sentinel://host:26379/mymaster (1-64 characters of A-Z, a-z, 0-9, ".", "_", "-")');
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(primaryName))
+    throw new Error(
+      'expected the primary\'s name after the sentinels, e.g. redis+sentinel://host:26379/mymaster (1-64 characters of A-Z, a-z, 0-9, ".", "_", "-")',
+    );
   const sentinels = parseHosts(hosts, 'sentinel', 26379);
   const location: RedisLocation = { kind: 'sentinel', sentinels, primaryName, tls: scheme[1] === 'rediss', ...parseCredentials(credentials) };
   for (const [name, value] of new URLSearchParams(query)) {

@@ -8,7 +8,14 @@ import { execFileSync } from 'node:child_process';
 import * as path from 'node:path';
 
 const repoRoot = path.join(__dirname, '..', '..', '..');
-const clis = ['balancer/dist/src/cli.js', 'worker/dist/src/cli.js', 'control-plane/dist/src/cli.js', 'demo/dist/src/cli.js', 'sim/dist/src/bank/cli.js', 'sim/dist/src/loadgen/cli.js'];
+const clis = [
+  'balancer/dist/src/cli.js',
+  'worker/dist/src/cli.js',
+  'control-plane/dist/src/cli.js',
+  'demo/dist/src/cli.js',
+  'sim/dist/src/bank/cli.js',
+  'sim/dist/src/loadgen/cli.js',
+];
 
 for (const cli of clis) {
   test(`${cli} --help states each option's default at most once`, () => {
@@ -17,6 +24,9 @@ for (const cli of clis) {
     assert.ok(options.length > 3, `options listed: ${help}`);
     const twice = options.filter((line) => (line.match(/[(;] ?default\b/g) ?? []).length > 1);
     assert.deepEqual(twice, [], 'lines that state a default twice');
-    assert.ok(options.some((line) => / \(default [^)]+\)/.test(line)), 'the schema defaults are stated');
+    assert.ok(
+      options.some((line) => / \(default [^)]+\)/.test(line)),
+      'the schema defaults are stated',
+    );
   });
 }

@@ -25,7 +25,13 @@ test('userKeyedMap rejects forbidden and unaccepted keys of the raw input, as a 
 
 test('userKeyedMap with a key schema: a config map of names refuses "__proto__" with the setting named', () => {
   const schema = z.object({ byIntegration: userKeyedMap(percent, { what: 'integration', key: settings.name() }) }).strict();
-  assert.throws(() => parseConfig('test options', schema, JSON.parse('{"byIntegration": {"__proto__": 5, "bank-a": 10}}')), /byIntegration\.__proto__: got 5, reserved name, not an integration/);
-  assert.throws(() => parseConfig('test options', schema, JSON.parse('{"byIntegration": {"Bank A": 5}}')), /byIntegration\.Bank A: got 5, expected 1-64 characters/);
+  assert.throws(
+    () => parseConfig('test options', schema, JSON.parse('{"byIntegration": {"__proto__": 5, "bank-a": 10}}')),
+    /byIntegration\.__proto__: got 5, reserved name, not an integration/,
+  );
+  assert.throws(
+    () => parseConfig('test options', schema, JSON.parse('{"byIntegration": {"Bank A": 5}}')),
+    /byIntegration\.Bank A: got 5, expected 1-64 characters/,
+  );
   assert.deepEqual(parseConfig('test options', schema, JSON.parse('{"byIntegration": {"bank-a": 10}}')).byIntegration, { 'bank-a': 10 });
 });

@@ -72,13 +72,23 @@ test("process metrics: the heap after GC splits into V8's code and the program's
     await new Promise((resolve) => setTimeout(resolve, 50));
     const text = await registry.metrics();
     const value = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
-    return { total: value('headroom_heap_after_major_gc_bytes'), code: value('headroom_heap_code_after_major_gc_bytes'), objects: value('headroom_heap_objects_after_major_gc_bytes') };
+    return {
+      total: value('headroom_heap_after_major_gc_bytes'),
+      code: value('headroom_heap_code_after_major_gc_bytes'),
+      objects: value('headroom_heap_objects_after_major_gc_bytes'),
+    };
   };
   const before = await read();
   assert.ok(before.code > 100_000, `V8's code: ${before.code} bytes`);
   assert.equal(before.objects + before.code, before.total);
   // Code compiled for the first time raises the code, not the objects.
-  const compiled = Array.from({ length: 2000 }, (_, i) => new Function('a', `let s = a; for (let j = 0; j < ${i}; j++) { s = (s * 31 + j) % 1000003; if (s % 7 === ${i % 7}) s += ${i}; } return s + ${i};`) as (a: number) => number);
+  const compiled = Array.from(
+    { length: 2000 },
+    (_, i) =>
+      new Function('a', `let s = a; for (let j = 0; j < ${i}; j++) { s = (s * 31 + j) % 1000003; if (s % 7 === ${i % 7}) s += ${i}; } return s + ${i};`) as (
+        a: number,
+      ) => number,
+  );
   let sum = 0;
   for (const f of compiled) sum += f(1);
   const leaked: string[] = Array.from({ length: 100_000 }, (_, i) => `leaked item ${i}`.padEnd(100, '.'));

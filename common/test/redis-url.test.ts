@@ -27,15 +27,31 @@ test('a Redis URL names one Redis, or a primary found through Sentinel', () => {
 });
 
 test('a Redis Cluster URL lists its nodes', () => {
-  assert.deepEqual(parseRedisUrl('redis+cluster://10.0.0.1:7000,10.0.0.2:7001/'), { kind: 'cluster', nodes: [{ host: '10.0.0.1', port: 7000 }, { host: '10.0.0.2', port: 7001 }], tls: false });
-  assert.deepEqual(parseRedisUrl('rediss+cluster://headroom:pw@node-a:6379'), { kind: 'cluster', nodes: [{ host: 'node-a', port: 6379 }], tls: true, username: 'headroom', password: 'pw' });
+  assert.deepEqual(parseRedisUrl('redis+cluster://10.0.0.1:7000,10.0.0.2:7001/'), {
+    kind: 'cluster',
+    nodes: [
+      { host: '10.0.0.1', port: 7000 },
+      { host: '10.0.0.2', port: 7001 },
+    ],
+    tls: false,
+  });
+  assert.deepEqual(parseRedisUrl('rediss+cluster://headroom:pw@node-a:6379'), {
+    kind: 'cluster',
+    nodes: [{ host: 'node-a', port: 6379 }],
+    tls: true,
+    username: 'headroom',
+    password: 'pw',
+  });
   assert.throws(() => parseRedisUrl('redis+cluster://node-a'), /cluster node "node-a": expected host:port/);
   assert.throws(() => parseRedisUrl('redis+cluster://node-a:7000/2'), /no database or parameters: a Redis Cluster has one database/);
 });
 
 test('a bad Redis URL is refused with what is accepted, and its passwords are not echoed', () => {
   const cases: [string, RegExp][] = [
-    ['http://127.0.0.1:6379', /expected a URL such as redis:\/\/127\.0\.0\.1:6379, or redis\+sentinel:\/\/.* or redis\+cluster:\/\/host:7000,host:7001 for a Redis Cluster/],
+    [
+      'http://127.0.0.1:6379',
+      /expected a URL such as redis:\/\/127\.0\.0\.1:6379, or redis\+sentinel:\/\/.* or redis\+cluster:\/\/host:7000,host:7001 for a Redis Cluster/,
+    ],
     ['redis+sentinel://127.0.0.1:26379', /expected the primary's name after the sentinels/],
     ['redis+sentinel://127.0.0.1:26379/', /expected the primary's name/],
     ['redis+sentinel://127.0.0.1:0/m', /sentinel "127\.0\.0\.1:0": expected host or host:port \(port 1-65535\)/],

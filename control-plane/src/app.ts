@@ -111,9 +111,20 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   await audit.prune(retentionMs);
   const pruneTimer = setInterval(() => void audit.prune(retentionMs), auditPruneIntervalMs);
   pruneTimer.unref();
-  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters, { redis: deps.redis, keyPrefix });
+  const fleet = new FleetView(new Ledger(deps.redis, { keyPrefix }), new WorkerReports(deps.redis, keyPrefix), config.clusters, {
+    redis: deps.redis,
+    keyPrefix,
+  });
   registerLedgerDriftGauge(registry, () => fleet.ledgerDrift(), logger);
-  const profiles = new ProfileService({ redis: deps.redis, keyPrefix, fleet, audit, logger, options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept }, workerSecurity });
+  const profiles = new ProfileService({
+    redis: deps.redis,
+    keyPrefix,
+    fleet,
+    audit,
+    logger,
+    options: { ttlMs: config.profileTtlMs, maxKept: config.maxProfilesKept },
+    workerSecurity,
+  });
   const rolloutStore = new RolloutStore(deps.redis, keyPrefix);
   const autopilot = new Autopilot({
     store: rolloutStore,
@@ -208,9 +219,15 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   app.get('/api/v1/healthz', (_request, response) => void response.json({ ok: true }));
   app.get('/api/v1/readyz', async (_request, response) => {
     const [redisOk, unleashOk, databaseOk] = await Promise.all([
-      deps.redis.ping().then(() => true, () => false),
+      deps.redis.ping().then(
+        () => true,
+        () => false,
+      ),
       admin.healthy(),
-      database.pool.query('SELECT 1').then(() => true, () => false),
+      database.pool.query('SELECT 1').then(
+        () => true,
+        () => false,
+      ),
     ]);
     const ready = redisOk && unleashOk && databaseOk && flagsReady;
     const view: ReadinessView = { ready, redis: redisOk, unleash: unleashOk, database: databaseOk, flags: flagsReady, auditOutbox: audit.outboxDepth };
@@ -290,12 +307,16 @@ const closeSettleMs = 6000;
 
 /** Body-parser errors, ledger and unknown errors, as coded API errors. */
 function toApiError(error: unknown): HeadroomError {
-  if (isHeadroomError(error, ledgerErrorCodes.unavailable)) return new HeadroomError(apiErrorCodes.ledgerUnavailable, `${error.message}; nothing was changed`, { retryAfterMs: 1000 });
+  if (isHeadroomError(error, ledgerErrorCodes.unavailable))
+    return new HeadroomError(apiErrorCodes.ledgerUnavailable, `${error.message}; nothing was changed`, { retryAfterMs: 1000 });
   if (error instanceof HeadroomError) return error;
   const parserError = error as { type?: string; limit?: number; status?: number };
-  if (parserError.type === 'entity.too.large') return new HeadroomError(apiErrorCodes.bodyTooLarge, `the body is larger than ${parserError.limit} bytes (maxBodyBytes); nothing was changed`);
+  if (parserError.type === 'entity.too.large')
+    return new HeadroomError(apiErrorCodes.bodyTooLarge, `the body is larger than ${parserError.limit} bytes (maxBodyBytes); nothing was changed`);
   if (parserError.type === 'entity.parse.failed') return new InvalidRequestError([{ field: 'body', message: 'not valid JSON' }]);
-  if (parserError.type === 'encoding.unsupported' || parserError.type === 'charset.unsupported') return new HeadroomError(apiErrorCodes.unsupportedMediaType, 'the body must be UTF-8 JSON; nothing was changed');
-  if (typeof parserError.status === 'number' && parserError.status >= 400 && parserError.status < 500) return new InvalidRequestError([{ field: 'body', message: String((error as Error).message) }]);
+  if (parserError.type === 'encoding.unsupported' || parserError.type === 'charset.unsupported')
+    return new HeadroomError(apiErrorCodes.unsupportedMediaType, 'the body must be UTF-8 JSON; nothing was changed');
+  if (typeof parserError.status === 'number' && parserError.status >= 400 && parserError.status < 500)
+    return new InvalidRequestError([{ field: 'body', message: String((error as Error).message) }]);
   return new HeadroomError(apiErrorCodes.internal, 'internal error', { cause: error });
 }

@@ -5,7 +5,19 @@ import { controlKeys } from '@headroom/fleet';
 import type { AuditQuery, AuditStore, TimedAuditEntry } from './record/audit-store';
 import { databaseUnavailable, type Database } from './record/database';
 
-export type AuditAction = 'traffic.set' | 'parallelism.set' | 'rollback' | 'resume' | 'worker.drain' | 'override.rebuild' | 'profile.start' | 'rollout.start' | 'rollout.pause' | 'rollout.resume' | 'rollout.abort' | 'rollout.decision';
+export type AuditAction =
+  | 'traffic.set'
+  | 'parallelism.set'
+  | 'rollback'
+  | 'resume'
+  | 'worker.drain'
+  | 'override.rebuild'
+  | 'profile.start'
+  | 'rollout.start'
+  | 'rollout.pause'
+  | 'rollout.resume'
+  | 'rollout.abort'
+  | 'rollout.decision';
 
 export interface AuditEntry {
   /** PostgreSQL's id, a whole number as text: orders entries as they were written, usable as a cursor. */
@@ -92,7 +104,10 @@ export class AuditLog {
         this.announceWritten(await this.deps.store.insert(this.deps.database.pool, timed));
         return;
       } catch (error) {
-        this.deps.logger.warn({ err: error, action: entry.action, target: entry.target }, 'PostgreSQL did not take an audit entry: kept in the outbox until it does');
+        this.deps.logger.warn(
+          { err: error, action: entry.action, target: entry.target },
+          'PostgreSQL did not take an audit entry: kept in the outbox until it does',
+        );
       }
     }
     this.keep(timed);
@@ -122,7 +137,10 @@ export class AuditLog {
       if (this.outbox.length >= this.deps.outboxMaxEntries) {
         this.deps.metrics.outboxDropped.inc();
         // The log keeps what the record cannot: who did what, when.
-        this.deps.logger.error({ entry, outboxMaxEntries: this.deps.outboxMaxEntries }, 'the audit outbox is full (PostgreSQL away too long): this entry is dropped from the audit log');
+        this.deps.logger.error(
+          { entry, outboxMaxEntries: this.deps.outboxMaxEntries },
+          'the audit outbox is full (PostgreSQL away too long): this entry is dropped from the audit log',
+        );
         continue;
       }
       this.outbox.push(entry);
@@ -138,7 +156,9 @@ export class AuditLog {
 
   /** An entry written (in a change's transaction, now committed): to the live event streams. */
   announce(entry: AuditEntry): void {
-    this.deps.redis.publish(this.channel, JSON.stringify(entry)).catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an audit entry'));
+    this.deps.redis
+      .publish(this.channel, JSON.stringify(entry))
+      .catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an audit entry'));
   }
 
   /** null: the entry was there already (same idempotency key), and was announced when it was written. */

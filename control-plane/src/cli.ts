@@ -9,7 +9,17 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { z } from 'zod';
 import { Registry } from 'prom-client';
-import { ConfigError, withoutPassword, createLogger, readOptions, registerProcessMetrics, settings, stopSignal, usageText, type OptionSpec } from '@headroom/common';
+import {
+  ConfigError,
+  withoutPassword,
+  createLogger,
+  readOptions,
+  registerProcessMetrics,
+  settings,
+  stopSignal,
+  usageText,
+  type OptionSpec,
+} from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
 import { createControlPlane } from './app';
@@ -18,42 +28,161 @@ import { apiTokenSchema, controlPlaneOptionsSchema, databaseSchema, type ApiToke
 const optionSpecs: readonly OptionSpec[] = [
   { key: 'host', flag: 'host', env: 'HEADROOM_HOST', valueName: 'HOST', description: 'HTTP interface' },
   { key: 'port', flag: 'port', env: 'HEADROOM_PORT', valueName: 'PORT', description: 'HTTP port (0: any free port)' },
-  { key: 'integrations', flag: 'integrations', env: 'HEADROOM_INTEGRATIONS', valueName: 'A,B,...', description: 'integrations with a traffic share of their own; with none, only the default share' },
-  { key: 'baselineCluster', flag: 'baseline-cluster', env: 'HEADROOM_BASELINE_CLUSTER', valueName: 'NAME', description: 'the cluster that runs what is not sent to the candidate' },
-  { key: 'candidateCluster', flag: 'candidate-cluster', env: 'HEADROOM_CANDIDATE_CLUSTER', valueName: 'NAME', description: 'the cluster that takes the candidate share' },
+  {
+    key: 'integrations',
+    flag: 'integrations',
+    env: 'HEADROOM_INTEGRATIONS',
+    valueName: 'A,B,...',
+    description: 'integrations with a traffic share of their own; with none, only the default share',
+  },
+  {
+    key: 'baselineCluster',
+    flag: 'baseline-cluster',
+    env: 'HEADROOM_BASELINE_CLUSTER',
+    valueName: 'NAME',
+    description: 'the cluster that runs what is not sent to the candidate',
+  },
+  {
+    key: 'candidateCluster',
+    flag: 'candidate-cluster',
+    env: 'HEADROOM_CANDIDATE_CLUSTER',
+    valueName: 'NAME',
+    description: 'the cluster that takes the candidate share',
+  },
   { key: 'unleashUrl', flag: 'unleash-url', env: 'UNLEASH_URL', valueName: 'URL', description: 'Unleash server, e.g. http://127.0.0.1:4242 (required)' },
-  { key: 'unleashAdminToken', flag: 'unleash-admin-token', env: 'UNLEASH_ADMIN_TOKEN', valueName: 'TOKEN', description: 'admin (or service account) token of that server (required)', secret: true },
+  {
+    key: 'unleashAdminToken',
+    flag: 'unleash-admin-token',
+    env: 'UNLEASH_ADMIN_TOKEN',
+    valueName: 'TOKEN',
+    description: 'admin (or service account) token of that server (required)',
+    secret: true,
+  },
   { key: 'unleashEnvironment', flag: 'unleash-environment', env: 'UNLEASH_ENVIRONMENT', valueName: 'NAME', description: 'the environment the clients read' },
   { key: 'unleashProject', flag: 'unleash-project', env: 'UNLEASH_PROJECT', valueName: 'NAME', description: 'the Unleash project that holds the flags' },
   { key: 'candidateFlag', flag: 'candidate-flag', env: 'HEADROOM_CANDIDATE_FLAG', valueName: 'NAME', description: 'default headroom.candidate-cluster' },
   { key: 'parallelismFlag', flag: 'parallelism-flag', env: 'HEADROOM_PARALLELISM_FLAG', valueName: 'NAME', description: 'default headroom.max-parallelism' },
-  { key: 'operatorTokens', flag: 'operator-tokens', env: 'HEADROOM_OPERATOR_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may change things', secret: true },
-  { key: 'viewerTokens', flag: 'viewer-tokens', env: 'HEADROOM_VIEWER_TOKENS', valueName: 'NAME=TOKEN,...', description: 'API tokens that may only read', secret: true },
-  { key: 'tokensFile', flag: 'tokens-file', env: 'HEADROOM_TOKENS_FILE', valueName: 'PATH', description: 'JSON [{"name","role":"viewer"|"operator","token"}], added to the above' },
-  { key: 'ackTimeoutMs', flag: 'ack-timeout-ms', env: 'HEADROOM_ACK_TIMEOUT_MS', valueName: 'MS', description: 'longest a rollback waits for acknowledgements' },
-  { key: 'uiDir', flag: 'ui-dir', env: 'HEADROOM_UI_DIR', valueName: 'PATH|none', description: 'the built admin UI served at / (default ui/dist/app of this install, when built; none: no UI)' },
+  {
+    key: 'operatorTokens',
+    flag: 'operator-tokens',
+    env: 'HEADROOM_OPERATOR_TOKENS',
+    valueName: 'NAME=TOKEN,...',
+    description: 'API tokens that may change things',
+    secret: true,
+  },
+  {
+    key: 'viewerTokens',
+    flag: 'viewer-tokens',
+    env: 'HEADROOM_VIEWER_TOKENS',
+    valueName: 'NAME=TOKEN,...',
+    description: 'API tokens that may only read',
+    secret: true,
+  },
+  {
+    key: 'tokensFile',
+    flag: 'tokens-file',
+    env: 'HEADROOM_TOKENS_FILE',
+    valueName: 'PATH',
+    description: 'JSON [{"name","role":"viewer"|"operator","token"}], added to the above',
+  },
+  {
+    key: 'ackTimeoutMs',
+    flag: 'ack-timeout-ms',
+    env: 'HEADROOM_ACK_TIMEOUT_MS',
+    valueName: 'MS',
+    description: 'longest a rollback waits for acknowledgements',
+  },
+  {
+    key: 'uiDir',
+    flag: 'ui-dir',
+    env: 'HEADROOM_UI_DIR',
+    valueName: 'PATH|none',
+    description: 'the built admin UI served at / (default ui/dist/app of this install, when built; none: no UI)',
+  },
   ...workerTlsOptionSpecs,
-  { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port' },
+  {
+    key: 'redisUrl',
+    flag: 'redis-url',
+    env: 'REDIS_URL',
+    valueName: 'URL',
+    description: 'the ledger: redis://host:port, redis+sentinel://host:port,host:port/<primary name>, or redis+cluster://host:port,host:port',
+  },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix' },
-  { key: 'databaseUrl', flag: 'database-url', env: 'HEADROOM_DATABASE_URL', valueName: 'URL', description: 'PostgreSQL for the audit log and the lock on changes: postgres://user:password@host:5432/database (required)' },
-  { key: 'databaseSchema', flag: 'database-schema', env: 'HEADROOM_DATABASE_SCHEMA', valueName: 'NAME', description: 'schema of its own there, created and migrated at start; never public' },
-  { key: 'auditRetentionDays', flag: 'audit-retention-days', env: 'HEADROOM_AUDIT_RETENTION_DAYS', valueName: 'DAYS', description: 'audit entries older than this are deleted' },
-  { key: 'auditOutboxMaxEntries', flag: 'audit-outbox-max-entries', env: 'HEADROOM_AUDIT_OUTBOX_MAX_ENTRIES', valueName: 'N', description: 'audit entries of rollbacks etc. kept in memory while PostgreSQL is away (more are dropped and logged)' },
-  { key: 'changeLockWaitMs', flag: 'change-lock-wait-ms', env: 'HEADROOM_CHANGE_LOCK_WAIT_MS', valueName: 'MS', description: "longest a change waits for another control plane's change (then HR_ERR_BUSY)" },
-  { key: 'latencySettleMs', flag: 'latency-settle-ms', env: 'HEADROOM_LATENCY_SETTLE_MS', valueName: 'MS', description: "how long after a latency slot ends the workers' summaries of it are complete: charts and rollout gates read up to this long ago (keep it above the workers' --latency-report-interval-ms)" },
-  { key: 'autopilotTickMs', flag: 'autopilot-tick-ms', env: 'HEADROOM_AUTOPILOT_TICK_MS', valueName: 'MS', description: 'how often the rollout autopilot reads the gates and acts' },
-  { key: 'autopilotLeaseMs', flag: 'autopilot-lease-ms', env: 'HEADROOM_AUTOPILOT_LEASE_MS', valueName: 'MS', description: "how long the autopilot's lease outlives its holder's last renewal: another control plane takes a rollout over after this (more than twice --autopilot-tick-ms)" },
+  {
+    key: 'databaseUrl',
+    flag: 'database-url',
+    env: 'HEADROOM_DATABASE_URL',
+    valueName: 'URL',
+    description: 'PostgreSQL for the audit log and the lock on changes: postgres://user:password@host:5432/database (required)',
+  },
+  {
+    key: 'databaseSchema',
+    flag: 'database-schema',
+    env: 'HEADROOM_DATABASE_SCHEMA',
+    valueName: 'NAME',
+    description: 'schema of its own there, created and migrated at start; never public',
+  },
+  {
+    key: 'auditRetentionDays',
+    flag: 'audit-retention-days',
+    env: 'HEADROOM_AUDIT_RETENTION_DAYS',
+    valueName: 'DAYS',
+    description: 'audit entries older than this are deleted',
+  },
+  {
+    key: 'auditOutboxMaxEntries',
+    flag: 'audit-outbox-max-entries',
+    env: 'HEADROOM_AUDIT_OUTBOX_MAX_ENTRIES',
+    valueName: 'N',
+    description: 'audit entries of rollbacks etc. kept in memory while PostgreSQL is away (more are dropped and logged)',
+  },
+  {
+    key: 'changeLockWaitMs',
+    flag: 'change-lock-wait-ms',
+    env: 'HEADROOM_CHANGE_LOCK_WAIT_MS',
+    valueName: 'MS',
+    description: "longest a change waits for another control plane's change (then HR_ERR_BUSY)",
+  },
+  {
+    key: 'latencySettleMs',
+    flag: 'latency-settle-ms',
+    env: 'HEADROOM_LATENCY_SETTLE_MS',
+    valueName: 'MS',
+    description:
+      "how long after a latency slot ends the workers' summaries of it are complete: charts and rollout gates read up to this long ago (keep it above the workers' --latency-report-interval-ms)",
+  },
+  {
+    key: 'autopilotTickMs',
+    flag: 'autopilot-tick-ms',
+    env: 'HEADROOM_AUTOPILOT_TICK_MS',
+    valueName: 'MS',
+    description: 'how often the rollout autopilot reads the gates and acts',
+  },
+  {
+    key: 'autopilotLeaseMs',
+    flag: 'autopilot-lease-ms',
+    env: 'HEADROOM_AUTOPILOT_LEASE_MS',
+    valueName: 'MS',
+    description:
+      "how long the autopilot's lease outlives its holder's last renewal: another control plane takes a rollout over after this (more than twice --autopilot-tick-ms)",
+  },
 ];
 
 /** "name=token,name=token" */
 const tokenList = (role: ApiToken['role']) =>
   z.string().transform((value, ctx) => {
     const tokens: ApiToken[] = [];
-    for (const pair of value.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const pair of value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       const at = pair.indexOf('=');
       const parsed = apiTokenSchema.safeParse({ name: pair.slice(0, at), role, token: at < 0 ? '' : pair.slice(at + 1) });
       if (at < 1 || !parsed.success) {
-        ctx.addIssue({ code: 'custom', message: `expected NAME=TOKEN pairs separated by commas, names of A-Z a-z 0-9 . _ @ -, tokens of at least 16 characters (problem near "${pair.slice(0, Math.max(at, 0))}")` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `expected NAME=TOKEN pairs separated by commas, names of A-Z a-z 0-9 . _ @ -, tokens of at least 16 characters (problem near "${pair.slice(0, Math.max(at, 0))}")`,
+        });
         return z.NEVER;
       }
       tokens.push(parsed.data);
@@ -67,7 +196,12 @@ const cliSchema = z
     port: settings.nonNegativeInt(65_535).default(8080),
     integrations: z
       .string()
-      .transform((value) => value.split(',').map((s) => s.trim()).filter(Boolean))
+      .transform((value) =>
+        value
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      )
       .pipe(z.array(settings.name()))
       .default([]),
     baselineCluster: settings.name().default('baseline'),
@@ -124,18 +258,22 @@ function builtUi(): string | undefined {
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, optionSpecs, process.argv.slice(2), process.env);
   if (parsed.help) {
-    process.stdout.write(`${usageText('Usage: headroom-control-plane --unleash-url URL --unleash-admin-token TOKEN --operator-tokens NAME=TOKEN [options]', optionSpecs, cliSchema)}\n`);
+    process.stdout.write(
+      `${usageText('Usage: headroom-control-plane --unleash-url URL --unleash-admin-token TOKEN --operator-tokens NAME=TOKEN [options]', optionSpecs, cliSchema)}\n`,
+    );
     return;
   }
   const stopRequested = stopSignal();
   const c = parsed.config;
   const tokens = [...(c.operatorTokens ?? []), ...(c.viewerTokens ?? []), ...(c.tokensFile ? readTokensFile(c.tokensFile) : [])];
-  if (tokens.length === 0) throw new ConfigError('--operator-tokens (env HEADROOM_OPERATOR_TOKENS): at least one API token is required (or --viewer-tokens, --tokens-file)');
+  if (tokens.length === 0)
+    throw new ConfigError('--operator-tokens (env HEADROOM_OPERATOR_TOKENS): at least one API token is required (or --viewer-tokens, --tokens-file)');
 
   const workerTls = workerTlsFromOptions(c);
   const logger = createLogger('headroom-control-plane');
   const uiDirectory = c.uiDir === 'none' ? undefined : (c.uiDir ?? builtUi());
-  if (c.uiDir === undefined && uiDirectory === undefined) logger.warn({ looked: defaultUiDirectories }, 'no built admin UI found (npm run build makes it); serving the API only');
+  if (c.uiDir === undefined && uiDirectory === undefined)
+    logger.warn({ looked: defaultUiDirectories }, 'no built admin UI found (npm run build makes it); serving the API only');
   const redis = connectRedis(c.redisUrl, {}, logger);
   const subscriber = connectRedis(c.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false }, logger);
   await waitUntilReady(redis, c.redisUrl, undefined, '--redis-url');

@@ -67,9 +67,15 @@ export const controlPlaneOptionsSchema = z
         /** An admin token (or a personal access / service account token that may change flags). */
         adminToken: z.string().min(1, 'expected the admin token'),
         /** @default 'development' */
-        environment: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/).default('development'),
+        environment: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]{1,100}$/)
+          .default('development'),
         /** @default 'default' */
-        project: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/).default('default'),
+        project: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]{1,100}$/)
+          .default('default'),
         candidateFlag: flagNameSetting().default(defaultFlagNames.candidateCluster),
         parallelismFlag: flagNameSetting().default(defaultFlagNames.maxParallelism),
         /** Per Admin API request. @default 5000 */
@@ -120,7 +126,10 @@ export const controlPlaneOptionsSchema = z
   .strict()
   .refine((c) => new Set(c.tokens.map((t) => t.token)).size === c.tokens.length, { message: 'two API tokens have the same secret', path: ['tokens'] })
   .refine((c) => new Set(c.tokens.map((t) => t.name)).size === c.tokens.length, { message: 'two API tokens have the same name', path: ['tokens'] })
-  .refine((c) => c.autopilotLeaseMs > 2 * c.autopilotTickMs, { message: 'expected more than twice autopilotTickMs: the autopilot renews its lease once a tick', path: ['autopilotLeaseMs'] });
+  .refine((c) => c.autopilotLeaseMs > 2 * c.autopilotTickMs, {
+    message: 'expected more than twice autopilotTickMs: the autopilot renews its lease once a tick',
+    path: ['autopilotLeaseMs'],
+  });
 
 export type ControlPlaneOptions = z.input<typeof controlPlaneOptionsSchema>;
 export type ControlPlaneConfig = z.output<typeof controlPlaneOptionsSchema>;

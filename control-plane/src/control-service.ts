@@ -142,7 +142,11 @@ export class ControlService {
     const effective = (integration: string | undefined, percent: number, rolledBack: boolean) =>
       coversAll || rolledBack || (integration !== undefined && override?.integrations.includes(integration)) ? 0 : percent;
     const overrideIntegrations = new Set(override?.integrations ?? []);
-    const flagIntegrations = new Set(Object.entries(flag.integrations).filter(([, t]) => t.rolledBack).map(([name]) => name));
+    const flagIntegrations = new Set(
+      Object.entries(flag.integrations)
+        .filter(([, t]) => t.rolledBack)
+        .map(([name]) => name),
+    );
     const durable = (override?.all ?? false) === !flag.enabled && [...overrideIntegrations].every((i) => flagIntegrations.has(i) || !(i in flag.integrations));
     return {
       flag: { name: this.deps.traffic.flagName, ...flag },
@@ -222,14 +226,26 @@ export class ControlService {
    */
   async resume(scope: RollbackScope, actor: string): Promise<OverrideChangeRecord> {
     if (scope.integration && (await this.deps.override.store.read())?.all) {
-      throw new HeadroomError(apiErrorCodes.conflict, `every integration is rolled back; resume all (POST /api/v1/resume with {}) before resuming ${scope.integration} alone`);
+      throw new HeadroomError(
+        apiErrorCodes.conflict,
+        `every integration is rolled back; resume all (POST /api/v1/resume with {}) before resuming ${scope.integration} alone`,
+      );
     }
     return this.changeOverride('resume', scope, actor);
   }
 
   /** The drain took effect in Redis: recorded now, or through the outbox when PostgreSQL is away. */
   drainRecorded(actor: string, workerId: string, cluster: string, reason: string | undefined): Promise<void> {
-    return this.deps.audit.record({ actor, action: 'worker.drain', target: workerId, request: reason === undefined ? {} : { reason }, before: null, after: { cluster, draining: true }, outcome: 'ok', ...(reason ? { reason } : {}) });
+    return this.deps.audit.record({
+      actor,
+      action: 'worker.drain',
+      target: workerId,
+      request: reason === undefined ? {} : { reason },
+      before: null,
+      after: { cluster, draining: true },
+      outcome: 'ok',
+      ...(reason ? { reason } : {}),
+    });
   }
 
   /** Creates what is missing in Unleash, under the change lock (replicas starting together do not both add strategies). */
@@ -256,7 +272,9 @@ export class ControlService {
     return this.serialised(async () => {
       if (await this.deps.override.store.read()) return false;
       const flag = await this.deps.traffic.read();
-      const integrations = Object.entries(flag.integrations).filter(([, t]) => t.rolledBack).map(([name]) => name);
+      const integrations = Object.entries(flag.integrations)
+        .filter(([, t]) => t.rolledBack)
+        .map(([name]) => name);
       const rebuilt = await this.deps.override.store.change({ operation: 'set', all: !flag.enabled, integrations }, 'control-plane');
       if (when === 'start') {
         this.deps.logger.info({ override: rebuilt }, 'no override in Redis yet: wrote the one Unleash implies');
@@ -276,12 +294,16 @@ export class ControlService {
    */
   private async changeOverride(kind: 'rollback' | 'resume', scope: RollbackScope, actor: string, options: ChangeOptions = {}): Promise<OverrideChangeRecord> {
     if (this.overrideChangesRunning >= maxPendingChanges) {
-      throw new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} rollbacks and resumes are being acknowledged already; nothing was changed, try again`, { retryAfterMs: 1000 });
+      throw new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} rollbacks and resumes are being acknowledged already; nothing was changed, try again`, {
+        retryAfterMs: 1000,
+      });
     }
     this.overrideChangesRunning++;
     let propagated: PropagatedChange;
     try {
-      const operation: OverrideChange = scope.integration ? { operation: kind, integration: scope.integration } : { operation: kind === 'rollback' ? 'rollback-all' : 'resume-all' };
+      const operation: OverrideChange = scope.integration
+        ? { operation: kind, integration: scope.integration }
+        : { operation: kind === 'rollback' ? 'rollback-all' : 'resume-all' };
       propagated = await this.deps.override.change(operation, actor);
     } finally {
       this.overrideChangesRunning--;
@@ -327,7 +349,13 @@ export class ControlService {
       await this.saveRollback(record, { onlyIfVersion: record.overrideVersion });
       this.deps.metrics.rollbacks.inc({ scope: record.scope === allIntegrations ? 'all' : 'integration', outcome: outcome.ok ? 'ok' : 'not-durable' });
     }
-    const after = { override: record.override, propagationMs: record.propagationMs, acknowledged: record.acknowledged.length, missing: record.missing, durable: record.durable };
+    const after = {
+      override: record.override,
+      propagationMs: record.propagationMs,
+      acknowledged: record.acknowledged.length,
+      missing: record.missing,
+      durable: record.durable,
+    };
     await this.deps.audit.record({
       actor: record.actor,
       action: record.kind,
@@ -340,13 +368,19 @@ export class ControlService {
       ...(record.reason ? { reason: record.reason } : {}),
       ...(outcome.ok ? keyed(options) : {}),
     });
-    if (!outcome.ok) this.deps.logger.warn({ kind: record.kind, scope: record.scope, overrideVersion: record.overrideVersion, error: outcome.error }, 'a rollback or resume is in effect through Redis but not in Unleash');
+    if (!outcome.ok)
+      this.deps.logger.warn(
+        { kind: record.kind, scope: record.scope, overrideVersion: record.overrideVersion, error: outcome.error },
+        'a rollback or resume is in effect through Redis but not in Unleash',
+      );
     this.announce(record);
   }
 
   /** To every control plane's event streams (`override-change`), through Redis. */
   private announce(record: OverrideChangeRecord): void {
-    this.deps.redis.publish(this.overrideChangeRecordsChannel, JSON.stringify(record)).catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an override change'));
+    this.deps.redis
+      .publish(this.overrideChangeRecordsChannel, JSON.stringify(record))
+      .catch((error: unknown) => this.deps.logger.debug({ err: error }, 'could not announce an override change'));
   }
 
   /** Keeps the latest rollback's record; its durable state only replaces the same rollback's. */
@@ -380,7 +414,9 @@ export class ControlService {
   /** One change at a time (each reads Unleash, then writes it); at most maxPendingChanges wait. */
   private serialised<T>(fn: () => Promise<T>): Promise<T> {
     if (this.pendingChanges >= maxPendingChanges) {
-      return Promise.reject(new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} changes already wait their turn; nothing was changed, try again`, { retryAfterMs: 1000 }));
+      return Promise.reject(
+        new HeadroomError(apiErrorCodes.busy, `${maxPendingChanges} changes already wait their turn; nothing was changed, try again`, { retryAfterMs: 1000 }),
+      );
     }
     this.pendingChanges++;
     return this.inTurn(fn).finally(() => this.pendingChanges--);
@@ -411,7 +447,11 @@ function splitOf(flag: TrafficFlagState): TrafficSplit {
   return {
     enabled: flag.enabled,
     defaultPercent: flag.defaultPercent,
-    integrations: Object.fromEntries(Object.entries(flag.integrations).filter(([, t]) => !t.rolledBack).map(([name, t]) => [name, t.percent])),
+    integrations: Object.fromEntries(
+      Object.entries(flag.integrations)
+        .filter(([, t]) => !t.rolledBack)
+        .map(([name, t]) => [name, t.percent]),
+    ),
   };
 }
 

@@ -26,7 +26,9 @@ export class EventHub {
   /** Takes over the response; throws HR_ERR_TOO_MANY_STREAMS when full. */
   open(response: Response): void {
     if (this.streams.size >= this.maxStreams) {
-      throw new HeadroomError(apiErrorCodes.tooManyStreams, `${this.maxStreams} event streams are open already (maxEventStreams); try again later`, { retryAfterMs: 5000 });
+      throw new HeadroomError(apiErrorCodes.tooManyStreams, `${this.maxStreams} event streams are open already (maxEventStreams); try again later`, {
+        retryAfterMs: 5000,
+      });
     }
     response.status(200);
     response.setHeader('content-type', 'text/event-stream; charset=utf-8');

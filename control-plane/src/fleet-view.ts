@@ -1,4 +1,14 @@
-import { readBalancerErrors, type BalancerErrorRates, type ClusterSnapshot, type EjectionReason, type Ledger, type RedisConnection, type WorkerRecord, type WorkerReport, type WorkerReports } from '@headroom/fleet';
+import {
+  readBalancerErrors,
+  type BalancerErrorRates,
+  type ClusterSnapshot,
+  type EjectionReason,
+  type Ledger,
+  type RedisConnection,
+  type WorkerRecord,
+  type WorkerReport,
+  type WorkerReports,
+} from '@headroom/fleet';
 
 export type ClusterRole = 'baseline' | 'candidate';
 

@@ -28,7 +28,12 @@ export interface LatencyView {
  * candidate/baseline: the figure that says whether more parallelism slows tasks down. Read
  * from the workers' rolling histograms in Redis, so no Prometheus is needed.
  */
-export async function latencyView(redis: RedisConnection, keyPrefix: string, clusters: { baseline: string; candidate: string }, windowMs: number): Promise<LatencyView> {
+export async function latencyView(
+  redis: RedisConnection,
+  keyPrefix: string,
+  clusters: { baseline: string; candidate: string },
+  windowMs: number,
+): Promise<LatencyView> {
   const histograms = await readLatency(redis, keyPrefix, windowMs);
   const baseline = histograms.get(clusters.baseline) ?? new Map<string, LatencyHistogram>();
   const candidate = histograms.get(clusters.candidate) ?? new Map<string, LatencyHistogram>();
@@ -39,7 +44,12 @@ export async function latencyView(redis: RedisConnection, keyPrefix: string, clu
     integrations: names.map((integration) => {
       const b = summarise(baseline.get(integration));
       const c = summarise(candidate.get(integration));
-      return { integration, baseline: b, candidate: c, ratio: b && c ? { p50: ratio(c.p50Ms, b.p50Ms), p95: ratio(c.p95Ms, b.p95Ms), p99: ratio(c.p99Ms, b.p99Ms) } : null };
+      return {
+        integration,
+        baseline: b,
+        candidate: c,
+        ratio: b && c ? { p50: ratio(c.p50Ms, b.p50Ms), p95: ratio(c.p95Ms, b.p95Ms), p99: ratio(c.p99Ms, b.p99Ms) } : null,
+      };
     }),
   };
 }
@@ -112,7 +122,12 @@ function mergeAll(histograms: Iterable<LatencyHistogram>): LatencyHistogram {
 
 function summarise(histogram: LatencyHistogram | undefined): LatencySummary | null {
   if (!histogram || histogram.total === 0) return null;
-  return { count: histogram.total, p50Ms: round(histogram.quantileMs(0.5)!), p95Ms: round(histogram.quantileMs(0.95)!), p99Ms: round(histogram.quantileMs(0.99)!) };
+  return {
+    count: histogram.total,
+    p50Ms: round(histogram.quantileMs(0.5)!),
+    p95Ms: round(histogram.quantileMs(0.95)!),
+    p99Ms: round(histogram.quantileMs(0.99)!),
+  };
 }
 
 function ratio(candidate: number, baseline: number): number {

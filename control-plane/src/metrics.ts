@@ -31,7 +31,12 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     registers: [registry],
   });
   return {
-    flagChanges: new Counter({ name: 'headroom_control_flag_changes_total', help: 'Changes written to Unleash, by flag and outcome', labelNames: ['flag', 'outcome'], registers: [registry] }),
+    flagChanges: new Counter({
+      name: 'headroom_control_flag_changes_total',
+      help: 'Changes written to Unleash, by flag and outcome',
+      labelNames: ['flag', 'outcome'],
+      registers: [registry],
+    }),
     rollbacks: new Counter({
       name: 'headroom_control_rollbacks_total',
       help: 'Rollbacks by scope (all, integration) and outcome (ok; not-durable: in effect through Redis but Unleash failed)',
@@ -45,13 +50,22 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
       unleashWrites.observe({ kind, outcome: outcome.ok ? 'ok' : 'failed' }, outcome.durationMs / 1000);
     },
     eventStreams: new Gauge({ name: 'headroom_control_event_streams', help: 'Open /api/v1/events streams', registers: [registry] }),
-    outboxDepth: new Gauge({ name: 'headroom_control_audit_outbox_entries', help: 'Audit entries of rollbacks, resumes, drains and profiles waiting in memory for PostgreSQL', registers: [registry] }),
+    outboxDepth: new Gauge({
+      name: 'headroom_control_audit_outbox_entries',
+      help: 'Audit entries of rollbacks, resumes, drains and profiles waiting in memory for PostgreSQL',
+      registers: [registry],
+    }),
     outboxDropped: new Counter({
       name: 'headroom_control_audit_outbox_dropped_total',
       help: 'Audit entries dropped because the outbox was full (auditOutboxMaxEntries) while PostgreSQL was away; each is logged at error level',
       registers: [registry],
     }),
-    requests: new Counter({ name: 'headroom_control_http_requests_total', help: 'API requests by method and status', labelNames: ['method', 'status'], registers: [registry] }),
+    requests: new Counter({
+      name: 'headroom_control_http_requests_total',
+      help: 'API requests by method and status',
+      labelNames: ['method', 'status'],
+      registers: [registry],
+    }),
   };
 }
 
@@ -60,7 +74,11 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
  * the workers held at their last heartbeats, read from Redis at each scrape. Every control plane
  * reports the same figure. When Redis cannot be read the gauge has no series for that scrape.
  */
-export function registerLedgerDriftGauge(registry: Registry, readDrift: () => Promise<{ cluster: string; ledgerDriftSlots: number }[]>, logger: Logger): Gauge<'cluster'> {
+export function registerLedgerDriftGauge(
+  registry: Registry,
+  readDrift: () => Promise<{ cluster: string; ledgerDriftSlots: number }[]>,
+  logger: Logger,
+): Gauge<'cluster'> {
   return new Gauge({
     name: 'headroom_control_ledger_drift_slots',
     help: "Slots the ledger counts in flight minus the tasks the workers held at their last heartbeats, per cluster: a few are tasks on their way; more is the ledger's error, which the workers' next heartbeats correct",

@@ -20,7 +20,12 @@ function harness(outboxMaxEntries: number) {
   } as unknown as AuditStore;
   const redis = { publish: async (_channel: string, message: string) => (state.published.push(message), 1) } as unknown as RedisConnection;
   const quiet = () => undefined;
-  const logger = { debug: quiet, info: quiet, warn: quiet, error: (fields: unknown, message: string) => state.errors.push({ fields, message }) } as unknown as Logger;
+  const logger = {
+    debug: quiet,
+    info: quiet,
+    warn: quiet,
+    error: (fields: unknown, message: string) => state.errors.push({ fields, message }),
+  } as unknown as Logger;
   const registry = new Registry();
   const metrics = {
     outboxDepth: new Gauge({ name: 'depth', help: 'depth', registers: [registry] }),
@@ -49,14 +54,24 @@ test('while the store is away entries wait, at most outboxMaxEntries; past that 
   // Back: the waiting ones are written first, then the new one, so the record keeps the order things happened in.
   state.up = true;
   await audit.record(entry('d'));
-  assert.deepEqual(state.written.map((e) => e.target), ['a', 'b', 'd']);
+  assert.deepEqual(
+    state.written.map((e) => e.target),
+    ['a', 'b', 'd'],
+  );
   assert.ok(state.written[0]!.atUnixMs <= state.written[2]!.atUnixMs, 'each keeps the time it happened');
   assert.equal(await figure('depth'), 0);
-  assert.deepEqual(state.published.map((json) => (JSON.parse(json) as AuditEntry).target), ['a', 'b', 'd'], 'announced as written');
+  assert.deepEqual(
+    state.published.map((json) => (JSON.parse(json) as AuditEntry).target),
+    ['a', 'b', 'd'],
+    'announced as written',
+  );
 
   // Straight through while the store answers.
   await audit.record(entry('e'));
-  assert.deepEqual(state.written.map((e) => e.target), ['a', 'b', 'd', 'e']);
+  assert.deepEqual(
+    state.written.map((e) => e.target),
+    ['a', 'b', 'd', 'e'],
+  );
 });
 
 test('close() tries once more, then logs what is left at error level instead of losing it silently', async () => {
@@ -64,6 +79,9 @@ test('close() tries once more, then logs what is left at error level instead of 
   await audit.record(entry('a'));
   await audit.close();
   assert.deepEqual(state.written, []);
-  assert.deepEqual(state.errors.map((e) => [e.message, (e.fields as { entry: TimedAuditEntry }).entry.target]), [["stopping with an audit entry PostgreSQL never took", 'a']]);
+  assert.deepEqual(
+    state.errors.map((e) => [e.message, (e.fields as { entry: TimedAuditEntry }).entry.target]),
+    [['stopping with an audit entry PostgreSQL never took', 'a']],
+  );
   assert.equal(await figure('depth'), 0);
 });

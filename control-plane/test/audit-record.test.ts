@@ -52,7 +52,9 @@ test('audit entries are kept in PostgreSQL: they survive a Redis restart and a F
   assert.equal((await stack.api('PUT', '/traffic', { defaultPercent: 10 })).status, 200);
   assert.equal((await stack.api('PUT', '/parallelism', { clusters: { candidate: 8 } })).status, 200);
   assert.equal((await stack.api('POST', '/rollback', { integration: 'bank-a', reason: 'p95 ratio 1.6' })).status, 200);
-  await eventually('the rollback is audited once Unleash has it', 5000, async () => ((await auditEntries(stack)).some((e) => e.action === 'rollback') ? true : undefined));
+  await eventually('the rollback is audited once Unleash has it', 5000, async () =>
+    (await auditEntries(stack)).some((e) => e.action === 'rollback') ? true : undefined,
+  );
   assert.equal((await stack.api('POST', '/resume', { integration: 'bank-a' })).status, 200);
   await eventually('the resume is audited', 5000, async () => ((await auditEntries(stack)).some((e) => e.action === 'resume') ? true : undefined));
 
@@ -68,7 +70,10 @@ test('audit entries are kept in PostgreSQL: they survive a Redis restart and a F
   );
   // What was asked, before and after, and why.
   assert.deepEqual(recorded[3]!.request, { defaultPercent: 10 });
-  assert.deepEqual([(recorded[3]!.before as { defaultPercent: number }).defaultPercent, (recorded[3]!.after as { defaultPercent: number }).defaultPercent], [0, 10]);
+  assert.deepEqual(
+    [(recorded[3]!.before as { defaultPercent: number }).defaultPercent, (recorded[3]!.after as { defaultPercent: number }).defaultPercent],
+    [0, 10],
+  );
   assert.deepEqual(recorded[2]!.request, { clusters: { candidate: 8 } });
   assert.deepEqual(recorded[1]!.request, { integration: 'bank-a', reason: 'p95 ratio 1.6' });
   assert.equal(recorded[1]!.reason, 'p95 ratio 1.6');
@@ -87,13 +92,22 @@ test('audit entries are kept in PostgreSQL: they survive a Redis restart and a F
   const afterFlush = await auditEntries(stack);
   assert.deepEqual(kept(afterFlush), recorded, 'the same entries after a FLUSHALL');
   // What came after (the control plane rebuilt the override Redis lost) is added, never in place of them.
-  assert.ok(afterFlush.every((e) => kept([e]).length === 1 || e.action === 'override.rebuild'), JSON.stringify(afterFlush.map((e) => e.action)));
+  assert.ok(
+    afterFlush.every((e) => kept([e]).length === 1 || e.action === 'override.rebuild'),
+    JSON.stringify(afterFlush.map((e) => e.action)),
+  );
 
   // Paging and filters, as a viewer.
   const firstPage = (await stack.api('GET', '/audit?limit=2&action=rollback', undefined, viewerToken)).body.entries as Entry[];
-  assert.deepEqual(firstPage.map((e) => e.id), [recorded[1]!.id]);
+  assert.deepEqual(
+    firstPage.map((e) => e.id),
+    [recorded[1]!.id],
+  );
   const page = (await stack.api('GET', `/audit?limit=2&before=${recorded[1]!.id}`)).body.entries as Entry[];
-  assert.deepEqual(page.map((e) => e.id), [recorded[2]!.id, recorded[3]!.id]);
+  assert.deepEqual(
+    page.map((e) => e.id),
+    [recorded[2]!.id, recorded[3]!.id],
+  );
   assert.deepEqual(await auditEntries(stack, '&actor=victor'), []);
   for (const [query, field] of [
     ['?action=delete', 'query.action'],
@@ -104,7 +118,10 @@ test('audit entries are kept in PostgreSQL: they survive a Redis restart and a F
     const answer = await stack.api('GET', `/audit${query}`);
     assert.equal(answer.status, 400, query);
     assert.equal(answer.body.error.code, 'HR_ERR_INVALID_REQUEST');
-    assert.ok(answer.body.error.fields.some((f: { field: string }) => f.field === field), `${query}: ${JSON.stringify(answer.body.error.fields)}`);
+    assert.ok(
+      answer.body.error.fields.some((f: { field: string }) => f.field === field),
+      `${query}: ${JSON.stringify(answer.body.error.fields)}`,
+    );
   }
 });
 
@@ -114,7 +131,10 @@ test('PostgreSQL away: a traffic change gets 503 HR_ERR_DATABASE_UNAVAILABLE and
   const proxied = new URL(testPostgresUrl);
   proxied.host = `127.0.0.1:${proxy.port}`;
   const schema = testSchema();
-  const stack = await startStack(t, unleash, { database: { url: proxied.toString(), schema: schema.schema, connectTimeoutMs: 1000 }, auditOutboxMaxEntries: 2 });
+  const stack = await startStack(t, unleash, {
+    database: { url: proxied.toString(), schema: schema.schema, connectTimeoutMs: 1000 },
+    auditOutboxMaxEntries: 2,
+  });
   t.after(() => schema.drop());
   const metrics = async () => (await stack.api('GET', '/metrics', undefined, null)).body as string;
 
@@ -148,7 +168,9 @@ test('PostgreSQL away: a traffic change gets 503 HR_ERR_DATABASE_UNAVAILABLE and
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.deepEqual(traffic.effectivePercent, { default: 0, integrations: { 'bank-a': 0, 'bank-b': 0 } });
   await eventually('Unleash has the rollback', 5000, async () => ((await stack.api('GET', '/traffic')).body.flag.enabled === false ? true : undefined));
-  await eventually('its entry waits in the outbox', 5000, async () => (metric(await metrics(), 'headroom_control_audit_outbox_entries') === 1 ? true : undefined));
+  await eventually('its entry waits in the outbox', 5000, async () =>
+    metric(await metrics(), 'headroom_control_audit_outbox_entries') === 1 ? true : undefined,
+  );
   // The outbox is bounded (2 here): a resume fills it, the next rollback's entry is dropped, counted and logged.
   assert.equal((await stack.api('POST', '/resume', {})).status, 200);
   await eventually('the resume waits too', 5000, async () => (metric(await metrics(), 'headroom_control_audit_outbox_entries') === 2 ? true : undefined));

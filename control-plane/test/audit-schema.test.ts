@@ -30,7 +30,11 @@ function database(t: import('node:test').TestContext) {
   return { schema, opened };
 }
 
-async function startControlPlane(t: import('node:test').TestContext, options: Partial<ControlPlaneOptions> & Pick<ControlPlaneOptions, 'database'>, keyPrefix = uniquePrefix('audit-schema')) {
+async function startControlPlane(
+  t: import('node:test').TestContext,
+  options: Partial<ControlPlaneOptions> & Pick<ControlPlaneOptions, 'database'>,
+  keyPrefix = uniquePrefix('audit-schema'),
+) {
   const redis = await connected();
   const subscriber = await connected(undefined, true);
   const disconnect = () => {
@@ -50,12 +54,23 @@ async function startControlPlane(t: import('node:test').TestContext, options: Pa
 
 test('migrations: the first run creates the schema, a second is a no-op, replicas starting together migrate once', async (t) => {
   const { schema, opened } = database(t);
-  assert.deepEqual(await migrate(opened), migrations.map((m) => m.name));
+  assert.deepEqual(
+    await migrate(opened),
+    migrations.map((m) => m.name),
+  );
   const shape = async () =>
-    (await schema.query(`SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = $1 ORDER BY table_name, ordinal_position`, [schema.schema])).rows;
+    (
+      await schema.query(
+        `SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = $1 ORDER BY table_name, ordinal_position`,
+        [schema.schema],
+      )
+    ).rows;
   const applied = async () => (await schema.query(`SELECT name, applied_at FROM "${schema.schema}".schema_migrations ORDER BY name`)).rows;
   const [shapeBefore, appliedBefore] = [await shape(), await applied()];
-  assert.ok(shapeBefore.some((c) => c.table_name === 'audit_entries' && c.column_name === 'request'), JSON.stringify(shapeBefore));
+  assert.ok(
+    shapeBefore.some((c) => c.table_name === 'audit_entries' && c.column_name === 'request'),
+    JSON.stringify(shapeBefore),
+  );
   assert.deepEqual(await migrate(opened), []);
   assert.deepEqual([await shape(), await applied()], [shapeBefore, appliedBefore], 'nothing changed');
 
@@ -70,7 +85,10 @@ test('a schema migrated by a newer control plane is refused at start, naming the
   await schema.query(`INSERT INTO "${schema.schema}".schema_migrations (name) VALUES ('9999-from-a-newer-control-plane')`);
   await assert.rejects(migrate(opened), (error: Error & { code?: string }) => {
     assert.equal(error.code, 'HR_ERR_DATABASE_SCHEMA_TOO_NEW');
-    assert.match(error.message, new RegExp(`9999-from-a-newer-control-plane that this control plane does not know \\(it knows up to ${newest}\\): a newer control plane migrated it`));
+    assert.match(
+      error.message,
+      new RegExp(`9999-from-a-newer-control-plane that this control plane does not know \\(it knows up to ${newest}\\): a newer control plane migrated it`),
+    );
     return true;
   });
   await assert.rejects(startControlPlane(t, { database: { url: schema.url, schema: schema.schema } }), { code: 'HR_ERR_DATABASE_SCHEMA_TOO_NEW' });
@@ -78,13 +96,38 @@ test('a schema migrated by a newer control plane is refused at start, naming the
   // The CLI stops with the message and exit code 1.
   const run = spawnSync(
     process.execPath,
-    [cli, '--unleash-url', noUnleash.url, '--unleash-admin-token', 'x', '--operator-tokens', `olga=${tokens[0]!.token}`, '--ui-dir', 'none', '--port', '0',
-      '--database-url', schema.url, '--database-schema', schema.schema, '--redis-url', testRedisUrl, '--key-prefix', uniquePrefix('audit-cli')],
+    [
+      cli,
+      '--unleash-url',
+      noUnleash.url,
+      '--unleash-admin-token',
+      'x',
+      '--operator-tokens',
+      `olga=${tokens[0]!.token}`,
+      '--ui-dir',
+      'none',
+      '--port',
+      '0',
+      '--database-url',
+      schema.url,
+      '--database-schema',
+      schema.schema,
+      '--redis-url',
+      testRedisUrl,
+      '--key-prefix',
+      uniquePrefix('audit-cli'),
+    ],
     { encoding: 'utf8', timeout: 30_000, env: { ...process.env, LOG_LEVEL: 'silent' } },
   );
   assert.equal(run.status, 1, run.stderr);
-  assert.match(run.stderr, /^headroom-control-plane: the audit schema "hr_audit_\w+" .* has migration\(s\) 9999-from-a-newer-control-plane .*Run that version or a newer one/m);
-  assert.deepEqual((await schema.query(`SELECT name FROM "${schema.schema}".schema_migrations ORDER BY name`)).rows.map((r) => r.name), [...migrations.map((m) => m.name), '9999-from-a-newer-control-plane']);
+  assert.match(
+    run.stderr,
+    /^headroom-control-plane: the audit schema "hr_audit_\w+" .* has migration\(s\) 9999-from-a-newer-control-plane .*Run that version or a newer one/m,
+  );
+  assert.deepEqual(
+    (await schema.query(`SELECT name FROM "${schema.schema}".schema_migrations ORDER BY name`)).rows.map((r) => r.name),
+    [...migrations.map((m) => m.name), '9999-from-a-newer-control-plane'],
+  );
 });
 
 test('retention: entries older than auditRetentionDays are deleted at start, newer ones stay', async (t) => {
@@ -92,21 +135,40 @@ test('retention: entries older than auditRetentionDays are deleted at start, new
   await migrate(opened);
   const store = new AuditStore(opened);
   const day = 24 * 3_600_000;
-  const entry = (daysAgo: number) => ({ atUnixMs: Date.now() - daysAgo * day, actor: 'olga', action: 'rollback' as const, target: 'all', before: null, after: { daysAgo }, outcome: 'ok' as const });
+  const entry = (daysAgo: number) => ({
+    atUnixMs: Date.now() - daysAgo * day,
+    actor: 'olga',
+    action: 'rollback' as const,
+    target: 'all',
+    before: null,
+    after: { daysAgo },
+    outcome: 'ok' as const,
+  });
   for (const daysAgo of [40, 31, 29, 1]) await store.insert(opened.pool, entry(daysAgo));
   const controlPlane = await startControlPlane(t, { database: { url: schema.url, schema: schema.schema }, auditRetentionDays: 30 });
   const kept = await controlPlane.audit.list({ limit: 10 });
-  assert.deepEqual(kept.map((e) => (e.after as { daysAgo: number }).daysAgo), [1, 29]);
+  assert.deepEqual(
+    kept.map((e) => (e.after as { daysAgo: number }).daysAgo),
+    [1, 29],
+  );
 });
 
 test('database settings are checked at start: the message names the setting and what is accepted, and a password is never echoed', async (t) => {
   const redis = await connected();
   t.after(() => redis.disconnect());
-  const start = (options: Record<string, unknown>) => createControlPlane({ unleash: noUnleash, tokens, ...options } as ControlPlaneOptions, { redis, subscriber: redis, keyPrefix: uniquePrefix('audit-config') });
+  const start = (options: Record<string, unknown>) =>
+    createControlPlane({ unleash: noUnleash, tokens, ...options } as ControlPlaneOptions, {
+      redis,
+      subscriber: redis,
+      keyPrefix: uniquePrefix('audit-config'),
+    });
   const schema = testSchema();
   for (const [options, message] of [
     [{}, /database: missing \(required\)/],
-    [{ database: { url: 'mysql://root@127.0.0.1/test' } }, /database\.url: got "mysql:\/\/root@127\.0\.0\.1\/test", expected a PostgreSQL URL such as postgres:\/\/user:password@host:5432\/database/],
+    [
+      { database: { url: 'mysql://root@127.0.0.1/test' } },
+      /database\.url: got "mysql:\/\/root@127\.0\.0\.1\/test", expected a PostgreSQL URL such as postgres:\/\/user:password@host:5432\/database/,
+    ],
     [{ database: { url: schema.url, schema: 'public' } }, /database\.schema: got "public", expected a schema of its own: not public/],
     [{ database: { url: schema.url, schema: 'Audit Log' } }, /database\.schema: got "Audit Log", expected 1-63 characters of a-z, 0-9, "_"/],
     [{ database: { url: schema.url, poolMax: 0 } }, /database\.poolMax: got 0, expected a number >= 1/],
@@ -124,7 +186,10 @@ test('database settings are checked at start: the message names the setting and 
   assert.equal(exists.rowCount, 0, 'nothing was created');
 
   const runCli = (...args: string[]) =>
-    spawnSync(process.execPath, [cli, '--unleash-url', noUnleash.url, '--unleash-admin-token', 'x', '--operator-tokens', `olga=${tokens[0]!.token}`, ...args], { encoding: 'utf8', timeout: 30_000 });
+    spawnSync(process.execPath, [cli, '--unleash-url', noUnleash.url, '--unleash-admin-token', 'x', '--operator-tokens', `olga=${tokens[0]!.token}`, ...args], {
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
   const missing = runCli();
   assert.equal(missing.status, 2, missing.stderr);
   assert.match(missing.stderr, /--database-url: required/);
@@ -133,9 +198,23 @@ test('database settings are checked at start: the message names the setting and 
   assert.match(bad.stderr, /--database-url: got "postgres:\/\/olga:\*\*\*@\/nowhere", expected a PostgreSQL URL/);
   assert.match(bad.stderr, /--audit-retention-days: got "0", expected a number >= 1/);
   assert.doesNotMatch(bad.stderr, /s3cret-pw/);
-  const unreachable = runCli('--database-url', 'postgres://olga:s3cret-pw@127.0.0.1:9/nowhere', '--ui-dir', 'none', '--port', '0', '--redis-url', testRedisUrl, '--key-prefix', uniquePrefix('audit-cli'));
+  const unreachable = runCli(
+    '--database-url',
+    'postgres://olga:s3cret-pw@127.0.0.1:9/nowhere',
+    '--ui-dir',
+    'none',
+    '--port',
+    '0',
+    '--redis-url',
+    testRedisUrl,
+    '--key-prefix',
+    uniquePrefix('audit-cli'),
+  );
   assert.equal(unreachable.status, 1, unreachable.stderr);
-  assert.match(unreachable.stderr, /PostgreSQL \(postgres:\/\/olga:\*\*\*@127\.0\.0\.1:9\/nowhere\) could not be reached for the audit schema migrations at start/);
+  assert.match(
+    unreachable.stderr,
+    /PostgreSQL \(postgres:\/\/olga:\*\*\*@127\.0\.0\.1:9\/nowhere\) could not be reached for the audit schema migrations at start/,
+  );
   assert.doesNotMatch(unreachable.stderr, /s3cret-pw/);
 });
 
@@ -149,10 +228,45 @@ test('the Redis stream the audit log was before is copied into PostgreSQL at sta
     redis.disconnect();
   });
   const old = [
-    { id: '1700000000000-0', entry: { atUnixMs: 1700000000000, actor: 'olga', action: 'traffic.set', target: 'default', before: { defaultPercent: 0 }, after: { defaultPercent: 5 }, outcome: 'ok' } },
-    { id: '1700000060000-0', entry: { atUnixMs: 1700000060000, actor: 'olga', action: 'rollback', target: 'all', before: null, after: { durable: 'done' }, outcome: 'ok', reason: 'p95 ratio 2' } },
+    {
+      id: '1700000000000-0',
+      entry: {
+        atUnixMs: 1700000000000,
+        actor: 'olga',
+        action: 'traffic.set',
+        target: 'default',
+        before: { defaultPercent: 0 },
+        after: { defaultPercent: 5 },
+        outcome: 'ok',
+      },
+    },
+    {
+      id: '1700000060000-0',
+      entry: {
+        atUnixMs: 1700000060000,
+        actor: 'olga',
+        action: 'rollback',
+        target: 'all',
+        before: null,
+        after: { durable: 'done' },
+        outcome: 'ok',
+        reason: 'p95 ratio 2',
+      },
+    },
     { id: '1700000120000-0', entry: 'not JSON' },
-    { id: '1700000180000-0', entry: { atUnixMs: 1700000180000, actor: 'rita', action: 'resume', target: 'all', before: null, after: null, outcome: 'failed', error: 'Unleash could not be reached' } },
+    {
+      id: '1700000180000-0',
+      entry: {
+        atUnixMs: 1700000180000,
+        actor: 'rita',
+        action: 'resume',
+        target: 'all',
+        before: null,
+        after: null,
+        outcome: 'failed',
+        error: 'Unleash could not be reached',
+      },
+    },
   ];
   const seed = async () => {
     for (const { id, entry } of old) await redis.xadd(key, id, 'entry', typeof entry === 'string' ? entry : JSON.stringify(entry));

@@ -75,7 +75,12 @@ async function secondControlPlane(t: TestContext, stack: Stack): Promise<Control
   const controlPlane = await createControlPlane(
     {
       integrations: ['bank-a', 'bank-b'],
-      unleash: { url: unleash.url, adminToken: unleash.adminToken, candidateFlag: stack.flagNames.candidateCluster, parallelismFlag: stack.flagNames.maxParallelism },
+      unleash: {
+        url: unleash.url,
+        adminToken: unleash.adminToken,
+        candidateFlag: stack.flagNames.candidateCluster,
+        parallelismFlag: stack.flagNames.maxParallelism,
+      },
       tokens: [{ name: 'olga', role: 'operator', token: operatorToken }],
       database: { url: stack.database.url, schema: stack.database.schema },
       ...controlPlaneOptions,
@@ -221,7 +226,10 @@ for (const [when, killAfter] of stepKills) {
     assert.equal(stored.rollout.status, 'running');
     assert.equal(stored.rollout.step, 1);
     assert.equal(stored.rollout.maxParallelism, 4);
-    assert.deepEqual(stored.rollout.decisions.map((d) => d.kind), ['step']);
+    assert.deepEqual(
+      stored.rollout.decisions.map((d) => d.kind),
+      ['step'],
+    );
   });
 }
 
@@ -240,27 +248,39 @@ for (const [when, killAfter] of rollbackKills) {
     assert.deepEqual(count(tally), { setTraffic: 0, setParallelism: 0, rollback: 1 }, what);
     assert.deepEqual(decisionsOf(entries, id), ['rollback'], what);
     // The rollback's own entry is written once its Unleash write is done (after the answer).
-    await eventually("the rollback's own audit entry", 10_000, async () => (byAutopilot(await stack.controlPlane.audit.list({ limit: 200 }), 'rollback') > 0 ? true : undefined));
+    await eventually("the rollback's own audit entry", 10_000, async () =>
+      byAutopilot(await stack.controlPlane.audit.list({ limit: 200 }), 'rollback') > 0 ? true : undefined,
+    );
     assert.equal(byAutopilot(await stack.controlPlane.audit.list({ limit: 200 }), 'rollback'), 1, what);
     const traffic = await second.service.traffic();
     assert.deepEqual(traffic.override?.integrations, ['bank-b']);
     assert.equal(traffic.flag.integrations['bank-b']!.rolledBack, true);
     assert.deepEqual(stored.rollout.rolledBack, ['bank-b']);
     assert.equal(stored.rollout.status, 'running');
-    assert.deepEqual(stored.rollout.decisions.map((d) => d.kind), ['rollback']);
+    assert.deepEqual(
+      stored.rollout.decisions.map((d) => d.kind),
+      ['rollback'],
+    );
   });
 }
 
-test('an operator pauses while a dead replica left a step half done: the step is finished (the state says it happened), the rollout stays paused', { timeout: 90_000 }, async (t) => {
-  const { stack, second, store, id } = await scenario(t, 20);
-  const { tally, entries, stored } = await killAndTakeOver(stack, second, store, 1, async () => {
-    const paused = await stack.api('POST', `/rollouts/${id}/pause`, { reason: 'lunch' });
-    assert.equal(paused.status, 200, JSON.stringify(paused.body));
-  });
-  assert.deepEqual(count(tally), { setTraffic: 1, setParallelism: 1, rollback: 0 });
-  assert.deepEqual(decisionsOf(entries, id), ['step']);
-  assert.equal((await second.service.parallelism())['candidate'], 4);
-  assert.equal(stored.rollout.status, 'paused');
-  assert.deepEqual(stored.rollout.decisions.map((d) => d.kind), ['step', 'pause']);
-  assert.equal(entries.filter((e) => e.action === 'rollout.pause' && e.target === id).length, 1);
-});
+test(
+  'an operator pauses while a dead replica left a step half done: the step is finished (the state says it happened), the rollout stays paused',
+  { timeout: 90_000 },
+  async (t) => {
+    const { stack, second, store, id } = await scenario(t, 20);
+    const { tally, entries, stored } = await killAndTakeOver(stack, second, store, 1, async () => {
+      const paused = await stack.api('POST', `/rollouts/${id}/pause`, { reason: 'lunch' });
+      assert.equal(paused.status, 200, JSON.stringify(paused.body));
+    });
+    assert.deepEqual(count(tally), { setTraffic: 1, setParallelism: 1, rollback: 0 });
+    assert.deepEqual(decisionsOf(entries, id), ['step']);
+    assert.equal((await second.service.parallelism())['candidate'], 4);
+    assert.equal(stored.rollout.status, 'paused');
+    assert.deepEqual(
+      stored.rollout.decisions.map((d) => d.kind),
+      ['step', 'pause'],
+    );
+    assert.equal(entries.filter((e) => e.action === 'rollout.pause' && e.target === id).length, 1);
+  },
+);

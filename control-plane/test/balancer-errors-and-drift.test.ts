@@ -39,7 +39,10 @@ test('tasks whose deadline passes in the balancer queue count as errors of their
   const slow = submit(client, task({ integration: 'bank-a', payload: json({ sleepMs: 2000 }) }));
   await eventually('the slow task runs', 3000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
   const expired = await Promise.all(Array.from({ length: 6 }, () => submit(client, task({ integration: 'bank-b', deadlineUnixMs: Date.now() + 300 }))));
-  assert.ok(expired.every((r) => !r.ok && r.code === 'HR_ERR_DEADLINE_EXCEEDED'), JSON.stringify(expired));
+  assert.ok(
+    expired.every((r) => !r.ok && r.code === 'HR_ERR_DEADLINE_EXCEEDED'),
+    JSON.stringify(expired),
+  );
   assert.equal(fleet.workers[0]!.stats().failed, 0, 'no worker saw them fail');
 
   const clusters = await eventually('the balancer errors reach /clusters', 5000, async () => {
@@ -76,9 +79,9 @@ test('the ledger counting more slots than the worker runs shows as drift in /clu
     return baseline.ledgerDriftSlots === 2 ? baseline : undefined;
   });
   assert.deepEqual([drifting.capacity, drifting.inFlight, drifting.heldByWorkers], [1, 3, 1]);
-  const worker = ((await stack.api('GET', '/workers')).body as { workers: { workerId: string; inFlight: number; heldAtHeartbeat: number; ledgerDriftSlots: number }[] }).workers.find(
-    (w) => w.workerId === 'drifting-w1',
-  )!;
+  const worker = (
+    (await stack.api('GET', '/workers')).body as { workers: { workerId: string; inFlight: number; heldAtHeartbeat: number; ledgerDriftSlots: number }[] }
+  ).workers.find((w) => w.workerId === 'drifting-w1')!;
   assert.deepEqual([worker.inFlight, worker.heldAtHeartbeat, worker.ledgerDriftSlots], [3, 1, 2]);
   const metrics = await (await fetch(`${stack.controlPlane.url}/api/v1/metrics`)).text();
   assert.match(metrics, /^headroom_control_ledger_drift_slots\{cluster="baseline"\} 2$/m);

@@ -30,11 +30,19 @@ interface Entry {
 
 /** The flag as a body would leave it. */
 function flagOf(body: Body): FlagState {
-  return { enabled: true, defaultPercent: body.defaultPercent, integrations: Object.fromEntries(Object.entries(body.integrations).map(([name, percent]) => [name, { percent, rolledBack: false }])) };
+  return {
+    enabled: true,
+    defaultPercent: body.defaultPercent,
+    integrations: Object.fromEntries(Object.entries(body.integrations).map(([name, percent]) => [name, { percent, rolledBack: false }])),
+  };
 }
 
 async function put(url: string, body: Body): Promise<{ status: number; body: unknown }> {
-  const { status, body: answered } = await new ControlPlaneApi({ apiUrl: `${url}/api/v1`, token: operatorToken, timeoutMs: 60_000 }).send({ method: 'PUT', path: '/traffic', body });
+  const { status, body: answered } = await new ControlPlaneApi({ apiUrl: `${url}/api/v1`, token: operatorToken, timeoutMs: 60_000 }).send({
+    method: 'PUT',
+    path: '/traffic',
+    body,
+  });
   return { status, body: answered };
 }
 
@@ -44,7 +52,12 @@ async function replicaOf(t: import('node:test').TestContext, stack: Stack, optio
   const replica = await createControlPlane(
     {
       integrations: ['bank-a', 'bank-b'],
-      unleash: { url: unleash.url, adminToken: unleash.adminToken, candidateFlag: stack.flagNames.candidateCluster, parallelismFlag: stack.flagNames.maxParallelism },
+      unleash: {
+        url: unleash.url,
+        adminToken: unleash.adminToken,
+        candidateFlag: stack.flagNames.candidateCluster,
+        parallelismFlag: stack.flagNames.maxParallelism,
+      },
       tokens: [{ name: 'rita', role: 'operator', token: operatorToken }],
       database: { url: stack.database.url, schema: stack.database.schema },
       ...options,
@@ -71,7 +84,11 @@ test('two control planes given conflicting PUT /traffic at the same moment, 50 t
     // Each control plane gets each body in turn.
     const [first, second] = round % 2 === 0 ? bodies : [bodies[1], bodies[0]];
     const answers = await Promise.all([put(urls[0]!, first), put(urls[1]!, second)]);
-    assert.deepEqual(answers.map((a) => a.status), [200, 200], JSON.stringify(answers));
+    assert.deepEqual(
+      answers.map((a) => a.status),
+      [200, 200],
+      JSON.stringify(answers),
+    );
 
     const flag = (await stack.api('GET', '/traffic')).body.flag;
     const { name: _name, ...state } = flag as FlagState & { name: string };
@@ -81,7 +98,10 @@ test('two control planes given conflicting PUT /traffic at the same moment, 50 t
     const entries = ((await stack.api('GET', '/audit?action=traffic.set&limit=2')).body.entries as Entry[]).reverse();
     assert.equal(entries.length, 2);
     assert.ok(BigInt(entries[0]!.id) > lastId, `round ${round}: two new entries`);
-    assert.deepEqual(entries.map((e) => e.outcome), ['ok', 'ok']);
+    assert.deepEqual(
+      entries.map((e) => e.outcome),
+      ['ok', 'ok'],
+    );
     assert.ok(
       bodies.every((body) => entries.some((e) => isDeepStrictEqual(e.request, body))),
       `round ${round}: both bodies audited: ${JSON.stringify(entries.map((e) => e.request))}`,
@@ -106,7 +126,9 @@ test('a change waits for the lock another control plane holds; past changeLockWa
   await other.connect();
   t.after(() => other.end());
   await other.query('BEGIN');
-  await other.query('SELECT pg_advisory_xact_lock($1)', [advisoryLockKey(`headroom.unleash-changes:default/development/${stack.flagNames.candidateCluster}/${stack.flagNames.maxParallelism}`)]);
+  await other.query('SELECT pg_advisory_xact_lock($1)', [
+    advisoryLockKey(`headroom.unleash-changes:default/development/${stack.flagNames.candidateCluster}/${stack.flagNames.maxParallelism}`),
+  ]);
 
   const busy = await stack.api('PUT', '/traffic', { defaultPercent: 25 });
   assert.equal(busy.status, 503, JSON.stringify(busy.body));

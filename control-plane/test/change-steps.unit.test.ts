@@ -23,22 +23,48 @@ function steps(state: Record<string, number>, plan: [string, number][], failAt: 
 
 test('a change of several strategies is all or nothing: applied steps are taken back when one fails', async () => {
   const state = { a: 10, b: 20, c: 30 };
-  await assert.rejects(applySteps(steps(state, [['a', 11], ['b', 21], ['c', 31]], 2)), (error: UnleashFailedError) => {
-    assert.match(error.message, /Unleash answered 500 to PUT c\. Nothing was changed \(2 earlier step\(s\) were taken back\)/);
-    assert.deepEqual(error.details.undone, ['b: 20 -> 21', 'a: 10 -> 11']);
-    assert.equal(error.details.status, 500);
-    return true;
-  });
+  await assert.rejects(
+    applySteps(
+      steps(
+        state,
+        [
+          ['a', 11],
+          ['b', 21],
+          ['c', 31],
+        ],
+        2,
+      ),
+    ),
+    (error: UnleashFailedError) => {
+      assert.match(error.message, /Unleash answered 500 to PUT c\. Nothing was changed \(2 earlier step\(s\) were taken back\)/);
+      assert.deepEqual(error.details.undone, ['b: 20 -> 21', 'a: 10 -> 11']);
+      assert.equal(error.details.status, 500);
+      return true;
+    },
+  );
   assert.deepEqual(state, { a: 10, b: 20, c: 30 });
 });
 
 test('when a step cannot be taken back, the error says exactly which', async () => {
   const state = { a: 10, b: 20 };
-  await assert.rejects(applySteps(steps(state, [['a', 11], ['b', 21]], 1, ['a'])), (error: UnleashFailedError) => {
-    assert.match(error.message, /could NOT be taken back: a: 10 -> 11/);
-    assert.deepEqual(error.details.applied, ['a: 10 -> 11']);
-    return true;
-  });
+  await assert.rejects(
+    applySteps(
+      steps(
+        state,
+        [
+          ['a', 11],
+          ['b', 21],
+        ],
+        1,
+        ['a'],
+      ),
+    ),
+    (error: UnleashFailedError) => {
+      assert.match(error.message, /could NOT be taken back: a: 10 -> 11/);
+      assert.deepEqual(error.details.applied, ['a: 10 -> 11']);
+      return true;
+    },
+  );
   await applySteps(steps(state, [['b', 22]], -1));
   assert.deepEqual(state, { a: 11, b: 22 });
 });

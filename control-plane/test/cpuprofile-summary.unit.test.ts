@@ -6,7 +6,13 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { summarise, type Cpuprofile } from '../src/profiles/cpuprofile';
 
-const frame = (functionName: string) => ({ functionName, scriptId: '1', url: functionName.startsWith('(') ? '' : 'file:///app.js', lineNumber: 0, columnNumber: 0 });
+const frame = (functionName: string) => ({
+  functionName,
+  scriptId: '1',
+  url: functionName.startsWith('(') ? '' : 'file:///app.js',
+  lineNumber: 0,
+  columnNumber: 0,
+});
 
 test('a function that ran 30 ms of 40 ms of CPU time has a share of 75%, whatever the idle time', () => {
   // 1 ms per sample: 60 idle, 30 in hot, 10 in (garbage collector).

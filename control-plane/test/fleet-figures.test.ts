@@ -44,8 +44,10 @@ test('workers report heap, GC, event loop and task figures; clusters add them up
   await Promise.all([long, ...queued]);
 
   // 40 quick tasks and 10 failures on the baseline: the worker's report and the cluster's rate show them.
-  const results = await mapLimit(Array.from({ length: 50 }, (_, i) => i), 1, (i) =>
-    submit(client, task({ integration: 'bank-a', payload: json(i < 10 ? { fail: 'HR_ERR_UPSTREAM_TEST' } : { sleepMs: 5 }) })),
+  const results = await mapLimit(
+    Array.from({ length: 50 }, (_, i) => i),
+    1,
+    (i) => submit(client, task({ integration: 'bank-a', payload: json(i < 10 ? { fail: 'HR_ERR_UPSTREAM_TEST' } : { sleepMs: 5 }) })),
   );
   assert.equal(results.filter((r) => r.ok && !r.response.error).length, 40);
   const baselineWorker = await eventually('the worker reported its tasks', 3000, async () => {
@@ -64,11 +66,17 @@ test('workers report heap, GC, event loop and task figures; clusters add them up
   let tasks = 0;
   let errors = 0;
   let latencyP50Ms = 0;
-  const sums = mapLimit(Array.from({ length: 100 }, (_, i) => i), 1, (i) => submit(client, task({ integration: 'bank-a', payload: json(i % 5 === 0 ? { fail: 'HR_ERR_UPSTREAM_TEST' } : { sleepMs: 20 }) })));
+  const sums = mapLimit(
+    Array.from({ length: 100 }, (_, i) => i),
+    1,
+    (i) => submit(client, task({ integration: 'bank-a', payload: json(i % 5 === 0 ? { fail: 'HR_ERR_UPSTREAM_TEST' } : { sleepMs: 20 }) })),
+  );
   const clusters = await eventually('the cluster adds up its workers', 8000, async () => {
     const body = (await stack.api('GET', '/clusters')).body;
     const baseline = body.clusters.find((c: { role: string }) => c.role === 'baseline');
-    const worker = ((await stack.api('GET', '/workers')).body.workers as { workerId: string; stats: Record<string, number> }[]).find((w) => w.workerId === 'figures-b1')!;
+    const worker = ((await stack.api('GET', '/workers')).body.workers as { workerId: string; stats: Record<string, number> }[]).find(
+      (w) => w.workerId === 'figures-b1',
+    )!;
     tasks = worker.stats.tasksPerSecond!;
     errors = worker.stats.errorsPerSecond!;
     latencyP50Ms = worker.stats.latencyP50Ms ?? 0;
@@ -112,9 +120,14 @@ test('the control plane serves the built UI: assets cached, index.html for app r
   assert.match(asset.headers.get('cache-control') ?? '', /immutable/);
   assert.equal((await fetch(`${base}/assets/missing.js`)).status, 404);
   // CORS is closed: a page on another origin gets no permission to read or to send changes.
-  const crossOrigin = await fetch(`${base}/api/v1/traffic`, { headers: { origin: 'https://evil.example', authorization: 'Bearer operator-token-0123456789abcdef' } });
+  const crossOrigin = await fetch(`${base}/api/v1/traffic`, {
+    headers: { origin: 'https://evil.example', authorization: 'Bearer operator-token-0123456789abcdef' },
+  });
   assert.equal(crossOrigin.headers.get('access-control-allow-origin'), null);
-  const preflight = await fetch(`${base}/api/v1/rollback`, { method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' } });
+  const preflight = await fetch(`${base}/api/v1/rollback`, {
+    method: 'OPTIONS',
+    headers: { origin: 'https://evil.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type' },
+  });
   assert.equal(preflight.headers.get('access-control-allow-origin'), null);
   assert.equal(preflight.headers.get('access-control-allow-methods'), null);
   const missing = await stack.api('GET', '/nothing-here');
@@ -141,9 +154,16 @@ test('a worker balancers cannot reach shows as unreachable until its mark ends, 
   await fleet.ledger.heartbeat('baseline', { workerId: 'unreachable-b2', address: '127.0.0.1:1', capacity: 4, draining: false, heldLeaseIds: [] });
   const mark = await fleet.ledger.markUnreachable('baseline', 'unreachable-b2', 60_000, 1);
   assert.equal(mark.result, 'marked');
-  const workers = (await stack.api('GET', '/workers')).body.workers as { workerId: string; unreachableUntilUnixMs: number | null; ejectedReason: string | null }[];
+  const workers = (await stack.api('GET', '/workers')).body.workers as {
+    workerId: string;
+    unreachableUntilUnixMs: number | null;
+    ejectedReason: string | null;
+  }[];
   const byId = new Map(workers.map((w) => [w.workerId, w.unreachableUntilUnixMs]));
-  assert.deepEqual(workers.map((w) => [w.workerId, w.ejectedReason]).sort(), [['reachable-b1', null], ['unreachable-b2', 'unreachable']]);
+  assert.deepEqual(workers.map((w) => [w.workerId, w.ejectedReason]).sort(), [
+    ['reachable-b1', null],
+    ['unreachable-b2', 'unreachable'],
+  ]);
   assert.equal(byId.get('reachable-b1'), null);
   assert.ok(mark.result === 'marked' && byId.get('unreachable-b2') === mark.untilMs, JSON.stringify(workers));
   const baseline = (await stack.api('GET', '/clusters')).body.clusters.find((c: { role: string }) => c.role === 'baseline');

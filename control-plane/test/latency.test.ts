@@ -10,7 +10,8 @@ before(async () => {
 });
 after(() => unleash.stop());
 
-const within = (actual: number, expected: number, share = 0.05) => assert.ok(Math.abs(actual - expected) <= expected * share, `${actual} is not within ${share * 100}% of ${expected}`);
+const within = (actual: number, expected: number, share = 0.05) =>
+  assert.ok(Math.abs(actual - expected) <= expected * share, `${actual} is not within ${share * 100}% of ${expected}`);
 
 test('GET /latency: percentiles per integration per cluster and the ratio, from known latencies', async (t) => {
   const stack = await startStack(t, unleash);
@@ -79,9 +80,16 @@ test('GET /latency/series: complete slots oldest first, with tasks and errors pe
   const series = response.body;
   assert.equal(series.slotSeconds, 10);
   const starts = series.slots.map((slot: { startUnixMs: number }) => slot.startUnixMs);
-  assert.deepEqual(starts, [...starts].sort((a, b) => a - b), 'oldest first');
+  assert.deepEqual(
+    starts,
+    [...starts].sort((a, b) => a - b),
+    'oldest first',
+  );
   const last = starts.at(-1);
-  assert.ok(last === current - slotMs || (last === current - 2 * slotMs && Date.now() - current < 1000), `the newest complete slot, not the current one: ${last} vs ${current}`);
+  assert.ok(
+    last === current - slotMs || (last === current - 2 * slotMs && Date.now() - current < 1000),
+    `the newest complete slot, not the current one: ${last} vs ${current}`,
+  );
   const first = series.slots.find((slot: { startUnixMs: number }) => slot.startUnixMs === older);
   assert.deepEqual([first.baseline.tasksPerSecond, first.baseline.errorsPerSecond, first.candidate.tasksPerSecond], [11, 1, 10]);
   within(first.baseline.p50Ms, 40);
@@ -106,19 +114,27 @@ test('end to end: real workers report what they ran, and the ratio shows the slo
   await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 50 } });
   await eventually('both clusters get bank-a', 8000, async () => {
     const clusters = new Set(
-      await mapLimit(Array.from({ length: 20 }, (_, i) => i), 10, async (i) => {
-        const result = await submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `probe-${i}` }));
-        return result.ok ? result.response.placement!.cluster : 'failed';
-      }),
+      await mapLimit(
+        Array.from({ length: 20 }, (_, i) => i),
+        10,
+        async (i) => {
+          const result = await submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `probe-${i}` }));
+          return result.ok ? result.response.placement!.cluster : 'failed';
+        },
+      ),
     );
     return clusters.has('baseline') && clusters.has('candidate') ? true : undefined;
   });
   // 80 tasks on fixed keys: the candidate's handler sleeps 60 ms, the baseline's 30 ms.
-  const results = await mapLimit(Array.from({ length: 80 }, (_, i) => i), 10, async (i) => {
-    const probe = await submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `k-${i}`, payload: json({}) }));
-    const cluster = probe.ok ? probe.response.placement!.cluster : 'baseline';
-    return submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `k-${i}`, payload: json({ sleepMs: cluster === 'candidate' ? 60 : 30 }) }));
-  });
+  const results = await mapLimit(
+    Array.from({ length: 80 }, (_, i) => i),
+    10,
+    async (i) => {
+      const probe = await submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `k-${i}`, payload: json({}) }));
+      const cluster = probe.ok ? probe.response.placement!.cluster : 'baseline';
+      return submit(fleet.clients[0]!, task({ integration: 'bank-a', key: `k-${i}`, payload: json({ sleepMs: cluster === 'candidate' ? 60 : 30 }) }));
+    },
+  );
   assert.ok(results.every((r) => r.ok));
   const view = await eventually('reported', 5000, async () => {
     const body = (await stack.api('GET', '/latency?window=1m')).body;

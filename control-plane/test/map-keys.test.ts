@@ -24,11 +24,26 @@ async function observable(stack: Stack) {
 const cases: { path: string; body: string; field: string; accepted: string }[] = [
   { path: '/traffic', body: '{"integrations":{"__proto__":{"polluted":1}}}', field: 'body.integrations.__proto__', accepted: 'accepted: bank-a, bank-b' },
   { path: '/traffic', body: '{"integrations":{"__proto__":"x","bank-a":5}}', field: 'body.integrations.__proto__', accepted: 'accepted: bank-a, bank-b' },
-  { path: '/traffic', body: '{"defaultPercent":30,"integrations":{"bank-b":7,"constructor":5}}', field: 'body.integrations.constructor', accepted: 'accepted: bank-a, bank-b' },
+  {
+    path: '/traffic',
+    body: '{"defaultPercent":30,"integrations":{"bank-b":7,"constructor":5}}',
+    field: 'body.integrations.constructor',
+    accepted: 'accepted: bank-a, bank-b',
+  },
   { path: '/traffic', body: '{"integrations":{"prototype":5}}', field: 'body.integrations.prototype', accepted: 'accepted: bank-a, bank-b' },
   { path: '/parallelism', body: '{"clusters":{"__proto__":{"a":1}}}', field: 'body.clusters.__proto__', accepted: 'accepted: baseline, candidate' },
-  { path: '/parallelism', body: '{"clusters":{"candidate":3,"__proto__":{"candidate":4}}}', field: 'body.clusters.__proto__', accepted: 'accepted: baseline, candidate' },
-  { path: '/parallelism', body: '{"clusters":{"baseline":3,"hasOwnProperty":4}}', field: 'body.clusters.hasOwnProperty', accepted: 'accepted: baseline, candidate' },
+  {
+    path: '/parallelism',
+    body: '{"clusters":{"candidate":3,"__proto__":{"candidate":4}}}',
+    field: 'body.clusters.__proto__',
+    accepted: 'accepted: baseline, candidate',
+  },
+  {
+    path: '/parallelism',
+    body: '{"clusters":{"baseline":3,"hasOwnProperty":4}}',
+    field: 'body.clusters.hasOwnProperty',
+    accepted: 'accepted: baseline, candidate',
+  },
 ];
 
 test('the test bodies really carry an own "__proto__" key once parsed (as express.json parses them)', () => {

@@ -50,7 +50,10 @@ test('bad requests: 400 naming the field, 404 for an unknown worker or profile, 
   assert.equal((await stack.api('GET', '/profiles/1700000000000-0a1b2c3d/cpuprofile', undefined, operatorToken)).status, 404);
   assert.equal((await stack.api('GET', '/profiles?limit=0')).status, 400);
   assert.deepEqual((await stack.api('GET', '/profiles', undefined, viewerToken)).body, { profiles: [] });
-  assert.deepEqual((await stack.api('GET', '/audit')).body.entries.filter((e: { action: string }) => e.action === 'profile.start'), []);
+  assert.deepEqual(
+    (await stack.api('GET', '/audit')).body.entries.filter((e: { action: string }) => e.action === 'profile.start'),
+    [],
+  );
 
   // The default duration (10 s) applies when none is given; the lock still guards the fleet.
   const started = await stack.api('POST', '/profiles', { workerId: worker.workerId });
@@ -129,7 +132,13 @@ test('POST /profiles profiles one worker at a time; the summary finds its CPU-he
   assert.equal(download.status, 200);
   assert.match(download.headers.get('content-type') ?? '', /^application\/json/);
   assert.match(download.headers.get('content-disposition') ?? '', new RegExp(`^attachment; filename="${hot.workerId}-\\d{8}T\\d{6}Z\\.cpuprofile"$`));
-  const cpuprofile = download.body as { nodes: { id: number; callFrame: { functionName: string } }[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number };
+  const cpuprofile = download.body as {
+    nodes: { id: number; callFrame: { functionName: string } }[];
+    samples: number[];
+    timeDeltas: number[];
+    startTime: number;
+    endTime: number;
+  };
   assert.equal(cpuprofile.samples.length, cpuprofile.timeDeltas.length);
   assert.ok(cpuprofile.endTime > cpuprofile.startTime);
   const burnNodes = new Set(cpuprofile.nodes.filter((n) => n.callFrame.functionName === 'burnCpuForProfileTest').map((n) => n.id));
@@ -137,7 +146,10 @@ test('POST /profiles profiles one worker at a time; the summary finds its CPU-he
   assert.equal(Number(download.headers.get('content-length')), done.cpuprofileBytes);
 
   const listed = await stack.api('GET', '/profiles', undefined, viewerToken);
-  assert.deepEqual(listed.body.profiles.map((p: { profileId: string }) => p.profileId), [profileId]);
+  assert.deepEqual(
+    listed.body.profiles.map((p: { profileId: string }) => p.profileId),
+    [profileId],
+  );
   const audit = (await stack.api('GET', '/audit')).body.entries.filter((e: { action: string }) => e.action === 'profile.start');
   assert.deepEqual(
     audit.map((e: { actor: string; target: string; after: { profileId: string } }) => [e.actor, e.target, e.after.profileId]),
@@ -148,5 +160,8 @@ test('POST /profiles profiles one worker at a time; the summary finds its CPU-he
   const next = await stack.api('POST', '/profiles', { workerId: other.workerId, durationMs: 200 });
   assert.equal(next.status, 202, JSON.stringify(next.body));
   assert.equal((await profileDone(stack, next.body.profileId)).status, 'done');
-  assert.deepEqual((await stack.api('GET', '/profiles?limit=1')).body.profiles.map((p: { profileId: string }) => p.profileId), [next.body.profileId]);
+  assert.deepEqual(
+    (await stack.api('GET', '/profiles?limit=1')).body.profiles.map((p: { profileId: string }) => p.profileId),
+    [next.body.profileId],
+  );
 });

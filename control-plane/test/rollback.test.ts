@@ -50,7 +50,9 @@ test('POST /rollback: every balancer acknowledges, queued candidate tasks go to 
   const long = submit(fleet.clients[0]!, task({ integration: 'bank-a', payload: json({ sleepMs: 1500 }) }));
   await eventually('the long task runs', 3000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
   const queued = Array.from({ length: 6 }, (_, i) => submit(fleet.clients[i % 3]!, task({ integration: 'bank-a', payload: json({ sleepMs: 10 }) })));
-  await eventually('six tasks queued for the candidate', 3000, () => (fleet.balancers.reduce((sum, b) => sum + b.stats().queue.queued, 0) === 6 ? true : undefined));
+  await eventually('six tasks queued for the candidate', 3000, () =>
+    fleet.balancers.reduce((sum, b) => sum + b.stats().queue.queued, 0) === 6 ? true : undefined,
+  );
 
   const response = await stack.api('POST', '/rollback', { reason: 'latency ratio 1.8 on bank-a' });
   const answeredAtMs = Date.now();
@@ -67,7 +69,10 @@ test('POST /rollback: every balancer acknowledges, queued candidate tasks go to 
     assert.ok(result.ok, JSON.stringify(result));
     assert.equal(result.response.placement!.cluster, 'baseline');
   }
-  assert.equal(fleet.balancers.reduce((sum, b) => sum + b.stats().rerouted, 0), 6);
+  assert.equal(
+    fleet.balancers.reduce((sum, b) => sum + b.stats().rerouted, 0),
+    6,
+  );
   const longResult = await long;
   assert.ok(longResult.ok && longResult.response.placement!.cluster === 'candidate', 'the running task finished where it was');
   for (let b = 0; b < 3; b++) assert.equal(await clusterOf(fleet, b, 'bank-a', `fresh-${b}`), 'baseline');
@@ -76,7 +81,9 @@ test('POST /rollback: every balancer acknowledges, queued candidate tasks go to 
   assert.ok(candidateStarts.every((s) => s.atMs < answeredAtMs));
 
   // Durable too, right after the answer: the flag's environment is off in Unleash; GET /traffic shows it all.
-  await eventually('the rollback is durable', 5000, async () => ((await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined));
+  await eventually('the rollback is durable', 5000, async () =>
+    (await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined,
+  );
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.equal(traffic.flag.enabled, false);
   assert.equal(traffic.override.all, true);
@@ -84,9 +91,15 @@ test('POST /rollback: every balancer acknowledges, queued candidate tasks go to 
   assert.deepEqual(traffic.effectivePercent, { default: 0, integrations: { 'bank-a': 0, 'bank-b': 0 } });
   assert.ok(traffic.balancers.every((b: { upToDate: boolean }) => b.upToDate));
   assert.equal(traffic.unleashWritesPending, 0);
-  assert.deepEqual([traffic.lastRollback.overrideVersion, traffic.lastRollback.reason, traffic.lastRollback.durableError], [record.overrideVersion, 'latency ratio 1.8 on bank-a', null]);
+  assert.deepEqual(
+    [traffic.lastRollback.overrideVersion, traffic.lastRollback.reason, traffic.lastRollback.durableError],
+    [record.overrideVersion, 'latency ratio 1.8 on bank-a', null],
+  );
   const audit = (await stack.api('GET', '/audit?limit=1')).body.entries[0];
-  assert.deepEqual([audit.action, audit.target, audit.actor, audit.outcome, audit.reason, audit.after.durable], ['rollback', 'all', 'olga', 'ok', 'latency ratio 1.8 on bank-a', 'done']);
+  assert.deepEqual(
+    [audit.action, audit.target, audit.actor, audit.outcome, audit.reason, audit.after.durable],
+    ['rollback', 'all', 'olga', 'ok', 'latency ratio 1.8 on bank-a', 'done'],
+  );
 
   const resumed = await stack.api('POST', '/resume', { reason: 'bank-a upstream fixed' });
   assert.equal(resumed.status, 200, JSON.stringify(resumed.body));
@@ -104,7 +117,8 @@ test('rolling back one integration leaves the others; it is durable as that stra
   const { fleet } = stack;
   await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 100, 'bank-b': 100 } });
   await eventually('both on the candidate, on every balancer', 8000, async () => {
-    for (let b = 0; b < 3; b++) if ((await clusterOf(fleet, b, 'bank-a')) !== 'candidate' || (await clusterOf(fleet, b, 'bank-b')) !== 'candidate') return undefined;
+    for (let b = 0; b < 3; b++)
+      if ((await clusterOf(fleet, b, 'bank-a')) !== 'candidate' || (await clusterOf(fleet, b, 'bank-b')) !== 'candidate') return undefined;
     return true;
   });
 
@@ -113,7 +127,9 @@ test('rolling back one integration leaves the others; it is durable as that stra
   assert.equal(response.body.scope, 'bank-a');
   assert.equal(await clusterOf(fleet, 0, 'bank-a'), 'baseline', 'at once, through the override');
   assert.equal(await clusterOf(fleet, 2, 'bank-b'), 'candidate');
-  await eventually('the rollback is durable', 5000, async () => ((await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined));
+  await eventually('the rollback is durable', 5000, async () =>
+    (await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined,
+  );
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.deepEqual(traffic.flag.integrations['bank-a'], { percent: 100, rolledBack: true });
   assert.deepEqual(traffic.effectivePercent.integrations, { 'bank-a': 0, 'bank-b': 100 });
@@ -129,7 +145,9 @@ test('rolling back one integration leaves the others; it is durable as that stra
   await eventually('bank-b back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-b')) === 'candidate' ? true : undefined));
   assert.equal((await stack.api('POST', '/resume', { integration: 'bank-a' })).status, 200);
   // The answer comes once the balancers lifted the override; Unleash follows.
-  await eventually('bank-a on again in Unleash', 5000, async () => ((await stack.api('GET', '/traffic')).body.flag.integrations['bank-a'].rolledBack === false ? true : undefined));
+  await eventually('bank-a on again in Unleash', 5000, async () =>
+    (await stack.api('GET', '/traffic')).body.flag.integrations['bank-a'].rolledBack === false ? true : undefined,
+  );
   assert.deepEqual((await stack.api('GET', '/traffic')).body.flag.integrations['bank-a'], { percent: 100, rolledBack: false });
   await eventually('bank-a back on the candidate', 8000, async () => ((await clusterOf(fleet, 1, 'bank-a')) === 'candidate' ? true : undefined));
 });
@@ -158,16 +176,25 @@ test('a rollback and a resume answer once the balancers acknowledge, not when Un
     const answerMs = performance.now() - sentAt;
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
     assert.ok(answerMs < unleashWriteMs / 2, `${path} answered after ${answerMs.toFixed(0)} ms: it waited for Unleash`);
-    assert.deepEqual([answer.body.kind, answer.body.scope, answer.body.reason, answer.body.durable, answer.body.durableError], [kind, 'bank-a', body.reason, 'pending', null]);
+    assert.deepEqual(
+      [answer.body.kind, answer.body.scope, answer.body.reason, answer.body.durable, answer.body.durableError],
+      [kind, 'bank-a', body.reason, 'pending', null],
+    );
     assert.deepEqual(answer.body.acknowledged.map((a: { balancerId: string }) => a.balancerId).sort(), ['b0', 'b1']);
-    for (const balancer of fleet.balancers) assert.equal(balancer.stats().overrideVersion, answer.body.overrideVersion, 'every balancer applied it before the answer');
+    for (const balancer of fleet.balancers)
+      assert.equal(balancer.stats().overrideVersion, answer.body.overrideVersion, 'every balancer applied it before the answer');
     const pendingTraffic = (await stack.api('GET', '/traffic')).body;
     assert.equal(pendingTraffic.unleashWritesPending, 1, 'the Unleash write is under way');
 
-    const durable = await eventually(`${kind} durable`, 10_000, () => events.find((e) => e.event === 'override-change' && e.data.overrideVersion === answer.body.overrideVersion && e.data.durable !== 'pending'));
+    const durable = await eventually(`${kind} durable`, 10_000, () =>
+      events.find((e) => e.event === 'override-change' && e.data.overrideVersion === answer.body.overrideVersion && e.data.durable !== 'pending'),
+    );
     assert.equal(durable.data.durable, 'done', JSON.stringify(durable.data));
     assert.ok(durable.data.durableAtUnixMs - durable.data.atUnixMs >= unleashWriteMs - 50, 'durable once Unleash answered');
-    assert.ok(events.some((e) => e.event === 'override-change' && e.data.overrideVersion === answer.body.overrideVersion && e.data.durable === 'pending'), 'the answer went out on the stream too');
+    assert.ok(
+      events.some((e) => e.event === 'override-change' && e.data.overrideVersion === answer.body.overrideVersion && e.data.durable === 'pending'),
+      'the answer went out on the stream too',
+    );
     assert.ok(proxy.writesSeen > writesBefore, 'Unleash was written');
     const traffic = (await stack.api('GET', '/traffic')).body;
     assert.deepEqual([traffic.durable, traffic.unleashWritesPending, traffic.flag.integrations['bank-a'].rolledBack], [true, 0, kind === 'rollback']);
@@ -230,7 +257,9 @@ test('a balancer started after a rollback applies it before its first task; a lo
 
   // Redis loses the override (a FLUSHALL, a failover): the control plane writes it again from Unleash.
   await fleet.redis.del(controlKeys(fleet.ledgerOptions.keyPrefix ?? ledgerDefaults.keyPrefix).override);
-  await eventually('override rebuilt', 5000, async () => ((await stack.api('GET', '/traffic')).body.override?.integrations?.[0] === 'bank-b' ? true : undefined));
+  await eventually('override rebuilt', 5000, async () =>
+    (await stack.api('GET', '/traffic')).body.override?.integrations?.[0] === 'bank-b' ? true : undefined,
+  );
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.ok(traffic.override.version > rolledBack.overrideVersion);
   assert.equal(traffic.override.actor, 'control-plane');
@@ -245,10 +274,18 @@ test('the event stream sends live figures, each change and each acknowledgement'
   const events = await followEvents(t, stack);
   await eventually('first figures', 3000, () => events.find((e) => e.event === 'figures'));
   const figures = events.find((e) => e.event === 'figures')!.data;
-  assert.deepEqual(figures.clusters.map((c: { name: string; capacity: number }) => [c.name, c.capacity]), [['baseline', 20], ['candidate', 1]]);
+  assert.deepEqual(
+    figures.clusters.map((c: { name: string; capacity: number }) => [c.name, c.capacity]),
+    [
+      ['baseline', 20],
+      ['candidate', 1],
+    ],
+  );
   assert.equal(figures.balancers.length, 3);
   await stack.api('POST', '/rollback', { integration: 'bank-a' });
-  await eventually('three acks and the change', 3000, () => (events.filter((e) => e.event === 'ack').length === 3 && events.some((e) => e.event === 'change') ? true : undefined));
+  await eventually('three acks and the change', 3000, () =>
+    events.filter((e) => e.event === 'ack').length === 3 && events.some((e) => e.event === 'change') ? true : undefined,
+  );
   const change = events.find((e) => e.event === 'change')!.data;
   assert.deepEqual([change.action, change.target, change.actor], ['rollback', 'bank-a', 'olga']);
 });

@@ -29,13 +29,26 @@ const same = Array.from({ length: 40 }, () => 100);
 
 test('gates compare the candidate with the baseline per integration: ok, close, breached, and not enough data', () => {
   const latency: LatencyByCluster = new Map([
-    ['baseline', new Map([['bank-a', histogram(same)], ['bank-b', histogram(same)], ['bank-c', histogram(same)]])],
+    [
+      'baseline',
+      new Map([
+        ['bank-a', histogram(same)],
+        ['bank-b', histogram(same)],
+        ['bank-c', histogram(same)],
+      ]),
+    ],
     [
       'candidate',
       new Map([
         ['bank-a', histogram(same)],
         // Four times slower: p50 and p95 ratios about 4, far above 1.1 and 1.25.
-        ['bank-b', histogram(same.map((ms) => ms * 4), 2)],
+        [
+          'bank-b',
+          histogram(
+            same.map((ms) => ms * 4),
+            2,
+          ),
+        ],
         // Too few tasks to judge.
         ['bank-c', histogram([100, 100, 100])],
       ]),
@@ -43,7 +56,14 @@ test('gates compare the candidate with the baseline per integration: ok, close, 
   ]);
   const reading = readGates(inputs(latency));
   const [a, b, c] = reading.integrations;
-  assert.deepEqual(a!.gates.map((g) => [g.gate, g.status]), [['p50Ratio', 'ok'], ['p95Ratio', 'ok'], ['errorRateIncrease', 'ok']]);
+  assert.deepEqual(
+    a!.gates.map((g) => [g.gate, g.status]),
+    [
+      ['p50Ratio', 'ok'],
+      ['p95Ratio', 'ok'],
+      ['errorRateIncrease', 'ok'],
+    ],
+  );
   assert.equal(a!.gates[0]!.value, 1);
   assert.equal(b!.status, 'breached');
   assert.ok(b!.gates[0]!.value! > 3.5 && b!.gates[0]!.value! < 4.5, String(b!.gates[0]!.value));
@@ -78,7 +98,14 @@ test("the candidate's workers: the worst one counts; close above 90% of a line; 
 test('a ratio is close past 90% of the way from 1 to its line, not past 90% of the line', () => {
   const baseline = histogram(same);
   const p50RatioWith = (candidateMs: number) =>
-    readGates(inputs(new Map([['baseline', new Map([['bank-a', baseline]])], ['candidate', new Map([['bank-a', histogram(same.map(() => candidateMs))]])]]))).integrations[0]!.gates[0]!;
+    readGates(
+      inputs(
+        new Map([
+          ['baseline', new Map([['bank-a', baseline]])],
+          ['candidate', new Map([['bank-a', histogram(same.map(() => candidateMs))]])],
+        ]),
+      ),
+    ).integrations[0]!.gates[0]!;
   assert.deepEqual([p50RatioWith(100).value, p50RatioWith(100).status], [1, 'ok'], 'no different: ok, though 1 is 91% of 1.1');
   // One latency bucket up is 2^(1/8) = 1.0905 times slower: past 1.09, 90% of the way to 1.1.
   const oneBucketUp = latencyBucketValueMs(latencyBucketOf(100) + 1);
@@ -87,9 +114,20 @@ test('a ratio is close past 90% of the way from 1 to its line, not past 90% of t
 });
 
 test('an error-rate increase above its line breaks only when it is significant (two-proportion z-test, 99%)', () => {
-  const failing = (n: number, failed: number) => histogram(Array.from({ length: n - failed }, () => 100), failed);
+  const failing = (n: number, failed: number) =>
+    histogram(
+      Array.from({ length: n - failed }, () => 100),
+      failed,
+    );
   const gate = (candidate: LatencyHistogram, baseline: LatencyHistogram) =>
-    readGates(inputs(new Map([['baseline', new Map([['bank-a', baseline]])], ['candidate', new Map([['bank-a', candidate]])]]))).integrations[0]!.gates[2]!;
+    readGates(
+      inputs(
+        new Map([
+          ['baseline', new Map([['bank-a', baseline]])],
+          ['candidate', new Map([['bank-a', candidate]])],
+        ]),
+      ),
+    ).integrations[0]!.gates[2]!;
   // 10 of 50 against 0 of 50: z 3.3.
   assert.deepEqual([gate(failing(50, 10), failing(50, 0)).value, gate(failing(50, 10), failing(50, 0)).status], [0.2, 'breached']);
   // 1 of 13 against 1 of 80 (a bank failing 2% of calls on both): 6.4 points, z 1.3.

@@ -23,13 +23,18 @@ const workerGates = { gcShare: 0.9, eventLoopUtilization: 1, eventLoopDelayP99Ms
 
 /** Handlers that wait `ms` per integration (a network-bound task). */
 const waiting = (msByIntegration: Record<string, number>): HandlerMap =>
-  Object.fromEntries(Object.entries(msByIntegration).map(([integration, ms]) => [integration, async (_task, signal) => void (await sleep(ms, undefined, { signal }))]));
+  Object.fromEntries(
+    Object.entries(msByIntegration).map(([integration, ms]) => [integration, async (_task, signal) => void (await sleep(ms, undefined, { signal }))]),
+  );
 
 async function fleetWithLoad(t: TestContext, candidateHandlers: HandlerMap): Promise<{ stack: Stack; stopLoad(): Promise<number> }> {
   const stack = await startStack(t, unleash, controlPlaneOptions);
   const { fleet } = stack;
   const baselineHandlers = waiting({ 'bank-a': 20, 'bank-b': 20 });
-  for (const [cluster, handlers] of [['baseline', baselineHandlers], ['candidate', candidateHandlers]] as const) {
+  for (const [cluster, handlers] of [
+    ['baseline', baselineHandlers],
+    ['candidate', candidateHandlers],
+  ] as const) {
     for (let i = 0; i < 2; i++) {
       const { flags } = await stack.newFlagClient();
       await fleet.addWorker({ cluster, workerId: `${cluster}-${i}`, maxParallelism: 8, latencyReportIntervalMs: 500, reportIntervalMs: 500 }, handlers, flags);
@@ -47,7 +52,11 @@ async function fleetWithLoad(t: TestContext, candidateHandlers: HandlerMap): Pro
   const lanes = Array.from({ length: 8 }, async (_, lane) => {
     while (!stopped && Date.now() < deadline && sent < 200_000) {
       sent++;
-      await submit(fleet.clients[0]!, task({ integration: lane % 2 === 0 ? 'bank-a' : 'bank-b', key: `key-${lane}-${sent}`, priority: 'BACKGROUND', payload: json({}) }), 5000);
+      await submit(
+        fleet.clients[0]!,
+        task({ integration: lane % 2 === 0 ? 'bank-a' : 'bank-b', key: `key-${lane}-${sent}`, priority: 'BACKGROUND', payload: json({}) }),
+        5000,
+      );
     }
   }).map((lane) => lane.catch((error: unknown) => void failures.push(error)));
   return {
@@ -66,12 +75,26 @@ test('bad plans get 400 naming the field, a viewer 403, a second rollout 409; no
   const plan = { name: 'p', integrations: ['bank-a'], windowSeconds: 10, holdSeconds: 10, steps: [{ candidatePercent: 10, maxParallelism: 2 }] };
   const cases: Array<[unknown, string, RegExp]> = [
     [{ ...plan, steps: [{ candidatePercent: 150, maxParallelism: 2 }] }, 'body.steps.0.candidatePercent', /from 0 to 100/],
-    [{ ...plan, steps: [{ candidatePercent: 50, maxParallelism: 2 }, { candidatePercent: 10, maxParallelism: 2 }] }, 'body.steps.1.candidatePercent', /at least the step before's 50/],
+    [
+      {
+        ...plan,
+        steps: [
+          { candidatePercent: 50, maxParallelism: 2 },
+          { candidatePercent: 10, maxParallelism: 2 },
+        ],
+      },
+      'body.steps.1.candidatePercent',
+      /at least the step before's 50/,
+    ],
     [{ ...plan, integrations: ['bank-z'] }, 'body.integrations.0', /unknown integration; accepted: bank-a, bank-b/],
     [{ ...plan, integrations: ['bank-a', 'bank-a'] }, 'body.integrations', /each integration once/],
     [{ ...plan, steps: [{ candidatePercent: 10, maxParallelism: 2, holdSeconds: 5 }] }, 'body.steps.0.holdSeconds', /at least windowSeconds \(10\)/],
     [{ ...plan, windowSeconds: 5 }, 'body.windowSeconds', /from 10 to 3600/],
-    [{ ...plan, steps: [{ candidatePercent: 10, maxParallelism: 2, search: { from: 2, max: 8 } }] }, 'body.steps.0.maxParallelism', /either maxParallelism or search/],
+    [
+      { ...plan, steps: [{ candidatePercent: 10, maxParallelism: 2, search: { from: 2, max: 8 } }] },
+      'body.steps.0.maxParallelism',
+      /either maxParallelism or search/,
+    ],
     [{ ...plan, steps: [{ candidatePercent: 10, search: { from: 8, max: 4 } }] }, 'body.steps.0.search.max', /max >= from/],
     [{ ...plan, steps: [] }, 'body.steps', /at least one step/],
     [{ ...plan, gates: { p50Ratio: 0.5 } }, 'body.gates.p50Ratio', /from 1 to 10/],
@@ -97,7 +120,9 @@ test('bad plans get 400 naming the field, a viewer 403, a second rollout 409; no
   assert.equal((await stack.api('POST', '/rollouts/nonsense/pause')).status, 400);
   assert.equal((await stack.api('POST', `/rollouts/${started.body.id}/pause`, { reason: 'lunch' })).body.status, 'paused');
   assert.equal((await stack.api('POST', `/rollouts/${started.body.id}/abort`)).body.status, 'aborted');
-  const actions = (await stack.api('GET', '/audit?limit=20')).body.entries.filter((e: { action: string }) => e.action.startsWith('rollout.')).map((e: { action: string; reason?: string }) => [e.action, e.reason]);
+  const actions = (await stack.api('GET', '/audit?limit=20')).body.entries
+    .filter((e: { action: string }) => e.action.startsWith('rollout.'))
+    .map((e: { action: string; reason?: string }) => [e.action, e.reason]);
   assert.deepEqual(actions, [
     ['rollout.abort', 'aborted by olga'],
     ['rollout.pause', 'lunch'],
@@ -149,11 +174,19 @@ test('a healthy plan of 3 steps completes; every decision is in the audit log wi
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.deepEqual([traffic.effectivePercent.integrations['bank-a'], traffic.effectivePercent.integrations['bank-b']], [100, 100]);
   assert.equal((await stack.api('GET', '/parallelism')).body.clusters.candidate, 4);
-  assert.ok(stack.fleet.workers.filter((w) => w.cluster === 'candidate').every((w) => w.stats().maxParallelism === 4), 'the candidate workers follow the flag');
+  assert.ok(
+    stack.fleet.workers.filter((w) => w.cluster === 'candidate').every((w) => w.stats().maxParallelism === 4),
+    'the candidate workers follow the flag',
+  );
   // The last step compared the candidate with the baseline's window before it: figures, not "not enough data".
-  assert.ok(finished.lastReading.integrations.every((i: { status: string }) => i.status === 'ok'), JSON.stringify(finished.lastReading));
+  assert.ok(
+    finished.lastReading.integrations.every((i: { status: string }) => i.status === 'ok'),
+    JSON.stringify(finished.lastReading),
+  );
 
-  const decisions = (await stack.api('GET', '/audit?action=rollout.decision&limit=100')).body.entries.reverse().filter((e: { after: { kind: string } }) => e.after.kind !== 'hold');
+  const decisions = (await stack.api('GET', '/audit?action=rollout.decision&limit=100')).body.entries
+    .reverse()
+    .filter((e: { after: { kind: string } }) => e.after.kind !== 'hold');
   assert.deepEqual(
     decisions.map((e: { actor: string; after: { kind: string } }) => [e.actor, e.after.kind]),
     [
@@ -166,8 +199,14 @@ test('a healthy plan of 3 steps completes; every decision is in the audit log wi
     assert.equal(entry.target, id);
     assert.ok(entry.reason.length > 0);
     const readings = entry.after.reading.integrations;
-    assert.deepEqual(readings.map((r: { integration: string }) => r.integration), ['bank-a', 'bank-b']);
-    assert.ok(readings.every((r: { gates: { gate: string; value: number | null }[] }) => r.gates.find((g) => g.gate === 'p50Ratio')!.value! > 0), 'the figures the decision was taken on');
+    assert.deepEqual(
+      readings.map((r: { integration: string }) => r.integration),
+      ['bank-a', 'bank-b'],
+    );
+    assert.ok(
+      readings.every((r: { gates: { gate: string; value: number | null }[] }) => r.gates.find((g) => g.gate === 'p50Ratio')!.value! > 0),
+      'the figures the decision was taken on',
+    );
   }
   const changes = (await stack.api('GET', '/audit?actor=autopilot&action=traffic.set')).body.entries;
   assert.deepEqual(
@@ -222,59 +261,78 @@ test('a slow candidate on one integration: the autopilot rolls that one back wit
   assert.deepEqual(finished.rolledBack, ['bank-b']);
   assert.equal((await stack.api('GET', '/traffic')).body.effectivePercent.integrations['bank-a'], 60, 'bank-a ramped on');
   const rollbacks = (await stack.api('GET', '/audit?action=rollback&actor=autopilot')).body.entries;
-  assert.deepEqual(rollbacks.map((e: { target: string }) => e.target), ['bank-b']);
+  assert.deepEqual(
+    rollbacks.map((e: { target: string }) => e.target),
+    ['bank-b'],
+  );
 });
 
-test('a gate that stays close to its line without crossing it doubles the hold, then counts as held: the rollout is not held forever', { timeout: 120_000 }, async (t) => {
-  const stack = await startStack(t, unleash, controlPlaneOptions);
-  // A candidate worker that runs nothing: its reports feed the worker gates (lenient here).
-  await stack.fleet.addWorker({ cluster: 'candidate', workerId: 'candidate-0', maxParallelism: 8, reportIntervalMs: 500 });
-  // Latency as the workers would report it, written straight to Redis: bank-a on the candidate is
-  // exactly one latency bucket slower (21.5 ms against 20 ms: buckets 36 and 35), a p50 ratio of
-  // 2^(1/8) = 1.0905, 90.5% of the way from 1 to the line of 1.1: close, and never over.
-  const recorders = (['baseline', 'candidate'] as const).map((cluster) => ({
-    recorder: new LatencyRecorder(stack.fleet.redis, { keyPrefix: stack.fleet.ledgerOptions.keyPrefix!, cluster }),
-    ms: cluster === 'baseline' ? 20 : 21.5,
-  }));
-  let writing = true;
-  const writer = (async () => {
-    for (let round = 0; writing && round < 1000; round++) {
-      for (const { recorder, ms } of recorders) {
-        for (let i = 0; i < 20; i++) recorder.record('bank-a', ms);
-        try {
-          await recorder.flush();
-        } catch (error) {
-          // The stack's own after hook, added first, runs first and closes Redis: a flush then
-          // in flight fails, which ends the writer; with Redis open, a failure fails the test.
-          if (writing && stack.fleet.redis.status === 'ready') throw error;
-          return;
+test(
+  'a gate that stays close to its line without crossing it doubles the hold, then counts as held: the rollout is not held forever',
+  { timeout: 120_000 },
+  async (t) => {
+    const stack = await startStack(t, unleash, controlPlaneOptions);
+    // A candidate worker that runs nothing: its reports feed the worker gates (lenient here).
+    await stack.fleet.addWorker({ cluster: 'candidate', workerId: 'candidate-0', maxParallelism: 8, reportIntervalMs: 500 });
+    // Latency as the workers would report it, written straight to Redis: bank-a on the candidate is
+    // exactly one latency bucket slower (21.5 ms against 20 ms: buckets 36 and 35), a p50 ratio of
+    // 2^(1/8) = 1.0905, 90.5% of the way from 1 to the line of 1.1: close, and never over.
+    const recorders = (['baseline', 'candidate'] as const).map((cluster) => ({
+      recorder: new LatencyRecorder(stack.fleet.redis, { keyPrefix: stack.fleet.ledgerOptions.keyPrefix!, cluster }),
+      ms: cluster === 'baseline' ? 20 : 21.5,
+    }));
+    let writing = true;
+    const writer = (async () => {
+      for (let round = 0; writing && round < 1000; round++) {
+        for (const { recorder, ms } of recorders) {
+          for (let i = 0; i < 20; i++) recorder.record('bank-a', ms);
+          try {
+            await recorder.flush();
+          } catch (error) {
+            // The stack's own after hook, added first, runs first and closes Redis: a flush then
+            // in flight fails, which ends the writer; with Redis open, a failure fails the test.
+            if (writing && stack.fleet.redis.status === 'ready') throw error;
+            return;
+          }
         }
+        await sleep(250);
       }
-      await sleep(250);
-    }
-  })();
-  t.after(async () => {
-    writing = false;
-    await writer;
-  });
-  const plan = { name: 'near-the-line', integrations: ['bank-a'], windowSeconds: 10, holdSeconds: 10, minSamples: 20, gates: workerGates, steps: [{ candidatePercent: 50, maxParallelism: 8 }] };
-  const started = await stack.api('POST', '/rollouts', plan);
-  assert.equal(started.status, 201, JSON.stringify(started.body));
-  const id = started.body.id as string;
-  const finished = await eventually('the rollout to finish', 90_000, async () => {
-    const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
-    // The state is written ahead of its actions and entries (docs/rollouts.md): done once no intent is pending.
-    return rollout.status === 'running' || rollout.pending ? undefined : rollout;
-  });
-  const described = JSON.stringify(finished.decisions, null, 1);
-  assert.equal(finished.status, 'completed', described);
-  assert.deepEqual(finished.decisions.map((d: { kind: string }) => d.kind), ['start', 'hold', 'complete'], described);
-  const [start, hold, complete] = finished.decisions as { atUnixMs: number; message: string }[];
-  assert.match(hold!.message, /holding: gates close to their lines: bank-a: p50Ratio 1\.0905 near 1\.1/);
-  assert.match(complete!.message, /every gate held for 20 s \(2x the hold: a gate came close to its line, none crossed it\)/);
-  // Judged from the step's first whole window (10 s + 1 s to settle), then held twice the hold (20 s), not once (10 s).
-  const judgedFromMs = plan.windowSeconds * 1000 + controlPlaneOptions.latencySettleMs;
-  const tookMs = complete!.atUnixMs - start!.atUnixMs;
-  assert.ok(tookMs >= judgedFromMs + 2 * plan.holdSeconds * 1000, `completed ${tookMs} ms after the start`);
-  assert.equal(finished.lastReading.integrations[0].gates.find((g: { gate: string }) => g.gate === 'p50Ratio').status, 'close');
-});
+    })();
+    t.after(async () => {
+      writing = false;
+      await writer;
+    });
+    const plan = {
+      name: 'near-the-line',
+      integrations: ['bank-a'],
+      windowSeconds: 10,
+      holdSeconds: 10,
+      minSamples: 20,
+      gates: workerGates,
+      steps: [{ candidatePercent: 50, maxParallelism: 8 }],
+    };
+    const started = await stack.api('POST', '/rollouts', plan);
+    assert.equal(started.status, 201, JSON.stringify(started.body));
+    const id = started.body.id as string;
+    const finished = await eventually('the rollout to finish', 90_000, async () => {
+      const rollout = (await stack.api('GET', `/rollouts/${id}`)).body;
+      // The state is written ahead of its actions and entries (docs/rollouts.md): done once no intent is pending.
+      return rollout.status === 'running' || rollout.pending ? undefined : rollout;
+    });
+    const described = JSON.stringify(finished.decisions, null, 1);
+    assert.equal(finished.status, 'completed', described);
+    assert.deepEqual(
+      finished.decisions.map((d: { kind: string }) => d.kind),
+      ['start', 'hold', 'complete'],
+      described,
+    );
+    const [start, hold, complete] = finished.decisions as { atUnixMs: number; message: string }[];
+    assert.match(hold!.message, /holding: gates close to their lines: bank-a: p50Ratio 1\.0905 near 1\.1/);
+    assert.match(complete!.message, /every gate held for 20 s \(2x the hold: a gate came close to its line, none crossed it\)/);
+    // Judged from the step's first whole window (10 s + 1 s to settle), then held twice the hold (20 s), not once (10 s).
+    const judgedFromMs = plan.windowSeconds * 1000 + controlPlaneOptions.latencySettleMs;
+    const tookMs = complete!.atUnixMs - start!.atUnixMs;
+    assert.ok(tookMs >= judgedFromMs + 2 * plan.holdSeconds * 1000, `completed ${tookMs} ms after the start`);
+    assert.equal(finished.lastReading.integrations[0].gates.find((g: { gate: string }) => g.gate === 'p50Ratio').status, 'close');
+  },
+);

@@ -22,15 +22,32 @@ test('GET /traffic says which balancers have the split Unleash holds: a change r
   const { flags } = await stack.newFlagClient();
   // A client that fetched once and then not for 10 minutes: it keeps the old split.
   const stale = await startFlagClient(
-    { url: unleash.url, clientToken: unleash.clientToken, appName: 'headroom-test', instanceId: 'stale', refreshIntervalMs: 600_000, flagNames: stack.flagNames },
+    {
+      url: unleash.url,
+      clientToken: unleash.clientToken,
+      appName: 'headroom-test',
+      instanceId: 'stale',
+      refreshIntervalMs: 600_000,
+      flagNames: stack.flagNames,
+    },
     {},
   );
   t.after(() => stale.close());
   await stack.fleet.addBalancer({ balancerId: 'polling', balancerHeartbeatIntervalMs: 100 }, flags);
   await stack.fleet.addBalancer({ balancerId: 'stale', balancerHeartbeatIntervalMs: 100 }, stale);
   await stack.fleet.addBalancer({ balancerId: 'static', balancerHeartbeatIntervalMs: 100 });
-  const upToDate = async () => Object.fromEntries(((await stack.api('GET', '/traffic')).body.balancers as { balancerId: string; trafficFlagUpToDate: boolean | null }[]).map((b) => [b.balancerId, b.trafficFlagUpToDate]));
-  assert.deepEqual(await eventually('all three registered', 5000, async () => ((await upToDate()).polling === true ? upToDate() : undefined)), { polling: true, stale: true, static: null });
+  const upToDate = async () =>
+    Object.fromEntries(
+      ((await stack.api('GET', '/traffic')).body.balancers as { balancerId: string; trafficFlagUpToDate: boolean | null }[]).map((b) => [
+        b.balancerId,
+        b.trafficFlagUpToDate,
+      ]),
+    );
+  assert.deepEqual(await eventually('all three registered', 5000, async () => ((await upToDate()).polling === true ? upToDate() : undefined)), {
+    polling: true,
+    stale: true,
+    static: null,
+  });
 
   assert.equal((await stack.api('PUT', '/traffic', { defaultPercent: 10, integrations: { 'bank-a': 35 } })).status, 200);
   const afterChange = await eventually('the polling balancer has the change', 8000, async () => {
@@ -42,7 +59,9 @@ test('GET /traffic says which balancers have the split Unleash holds: a change r
 
   // A durable per-integration rollback switches bank-b's strategy off: the client sees it gone.
   assert.equal((await stack.api('POST', '/rollback', { integration: 'bank-b' })).status, 200);
-  await eventually('Unleash has it (written after the answer)', 5000, async () => ((await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined));
+  await eventually('Unleash has it (written after the answer)', 5000, async () =>
+    (await stack.api('GET', '/traffic')).body.lastRollback?.durable === 'done' ? true : undefined,
+  );
   await eventually('the polling balancer has the switched-off strategy', 8000, async () => ((await upToDate()).polling ? true : undefined));
   assert.deepEqual(flags.trafficSplit(), { enabled: true, defaultPercent: 10, integrations: { 'bank-a': 35 } });
 });
@@ -124,7 +143,13 @@ test('PUT /parallelism reaches the workers through Unleash: capacity follows, nu
   await stack.api('PUT', '/parallelism', { clusters: { candidate: null } });
   await eventually('back to its own 2', 8000, async () => ((await capacity('candidate')) === 2 ? true : undefined));
   const audit = (await stack.api('GET', '/audit')).body.entries.filter((e: { action: string }) => e.action === 'parallelism.set');
-  assert.deepEqual(audit.map((e: { after: unknown }) => e.after), [{ baseline: null, candidate: null }, { baseline: null, candidate: 30 }]);
+  assert.deepEqual(
+    audit.map((e: { after: unknown }) => e.after),
+    [
+      { baseline: null, candidate: null },
+      { baseline: null, candidate: 30 },
+    ],
+  );
 });
 
 test('tokens: none gets 401, a viewer reads but cannot change (403), and nothing changes', async (t) => {
@@ -196,14 +221,34 @@ test('the API documents itself; health, readiness and metrics answer without a t
   const document = await stack.api('GET', '/openapi.json', undefined, null);
   assert.equal(document.status, 200);
   assert.equal(document.body.openapi, '3.1.0');
-  for (const path of ['/clusters', '/workers', '/workers/{workerId}/drain', '/traffic', '/parallelism', '/rollback', '/resume', '/audit', '/events', '/healthz', '/readyz', '/metrics']) {
+  for (const path of [
+    '/clusters',
+    '/workers',
+    '/workers/{workerId}/drain',
+    '/traffic',
+    '/parallelism',
+    '/rollback',
+    '/resume',
+    '/audit',
+    '/events',
+    '/healthz',
+    '/readyz',
+    '/metrics',
+  ]) {
     assert.ok(document.body.paths[path], `documents ${path}`);
   }
   const trafficBody = document.body.paths['/traffic'].put.requestBody.content['application/json'].schema;
   assert.deepEqual(Object.keys(trafficBody.properties).sort(), ['defaultPercent', 'integrations']);
   assert.equal(trafficBody.additionalProperties, false);
   assert.deepEqual((await stack.api('GET', '/healthz', undefined, null)).body, { ok: true });
-  assert.deepEqual((await stack.api('GET', '/readyz', undefined, null)).body, { ready: true, redis: true, unleash: true, database: true, flags: true, auditOutbox: 0 });
+  assert.deepEqual((await stack.api('GET', '/readyz', undefined, null)).body, {
+    ready: true,
+    redis: true,
+    unleash: true,
+    database: true,
+    flags: true,
+    auditOutbox: 0,
+  });
   const metrics = await stack.api('GET', '/metrics', undefined, null);
   assert.match(String(metrics.body), /headroom_control_rollback_propagation_seconds/);
   assert.equal((await stack.api('GET', '/nothing-here')).status, 404);
@@ -223,7 +268,10 @@ test('draining a worker through the API: it stops taking tasks and leaves; an un
   const missing = await stack.api('POST', '/workers/nobody/drain');
   assert.equal(missing.status, 404);
   const audit = (await stack.api('GET', '/audit')).body.entries;
-  assert.deepEqual(audit.map((e: { action: string; target: string; reason?: string }) => [e.action, e.target, e.reason]), [['worker.drain', 'w-drain', 'host to be patched']]);
+  assert.deepEqual(
+    audit.map((e: { action: string; target: string; reason?: string }) => [e.action, e.target, e.reason]),
+    [['worker.drain', 'w-drain', 'host to be patched']],
+  );
 });
 
 test('with no integrations of their own configured, the default share alone decides', async (t) => {
@@ -234,7 +282,9 @@ test('with no integrations of their own configured, the default share alone deci
   const put = await stack.api('PUT', '/traffic', { defaultPercent: 100 });
   assert.equal(put.status, 200, JSON.stringify(put.body));
   assert.deepEqual(put.body.flag.integrations, {});
-  await eventually('everything on the candidate', 8000, async () => ((await clusterOf(stack.fleet.clients[0]!, 'k', 'bank-a')) === 'candidate' ? true : undefined));
+  await eventually('everything on the candidate', 8000, async () =>
+    (await clusterOf(stack.fleet.clients[0]!, 'k', 'bank-a')) === 'candidate' ? true : undefined,
+  );
   const unknown = await stack.api('PUT', '/traffic', { integrations: { 'bank-a': 5 } });
   assert.equal(unknown.status, 400);
   assert.match(unknown.body.error.fields[0].message, /unknown integration; accepted: \(none configured\)/);

@@ -31,7 +31,12 @@ test('Unleash away: balancers and workers keep the last flags, changes get 502 a
   assert.equal(await gauge(balancerFlags.registry, 'headroom_flags_unleash_reachable'), 1);
 
   await unleash.pause();
-  await eventually('the clients notice', 5000, async () => ((await gauge(balancerFlags.registry, 'headroom_flags_unleash_reachable')) === 0 && (await gauge(workerFlags.registry, 'headroom_flags_unleash_reachable')) === 0 ? true : undefined));
+  await eventually('the clients notice', 5000, async () =>
+    (await gauge(balancerFlags.registry, 'headroom_flags_unleash_reachable')) === 0 &&
+    (await gauge(workerFlags.registry, 'headroom_flags_unleash_reachable')) === 0
+      ? true
+      : undefined,
+  );
   // Give them several failed fetches: the last flags stay in use, nothing falls back.
   await new Promise((resolve) => setTimeout(resolve, 500));
   assert.equal(await clusterOf('bank-a'), 'candidate');
@@ -53,15 +58,28 @@ test('Unleash away: balancers and workers keep the last flags, changes get 502 a
   assert.equal(rollback.status, 200, JSON.stringify(rollback.body));
   assert.equal(rollback.body.durable, 'pending');
   assert.equal(await clusterOf('bank-a'), 'baseline');
-  await eventually('the rollback is known not to be durable', 8000, async () => ((await stack.api('GET', '/audit?limit=1')).body.entries[0].action === 'rollback' ? true : undefined));
+  await eventually('the rollback is known not to be durable', 8000, async () =>
+    (await stack.api('GET', '/audit?limit=1')).body.entries[0].action === 'rollback' ? true : undefined,
+  );
   const audit = (await stack.api('GET', '/audit?limit=2')).body.entries;
-  assert.deepEqual(audit.map((e: { action: string; outcome: string }) => [e.action, e.outcome]), [['rollback', 'failed'], ['traffic.set', 'failed']]);
+  assert.deepEqual(
+    audit.map((e: { action: string; outcome: string }) => [e.action, e.outcome]),
+    [
+      ['rollback', 'failed'],
+      ['traffic.set', 'failed'],
+    ],
+  );
   assert.match(audit[0].error, /in effect through Redis .* acknowledged by 1 of 1 balancers/);
   assert.match(audit[1].error, /Unleash could not be reached/);
 
   // Unleash returns: the clients converge, the API shows the rollback is not yet durable, and repeating it makes it so.
   await unleash.resume();
-  await eventually('the clients are back', 20_000, async () => ((await gauge(balancerFlags.registry, 'headroom_flags_unleash_reachable')) === 1 && (await gauge(workerFlags.registry, 'headroom_flags_unleash_reachable')) === 1 ? true : undefined));
+  await eventually('the clients are back', 20_000, async () =>
+    (await gauge(balancerFlags.registry, 'headroom_flags_unleash_reachable')) === 1 &&
+    (await gauge(workerFlags.registry, 'headroom_flags_unleash_reachable')) === 1
+      ? true
+      : undefined,
+  );
   const traffic = (await stack.api('GET', '/traffic')).body;
   assert.equal(traffic.durable, false);
   assert.equal(traffic.flag.integrations['bank-a'].percent, 100, 'the failed change did not happen');

@@ -24,7 +24,19 @@ import type { LoadReport } from '@headroom/sim';
 import { DemoControl, type SpawnChild } from './control';
 import { balancerLaunch, shellCommand, workerLaunch, type Launch, type StackSettings } from './join';
 import { demoOptionSpecs, demoOptionsSchema, demoUsage, type DemoConfig } from './options';
-import { NodeProcess, deleteKeysUnder, describeExit, findOnPath, pingRedis, portIsFree, somethingListens, startPrivateRedis, type PrivateRedis, type ProcessEvent, type ProcessExit } from '@headroom/testkit';
+import {
+  NodeProcess,
+  deleteKeysUnder,
+  describeExit,
+  findOnPath,
+  pingRedis,
+  portIsFree,
+  somethingListens,
+  startPrivateRedis,
+  type PrivateRedis,
+  type ProcessEvent,
+  type ProcessExit,
+} from '@headroom/testkit';
 import { formatLoadTotals, formatStatus } from './status';
 import { StartError, messageOf, say, warn, write } from './terminal';
 import { DemoWorkload } from './workload';
@@ -184,7 +196,9 @@ class Demo {
     // The first on --balancer-port, the others on free ports.
     const balancers = Array.from({ length: config.balancers }, (_, i) => this.launch(`balancer-${i + 1}`, balancerLaunchAt(i === 0 ? config.balancerPort : 0)));
     this.balancers.push(...balancers);
-    const balancerAddresses = await Promise.all(balancers.map(async (balancer) => String((await balancer.waitForEvent('ready', timeouts.balancerReadyMs)).address)));
+    const balancerAddresses = await Promise.all(
+      balancers.map(async (balancer) => String((await balancer.waitForEvent('ready', timeouts.balancerReadyMs)).address)),
+    );
     say(`ok (${balancers.map((balancer, i) => `${balancerAddresses[i]}, pid ${balancer.pid}`).join('; ')})`);
     if (this.stopping) return;
     await this.workload.startUpstream();
@@ -236,12 +250,18 @@ class Demo {
 
     write(`starting load generator (${config.ratePerS} tasks/s, ${Math.round(config.userPresentShare * 100)}% user-present)... `);
     const loadgen = this.spawn('loadgen', scripts.loadgen, [
-      '--balancer', balancerAddresses.join(','),
-      '--rate', String(config.ratePerS),
-      '--user-present-share', String(config.userPresentShare),
-      '--integrations', this.workload.loadgenIntegrations,
-      '--report-interval-s', String(config.statusIntervalS),
-      '--format', 'json',
+      '--balancer',
+      balancerAddresses.join(','),
+      '--rate',
+      String(config.ratePerS),
+      '--user-present-share',
+      String(config.userPresentShare),
+      '--integrations',
+      this.workload.loadgenIntegrations,
+      '--report-interval-s',
+      String(config.statusIntervalS),
+      '--format',
+      'json',
     ]);
     this.loadgen = loadgen;
     loadgen.onEvent((event) => this.onLoadEvent(event));
@@ -258,10 +278,13 @@ class Demo {
     await this.control.startRollout(apiUrl);
     this.joinSecretsDir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-demo-join-'));
     const secretFiles = writeJoinSecrets(this.joinSecretsDir, { UNLEASH_CLIENT_TOKEN: unleash.clientToken });
-    printJoinCommands(balancerLaunchAt(0), plan.map(({ cluster, parallelism }) => ({ cluster, launch: workerLaunchIn(cluster, parallelism) })), secretFiles);
+    printJoinCommands(
+      balancerLaunchAt(0),
+      plan.map(({ cluster, parallelism }) => ({ cluster, launch: workerLaunchIn(cluster, parallelism) })),
+      secretFiles,
+    );
     say(
-      `Status every ${config.statusIntervalS} s` +
-        (config.durationS > 0 ? `; stopping by itself after ${config.durationS} s.` : '. Ctrl-C stops everything.'),
+      `Status every ${config.statusIntervalS} s` + (config.durationS > 0 ? `; stopping by itself after ${config.durationS} s.` : '. Ctrl-C stops everything.'),
     );
   }
 
@@ -272,9 +295,7 @@ class Demo {
       try {
         await pingRedis(url, timeouts.redisPingMs);
       } catch (error) {
-        throw new StartError(
-          `something answers at ${url} but PING failed (${messageOf(error)}); fix it or point --redis-url (REDIS_URL) at another Redis`,
-        );
+        throw new StartError(`something answers at ${url} but PING failed (${messageOf(error)}); fix it or point --redis-url (REDIS_URL) at another Redis`);
       }
       say(`ok (${url})`);
       return url;
@@ -445,7 +466,10 @@ class Demo {
  */
 function printJoinCommands(balancer: Launch, workers: readonly { cluster: string; launch: Launch }[], secretFiles: Record<string, string>): void {
   const command = (launch: Launch) => shellCommand(launch, repoRoot, secretFiles);
-  const rows = [{ what: 'balancer', command: command(balancer) }, ...workers.map(({ cluster, launch }) => ({ what: `${cluster} worker`, command: command(launch) }))];
+  const rows = [
+    { what: 'balancer', command: command(balancer) },
+    ...workers.map(({ cluster, launch }) => ({ what: `${cluster} worker`, command: command(launch) })),
+  ];
   const width = Math.max(...rows.map(({ what }) => what.length)) + 2;
   say(`Join this run: each command starts one more on its ledger and flags, on a free port (run from ${repoRoot}; Ctrl-C it before the demo)`);
   for (const { what, command: line } of rows) say(`  ${`${what}:`.padEnd(width)}${line}`);

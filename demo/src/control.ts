@@ -75,7 +75,10 @@ export class DemoControl {
       const url = unleashUrl.replace(/\/+$/, '');
       write(`checking Unleash at ${url}... `);
       const problem = await unleashProblem(url, timeouts.unleashAnswerMs);
-      if (problem) throw new StartError(`Unleash at ${url} (--unleash-url, UNLEASH_URL): ${problem}. Fix it, or leave UNLEASH_URL unset and the demo runs an Unleash of its own.`);
+      if (problem)
+        throw new StartError(
+          `Unleash at ${url} (--unleash-url, UNLEASH_URL): ${problem}. Fix it, or leave UNLEASH_URL unset and the demo runs an Unleash of its own.`,
+        );
       say('ok');
       return { url, adminToken: unleashAdminToken, clientToken: unleashClientToken, embedded: false, databaseUrl };
     }
@@ -94,7 +97,13 @@ export class DemoControl {
     const ready = await child.waitForEvent('ready', timeouts.unleashReadyMs);
     const url = String(ready.url);
     say(`ok (${url}, pid ${child.pid}; PostgreSQL pid ${String(ready.postgresPid)})`);
-    return { url, adminToken: String(ready.adminToken), clientToken: String(ready.clientToken), embedded: true, databaseUrl: this.config.databaseUrl ?? String(ready.databaseUrl) };
+    return {
+      url,
+      adminToken: String(ready.adminToken),
+      clientToken: String(ready.clientToken),
+      embedded: true,
+      databaseUrl: this.config.databaseUrl ?? String(ready.databaseUrl),
+    };
   }
 
   /**
@@ -107,7 +116,18 @@ export class DemoControl {
     const child = this.spawn(
       'control-plane',
       scripts.controlPlane,
-      ['--port', String(port), '--integrations', this.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', ledger.keyPrefix, '--redis-url', ledger.redisUrl],
+      [
+        '--port',
+        String(port),
+        '--integrations',
+        this.integrations.join(','),
+        '--unleash-url',
+        unleash.url,
+        '--key-prefix',
+        ledger.keyPrefix,
+        '--redis-url',
+        ledger.redisUrl,
+      ],
       // The database URL holds a password: by env, as the tokens.
       { ...controlPlaneSecretsEnv(this.apiTokens, unleash.adminToken), HEADROOM_DATABASE_URL: unleash.databaseUrl },
     );
@@ -162,13 +182,20 @@ export class DemoControl {
   /** The addresses and tokens a user needs, printed once everything runs. */
   printAccess(apiUrl: string, uiUrl: string | undefined, unleash: UnleashAccess): void {
     const { operator, viewer } = this.apiTokens;
-    say(uiUrl ? `Admin UI:      ${uiUrl}   (log in with the operator token below; the viewer token only reads)` : 'Admin UI:      not built (npm run build makes ui/dist/app)');
+    say(
+      uiUrl
+        ? `Admin UI:      ${uiUrl}   (log in with the operator token below; the viewer token only reads)`
+        : 'Admin UI:      not built (npm run build makes ui/dist/app)',
+    );
     say(`Control plane: ${apiUrl}   (REST; ${apiUrl}/openapi.json describes it)`);
     say(`  operator token: ${operator}   (${apiTokenNames.operator}: reads, and changes traffic, parallelism, rollback)`);
     say(`  viewer token:   ${viewer}   (${apiTokenNames.viewer}: reads only)`);
     say(`  e.g. curl -H "Authorization: Bearer ${operator}" ${apiUrl}/traffic`);
-    if (this.config.rollout !== 'demo') say(`  rollouts: npm start -- --rollout demo starts the demo plan; or POST a plan to ${apiUrl}/rollouts (docs/rollouts.md)`);
-    say(`Unleash:       ${unleash.url}   ${unleash.embedded ? "(this run's own; web UI login admin / unleash4all, Unleash's default on a new database)" : '(given by --unleash-url)'}`);
+    if (this.config.rollout !== 'demo')
+      say(`  rollouts: npm start -- --rollout demo starts the demo plan; or POST a plan to ${apiUrl}/rollouts (docs/rollouts.md)`);
+    say(
+      `Unleash:       ${unleash.url}   ${unleash.embedded ? "(this run's own; web UI login admin / unleash4all, Unleash's default on a new database)" : '(given by --unleash-url)'}`,
+    );
   }
 
   /** Our Unleash deletes its data when it stops; this covers its being killed. */

@@ -16,7 +16,9 @@ import { z } from 'zod';
 import { ConfigError, createLogger, freePort, readOptions, stopSignal, type OptionSpec } from '@headroom/common';
 import { startEmbeddedPostgres, startUnleashServer, type EmbeddedPostgresHandle, type RunningUnleash } from '@headroom/unleash-local';
 
-const optionSpecs: readonly OptionSpec[] = [{ key: 'dataDir', flag: 'data-dir', valueName: 'DIR', description: 'empty directory for PostgreSQL, deleted at exit (required)' }];
+const optionSpecs: readonly OptionSpec[] = [
+  { key: 'dataDir', flag: 'data-dir', valueName: 'DIR', description: 'empty directory for PostgreSQL, deleted at exit (required)' },
+];
 const optionsSchema = z.object({ dataDir: z.string().min(1) }).strict();
 
 /** Unleash is stopped first; past this, PostgreSQL is stopped anyway. */

@@ -12,7 +12,10 @@ const percent = z.coerce
   .min(0, 'expected a percentage from 0 to 100')
   .max(100, 'expected a percentage from 0 to 100');
 const seconds = (min: number, max: number, hint: string) =>
-  z.coerce.number({ error: `expected seconds, ${hint}` }).min(min, `expected seconds >= ${min}, ${hint}`).max(max, `expected seconds <= ${max}`);
+  z.coerce
+    .number({ error: `expected seconds, ${hint}` })
+    .min(min, `expected seconds >= ${min}, ${hint}`)
+    .max(max, `expected seconds <= ${max}`);
 
 /** Balancers the demo runs at most: each is a process on a machine that also runs everything else. */
 export const maxDemoBalancers = 8;
@@ -39,7 +42,11 @@ export const demoOptionsSchema = z
     /** Share of task keys routed to the candidate cluster at start, written to the flag through the control plane. @default 50 */
     candidatePercent: percent.default(50),
     /** Tasks the load generator sends per second. @default 20 */
-    ratePerS: z.coerce.number({ error: 'expected tasks per second' }).positive('expected a rate above 0').max(10_000, 'expected at most 10000 tasks/s').default(20),
+    ratePerS: z.coerce
+      .number({ error: 'expected tasks per second' })
+      .positive('expected a rate above 0')
+      .max(10_000, 'expected at most 10000 tasks/s')
+      .default(20),
     /** What workers run: the bank handlers against a bank simulator of the demo's own, or the sleep-only demo handlers. @default 'bank' */
     workload: z.enum(workloadNames, { error: `expected one of ${workloadNames.join(', ')}` }).default('bank'),
     /**
@@ -58,7 +65,10 @@ export const demoOptionsSchema = z
     /** @default 'redis://127.0.0.1:6379'. One Redis: the demo starts a private one when nothing answers there. */
     redisUrl: settings
       .redisUrl()
-      .refine((url) => /^rediss?:\/\//.test(url), 'the demo runs on one Redis: expected redis:// or rediss:// (Sentinel is for the components run on their own)')
+      .refine(
+        (url) => /^rediss?:\/\//.test(url),
+        'the demo runs on one Redis: expected redis:// or rediss:// (Sentinel is for the components run on their own)',
+      )
       .default('redis://127.0.0.1:6379'),
     /** Ledger key prefix; by default one of its own per run, `demo:<random>`. */
     keyPrefix: keyPrefixSetting.optional(),
@@ -84,17 +94,31 @@ export const demoOptionsSchema = z
       if (options.unleashUrl !== undefined && options[key] === undefined) {
         ctx.addIssue({ code: 'custom', path: [key], message: 'required with --unleash-url' });
       } else if (options.unleashUrl === undefined && options[key] !== undefined) {
-        ctx.addIssue({ code: 'custom', path: [key], message: 'only used with --unleash-url (UNLEASH_URL); without it the demo runs an Unleash of its own with tokens of its own' });
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: 'only used with --unleash-url (UNLEASH_URL); without it the demo runs an Unleash of its own with tokens of its own',
+        });
       }
     }
     if (options.unleashUrl !== undefined && options.databaseUrl === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['databaseUrl'], message: "required with --unleash-url: the control plane's audit log needs a PostgreSQL (without --unleash-url it uses the embedded one)" });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['databaseUrl'],
+        message: "required with --unleash-url: the control plane's audit log needs a PostgreSQL (without --unleash-url it uses the embedded one)",
+      });
     }
   });
 
 export type DemoConfig = z.output<typeof demoOptionsSchema>;
 
-const option = (key: keyof DemoConfig, flag: string, valueName: string, description: string, env = `HEADROOM_DEMO_${flag.replace(/-/g, '_').toUpperCase()}`): OptionSpec => ({
+const option = (
+  key: keyof DemoConfig,
+  flag: string,
+  valueName: string,
+  description: string,
+  env = `HEADROOM_DEMO_${flag.replace(/-/g, '_').toUpperCase()}`,
+): OptionSpec => ({
   key,
   flag,
   valueName,
@@ -107,23 +131,62 @@ export const demoOptionSpecs: OptionSpec[] = [
   option('baselineParallelism', 'baseline-parallelism', 'N', 'tasks each baseline worker runs at once, 1..1000'),
   option('candidateWorkers', 'candidate-workers', 'N', 'workers in the candidate cluster, 1..32'),
   option('candidateParallelism', 'candidate-parallelism', 'N', 'tasks each candidate worker runs at once, 1..1000'),
-  option('candidatePercent', 'candidate-percent', 'P', 'share of task keys sent to the candidate cluster at start, a whole number 0..100, set through the control plane'),
+  option(
+    'candidatePercent',
+    'candidate-percent',
+    'P',
+    'share of task keys sent to the candidate cluster at start, a whole number 0..100, set through the control plane',
+  ),
   option('ratePerS', 'rate', 'N', 'tasks per second from the load generator'),
   option('workload', 'workload', 'NAME', 'bank: bank handlers calling a bank simulator the demo starts; sleep: handlers that only wait'),
   option('bankTimeScale', 'bank-time-scale', 'X', "multiplies the simulated banks' latencies, e.g. 1 for their real speed at a lower --rate"),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1'),
   option('balancers', 'balancers', 'N', `balancers, 1..${maxDemoBalancers}; the load generator sends to each in turn`),
   option('balancerPort', 'balancer-port', 'PORT', 'port of the first balancer on 127.0.0.1, 0 for any free one; the others take any free one'),
-  option('controlPlanePort', 'control-plane-port', 'PORT', "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)"),
+  option(
+    'controlPlanePort',
+    'control-plane-port',
+    'PORT',
+    "port of the control plane's REST API on 127.0.0.1, 0 for any free one (default 8080, or any free one when 8080 is taken)",
+  ),
   option('redisUrl', 'redis-url', 'URL', 'Redis to use; if nothing answers and redis-server is on the PATH, a private one is started', 'REDIS_URL'),
   option('keyPrefix', 'key-prefix', 'PREFIX', 'ledger key prefix (default demo:<random>, a new one per run, its keys deleted at exit)'),
-  option('rollout', 'rollout', 'PLAN', "demo: once everything runs, start the demo's rollout plan (the autopilot moves the bank integrations to the candidate step by step, judged by the latency ratio, and rolls one back by itself when its gates break; docs/rollouts.md); none: do not"),
+  option(
+    'rollout',
+    'rollout',
+    'PLAN',
+    "demo: once everything runs, start the demo's rollout plan (the autopilot moves the bank integrations to the candidate step by step, judged by the latency ratio, and rolls one back by itself when its gates break; docs/rollouts.md); none: do not",
+  ),
   option('durationS', 'duration-s', 'S', 'stop by itself after S seconds of load, 0 for until Ctrl-C'),
   option('statusIntervalS', 'status-interval-s', 'S', 'seconds between status lines'),
-  option('unleashUrl', 'unleash-url', 'URL', 'Unleash server to use, e.g. http://127.0.0.1:4242 (default: one of its own on an embedded PostgreSQL)', 'UNLEASH_URL'),
-  { ...option('unleashAdminToken', 'unleash-admin-token', 'TOKEN', 'admin token of that server; required with --unleash-url', 'UNLEASH_ADMIN_TOKEN'), secret: true },
-  { ...option('unleashClientToken', 'unleash-client-token', 'TOKEN', 'client (backend) token of that server; required with --unleash-url', 'UNLEASH_CLIENT_TOKEN'), secret: true },
-  option('databaseUrl', 'database-url', 'URL', "PostgreSQL for the control plane's audit log (schema headroom), e.g. postgres://user:password@host:5432/db; required with --unleash-url (default: the embedded PostgreSQL of the demo's own Unleash)", 'HEADROOM_DATABASE_URL'),
+  option(
+    'unleashUrl',
+    'unleash-url',
+    'URL',
+    'Unleash server to use, e.g. http://127.0.0.1:4242 (default: one of its own on an embedded PostgreSQL)',
+    'UNLEASH_URL',
+  ),
+  {
+    ...option('unleashAdminToken', 'unleash-admin-token', 'TOKEN', 'admin token of that server; required with --unleash-url', 'UNLEASH_ADMIN_TOKEN'),
+    secret: true,
+  },
+  {
+    ...option(
+      'unleashClientToken',
+      'unleash-client-token',
+      'TOKEN',
+      'client (backend) token of that server; required with --unleash-url',
+      'UNLEASH_CLIENT_TOKEN',
+    ),
+    secret: true,
+  },
+  option(
+    'databaseUrl',
+    'database-url',
+    'URL',
+    "PostgreSQL for the control plane's audit log (schema headroom), e.g. postgres://user:password@host:5432/db; required with --unleash-url (default: the embedded PostgreSQL of the demo's own Unleash)",
+    'HEADROOM_DATABASE_URL',
+  ),
 ];
 
 export const demoUsage = `${usageText('Usage: npm start -- [options]    (or: node demo/dist/src/cli.js [options])', demoOptionSpecs, demoOptionsSchema)}

@@ -76,7 +76,9 @@ export class DemoWorkload {
   printAccess(): void {
     if (this.bankUrl === undefined) return;
     say(`Bank sim:      ${this.bankUrl}   (GET /banks, /incidents; kinds latency-spike, slow, outage)`);
-    say(`  e.g. make bank-b 4x slower: curl -X POST -H 'content-type: application/json' -d '{"bank":"bank-b","kind":"slow","factor":4}' ${this.bankUrl}/incidents`);
+    say(
+      `  e.g. make bank-b 4x slower: curl -X POST -H 'content-type: application/json' -d '{"bank":"bank-b","kind":"slow","factor":4}' ${this.bankUrl}/incidents`,
+    );
     say(`       for the candidate only: add "cluster":"candidate" (the bank handlers name their worker's cluster in each call)`);
     say(`       and end it:            curl -X DELETE ${this.bankUrl}/incidents`);
   }

@@ -243,7 +243,11 @@ interface ApiCheck {
 }
 
 async function checkApi(apiUrl: string, operatorToken: string, viewerToken: string): Promise<ApiCheck> {
-  const refusal = (promise: Promise<unknown>) => promise.then(() => 'accepted', (error: unknown) => error);
+  const refusal = (promise: Promise<unknown>) =>
+    promise.then(
+      () => 'accepted',
+      (error: unknown) => error,
+    );
   const operator = new ControlPlaneApi({ apiUrl, token: operatorToken, timeoutMs: 5000 });
   const viewer = operator.withToken(viewerToken);
   return {
@@ -258,7 +262,13 @@ async function checkApi(apiUrl: string, operatorToken: string, viewerToken: stri
  * What a person opening the printed UI address sees, polled until the simulated workload shows:
  * the page, both clusters finishing tasks, every worker's report, and a charted latency slot.
  */
-async function waitForLiveData(uiUrl: string, apiUrl: string, token: string, startedAtMs: number, withinMs: number): Promise<{ page: string; afterMs: number }> {
+async function waitForLiveData(
+  uiUrl: string,
+  apiUrl: string,
+  token: string,
+  startedAtMs: number,
+  withinMs: number,
+): Promise<{ page: string; afterMs: number }> {
   const page = await fetch(uiUrl);
   assert.equal(page.status, 200);
   assert.match(page.headers.get('content-type') ?? '', /text\/html/);
@@ -275,174 +285,240 @@ async function waitForLiveData(uiUrl: string, apiUrl: string, token: string, sta
   throw new Error(`no live data within ${withinMs} ms of the start`);
 }
 
-test('npm start runs the whole system with its own Unleash, the control plane, the UI, 2 balancers and the bank simulator; live data within a minute; the printed commands join a balancer and a worker of each cluster; Ctrl-C leaves nothing behind', { timeout: 180_000 }, async (t) => {
-  const keyPrefix = uniquePrefix('demo');
-  const [port, controlPlanePort] = [await freePort(), await freePort()];
-  const redis = connectRedis(testRedisUrl) as Redis;
-  t.after(async () => {
-    await deleteKeysUnder(redis, keyPrefix);
-    redis.disconnect();
-  });
-  let apiCheck: Promise<ApiCheck> | undefined;
-  let liveData: Promise<{ page: string; afterMs: number }> | undefined;
-  let joinCheck: Promise<JoinCheck> | undefined;
-  const startedAtMs = Date.now();
-  const run = await runDemo(
-    [
-      '--balancer-port', String(port),
-      '--control-plane-port', String(controlPlanePort),
-      '--candidate-percent', '30',
-      '--key-prefix', keyPrefix,
-      '--redis-url', testRedisUrl,
-      '--baseline-workers', '2',
-      '--candidate-workers', '1',
-      '--candidate-parallelism', '4',
-      '--status-interval-s', '2',
-    ],
-    {
-      timeoutMs: 170_000,
-      onStdout: (stdout, child) => {
-        // "Status every ..." ends what the demo prints at start.
-        const printed = /^Admin UI: +(\S+) .*\nControl plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) [\s\S]*^Status every /m.exec(stdout);
-        if (!printed || apiCheck) return;
-        const [uiUrl, apiUrl, operator, viewer] = printed.slice(1) as [string, string, string, string];
-        apiCheck = checkApi(apiUrl, operator, viewer);
-        // Then the operator waits for live data, joins a balancer and two workers with the
-        // printed commands, stops them, and presses Ctrl-C: SIGINT to the launcher (its
-        // children run in groups of their own).
-        liveData = waitForLiveData(uiUrl, apiUrl, viewer, startedAtMs, 60_000);
-        const commands = joinCommands(stdout);
-        const done = commands ? (joinCheck = liveData.then(() => joinTheRun(commands, apiUrl, viewer))) : liveData;
-        done.finally(() => child.kill('SIGINT')).catch(() => undefined);
+test(
+  'npm start runs the whole system with its own Unleash, the control plane, the UI, 2 balancers and the bank simulator; live data within a minute; the printed commands join a balancer and a worker of each cluster; Ctrl-C leaves nothing behind',
+  { timeout: 180_000 },
+  async (t) => {
+    const keyPrefix = uniquePrefix('demo');
+    const [port, controlPlanePort] = [await freePort(), await freePort()];
+    const redis = connectRedis(testRedisUrl) as Redis;
+    t.after(async () => {
+      await deleteKeysUnder(redis, keyPrefix);
+      redis.disconnect();
+    });
+    let apiCheck: Promise<ApiCheck> | undefined;
+    let liveData: Promise<{ page: string; afterMs: number }> | undefined;
+    let joinCheck: Promise<JoinCheck> | undefined;
+    const startedAtMs = Date.now();
+    const run = await runDemo(
+      [
+        '--balancer-port',
+        String(port),
+        '--control-plane-port',
+        String(controlPlanePort),
+        '--candidate-percent',
+        '30',
+        '--key-prefix',
+        keyPrefix,
+        '--redis-url',
+        testRedisUrl,
+        '--baseline-workers',
+        '2',
+        '--candidate-workers',
+        '1',
+        '--candidate-parallelism',
+        '4',
+        '--status-interval-s',
+        '2',
+      ],
+      {
+        timeoutMs: 170_000,
+        onStdout: (stdout, child) => {
+          // "Status every ..." ends what the demo prints at start.
+          const printed = /^Admin UI: +(\S+) .*\nControl plane: (\S+) .*\n {2}operator token: (\S+) .*\n {2}viewer token: +(\S+) [\s\S]*^Status every /m.exec(
+            stdout,
+          );
+          if (!printed || apiCheck) return;
+          const [uiUrl, apiUrl, operator, viewer] = printed.slice(1) as [string, string, string, string];
+          apiCheck = checkApi(apiUrl, operator, viewer);
+          // Then the operator waits for live data, joins a balancer and two workers with the
+          // printed commands, stops them, and presses Ctrl-C: SIGINT to the launcher (its
+          // children run in groups of their own).
+          liveData = waitForLiveData(uiUrl, apiUrl, viewer, startedAtMs, 60_000);
+          const commands = joinCommands(stdout);
+          const done = commands ? (joinCheck = liveData.then(() => joinTheRun(commands, apiUrl, viewer))) : liveData;
+          done.finally(() => child.kill('SIGINT')).catch(() => undefined);
+        },
       },
-    },
-  );
-  const output = `${run.stdout}\n${run.stderr}`;
-  assert.equal(run.code, 0, output);
-  assert.match(run.stdout, new RegExp(`Ledger key prefix: ${keyPrefix}`));
-  assert.match(run.stdout, /starting Redis\.\.\. ok/);
-  const dataDir = /starting Unleash \(embedded PostgreSQL, data in (\S+);.*\.\.\. ok \(http:\/\/127\.0\.0\.1:\d+, pid \d+; PostgreSQL pid \d+\)/.exec(run.stdout)?.[1];
-  assert.ok(dataDir, output);
-  assert.match(run.stdout, new RegExp(`starting control plane\\.\\.\\. ready at http://127\\.0\\.0\\.1:${controlPlanePort}/api/v1`));
-  assert.match(run.stdout, /setting the candidate share to 30% .*\.\.\. ok \(flag headroom\.candidate-cluster: bank-a 30%, bank-b 30%, bank-c 30%, bank-d 30%, others 30%\)\n/);
-  const bankSimulator = /starting bank simulator \(time scale [\d.]+\)\.\.\. ok \((http:\/\/127\.0\.0\.1:\d+), banks bank-a, bank-b, bank-c, bank-d, pid (\d+)\)\n/.exec(run.stdout);
-  assert.ok(bankSimulator, output);
-  assert.match(run.stdout, new RegExp(`^Bank sim: +${bankSimulator[1]} .*\n.*curl -X POST .*"kind":"slow".* ${bankSimulator[1]}/incidents$`, 'm'));
-  assert.match(run.stdout, /baseline worker 2\/2 ready/);
-  assert.match(run.stdout, /candidate worker 1\/1 ready/);
-  // Two balancers by default, the first on --balancer-port; the load generator sends to both.
-  assert.match(run.stdout, new RegExp(`starting 2 balancers .*\\.\\.\\. ok \\(127\\.0\\.0\\.1:${port}, pid \\d+; 127\\.0\\.0\\.1:\\d+, pid \\d+\\)\n`));
-  assert.match(run.stdout, new RegExp(`^Balancers: +127\\.0\\.0\\.1:${port}, 127\\.0\\.0\\.1:\\d+ `, 'm'));
+    );
+    const output = `${run.stdout}\n${run.stderr}`;
+    assert.equal(run.code, 0, output);
+    assert.match(run.stdout, new RegExp(`Ledger key prefix: ${keyPrefix}`));
+    assert.match(run.stdout, /starting Redis\.\.\. ok/);
+    const dataDir = /starting Unleash \(embedded PostgreSQL, data in (\S+);.*\.\.\. ok \(http:\/\/127\.0\.0\.1:\d+, pid \d+; PostgreSQL pid \d+\)/.exec(
+      run.stdout,
+    )?.[1];
+    assert.ok(dataDir, output);
+    assert.match(run.stdout, new RegExp(`starting control plane\\.\\.\\. ready at http://127\\.0\\.0\\.1:${controlPlanePort}/api/v1`));
+    assert.match(
+      run.stdout,
+      /setting the candidate share to 30% .*\.\.\. ok \(flag headroom\.candidate-cluster: bank-a 30%, bank-b 30%, bank-c 30%, bank-d 30%, others 30%\)\n/,
+    );
+    const bankSimulator =
+      /starting bank simulator \(time scale [\d.]+\)\.\.\. ok \((http:\/\/127\.0\.0\.1:\d+), banks bank-a, bank-b, bank-c, bank-d, pid (\d+)\)\n/.exec(
+        run.stdout,
+      );
+    assert.ok(bankSimulator, output);
+    assert.match(run.stdout, new RegExp(`^Bank sim: +${bankSimulator[1]} .*\n.*curl -X POST .*"kind":"slow".* ${bankSimulator[1]}/incidents$`, 'm'));
+    assert.match(run.stdout, /baseline worker 2\/2 ready/);
+    assert.match(run.stdout, /candidate worker 1\/1 ready/);
+    // Two balancers by default, the first on --balancer-port; the load generator sends to both.
+    assert.match(run.stdout, new RegExp(`starting 2 balancers .*\\.\\.\\. ok \\(127\\.0\\.0\\.1:${port}, pid \\d+; 127\\.0\\.0\\.1:\\d+, pid \\d+\\)\n`));
+    assert.match(run.stdout, new RegExp(`^Balancers: +127\\.0\\.0\\.1:${port}, 127\\.0\\.0\\.1:\\d+ `, 'm'));
 
-  // The control plane answered while the demo ran, with the split the demo set through it.
-  assert.ok(apiCheck, `the demo printed no control plane address and tokens:\n${output}`);
-  const api = await apiCheck;
-  for (const view of [api.operatorReads, api.viewerReads]) {
-    assert.equal(view.flag.name, 'headroom.candidate-cluster');
-    assert.equal(view.flag.enabled, true);
-    assert.equal(view.flag.defaultPercent, 30);
-    assert.deepEqual(view.effectivePercent, { default: 30, integrations: { 'bank-a': 30, 'bank-b': 30, 'bank-c': 30, 'bank-d': 30 } });
-  }
-  assert.ok(api.viewerChangeRefused instanceof ControlPlaneApiError && api.viewerChangeRefused.code === 'HR_ERR_FORBIDDEN', String(api.viewerChangeRefused));
-  assert.ok(api.noTokenRefused instanceof ControlPlaneApiError && api.noTokenRefused.code === 'HR_ERR_UNAUTHENTICATED', String(api.noTokenRefused));
+    // The control plane answered while the demo ran, with the split the demo set through it.
+    assert.ok(apiCheck, `the demo printed no control plane address and tokens:\n${output}`);
+    const api = await apiCheck;
+    for (const view of [api.operatorReads, api.viewerReads]) {
+      assert.equal(view.flag.name, 'headroom.candidate-cluster');
+      assert.equal(view.flag.enabled, true);
+      assert.equal(view.flag.defaultPercent, 30);
+      assert.deepEqual(view.effectivePercent, { default: 30, integrations: { 'bank-a': 30, 'bank-b': 30, 'bank-c': 30, 'bank-d': 30 } });
+    }
+    assert.ok(api.viewerChangeRefused instanceof ControlPlaneApiError && api.viewerChangeRefused.code === 'HR_ERR_FORBIDDEN', String(api.viewerChangeRefused));
+    assert.ok(api.noTokenRefused instanceof ControlPlaneApiError && api.noTokenRefused.code === 'HR_ERR_UNAUTHENTICATED', String(api.noTokenRefused));
 
-  // The UI came up with live data from the simulated workload within a minute of the start.
-  assert.ok(liveData, output);
-  const live = await liveData;
-  assert.match(live.page, /<script type="module"[^>]* src="\/assets\/[^"]+\.js"/);
-  t.diagnostic(`live data in the UI's API ${(live.afterMs / 1000).toFixed(1)} s after the start`);
+    // The UI came up with live data from the simulated workload within a minute of the start.
+    assert.ok(liveData, output);
+    const live = await liveData;
+    assert.match(live.page, /<script type="module"[^>]* src="\/assets\/[^"]+\.js"/);
+    t.diagnostic(`live data in the UI's API ${(live.afterMs / 1000).toFixed(1)} s after the start`);
 
-  // The printed commands carry everything a joiner needs, paths from the repository root, and no fixed port.
-  const commands = joinCommands(run.stdout);
-  assert.ok(commands, `the demo printed no commands to join its run:\n${output}`);
-  const unleashUrl = /^Unleash: +(\S+)/m.exec(run.stdout)?.[1];
-  for (const command of Object.values(commands)) {
-    // The client token is read from a file of this run's when the command runs, never printed.
-    assert.match(command, /^UNLEASH_CLIENT_TOKEN="\$\(cat \/\S+\/unleash-client-token\)" /);
-    assert.ok(command.includes(` --unleash-url ${unleashUrl} --key-prefix ${keyPrefix} --redis-url ${testRedisUrl}`), command);
-  }
-  assert.match(commands.balancer, / node balancer\/dist\/src\/cli\.js --port 0 --kept-for-user-present-share 0\.1 /);
-  assert.match(commands.baseline, new RegExp(` HEADROOM_BANK_URL=${bankSimulator[1]} node worker/dist/src/cli\\.js --port 0 --cluster baseline --handlers sim/dist/src/handlers/bank\\.js --max-parallelism 1 `));
-  assert.match(commands.candidate, new RegExp(` HEADROOM_BANK_URL=${bankSimulator[1]} node worker/dist/src/cli\\.js --port 0 --cluster candidate --handlers sim/dist/src/handlers/bank\\.js --max-parallelism 4 `));
+    // The printed commands carry everything a joiner needs, paths from the repository root, and no fixed port.
+    const commands = joinCommands(run.stdout);
+    assert.ok(commands, `the demo printed no commands to join its run:\n${output}`);
+    const unleashUrl = /^Unleash: +(\S+)/m.exec(run.stdout)?.[1];
+    for (const command of Object.values(commands)) {
+      // The client token is read from a file of this run's when the command runs, never printed.
+      assert.match(command, /^UNLEASH_CLIENT_TOKEN="\$\(cat \/\S+\/unleash-client-token\)" /);
+      assert.ok(command.includes(` --unleash-url ${unleashUrl} --key-prefix ${keyPrefix} --redis-url ${testRedisUrl}`), command);
+    }
+    assert.match(commands.balancer, / node balancer\/dist\/src\/cli\.js --port 0 --kept-for-user-present-share 0\.1 /);
+    assert.match(
+      commands.baseline,
+      new RegExp(
+        ` HEADROOM_BANK_URL=${bankSimulator[1]} node worker/dist/src/cli\\.js --port 0 --cluster baseline --handlers sim/dist/src/handlers/bank\\.js --max-parallelism 1 `,
+      ),
+    );
+    assert.match(
+      commands.candidate,
+      new RegExp(
+        ` HEADROOM_BANK_URL=${bankSimulator[1]} node worker/dist/src/cli\\.js --port 0 --cluster candidate --handlers sim/dist/src/handlers/bank\\.js --max-parallelism 4 `,
+      ),
+    );
 
-  // Run as printed, they joined: the balancer acknowledged the current override, each worker serves in its cluster.
-  assert.ok(joinCheck, output);
-  const join = await joinCheck;
-  assert.equal(join.balancersAtStart.length, 2, `the demo runs 2 balancers: ${join.balancersAtStart.join(', ')}`);
-  assert.ok(join.overrideVersion > 0, 'the control plane wrote an override at start');
-  assert.equal(join.joinedBalancer.ackedVersion, join.overrideVersion);
-  assert.equal(join.joinedBalancer.upToDate, true);
-  assert.deepEqual(join.joinedWorkers.map((worker) => worker.cluster), ['baseline', 'candidate']);
-  // Ctrl-C stops them cleanly: the balancer leaves the register, the workers the ledger, no process is left.
-  assert.deepEqual(join.exitCodes, [0, 0, 0]);
-  assert.deepEqual(join.balancersAfter, []);
-  assert.deepEqual(join.workersAfter, []);
-  assert.deepEqual(join.leftRunning, []);
-  t.diagnostic(`the printed commands joined ${(join.joinedAfterMs / 1000).toFixed(1)} s after they were run`);
+    // Run as printed, they joined: the balancer acknowledged the current override, each worker serves in its cluster.
+    assert.ok(joinCheck, output);
+    const join = await joinCheck;
+    assert.equal(join.balancersAtStart.length, 2, `the demo runs 2 balancers: ${join.balancersAtStart.join(', ')}`);
+    assert.ok(join.overrideVersion > 0, 'the control plane wrote an override at start');
+    assert.equal(join.joinedBalancer.ackedVersion, join.overrideVersion);
+    assert.equal(join.joinedBalancer.upToDate, true);
+    assert.deepEqual(
+      join.joinedWorkers.map((worker) => worker.cluster),
+      ['baseline', 'candidate'],
+    );
+    // Ctrl-C stops them cleanly: the balancer leaves the register, the workers the ledger, no process is left.
+    assert.deepEqual(join.exitCodes, [0, 0, 0]);
+    assert.deepEqual(join.balancersAfter, []);
+    assert.deepEqual(join.workersAfter, []);
+    assert.deepEqual(join.leftRunning, []);
+    t.diagnostic(`the printed commands joined ${(join.joinedAfterMs / 1000).toFixed(1)} s after they were run`);
 
-  // The balancer routes by the flag: both clusters got work, done by the bank handlers.
-  const done = completedByCluster(run.stdout);
-  for (const cluster of ['baseline', 'candidate']) {
-    assert.ok((done[cluster] ?? []).some((n) => n > 0), `${cluster} completed no tasks:\n${output}`);
-  }
-  assert.doesNotMatch(run.stdout, /HR_ERR_INVALID_PAYLOAD|HR_ERR_UPSTREAM_REJECTED/, 'the bank handlers take the load generator\'s tasks');
-  assert.match(
-    run.stdout,
-    /stopping \(SIGINT; Ctrl-C again to kill everything at once\)\n {2}load generator\.\.\. ok[\s\S]* {2}2 balancers\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
-  );
-  assert.match(run.stdout, new RegExp(`ledger: no workers left under ${keyPrefix}`));
+    // The balancer routes by the flag: both clusters got work, done by the bank handlers.
+    const done = completedByCluster(run.stdout);
+    for (const cluster of ['baseline', 'candidate']) {
+      assert.ok(
+        (done[cluster] ?? []).some((n) => n > 0),
+        `${cluster} completed no tasks:\n${output}`,
+      );
+    }
+    assert.doesNotMatch(run.stdout, /HR_ERR_INVALID_PAYLOAD|HR_ERR_UPSTREAM_REJECTED/, "the bank handlers take the load generator's tasks");
+    assert.match(
+      run.stdout,
+      /stopping \(SIGINT; Ctrl-C again to kill everything at once\)\n {2}load generator\.\.\. ok[\s\S]* {2}2 balancers\.\.\. ok\n {2}3 workers \(draining\)\.\.\. ok\n {2}bank simulator\.\.\. ok\n {2}control plane\.\.\. ok\n {2}ledger: [^\n]*\n {2}Unleash and its PostgreSQL\.\.\. ok\nstopped\n/,
+    );
+    assert.match(run.stdout, new RegExp(`ledger: no workers left under ${keyPrefix}`));
 
-  // Nothing outlives the demo: Unleash, PostgreSQL, control plane, 2 balancers, bank simulator, 3 workers, load generator.
-  const pids = printedPids(run.stdout);
-  assert.equal(pids.length, 10, run.stdout);
-  assert.ok(pids.includes(Number(bankSimulator[2])));
-  assert.deepEqual(pids.filter(isRunning), [], 'no process outlives the demo');
-  assert.deepEqual(processesMentioning(dataDir), [], 'no PostgreSQL process is left');
-  assert.equal(fs.existsSync(dataDir), false, 'the PostgreSQL data directory is deleted');
+    // Nothing outlives the demo: Unleash, PostgreSQL, control plane, 2 balancers, bank simulator, 3 workers, load generator.
+    const pids = printedPids(run.stdout);
+    assert.equal(pids.length, 10, run.stdout);
+    assert.ok(pids.includes(Number(bankSimulator[2])));
+    assert.deepEqual(pids.filter(isRunning), [], 'no process outlives the demo');
+    assert.deepEqual(processesMentioning(dataDir), [], 'no PostgreSQL process is left');
+    assert.equal(fs.existsSync(dataDir), false, 'the PostgreSQL data directory is deleted');
 
-  if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
-  const ledger = new Ledger(redis, { keyPrefix });
-  for (const cluster of ['baseline', 'candidate']) assert.deepEqual((await ledger.snapshot(cluster)).workers, []);
-});
+    if (redis.status !== 'ready') await new Promise((resolve) => redis.once('ready', resolve));
+    const ledger = new Ledger(redis, { keyPrefix });
+    for (const cluster of ['baseline', 'candidate']) assert.deepEqual((await ledger.snapshot(cluster)).workers, []);
+  },
+);
 
-test('a given Unleash (UNLEASH_URL) is used and left running; without Redis a private redis-server is started and stopped; --workload sleep needs no bank simulator', { timeout: 60_000 }, async (t) => {
-  const unleash = await sharedUnleash();
-  const nothingThere = `redis://127.0.0.1:${await freePort()}`;
-  // With a given Unleash the control plane's audit log needs a PostgreSQL too: a database of this test's own.
-  const database = await testDatabase('hr_demo');
-  t.after(() => database.drop());
-  const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken, HEADROOM_DATABASE_URL: database.url };
-  const run = await runDemo(
-    ['--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--candidate-percent', '100', '--baseline-workers', '2', '--candidate-workers', '1', '--redis-url', nothingThere, '--workload', 'sleep'],
-    { env, timeoutMs: 50_000 },
-  );
-  const output = `${run.stdout}\n${run.stderr}`;
-  assert.equal(run.code, 0, output);
-  assert.ok(/starting a private .*redis-server\.\.\. ok \(redis:\/\/127\.0\.0\.1:\d+, pid (\d+)\)/.test(run.stdout), output);
-  assert.match(run.stdout, new RegExp(`checking Unleash at ${unleash.url}\\.\\.\\. ok`));
-  assert.doesNotMatch(run.stdout, /embedded PostgreSQL/);
-  assert.doesNotMatch(run.stdout, /bank simulator|Bank sim/);
-  // Every task key goes to the candidate cluster: the flag, not a static split, decides.
-  const totals = totalCompleted(run.stdout);
-  assert.ok((totals.candidate ?? 0) > 0, output);
-  assert.equal(totals.baseline ?? 0, 0, output);
-  assert.match(run.stdout, / {2}private Redis\.\.\. ok\nstopped\n/);
-  const pids = printedPids(run.stdout);
-  assert.equal(pids.length, 8, 'Redis, control plane, 2 balancers, 3 workers and the load generator');
-  // The join commands name the given Unleash, the sleep handlers and no bank simulator.
-  const commands = joinCommands(run.stdout);
-  assert.ok(commands, output);
-  // The client token is not printed: the commands read it from a file of this run's, removed at exit.
-  assert.ok(!`${run.stdout}${run.stderr}`.includes(unleash.clientToken), 'the Unleash client token is not printed');
-  const tokenFile = /^UNLEASH_CLIENT_TOKEN="\$\(cat (\S+)\)" node balancer\/dist\/src\/cli\.js /.exec(commands.balancer)?.[1];
-  assert.ok(tokenFile, commands.balancer);
-  assert.equal(fs.existsSync(tokenFile), false, `${tokenFile} is removed at exit`);
-  assert.ok(commands.candidate.includes(` --handlers sim/dist/src/handlers/demo.js `), commands.candidate);
-  assert.ok(commands.candidate.includes(` --unleash-url ${unleash.url} `), commands.candidate);
-  assert.doesNotMatch(commands.candidate, /HEADROOM_BANK_URL/);
-  assert.deepEqual(pids.filter(isRunning), []);
-  assert.equal((await fetch(`${unleash.url}/health`)).status, 200, 'the given Unleash still runs');
-});
+test(
+  'a given Unleash (UNLEASH_URL) is used and left running; without Redis a private redis-server is started and stopped; --workload sleep needs no bank simulator',
+  { timeout: 60_000 },
+  async (t) => {
+    const unleash = await sharedUnleash();
+    const nothingThere = `redis://127.0.0.1:${await freePort()}`;
+    // With a given Unleash the control plane's audit log needs a PostgreSQL too: a database of this test's own.
+    const database = await testDatabase('hr_demo');
+    t.after(() => database.drop());
+    const env = {
+      ...process.env,
+      UNLEASH_URL: unleash.url,
+      UNLEASH_ADMIN_TOKEN: unleash.adminToken,
+      UNLEASH_CLIENT_TOKEN: unleash.clientToken,
+      HEADROOM_DATABASE_URL: database.url,
+    };
+    const run = await runDemo(
+      [
+        '--duration-s',
+        '2',
+        '--balancer-port',
+        '0',
+        '--control-plane-port',
+        '0',
+        '--candidate-percent',
+        '100',
+        '--baseline-workers',
+        '2',
+        '--candidate-workers',
+        '1',
+        '--redis-url',
+        nothingThere,
+        '--workload',
+        'sleep',
+      ],
+      { env, timeoutMs: 50_000 },
+    );
+    const output = `${run.stdout}\n${run.stderr}`;
+    assert.equal(run.code, 0, output);
+    assert.ok(/starting a private .*redis-server\.\.\. ok \(redis:\/\/127\.0\.0\.1:\d+, pid (\d+)\)/.test(run.stdout), output);
+    assert.match(run.stdout, new RegExp(`checking Unleash at ${unleash.url}\\.\\.\\. ok`));
+    assert.doesNotMatch(run.stdout, /embedded PostgreSQL/);
+    assert.doesNotMatch(run.stdout, /bank simulator|Bank sim/);
+    // Every task key goes to the candidate cluster: the flag, not a static split, decides.
+    const totals = totalCompleted(run.stdout);
+    assert.ok((totals.candidate ?? 0) > 0, output);
+    assert.equal(totals.baseline ?? 0, 0, output);
+    assert.match(run.stdout, / {2}private Redis\.\.\. ok\nstopped\n/);
+    const pids = printedPids(run.stdout);
+    assert.equal(pids.length, 8, 'Redis, control plane, 2 balancers, 3 workers and the load generator');
+    // The join commands name the given Unleash, the sleep handlers and no bank simulator.
+    const commands = joinCommands(run.stdout);
+    assert.ok(commands, output);
+    // The client token is not printed: the commands read it from a file of this run's, removed at exit.
+    assert.ok(!`${run.stdout}${run.stderr}`.includes(unleash.clientToken), 'the Unleash client token is not printed');
+    const tokenFile = /^UNLEASH_CLIENT_TOKEN="\$\(cat (\S+)\)" node balancer\/dist\/src\/cli\.js /.exec(commands.balancer)?.[1];
+    assert.ok(tokenFile, commands.balancer);
+    assert.equal(fs.existsSync(tokenFile), false, `${tokenFile} is removed at exit`);
+    assert.ok(commands.candidate.includes(` --handlers sim/dist/src/handlers/demo.js `), commands.candidate);
+    assert.ok(commands.candidate.includes(` --unleash-url ${unleash.url} `), commands.candidate);
+    assert.doesNotMatch(commands.candidate, /HEADROOM_BANK_URL/);
+    assert.deepEqual(pids.filter(isRunning), []);
+    assert.equal((await fetch(`${unleash.url}/health`)).status, 200, 'the given Unleash still runs');
+  },
+);
 
 test('--rollout demo starts the demo plan through the API once everything runs: its first step is in effect', { timeout: 60_000 }, async (t) => {
   const unleash = await sharedUnleash();
@@ -454,14 +530,42 @@ test('--rollout demo starts the demo plan through the API once everything runs: 
     await deleteKeysUnder(redis, keyPrefix);
     redis.disconnect();
   });
-  const env = { ...process.env, UNLEASH_URL: unleash.url, UNLEASH_ADMIN_TOKEN: unleash.adminToken, UNLEASH_CLIENT_TOKEN: unleash.clientToken, HEADROOM_DATABASE_URL: database.url };
+  const env = {
+    ...process.env,
+    UNLEASH_URL: unleash.url,
+    UNLEASH_ADMIN_TOKEN: unleash.adminToken,
+    UNLEASH_CLIENT_TOKEN: unleash.clientToken,
+    HEADROOM_DATABASE_URL: database.url,
+  };
   const run = await runDemo(
-    ['--rollout', 'demo', '--duration-s', '2', '--balancer-port', '0', '--control-plane-port', '0', '--baseline-workers', '1', '--candidate-workers', '1', '--redis-url', testRedisUrl, '--key-prefix', keyPrefix, '--workload', 'sleep'],
+    [
+      '--rollout',
+      'demo',
+      '--duration-s',
+      '2',
+      '--balancer-port',
+      '0',
+      '--control-plane-port',
+      '0',
+      '--baseline-workers',
+      '1',
+      '--candidate-workers',
+      '1',
+      '--redis-url',
+      testRedisUrl,
+      '--key-prefix',
+      keyPrefix,
+      '--workload',
+      'sleep',
+    ],
     { env, timeoutMs: 50_000 },
   );
   const output = `${run.stdout}\n${run.stderr}`;
   assert.equal(run.code, 0, output);
-  const started = /^starting the demo rollout plan \(POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/rollouts\)\.\.\. ok \((ro-[0-9a-f]{10}): 3 steps; watch it on the Rollouts page/m.exec(run.stdout);
+  const started =
+    /^starting the demo rollout plan \(POST http:\/\/127\.0\.0\.1:\d+\/api\/v1\/rollouts\)\.\.\. ok \((ro-[0-9a-f]{10}): 3 steps; watch it on the Rollouts page/m.exec(
+      run.stdout,
+    );
   assert.ok(started, output);
   assert.doesNotMatch(run.stdout, /rollouts: npm start -- --rollout demo/, 'the hint is for runs without it');
   // The rollout's live state stays in Redis under the given prefix: the plan, in its first step, the candidate at 4.
@@ -524,7 +628,13 @@ test('without Redis and without redis-server it says how to get Redis and exits 
 test('a given Unleash that does not answer stops the demo with a message naming UNLEASH_URL, exit 1', async () => {
   const nowhere = `http://127.0.0.1:${await freePort()}`;
   const run = await runDemo(['--balancer-port', '0', '--control-plane-port', '0', '--redis-url', testRedisUrl], {
-    env: { ...process.env, UNLEASH_URL: nowhere, UNLEASH_ADMIN_TOKEN: 'admin-token', UNLEASH_CLIENT_TOKEN: 'client-token', HEADROOM_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
+    env: {
+      ...process.env,
+      UNLEASH_URL: nowhere,
+      UNLEASH_ADMIN_TOKEN: 'admin-token',
+      UNLEASH_CLIENT_TOKEN: 'client-token',
+      HEADROOM_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+    },
   });
   assert.equal(run.code, 1, run.stdout + run.stderr);
   assert.match(run.stderr, new RegExp(`Unleash at ${nowhere} \\(--unleash-url, UNLEASH_URL\\): GET /health failed`));

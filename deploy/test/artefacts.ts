@@ -112,7 +112,9 @@ export function dashboardExpressions(dashboard: Dashboard): { where: string; exp
     const metric = query ? /^label_values\(\s*(.+?)\s*,\s*\w+\s*\)$/.exec(query)?.[1] : undefined;
     return metric ? [{ where: `variable ${variable.name}`, expr: metric }] : [];
   });
-  const fromAnnotations = dashboard.annotations.list.flatMap((annotation) => (annotation.expr ? [{ where: `annotation "${annotation.name}"`, expr: annotation.expr }] : []));
+  const fromAnnotations = dashboard.annotations.list.flatMap((annotation) =>
+    annotation.expr ? [{ where: `annotation "${annotation.name}"`, expr: annotation.expr }] : [],
+  );
   return [...fromPanels, ...fromVariables, ...fromAnnotations];
 }
 
@@ -131,7 +133,22 @@ export function substituteVariables(expr: string, values: { rateInterval: string
 }
 
 // PromQL words that are not metric names.
-const promqlKeywords = new Set(['by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'and', 'or', 'unless', 'bool', 'offset', 'inf', 'nan', 'atan2']);
+const promqlKeywords = new Set([
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'and',
+  'or',
+  'unless',
+  'bool',
+  'offset',
+  'inf',
+  'nan',
+  'atan2',
+]);
 
 /**
  * The metric names a PromQL expression selects. A cheap lexical pass, not a parser: strings,

@@ -19,7 +19,9 @@ import { knownSeriesNames, metricCatalogue } from './metric-catalogue';
 
 test('metricNamesIn finds the metric names of a PromQL expression and nothing else', () => {
   assert.deepEqual(
-    metricNamesIn('histogram_quantile(0.95, sum by (cluster, le) (rate(a_seconds_bucket{cluster="$cluster",x=~"y|z"}[$__rate_interval]))) / ignoring (cluster) b:c:ratio offset 5m'),
+    metricNamesIn(
+      'histogram_quantile(0.95, sum by (cluster, le) (rate(a_seconds_bucket{cluster="$cluster",x=~"y|z"}[$__rate_interval]))) / ignoring (cluster) b:c:ratio offset 5m',
+    ),
     ['a_seconds_bucket', 'b:c:ratio'],
   );
   assert.deepEqual(metricNamesIn('max(x_total) == 1 and on (i) sum without (kind) (y) > 1e3 or vector(0)'), ['x_total', 'y']);
@@ -55,7 +57,15 @@ test('recording rules follow level:metric:operations; alerts carry a severity, a
   }
   const alerts = rules.flatMap(({ rule }) => (rule.alert ? [rule.alert] : []));
   // The alerts the deployment promises (deploy/prometheus/alerts.yml), each unit-tested.
-  for (const expected of ['HeadroomCandidateLatencyP50High', 'HeadroomGcTimeHigh', 'HeadroomEventLoopDelayHigh', 'HeadroomHeapNearLimit', 'HeadroomRollbackOverrideActive', 'HeadroomAuditOutboxWaiting', 'HeadroomAuditEntriesDropped']) {
+  for (const expected of [
+    'HeadroomCandidateLatencyP50High',
+    'HeadroomGcTimeHigh',
+    'HeadroomEventLoopDelayHigh',
+    'HeadroomHeapNearLimit',
+    'HeadroomRollbackOverrideActive',
+    'HeadroomAuditOutboxWaiting',
+    'HeadroomAuditEntriesDropped',
+  ]) {
     assert.ok(alerts.includes(expected), `${expected} in ${alerts.join(', ')}`);
   }
 });
@@ -68,8 +78,14 @@ test('every alert has a unit test in alerts.test.yml, both firing and not firing
   for (const { rule } of readRules()) {
     if (!rule.alert) continue;
     const mine = cases.filter((c) => c.alertname === rule.alert);
-    assert.ok(mine.some((c) => c.exp_alerts.length > 0), `${rule.alert} is never shown firing`);
-    assert.ok(mine.some((c) => c.exp_alerts.length === 0), `${rule.alert} is never shown not firing`);
+    assert.ok(
+      mine.some((c) => c.exp_alerts.length > 0),
+      `${rule.alert} is never shown firing`,
+    );
+    assert.ok(
+      mine.some((c) => c.exp_alerts.length === 0),
+      `${rule.alert} is never shown not firing`,
+    );
   }
 });
 
@@ -114,13 +130,30 @@ test('the Grafana dashboard is valid JSON of schema ~39 whose queries all use th
       assert.equal(target.datasource?.uid, prometheus.uid, `panel "${panel.title}" ${target.refId} datasource`);
       assert.ok(target.expr, `panel "${panel.title}" ${target.refId} has an expression`);
     }
-    if (panel.repeat) assert.ok(dashboard.templating.list.some((v) => v.name === panel.repeat), `panel "${panel.title}" repeats over a variable that exists`);
+    if (panel.repeat)
+      assert.ok(
+        dashboard.templating.list.some((v) => v.name === panel.repeat),
+        `panel "${panel.title}" repeats over a variable that exists`,
+      );
   }
   for (const variable of dashboard.templating.list) assert.equal(variable.datasource?.uid, prometheus.uid, `variable ${variable.name} datasource`);
 
   // The views the admin UI has.
   const titles = panels.map((p) => p.title).join('\n');
-  for (const view of [/Cluster \$cluster/, /Capacity and tasks in flight/, /Queue depth by priority/, /Latency ratio p50/, /Latency ratio p95/, /Heap used/, /GC time share/, /Event-loop utilisation/, /Event-loop delay/, /Upstream connections/, /Rollback propagation/, /Rollback override/]) {
+  for (const view of [
+    /Cluster \$cluster/,
+    /Capacity and tasks in flight/,
+    /Queue depth by priority/,
+    /Latency ratio p50/,
+    /Latency ratio p95/,
+    /Heap used/,
+    /GC time share/,
+    /Event-loop utilisation/,
+    /Event-loop delay/,
+    /Upstream connections/,
+    /Rollback propagation/,
+    /Rollback override/,
+  ]) {
     assert.match(titles, view);
   }
 });

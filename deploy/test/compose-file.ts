@@ -34,11 +34,15 @@ export interface ComposeFile {
 
 /** Compose's interpolation of one string: `$$` is a `$`; every variable must have a default. */
 export function interpolate(value: string, where: string): string {
-  return value.replace(/\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, braced?: string, operator?: string, fallback?: string, bare?: string) => {
-    if (whole === '$$') return '$';
-    if (operator === undefined) throw new Error(`${where}: ${whole} has no default: \`docker compose up\` would need it set (write \${${braced ?? bare}:-default})`);
-    return fallback ?? '';
-  });
+  return value.replace(
+    /\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)/g,
+    (whole, braced?: string, operator?: string, fallback?: string, bare?: string) => {
+      if (whole === '$$') return '$';
+      if (operator === undefined)
+        throw new Error(`${where}: ${whole} has no default: \`docker compose up\` would need it set (write \${${braced ?? bare}:-default})`);
+      return fallback ?? '';
+    },
+  );
 }
 
 function interpolateAll(node: unknown, where: string): unknown {

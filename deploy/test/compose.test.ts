@@ -7,7 +7,18 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { datasourcesPath, dashboardProvidersPath, prometheusDir, readPrometheusConfig, readYaml, ruleFilePaths } from './artefacts';
-import { bindMounts, commandOf, containerPorts, dependenciesOf, durationMs, headroomProcessesOf, healthcheckTarget, readCompose, serviceEnv, type ComposeService } from './compose-file';
+import {
+  bindMounts,
+  commandOf,
+  containerPorts,
+  dependenciesOf,
+  durationMs,
+  headroomProcessesOf,
+  healthcheckTarget,
+  readCompose,
+  serviceEnv,
+  type ComposeService,
+} from './compose-file';
 import { readStages } from './dockerfile';
 import { listenHost, listenPorts, numericOption, optionValue, repoRoot, settingProblems, type HeadroomProcess } from './headroom-process';
 
@@ -47,7 +58,10 @@ test('every service has an image or the root Dockerfile as its build, and a rest
     const context = path.resolve(repoRoot, build.context ?? '.');
     assert.equal(context, repoRoot, `${name}: built from the repository root`);
     assert.ok(fs.existsSync(path.join(context, build.dockerfile ?? 'Dockerfile')), `${name}: its Dockerfile exists`);
-    assert.ok(build.target === undefined || stageNames.includes(build.target), `${name}: target ${build.target} is a stage of the Dockerfile (${stageNames.join(', ')})`);
+    assert.ok(
+      build.target === undefined || stageNames.includes(build.target),
+      `${name}: target ${build.target} is a stage of the Dockerfile (${stageNames.join(', ')})`,
+    );
   }
 });
 
@@ -66,7 +80,10 @@ test('each Headroom service runs a built CLI with only flags and env variables i
   assert.deepEqual([...headroomProcesses.keys()].sort(), ['balancer', 'bank-sim', 'control-plane', 'loadgen', 'worker-baseline', 'worker-candidate']);
   // Built first: a CLI that is missing is named here, not deep in another assertion.
   const missing = [...headroomProcesses.values()].filter((p) => !fs.existsSync(path.join(repoRoot, p.script)));
-  assert.deepEqual(missing.map((p) => `${p.where}: ${p.script} does not exist (not built, or not written yet)`), []);
+  assert.deepEqual(
+    missing.map((p) => `${p.where}: ${p.script} does not exist (not built, or not written yet)`),
+    [],
+  );
   const problems = [...headroomProcesses.values()].flatMap(settingProblems);
   assert.deepEqual(problems, []);
 });
@@ -98,7 +115,8 @@ test('addresses in settings name a service, a port it listens on, and a dependen
       for (const { host, port } of addressesIn(value)) {
         const target = compose.services[host];
         assert.ok(target, `${name} ${variable}=${value}: ${host} is not a service`);
-        if (port !== undefined) assert.ok(portsOf(host, target).includes(port), `${name} ${variable}=${value}: ${host} listens on ${portsOf(host, target).join(', ')}`);
+        if (port !== undefined)
+          assert.ok(portsOf(host, target).includes(port), `${name} ${variable}=${value}: ${host} listens on ${portsOf(host, target).join(', ')}`);
         assert.ok(host in dependenciesOf(service), `${name} ${variable}=${value}: ${name} should depend on ${host}`);
         checked++;
       }
@@ -108,7 +126,10 @@ test('addresses in settings name a service, a port it listens on, and a dependen
   // What the processes are pointed at.
   for (const [name, p] of headroomProcesses) {
     if (p.script.startsWith('sim/')) continue;
-    for (const [flag, host] of [['redis-url', 'redis'], ['unleash-url', 'unleash']] as const) {
+    for (const [flag, host] of [
+      ['redis-url', 'redis'],
+      ['unleash-url', 'unleash'],
+    ] as const) {
       const value = optionValue(p, flag);
       assert.ok(value && addressesIn(value)[0]?.host === host, `${name}: --${flag} points at the ${host} service (${value})`);
     }
@@ -120,7 +141,11 @@ test('Unleash: the tested version, settings it reads, the postgres service as it
   const unleash = compose.services.unleash!;
   const tested = (JSON.parse(fs.readFileSync(path.join(repoRoot, 'node_modules', 'unleash-server', 'package.json'), 'utf8')) as { version: string }).version;
   const [major, minor] = tested.split('.');
-  assert.match(unleash.image ?? '', new RegExp(`^unleashorg/unleash-server:${major}\\.${minor}(\\.|$)`), `the image of unleash-server ${tested}, which the tests run`);
+  assert.match(
+    unleash.image ?? '',
+    new RegExp(`^unleashorg/unleash-server:${major}\\.${minor}(\\.|$)`),
+    `the image of unleash-server ${tested}, which the tests run`,
+  );
 
   // Every variable is one unleash-server's create-config reads.
   const createConfig = fs.readFileSync(path.join(repoRoot, 'node_modules', 'unleash-server', 'dist', 'lib', 'create-config.js'), 'utf8');
@@ -163,10 +188,19 @@ test('worker clusters: worker-<cluster>, several replicas each, their own addres
     assert.equal(optionValue(worker, 'cluster'), cluster, `${name}: --cluster`);
     assert.ok((service.deploy?.replicas ?? 1) >= 2, `${name}: replicas`);
     // Replicas share every setting in the file: each must find its own address at start.
-    assert.ok('HEADROOM_ADVERTISE_HOST' in worker.env && worker.env.HEADROOM_ADVERTISE_HOST === undefined, `${name}: advertises an address found in the container`);
+    assert.ok(
+      'HEADROOM_ADVERTISE_HOST' in worker.env && worker.env.HEADROOM_ADVERTISE_HOST === undefined,
+      `${name}: advertises an address found in the container`,
+    );
     const drainTimeoutMs = numericOption(worker, 'drain-timeout-ms')!;
-    assert.ok(service.stop_grace_period && durationMs(service.stop_grace_period) > drainTimeoutMs, `${name}: stop_grace_period ${service.stop_grace_period} exceeds the drain timeout ${drainTimeoutMs} ms`);
-    assert.ok(drainTimeoutMs >= maxTaskTimeoutMs, `${name}: a drain (${drainTimeoutMs} ms) lets the longest task the balancers accept (${maxTaskTimeoutMs} ms) finish`);
+    assert.ok(
+      service.stop_grace_period && durationMs(service.stop_grace_period) > drainTimeoutMs,
+      `${name}: stop_grace_period ${service.stop_grace_period} exceeds the drain timeout ${drainTimeoutMs} ms`,
+    );
+    assert.ok(
+      drainTimeoutMs >= maxTaskTimeoutMs,
+      `${name}: a drain (${drainTimeoutMs} ms) lets the longest task the balancers accept (${maxTaskTimeoutMs} ms) finish`,
+    );
     assert.ok(service.init, `${name}: an init process passes SIGTERM on and reaps the worker's child`);
   }
   const parallelism = (name: string) => numericOption(processOf(name), 'max-parallelism')!;
@@ -178,7 +212,10 @@ test('two balancers, whose dispatched tasks end before Docker kills them', () =>
   const service = compose.services.balancer!;
   assert.equal(service.deploy?.replicas, 2);
   const maxTaskTimeoutMs = numericOption(processOf('balancer'), 'max-task-timeout-ms')!;
-  assert.ok(service.stop_grace_period && durationMs(service.stop_grace_period) > maxTaskTimeoutMs, `balancer: stop_grace_period ${service.stop_grace_period} exceeds the longest task (${maxTaskTimeoutMs} ms)`);
+  assert.ok(
+    service.stop_grace_period && durationMs(service.stop_grace_period) > maxTaskTimeoutMs,
+    `balancer: stop_grace_period ${service.stop_grace_period} exceeds the longest task (${maxTaskTimeoutMs} ms)`,
+  );
   const balancers = [...headroomProcesses.values()].filter((p) => p.script === 'balancer/dist/src/cli.js');
   assert.equal(balancers.length, 1, 'one balancer service, scaled: prometheus.yml looks up one name');
 });
@@ -190,7 +227,9 @@ test('the load generator sends the integrations the control plane shares out', (
 test('Prometheus loads deploy/prometheus and finds every scrape target among the services, on its port', () => {
   const prometheus = compose.services.prometheus!;
   const mounts = bindMounts(prometheus);
-  const config = commandOf(prometheus).find((arg) => arg.startsWith('--config.file='))?.slice('--config.file='.length);
+  const config = commandOf(prometheus)
+    .find((arg) => arg.startsWith('--config.file='))
+    ?.slice('--config.file='.length);
   assert.ok(config, 'prometheus: --config.file');
   // The config and the rule files it names (relative to it) must be in the container.
   const inContainer = (file: string) => {
@@ -208,7 +247,10 @@ test('Prometheus loads deploy/prometheus and finds every scrape target among the
       for (const name of sd.names) {
         const service = compose.services[name];
         assert.ok(service, `prometheus.yml job ${job.job_name} looks up ${name}: no such service`);
-        assert.ok(sd.port !== undefined && portsOf(name, service).includes(sd.port), `job ${job.job_name}: ${name} listens on ${portsOf(name, service).join(', ')}, not ${sd.port}`);
+        assert.ok(
+          sd.port !== undefined && portsOf(name, service).includes(sd.port),
+          `job ${job.job_name}: ${name} listens on ${portsOf(name, service).join(', ')}, not ${sd.port}`,
+        );
         const headroom = processOf(name);
         const servesPath = job.metrics_path === '/metrics' ? optionValue(headroom, 'metrics-port') !== undefined : headroom.script.startsWith('control-plane/');
         assert.ok(servesPath, `job ${job.job_name}: ${name} serves ${job.metrics_path} on ${sd.port}`);

@@ -33,10 +33,14 @@ test('multi-stage: a build stage, then the runtime stage that the compose file b
   assert.equal(runtime.name, 'runtime', 'the last stage, what `docker build .` gives, is the runtime');
   const build = stages.find((stage) => stage.name === 'build');
   assert.ok(build, 'a build stage');
-  assert.ok(instructionsOf(build, 'RUN').some((run) => /\btsc --build\b/.test(run.args)), 'the build stage compiles');
+  assert.ok(
+    instructionsOf(build, 'RUN').some((run) => /\btsc --build\b/.test(run.args)),
+    'the build stage compiles',
+  );
   const { engines } = JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { engines: { node: string } };
   const major = /\d+/.exec(engines.node)![0];
-  for (const stage of stages) assert.match(stage.base, new RegExp(`^node:${major}[.-]`), `stage ${stage.name} runs Node ${major} (package.json engines ${engines.node})`);
+  for (const stage of stages)
+    assert.match(stage.base, new RegExp(`^node:${major}[.-]`), `stage ${stage.name} runs Node ${major} (package.json engines ${engines.node})`);
   for (const [name, service] of Object.entries(readCompose().services)) {
     if (typeof service.build === 'object') assert.equal(service.build.target, 'runtime', `compose service ${name}`);
   }
@@ -52,7 +56,9 @@ test('the runtime stage ends as a non-root user, by number (Kubernetes runAsNonR
 });
 
 test('the runtime stage installs production dependencies with npm ci and takes no node_modules from the build', () => {
-  const installs = instructionsOf(runtime, 'RUN').map(runCommand).filter((command) => /\bnpm (ci|install|i)\b/.test(command));
+  const installs = instructionsOf(runtime, 'RUN')
+    .map(runCommand)
+    .filter((command) => /\bnpm (ci|install|i)\b/.test(command));
   assert.equal(installs.length, 1, installs.join('\n'));
   assert.match(installs[0]!, /\bnpm ci\b.*--omit=dev\b/);
   for (const copy of instructionsOf(runtime, 'COPY').map(parseCopy)) {
@@ -70,9 +76,16 @@ test('.dockerignore keeps installed and compiled files out of the context, and n
     .split('\n')
     .map((line) => line.trim())
     .filter((line) => line && !line.startsWith('#'));
-  const toRegExp = (pattern: string) => new RegExp(`^${pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*\*\//g, '(?:.*/)?').replace(/\*/g, '[^/]*')}(?:/.*)?$`);
+  const toRegExp = (pattern: string) =>
+    new RegExp(
+      `^${pattern
+        .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+        .replace(/\*\*\//g, '(?:.*/)?')
+        .replace(/\*/g, '[^/]*')}(?:/.*)?$`,
+    );
   const ignored = (file: string) => patterns.some((pattern) => toRegExp(pattern).test(file));
-  for (const file of ['node_modules/x', 'worker/node_modules/x', 'worker/dist/src/cli.js', 'fleet/tsconfig.tsbuildinfo']) assert.ok(ignored(file), `${file} is ignored`);
+  for (const file of ['node_modules/x', 'worker/node_modules/x', 'worker/dist/src/cli.js', 'fleet/tsconfig.tsbuildinfo'])
+    assert.ok(ignored(file), `${file} is ignored`);
   for (const stage of stages) {
     for (const copy of instructionsOf(stage, 'COPY').map(parseCopy)) {
       if (copy.from !== undefined) continue;
@@ -91,7 +104,11 @@ test('replayed, the runtime stage holds no test or build-only package and runs e
 
   const installed = notAtRunTime.filter((name) => fs.existsSync(path.join(dir, 'node_modules', name)));
   assert.deepEqual(installed, [], 'packages only tests, benchmarks or the build need');
-  assert.deepEqual(atRunTime.filter((name) => !fs.existsSync(path.join(dir, 'node_modules', name))), [], 'packages the control plane needs at run time');
+  assert.deepEqual(
+    atRunTime.filter((name) => !fs.existsSync(path.join(dir, 'node_modules', name))),
+    [],
+    'packages the control plane needs at run time',
+  );
 
   // Each shipped workspace has its compiled code and every folder it reads at run time (lua/, headroom/ ...).
   const { workspaces } = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')) as { workspaces: string[] };
@@ -101,7 +118,8 @@ test('replayed, the runtime stage holds no test or build-only package and runs e
   for (const workspace of shipped) {
     assert.ok(fs.existsSync(path.join(dir, workspace, 'dist', 'src')), `${workspace}/dist/src is copied`);
     for (const entry of fs.readdirSync(path.join(repoRoot, workspace), { withFileTypes: true })) {
-      if (entry.isDirectory() && !notRuntimeFolders.has(entry.name)) assert.ok(fs.existsSync(path.join(dir, workspace, entry.name)), `${workspace}/${entry.name} is copied`);
+      if (entry.isDirectory() && !notRuntimeFolders.has(entry.name))
+        assert.ok(fs.existsSync(path.join(dir, workspace, entry.name)), `${workspace}/${entry.name} is copied`);
     }
   }
 

@@ -104,7 +104,10 @@ export function replayStage(stage: Stage, dir: string, extraEnv: Record<string, 
         for (const source of copy.sources) {
           const from = copy.from === undefined ? path.join(repoRoot, source) : path.join(repoRoot, path.relative('/app', source));
           if (!fs.existsSync(from)) throw new Error(`${where}: ${copy.from ? `stage ${copy.from}'s ` : ''}${source} does not exist (${from})`);
-          const into = copy.destination.endsWith('/') || copy.destination === '.' || copy.destination === './' ? path.join(dir, copy.destination, path.basename(source)) : path.join(dir, copy.destination);
+          const into =
+            copy.destination.endsWith('/') || copy.destination === '.' || copy.destination === './'
+              ? path.join(dir, copy.destination, path.basename(source))
+              : path.join(dir, copy.destination);
           fs.mkdirSync(path.dirname(into), { recursive: true });
           fs.cpSync(from, into, { recursive: true });
         }

@@ -146,7 +146,8 @@ export function settingProblems(proc: HeadroomProcess): string[] {
   for (const name of unlisted) {
     const why = directlyReadEnv[name];
     if (why === undefined) problems.push(`${proc.where}: ${name} is not an env variable of ${proc.script} (see its --help)`);
-    else if (name !== 'NODE_OPTIONS' && !readDirectly.has(name)) problems.push(`${proc.where}: ${name} (${why}) is read by none of ${proc.script}'s modules${handlers ? ` nor ${handlers}` : ''}`);
+    else if (name !== 'NODE_OPTIONS' && !readDirectly.has(name))
+      problems.push(`${proc.where}: ${name} (${why}) is read by none of ${proc.script}'s modules${handlers ? ` nor ${handlers}` : ''}`);
   }
   return problems;
 }

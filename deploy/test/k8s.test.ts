@@ -61,10 +61,14 @@ test('kustomization.yaml applies every manifest of deploy/k8s but the example Se
   const files = fs.readdirSync(k8sDir).filter((file) => file.endsWith('.yaml') && !['kustomization.yaml', path.basename(exampleSecretPath)].includes(file));
   const kustomization = readKustomization();
   assert.deepEqual([...kustomization.resources].sort(), files.sort());
-  assert.ok(kustomization.images?.some((image) => image.name === headroomImage && image.newTag), `kustomization images: ${headroomImage} with a tag`);
+  assert.ok(
+    kustomization.images?.some((image) => image.name === headroomImage && image.newTag),
+    `kustomization images: ${headroomImage} with a tag`,
+  );
   const namespaces = ofKind<Manifest>(manifests, 'Namespace').map((m) => m.metadata.name);
   assert.deepEqual(namespaces, [kustomization.namespace]);
-  for (const secret of readManifests(exampleSecretPath)) assert.equal(secret.metadata.namespace, kustomization.namespace, 'the example Secret goes to the same namespace');
+  for (const secret of readManifests(exampleSecretPath))
+    assert.equal(secret.metadata.namespace, kustomization.namespace, 'the example Secret goes to the same namespace');
   const keys = manifests.map((m) => `${m.kind}/${m.metadata.name}`);
   assert.equal(new Set(keys).size, keys.length, `names are unique per kind: ${keys.join(', ')}`);
 });
@@ -74,10 +78,18 @@ test('Deployments for the control plane, the balancers and both worker clusters,
   for (const deployment of deployments) {
     const name = deployment.metadata.name;
     assert.ok(selects(deployment.spec.selector.matchLabels, podLabels(deployment)), `${name}: its selector matches its pods`);
-    assert.deepEqual(selectedDeployments(deployment.spec.selector.matchLabels).map((d) => d.metadata.name), [name], `${name}: its selector matches no other Deployment's pods`);
+    assert.deepEqual(
+      selectedDeployments(deployment.spec.selector.matchLabels).map((d) => d.metadata.name),
+      [name],
+      `${name}: its selector matches no other Deployment's pods`,
+    );
     const service = services.find((s) => s.metadata.name === name);
     assert.ok(service, `a Service ${name}`);
-    assert.deepEqual(selectedDeployments(service.spec.selector).map((d) => d.metadata.name), [name], `Service ${name} selects the pods of Deployment ${name}`);
+    assert.deepEqual(
+      selectedDeployments(service.spec.selector).map((d) => d.metadata.name),
+      [name],
+      `Service ${name} selects the pods of Deployment ${name}`,
+    );
     const ports = deployment.spec.template.spec.containers.flatMap((c) => c.ports ?? []);
     for (const port of service.spec.ports) {
       const target = ports.find((p) => (typeof port.targetPort === 'string' ? p.name === port.targetPort : p.containerPort === (port.targetPort ?? port.port)));
@@ -89,13 +101,24 @@ test('Deployments for the control plane, the balancers and both worker clusters,
 
 test('each container runs a built CLI with only settings it reads (from its --help), from ConfigMap and Secret keys that exist', () => {
   assert.equal(containers.length, deployments.length, 'every Deployment runs the Headroom image');
-  assert.deepEqual(containers.flatMap(({ process }) => settingProblems(process)), []);
+  assert.deepEqual(
+    containers.flatMap(({ process }) => settingProblems(process)),
+    [],
+  );
   for (const { process, container } of containers) {
     assert.equal(container.envFrom, undefined, `${process.where}: env listed name by name, so that each is checked`);
     for (const variable of container.env ?? []) {
       const { configMapKeyRef, secretKeyRef, fieldRef } = variable.valueFrom ?? {};
-      if (configMapKeyRef) assert.ok(configMaps.get(configMapKeyRef.name)?.[configMapKeyRef.key] !== undefined, `${process.where} ${variable.name}: ConfigMap ${configMapKeyRef.name} has ${configMapKeyRef.key}`);
-      if (secretKeyRef) assert.ok(exampleSecrets.get(secretKeyRef.name)?.[secretKeyRef.key] !== undefined, `${process.where} ${variable.name}: secret.example.yaml's ${secretKeyRef.name} has ${secretKeyRef.key}`);
+      if (configMapKeyRef)
+        assert.ok(
+          configMaps.get(configMapKeyRef.name)?.[configMapKeyRef.key] !== undefined,
+          `${process.where} ${variable.name}: ConfigMap ${configMapKeyRef.name} has ${configMapKeyRef.key}`,
+        );
+      if (secretKeyRef)
+        assert.ok(
+          exampleSecrets.get(secretKeyRef.name)?.[secretKeyRef.key] !== undefined,
+          `${process.where} ${variable.name}: secret.example.yaml's ${secretKeyRef.name} has ${secretKeyRef.key}`,
+        );
       if (fieldRef) assert.ok(['status.podIP', 'metadata.name'].includes(fieldRef.fieldPath), `${process.where} ${variable.name}: ${fieldRef.fieldPath}`);
       if (!variable.valueFrom) assert.equal(typeof variable.value, 'string', `${process.where} ${variable.name}: a string value (quote numbers)`);
     }
@@ -108,7 +131,11 @@ test('each container declares the ports it listens on, on 0.0.0.0, and has a rea
   const controlPlaneApp = fs.readFileSync(path.join(repoRoot, 'control-plane', 'dist', 'src', 'app.js'), 'utf8');
   for (const { process, container } of containers) {
     const ports = listenPorts(process);
-    assert.deepEqual((container.ports ?? []).map((p) => p.containerPort).sort((a, b) => a - b), ports, `${process.where}: container ports`);
+    assert.deepEqual(
+      (container.ports ?? []).map((p) => p.containerPort).sort((a, b) => a - b),
+      ports,
+      `${process.where}: container ports`,
+    );
     assert.equal(listenHost(process), '0.0.0.0', `${process.where}: listens on the pod's address`);
     assert.ok(container.readinessProbe, `${process.where}: a readiness probe`);
     for (const [kind, probe] of Object.entries({ readiness: container.readinessProbe, liveness: container.livenessProbe, startup: container.startupProbe })) {
@@ -124,7 +151,11 @@ test('each container declares the ports it listens on, on 0.0.0.0, and has a rea
         assert.ok(process.script.startsWith(`${service!.toLowerCase()}/`), `${process.where}: ${process.script} serves ${probe.grpc.service}`);
       }
       if (probe.httpGet?.path === '/metrics') assert.equal(port, numericOption(process, 'metrics-port'), `${process.where}: /metrics is on the metrics port`);
-      else if (probe.httpGet) assert.ok(controlPlaneApp.includes(`'${probe.httpGet.path}'`) && process.script.startsWith('control-plane/'), `${process.where}: the control plane serves ${probe.httpGet.path}`);
+      else if (probe.httpGet)
+        assert.ok(
+          controlPlaneApp.includes(`'${probe.httpGet.path}'`) && process.script.startsWith('control-plane/'),
+          `${process.where}: the control plane serves ${probe.httpGet.path}`,
+        );
     }
   }
   // The control plane waits for readyz (Unleash answers, flags exist) once, then keeps serving
@@ -145,13 +176,26 @@ test('workers: a PodDisruptionBudget per cluster, a drain that ends within termi
 
     const budget = budgets.filter((b) => selects(b.spec.selector.matchLabels, podLabels(deployment)));
     assert.equal(budget.length, 1, `${name}: one PodDisruptionBudget`);
-    assert.deepEqual(selectedDeployments(budget[0]!.spec.selector.matchLabels).map((d) => d.metadata.name), [name], `${name}: its budget counts its pods only`);
+    assert.deepEqual(
+      selectedDeployments(budget[0]!.spec.selector.matchLabels).map((d) => d.metadata.name),
+      [name],
+      `${name}: its budget counts its pods only`,
+    );
     const { maxUnavailable, minAvailable } = budget[0]!.spec;
-    assert.ok(maxUnavailable !== undefined ? Number(maxUnavailable) >= 1 : Number(minAvailable) < (deployment.spec.replicas ?? 1), `${name}: the budget lets a node drain (one pod at a time)`);
+    assert.ok(
+      maxUnavailable !== undefined ? Number(maxUnavailable) >= 1 : Number(minAvailable) < (deployment.spec.replicas ?? 1),
+      `${name}: the budget lets a node drain (one pod at a time)`,
+    );
 
     const drainTimeoutMs = numericOption(process, 'drain-timeout-ms')!;
-    assert.ok(graceMs(deployment) > drainTimeoutMs, `${name}: terminationGracePeriodSeconds ${graceMs(deployment) / 1000} exceeds the drain timeout ${drainTimeoutMs} ms`);
-    assert.ok(drainTimeoutMs >= maxTaskTimeoutMs, `${name}: a drain (${drainTimeoutMs} ms) lets the longest task the balancers accept (${maxTaskTimeoutMs} ms) finish`);
+    assert.ok(
+      graceMs(deployment) > drainTimeoutMs,
+      `${name}: terminationGracePeriodSeconds ${graceMs(deployment) / 1000} exceeds the drain timeout ${drainTimeoutMs} ms`,
+    );
+    assert.ok(
+      drainTimeoutMs >= maxTaskTimeoutMs,
+      `${name}: a drain (${drainTimeoutMs} ms) lets the longest task the balancers accept (${maxTaskTimeoutMs} ms) finish`,
+    );
 
     const advertise = container.env?.find((v) => v.name === 'HEADROOM_ADVERTISE_HOST');
     assert.equal(advertise?.valueFrom?.fieldRef?.fieldPath, 'status.podIP', `${name}: advertises its pod IP`);
@@ -169,8 +213,14 @@ test('balancers: several, and the tasks they dispatched end within terminationGr
   const { deployment, process } = headroomContainer('balancer');
   assert.ok((deployment.spec.replicas ?? 1) >= 2);
   const maxTaskTimeoutMs = numericOption(process, 'max-task-timeout-ms')!;
-  assert.ok(graceMs(deployment) > maxTaskTimeoutMs, `balancer: terminationGracePeriodSeconds ${graceMs(deployment) / 1000} exceeds the longest task (${maxTaskTimeoutMs} ms)`);
-  assert.ok(budgets.some((b) => selects(b.spec.selector.matchLabels, podLabels(deployment))), 'a PodDisruptionBudget keeps a balancer up');
+  assert.ok(
+    graceMs(deployment) > maxTaskTimeoutMs,
+    `balancer: terminationGracePeriodSeconds ${graceMs(deployment) / 1000} exceeds the longest task (${maxTaskTimeoutMs} ms)`,
+  );
+  assert.ok(
+    budgets.some((b) => selects(b.spec.selector.matchLabels, podLabels(deployment))),
+    'a PodDisruptionBudget keeps a balancer up',
+  );
 });
 
 test('Redis and Unleash are external: nothing here runs them, every process gets their addresses from the ConfigMap or the Secret', () => {
@@ -178,7 +228,10 @@ test('Redis and Unleash are external: nothing here runs them, every process gets
   for (const image of images) assert.doesNotMatch(image, /redis|unleash|postgres/, `${image}: an external service run here`);
   assert.deepEqual(ofKind(manifests, 'StatefulSet'), []);
   for (const { process, container } of containers) {
-    for (const [flag, variable] of [['redis-url', 'REDIS_URL'], ['unleash-url', 'UNLEASH_URL']] as const) {
+    for (const [flag, variable] of [
+      ['redis-url', 'REDIS_URL'],
+      ['unleash-url', 'UNLEASH_URL'],
+    ] as const) {
       assert.ok(isSet(process, flag), `${process.where}: --${flag} is set (the default is 127.0.0.1)`);
       const from = container.env?.find((v) => v.name === variable)?.valueFrom;
       assert.ok(from?.configMapKeyRef ?? from?.secretKeyRef, `${process.where}: ${variable} from a ConfigMap or a Secret`);
@@ -213,7 +266,11 @@ test('Prometheus: pod annotations name the metrics port and path, and the DNS na
     assert.ok(job, `prometheus.yml scrapes ${deployment.metadata.name}`);
     assert.equal(annotations['prometheus.io/scrape'], 'true');
     assert.equal(annotations['prometheus.io/path'], job.metrics_path, `${process.where}: the path prometheus.yml scrapes`);
-    assert.equal(port, job.dns_sd_configs!.find((sd) => sd.names.includes(deployment.metadata.name))!.port, `${process.where}: the port prometheus.yml scrapes`);
+    assert.equal(
+      port,
+      job.dns_sd_configs!.find((sd) => sd.names.includes(deployment.metadata.name))!.port,
+      `${process.where}: the port prometheus.yml scrapes`,
+    );
     assert.ok(listenPorts(process).includes(port), `${process.where}: listens on ${port}`);
   }
   for (const job of jobs) {
@@ -222,13 +279,16 @@ test('Prometheus: pod annotations name the metrics port and path, and the DNS na
         const service = services.find((s) => s.metadata.name === name);
         assert.ok(service, `prometheus.yml job ${job.job_name} looks up ${name}: a Service of that name`);
         assert.equal(service.spec.clusterIP, 'None', `Service ${name} is headless: its name resolves to every pod`);
-        assert.ok(service.spec.ports.some((p) => p.port === sd.port), `Service ${name} has port ${sd.port}`);
+        assert.ok(
+          service.spec.ports.some((p) => p.port === sd.port),
+          `Service ${name} has port ${sd.port}`,
+        );
       }
     }
   }
 });
 
-test("the control plane gets its PostgreSQL (the audit log) from the Secret and a schema of its own from the ConfigMap", () => {
+test('the control plane gets its PostgreSQL (the audit log) from the Secret and a schema of its own from the ConfigMap', () => {
   const { container } = headroomContainer('control-plane');
   const variable = (name: string) => container.env?.find((v) => v.name === name)?.valueFrom;
   const url = variable('HEADROOM_DATABASE_URL')?.secretKeyRef;

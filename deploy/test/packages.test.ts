@@ -50,15 +50,26 @@ test('the packed packages install into a project of their own: its handlers run 
   const tarballs = path.join(dir, 'tarballs');
   fs.mkdirSync(tarballs);
   const packed = JSON.parse(
-    execFileSync('npm', ['pack', '--json', '--pack-destination', tarballs, ...publishable.flatMap((name) => ['--workspace', `@headroom/${name}`])], { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }),
+    execFileSync('npm', ['pack', '--json', '--pack-destination', tarballs, ...publishable.flatMap((name) => ['--workspace', `@headroom/${name}`])], {
+      cwd: repoRoot,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
   ) as Array<{ name: string; filename: string; files: Array<{ path: string }> }>;
   assert.deepEqual(packed.map((p) => p.name).sort(), publishable.map((name) => `@headroom/${name}`).sort());
   for (const pkg of packed) {
     const files = pkg.files.map((f) => f.path);
     assert.ok(files.includes('dist/src/index.js') && files.includes('dist/src/index.d.ts'), `${pkg.name} ships its code and types`);
-    assert.deepEqual(files.filter((f) => f.startsWith('dist/test') || f.startsWith('src/') || f.startsWith('test/')), [], `${pkg.name} ships no tests or sources`);
+    assert.deepEqual(
+      files.filter((f) => f.startsWith('dist/test') || f.startsWith('src/') || f.startsWith('test/')),
+      [],
+      `${pkg.name} ships no tests or sources`,
+    );
   }
-  assert.ok(packed.find((p) => p.name === '@headroom/control-plane')!.files.some((f) => f.path === 'ui-dist/index.html'), 'the control plane ships the built admin UI');
+  assert.ok(
+    packed.find((p) => p.name === '@headroom/control-plane')!.files.some((f) => f.path === 'ui-dist/index.html'),
+    'the control plane ships the built admin UI',
+  );
 
   const app = path.join(dir, 'service');
   fs.mkdirSync(app);
@@ -67,7 +78,11 @@ test('the packed packages install into a project of their own: its handlers run 
   fs.writeFileSync(path.join(app, 'handlers.js'), handlersModule);
   fs.writeFileSync(path.join(app, 'submit.js'), submitScript);
   // Third-party packages come from npm's cache, filled by the repository's own install.
-  const install = spawnSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel', 'error'], { cwd: app, encoding: 'utf8', timeout: 240_000 });
+  const install = spawnSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel', 'error'], {
+    cwd: app,
+    encoding: 'utf8',
+    timeout: 240_000,
+  });
   assert.equal(install.status, 0, `npm install of the tarballs: ${install.stderr}`);
   assert.ok(!fs.lstatSync(path.join(app, 'node_modules', '@headroom', 'worker')).isSymbolicLink(), 'installed from the tarball, not linked to the workspace');
 
@@ -78,7 +93,17 @@ test('the packed packages install into a project of their own: its handlers run 
 
   const keyPrefix = uniquePrefix('packages');
   const redisArgs = ['--redis-url', testRedisUrl, '--key-prefix', keyPrefix];
-  const worker = await spawnReady(t, bin('headroom-worker'), ['--cluster', 'baseline', '--handlers', path.join(app, 'handlers.js'), '--max-parallelism', '1', '--heartbeat-interval-ms', '200', ...redisArgs]);
+  const worker = await spawnReady(t, bin('headroom-worker'), [
+    '--cluster',
+    'baseline',
+    '--handlers',
+    path.join(app, 'handlers.js'),
+    '--max-parallelism',
+    '1',
+    '--heartbeat-interval-ms',
+    '200',
+    ...redisArgs,
+  ]);
   const balancer = await spawnReady(t, bin('headroom-balancer'), ['--max-queued-tasks', '1', ...redisArgs]);
   const submitted = spawnSync(process.execPath, ['submit.js', balancer.ready.address], { cwd: app, encoding: 'utf8', timeout: 30_000 });
   assert.equal(submitted.status, 0, submitted.stderr);

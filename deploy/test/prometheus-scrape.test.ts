@@ -9,11 +9,33 @@ import * as assert from 'node:assert/strict';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
-import { cliPaths, connected, ControlPlaneApi, eventually, json, type ReadyProcess, spawnReady, submit, task, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import {
+  cliPaths,
+  connected,
+  ControlPlaneApi,
+  eventually,
+  json,
+  type ReadyProcess,
+  spawnReady,
+  submit,
+  task,
+  testRedisUrl,
+  uniquePrefix,
+} from '@headroom/testkit';
 import { startTestUnleash, testSchema } from '@headroom/unleash-local';
 import { BalancerService, type BalancerClient, type Task } from '@headroom/proto';
 import * as grpc from '@grpc/grpc-js';
-import { dashboardExpressions, readDashboard, readPrometheusConfig, readRules, recordedNames, ruleFilePaths, substituteVariables, usedMetricNames, type PrometheusConfig } from './artefacts';
+import {
+  dashboardExpressions,
+  readDashboard,
+  readPrometheusConfig,
+  readRules,
+  recordedNames,
+  ruleFilePaths,
+  substituteVariables,
+  usedMetricNames,
+  type PrometheusConfig,
+} from './artefacts';
 import { startPrometheus, type PrometheusServer } from './prometheus-server';
 
 const { worker: workerCli, balancer: balancerCli, controlPlane: controlPlaneCli } = cliPaths;
@@ -75,7 +97,12 @@ function startLoad(client: BalancerClient, upstreamUrl: string): Load {
     if (i % 50 === 0) return task({ integration: 'bank-b', key, payload: json({ sleepMs: 5000 }), deadlineUnixMs: Date.now() + 1000 });
     if (i % 10 === 0) return task({ integration: 'bank-a', key, payload: json({ fail: 'HR_ERR_DEMO_FAILURE' }) });
     if (i % 10 === 1) return task({ integration: 'upstream', key, payload: json({ upstreamUrl }) });
-    return task({ integration: i % 10 < 6 ? 'bank-a' : 'bank-b', key, priority: i % 2 ? 'USER_PRESENT' : 'BACKGROUND', payload: json({ sleepMs: 2 + (i % 9) }) });
+    return task({
+      integration: i % 10 < 6 ? 'bank-a' : 'bank-b',
+      key,
+      priority: i % 2 ? 'USER_PRESENT' : 'BACKGROUND',
+      payload: json({ sleepMs: 2 + (i % 9) }),
+    });
   };
   const runClient = async () => {
     while (!stopping && submitted < 20_000) {
@@ -138,20 +165,52 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
   const database = testSchema('hr_deploy');
   const controlPlane = await spawnReady(t, controlPlaneCli, [
     ...shared,
-    '--port', '0',
-    '--unleash-url', unleash.url,
-    '--unleash-admin-token', unleash.adminToken,
-    '--operator-tokens', `deploy-test=${operatorToken}`,
-    '--database-url', database.url,
-    '--database-schema', database.schema,
+    '--port',
+    '0',
+    '--unleash-url',
+    unleash.url,
+    '--unleash-admin-token',
+    unleash.adminToken,
+    '--operator-tokens',
+    `deploy-test=${operatorToken}`,
+    '--database-url',
+    database.url,
+    '--database-schema',
+    database.schema,
   ]);
   t.after(() => database.drop());
   processes.push(controlPlane);
   const controlPlaneUrl = (controlPlane.ready as unknown as { url: string }).url;
   const api = new ControlPlaneApi({ apiUrl: `${controlPlaneUrl}/api/v1`, token: operatorToken });
   const started = await Promise.all([
-    spawnReady(t, workerCli, [...shared, ...flagArgs, '--cluster', 'baseline', '--max-parallelism', '4', '--heartbeat-interval-ms', '200', '--handlers', handlersModule, '--metrics-port', '0']),
-    spawnReady(t, workerCli, [...shared, ...flagArgs, '--cluster', 'candidate', '--max-parallelism', '8', '--heartbeat-interval-ms', '200', '--handlers', handlersModule, '--metrics-port', '0']),
+    spawnReady(t, workerCli, [
+      ...shared,
+      ...flagArgs,
+      '--cluster',
+      'baseline',
+      '--max-parallelism',
+      '4',
+      '--heartbeat-interval-ms',
+      '200',
+      '--handlers',
+      handlersModule,
+      '--metrics-port',
+      '0',
+    ]),
+    spawnReady(t, workerCli, [
+      ...shared,
+      ...flagArgs,
+      '--cluster',
+      'candidate',
+      '--max-parallelism',
+      '8',
+      '--heartbeat-interval-ms',
+      '200',
+      '--handlers',
+      handlersModule,
+      '--metrics-port',
+      '0',
+    ]),
     spawnReady(t, balancerCli, [...shared, ...flagArgs, '--metrics-port', '0']),
   ]);
   processes.push(...started);
@@ -184,7 +243,9 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
 
   // A rollback: the balancer applies the override, the control plane counts and times it.
   await api.rollback({ reason: 'deploy scrape test' });
-  await eventually('the override is active in Prometheus', 10_000, async () => ((await value(server, 'max(headroom_balancer_override_active)')) === 1 ? true : undefined));
+  await eventually('the override is active in Prometheus', 10_000, async () =>
+    (await value(server, 'max(headroom_balancer_override_active)')) === 1 ? true : undefined,
+  );
   await eventually('the rollback propagation is recorded', 10_000, async () =>
     ((await value(server, 'sum(headroom_control_rollback_propagation_seconds_count)')) ?? 0) > 0 ? true : undefined,
   );
@@ -206,10 +267,12 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
   // Every target is up: the jobs' ports and metrics paths are right.
   // (A scrape may time out on a loaded machine: the last 10 s count.)
   const up = await server.query('max_over_time(up[10s])');
-  assert.deepEqual(
-    up.map((s) => `${s.metric['job']} ${s.value[1]}`).sort(),
-    ['headroom-balancer 1', 'headroom-control-plane 1', 'headroom-worker 1', 'headroom-worker 1'],
-  );
+  assert.deepEqual(up.map((s) => `${s.metric['job']} ${s.value[1]}`).sort(), [
+    'headroom-balancer 1',
+    'headroom-control-plane 1',
+    'headroom-worker 1',
+    'headroom-worker 1',
+  ]);
 
   // The metrics the issue names, read back.
   for (const expr of [
@@ -243,7 +306,13 @@ test('Prometheus scrapes a balancer, workers and the control plane under load; r
   // Every rule evaluates without error, and the recording rules have data.
   const { groups } = await server.get<{ groups: { rules: { name: string; type: string; health: string; lastError?: string }[] }[] }>('/api/v1/rules');
   const rules = groups.flatMap((g) => g.rules);
-  assert.deepEqual(rules.map((r) => r.name).sort(), readRules().map(({ rule }) => rule.record ?? rule.alert).sort(), 'Prometheus loaded every rule');
+  assert.deepEqual(
+    rules.map((r) => r.name).sort(),
+    readRules()
+      .map(({ rule }) => rule.record ?? rule.alert)
+      .sort(),
+    'Prometheus loaded every rule',
+  );
   for (const rule of rules) assert.equal(rule.health, 'ok', `${rule.name}: ${rule.health} ${rule.lastError ?? ''}`);
   for (const name of recordedNames()) {
     const series = await server.query(name);

@@ -88,7 +88,9 @@ export async function startPrometheus(config: object, timeoutMs = 15_000): Promi
     url,
     get,
     query: async (expr) => {
-      const data = await get<{ resultType: string; result: { metric: Record<string, string>; value: [number, string] }[] }>(`/api/v1/query?query=${encodeURIComponent(expr)}`);
+      const data = await get<{ resultType: string; result: { metric: Record<string, string>; value: [number, string] }[] }>(
+        `/api/v1/query?query=${encodeURIComponent(expr)}`,
+      );
       if (data.resultType !== 'vector') throw new Error(`${expr}: a ${data.resultType}, not an instant vector`);
       return data.result;
     },

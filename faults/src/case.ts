@@ -43,7 +43,11 @@ export async function finishCase(t: TestContext, stack: FaultStack, log: TaskLog
   };
   const file = recordCase(report);
   const { submitted, ok, lost, connectionErrors } = result.tally;
-  t.diagnostic(`${end.name}: ${submitted} tasks, ${ok} ok, ${codedErrors(result.tally)} coded errors ${JSON.stringify({ ...result.tally.taskErrors, ...result.tally.refused })}, ${connectionErrors} connection errors, ${lost} lost`);
-  t.diagnostic(`measured ms ${JSON.stringify(end.measuredMs)}; ledger converged ${result.convergedMs} ms after the load; figures ${JSON.stringify(end.figures ?? {})}; written to ${file}`);
+  t.diagnostic(
+    `${end.name}: ${submitted} tasks, ${ok} ok, ${codedErrors(result.tally)} coded errors ${JSON.stringify({ ...result.tally.taskErrors, ...result.tally.refused })}, ${connectionErrors} connection errors, ${lost} lost`,
+  );
+  t.diagnostic(
+    `measured ms ${JSON.stringify(end.measuredMs)}; ledger converged ${result.convergedMs} ms after the load; figures ${JSON.stringify(end.figures ?? {})}; written to ${file}`,
+  );
   return result;
 }

@@ -17,7 +17,12 @@ export interface ControlPlaneProcess {
 /** Unique flag names, so that cases sharing one Unleash server never see each other's flags. */
 export function uniqueFlags(unleash: { url: string; clientToken: string }): FlagSource {
   const tag = randomBytes(4).toString('hex');
-  return { unleashUrl: unleash.url, clientToken: unleash.clientToken, candidateFlag: `faults-${tag}.candidate-cluster`, parallelismFlag: `faults-${tag}.max-parallelism` };
+  return {
+    unleashUrl: unleash.url,
+    clientToken: unleash.clientToken,
+    candidateFlag: `faults-${tag}.candidate-cluster`,
+    parallelismFlag: `faults-${tag}.max-parallelism`,
+  };
 }
 
 export interface ControlPlaneProcessOptions {
@@ -30,26 +35,50 @@ export interface ControlPlaneProcessOptions {
   args?: string[];
 }
 
-export async function startControlPlaneProcess(t: TestContext, redisUrl: string, adminToken: string, flags: FlagSource, integrations: string[], options: ControlPlaneProcessOptions = {}): Promise<ControlPlaneProcess> {
+export async function startControlPlaneProcess(
+  t: TestContext,
+  redisUrl: string,
+  adminToken: string,
+  flags: FlagSource,
+  integrations: string[],
+  options: ControlPlaneProcessOptions = {},
+): Promise<ControlPlaneProcess> {
   const operatorToken = randomBytes(16).toString('hex');
   // After hooks run in the order registered: a schema of its own is dropped once the process stopped.
   const ownsDatabase = options.database === undefined;
   const database = options.database ?? testSchema('hr_faults');
-  const process = await spawnReady(t, cliPaths.controlPlane, [
-    '--database-url', database.url,
-    '--database-schema', database.schema,
-    '--port', '0',
-    '--redis-url', redisUrl,
-    '--key-prefix', keyPrefix,
-    '--unleash-url', flags.unleashUrl,
-    '--unleash-admin-token', adminToken,
-    '--candidate-flag', flags.candidateFlag,
-    '--parallelism-flag', flags.parallelismFlag,
-    '--integrations', integrations.join(','),
-    '--operator-tokens', `faults=${operatorToken}`,
-    '--ui-dir', 'none',
-    ...(options.args ?? []),
-  ], readyTimeoutMs).catch(async (error: unknown) => {
+  const process = await spawnReady(
+    t,
+    cliPaths.controlPlane,
+    [
+      '--database-url',
+      database.url,
+      '--database-schema',
+      database.schema,
+      '--port',
+      '0',
+      '--redis-url',
+      redisUrl,
+      '--key-prefix',
+      keyPrefix,
+      '--unleash-url',
+      flags.unleashUrl,
+      '--unleash-admin-token',
+      adminToken,
+      '--candidate-flag',
+      flags.candidateFlag,
+      '--parallelism-flag',
+      flags.parallelismFlag,
+      '--integrations',
+      integrations.join(','),
+      '--operator-tokens',
+      `faults=${operatorToken}`,
+      '--ui-dir',
+      'none',
+      ...(options.args ?? []),
+    ],
+    readyTimeoutMs,
+  ).catch(async (error: unknown) => {
     if (ownsDatabase) await database.drop();
     throw error;
   });

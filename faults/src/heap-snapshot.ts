@@ -44,7 +44,11 @@ const programArrays = new Set(['(object elements)', '(object properties)']);
 const programHidden = new Set(['system / PropertyArray']);
 
 /** Sums a snapshot's nodes up (the format: V8's heap snapshot JSON, its meta lists the fields). */
-export function summarizeHeapSnapshot(snapshot: { snapshot: { meta: { node_fields: string[]; node_types: unknown[] } }; nodes: number[]; strings: string[] }): HeapSummary {
+export function summarizeHeapSnapshot(snapshot: {
+  snapshot: { meta: { node_fields: string[]; node_types: unknown[] } };
+  nodes: number[];
+  strings: string[];
+}): HeapSummary {
   const { meta } = snapshot.snapshot;
   const fields = meta.node_fields.length;
   const typeAt = meta.node_fields.indexOf('type');
@@ -57,7 +61,10 @@ export function summarizeHeapSnapshot(snapshot: { snapshot: { meta: { node_field
   for (let i = 0; i < nodes.length; i += fields) {
     const type = typeNames[nodes[i + typeAt]!]!;
     const size = nodes[i + sizeAt]!;
-    const ours = programTypes.has(type) || (type === 'array' && programArrays.has(strings[nodes[i + nameAt]!]!)) || (type === 'hidden' && programHidden.has(strings[nodes[i + nameAt]!]!));
+    const ours =
+      programTypes.has(type) ||
+      (type === 'array' && programArrays.has(strings[nodes[i + nameAt]!]!)) ||
+      (type === 'hidden' && programHidden.has(strings[nodes[i + nameAt]!]!));
     if (ours) summary.program += size;
     else summary.v8 += size;
   }

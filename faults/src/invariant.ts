@@ -46,7 +46,10 @@ export interface InvariantResult {
 }
 
 /** What kind of final answer a submission got; undefined when it has none that counts. */
-export function outcomeOf(s: Submission, killedBalancerIds: readonly string[] = []): { kind: 'ok' } | { kind: 'task-error' | 'refused'; code: string } | { kind: 'connection-error' } | undefined {
+export function outcomeOf(
+  s: Submission,
+  killedBalancerIds: readonly string[] = [],
+): { kind: 'ok' } | { kind: 'task-error' | 'refused'; code: string } | { kind: 'connection-error' } | undefined {
   if (s.answers !== 1 || !s.answer) return undefined;
   const answer = s.answer;
   if (answer.ok) {
@@ -80,7 +83,11 @@ export function codedErrors(t: Tally): number {
 
 function describe(s: Submission): string {
   const answer = s.answer;
-  const what = !answer ? 'no answer' : answer.ok ? `answered for task ${answer.response.taskId}` : `${grpc.status[answer.status]} "${answer.details}" without a code`;
+  const what = !answer
+    ? 'no answer'
+    : answer.ok
+      ? `answered for task ${answer.response.taskId}`
+      : `${grpc.status[answer.status]} "${answer.details}" without a code`;
   return `task ${s.task.id} via ${s.balancerId}: ${what} (${s.answers} answers)`;
 }
 
@@ -102,7 +109,10 @@ export async function ledgerDisagreement(stack: FaultStack): Promise<string | un
     for (let i = 0; i < raw.length; i += 2) freeScores.set(raw[i]!, freeSlotsOfScore(raw[i + 1]!));
     const problems: string[] = [];
     const ids = snapshot.workers.map((w) => w.workerId).join(',');
-    const liveIds = live.map((w) => w.id).sort().join(',');
+    const liveIds = live
+      .map((w) => w.id)
+      .sort()
+      .join(',');
     if (ids !== liveIds) problems.push(`workers in the ledger [${ids}], live [${liveIds}]`);
     let capacity = 0;
     let free = 0;
@@ -113,13 +123,16 @@ export async function ledgerDisagreement(stack: FaultStack): Promise<string | un
       const expectedFree = own.maxParallelism - own.inflight;
       const score = freeScores.get(record.workerId);
       if (record.capacity !== own.maxParallelism || record.inflight !== own.inflight || score !== expectedFree || record.draining) {
-        problems.push(`${record.workerId}: ledger capacity ${record.capacity} inflight ${record.inflight} free ${score} draining ${record.draining}; its own max ${own.maxParallelism} inflight ${own.inflight}`);
+        problems.push(
+          `${record.workerId}: ledger capacity ${record.capacity} inflight ${record.inflight} free ${score} draining ${record.draining}; its own max ${own.maxParallelism} inflight ${own.inflight}`,
+        );
       }
       capacity += own.maxParallelism;
       free += Math.max(0, expectedFree);
       inflight += own.inflight;
     }
-    if (snapshot.totalCapacity !== capacity || snapshot.totalFree !== free) problems.push(`totals capacity ${snapshot.totalCapacity} free ${snapshot.totalFree}, expected ${capacity} and ${free}`);
+    if (snapshot.totalCapacity !== capacity || snapshot.totalFree !== free)
+      problems.push(`totals capacity ${snapshot.totalCapacity} free ${snapshot.totalFree}, expected ${capacity} and ${free}`);
     if (snapshot.leases !== inflight) problems.push(`${snapshot.leases} leases for ${inflight} tasks in flight`);
     if (snapshot.waitingBalancers.length > 0) problems.push(`balancers still marked waiting: ${snapshot.waitingBalancers.join(',')}`);
     if (problems.length > 0) return `${cluster}: ${problems.join('; ')}`;
@@ -147,11 +160,17 @@ export async function assertInvariant(stack: FaultStack, log: TaskLog, watch: Fl
   const highWaterMarks: InvariantResult['highWaterMarks'] = {};
   for (const [workerId, record] of watch.workers) {
     assert.ok(record.maxParallelismSeen > 0, `${workerId} was never read`);
-    assert.ok(record.highWaterMark <= record.maxParallelismSeen, `${workerId} ran ${record.highWaterMark} tasks at once, max parallelism ${record.maxParallelismSeen}`);
+    assert.ok(
+      record.highWaterMark <= record.maxParallelismSeen,
+      `${workerId} ran ${record.highWaterMark} tasks at once, max parallelism ${record.maxParallelismSeen}`,
+    );
     highWaterMarks[workerId] = { highWaterMark: record.highWaterMark, maxParallelism: record.maxParallelismSeen };
   }
   // The load filled some worker: otherwise the check above could not have failed.
-  assert.ok(Object.values(highWaterMarks).some((w) => w.highWaterMark === w.maxParallelism), `no worker was ever full: ${JSON.stringify(highWaterMarks)}`);
+  assert.ok(
+    Object.values(highWaterMarks).some((w) => w.highWaterMark === w.maxParallelism),
+    `no worker was ever full: ${JSON.stringify(highWaterMarks)}`,
+  );
 
   const convergedMs = await assertConverged(stack, options.convergeTimeoutMs);
 

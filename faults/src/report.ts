@@ -62,7 +62,12 @@ export function percentile(values: readonly number[], p: number): number {
  * answer after it that was not healthy (not a result, or slower than `healthyLatencyMs`). 0 when
  * every answer after the fault was healthy.
  */
-export function degradedMs(log: TaskLog, faultAtMs: number, healthyLatencyMs: number, isHealthy: (s: Submission) => boolean = (s) => s.answer?.ok === true && !s.answer.response.error): number {
+export function degradedMs(
+  log: TaskLog,
+  faultAtMs: number,
+  healthyLatencyMs: number,
+  isHealthy: (s: Submission) => boolean = (s) => s.answer?.ok === true && !s.answer.response.error,
+): number {
   let lastUnhealthyAtMs = faultAtMs;
   for (const s of log.answeredBetween(faultAtMs)) {
     if (!isHealthy(s) || latencyMs(s) > healthyLatencyMs) lastUnhealthyAtMs = Math.max(lastUnhealthyAtMs, s.answeredAtMs!);

@@ -10,12 +10,29 @@ import { ClosedLoop } from '@headroom/sim';
 import { createBankHandlers } from '@headroom/sim/handlers/bank';
 import type { RunningUnleash } from '@headroom/unleash-local';
 import type { ControlPlaneOptions, Rollout } from '@headroom/control-plane';
-import { cliPaths, eventually, handlersPaths, type ControlPlaneApi, json, spawnReady, startStack, submit, task, testRedisUrl, type ReadyProcess, type Stack } from '@headroom/testkit';
+import {
+  cliPaths,
+  eventually,
+  handlersPaths,
+  type ControlPlaneApi,
+  json,
+  spawnReady,
+  startStack,
+  submit,
+  task,
+  testRedisUrl,
+  type ReadyProcess,
+  type Stack,
+} from '@headroom/testkit';
 import { bankUrlEnv, startBankSimulator, type BankSimulatorProcess } from './bank';
 import { readyTimeoutMs } from './stack';
 
 /** The autopilot acts fast and reads settled latency soon: every worker here adds its latencies every 500 ms. */
-export const rolloutControlPlaneOptions = { autopilotTickMs: 250, autopilotLeaseMs: 2000, latencySettleMs: 1500 } as const satisfies Partial<ControlPlaneOptions>;
+export const rolloutControlPlaneOptions = {
+  autopilotTickMs: 250,
+  autopilotLeaseMs: 2000,
+  latencySettleMs: 1500,
+} as const satisfies Partial<ControlPlaneOptions>;
 /** Latencies every 500 ms; runtime figures (GC, event loop, heap) every second: a shorter interval makes a single GC pause a large share of it. */
 export const rolloutReportIntervals = { latencyReportIntervalMs: 500, reportIntervalMs: 1000 } as const;
 
@@ -85,19 +102,32 @@ export async function startRolloutStack(
         t,
         cliPaths.worker,
         [
-          '--redis-url', testRedisUrl,
-          '--key-prefix', fleet.ledgerOptions.keyPrefix!,
-          '--cluster', spec.cluster,
-          '--worker-id', workerId,
-          '--handlers', handlersPaths.bank,
-          '--max-parallelism', String(spec.maxParallelism),
-          '--heartbeat-interval-ms', '200',
-          '--latency-report-interval-ms', String(reporting.latencyReportIntervalMs),
-          '--report-interval-ms', String(reporting.reportIntervalMs),
-          '--unleash-url', unleash.url,
-          '--unleash-client-token', unleash.clientToken,
-          '--parallelism-flag', stack.flagNames.maxParallelism,
-          '--flags-refresh-interval-ms', '200',
+          '--redis-url',
+          testRedisUrl,
+          '--key-prefix',
+          fleet.ledgerOptions.keyPrefix!,
+          '--cluster',
+          spec.cluster,
+          '--worker-id',
+          workerId,
+          '--handlers',
+          handlersPaths.bank,
+          '--max-parallelism',
+          String(spec.maxParallelism),
+          '--heartbeat-interval-ms',
+          '200',
+          '--latency-report-interval-ms',
+          String(reporting.latencyReportIntervalMs),
+          '--report-interval-ms',
+          String(reporting.reportIntervalMs),
+          '--unleash-url',
+          unleash.url,
+          '--unleash-client-token',
+          unleash.clientToken,
+          '--parallelism-flag',
+          stack.flagNames.maxParallelism,
+          '--flags-refresh-interval-ms',
+          '200',
           ...(spec.asProcess.args ?? []),
         ],
         readyTimeoutMs,
@@ -117,7 +147,11 @@ export async function startRolloutStack(
     maxDurationMs: options.load.maxDurationMs ?? 170_000,
     call: async (sequence, lane) => {
       tally.sent++;
-      const answer = await submit(fleet.clients[0]!, task({ integration: integrations[lane % integrations.length]!, key: `acc-${sequence}`, priority: 'BACKGROUND', payload: json(payload) }), 15_000).catch((error: unknown) => {
+      const answer = await submit(
+        fleet.clients[0]!,
+        task({ integration: integrations[lane % integrations.length]!, key: `acc-${sequence}`, priority: 'BACKGROUND', payload: json(payload) }),
+        15_000,
+      ).catch((error: unknown) => {
         // The client was closed under the lane (the test is ending): nothing more to send.
         loop.stop();
         return { ok: false as const, code: `client: ${error instanceof Error ? error.message : String(error)}` };
@@ -144,14 +178,24 @@ export async function startRolloutStack(
 /** What a rollout says of itself, for an assertion's message: status, step, what it waits for, its decisions and last reading. */
 export function describeRollout(rollout: Rollout): string {
   const { status, step, maxParallelism, rolledBack, waitingFor, decisions, lastReading } = rollout;
-  return JSON.stringify({ status, step, maxParallelism, rolledBack, waitingFor, decisions: decisions.map((d) => `${d.kind} (step ${d.step}): ${d.message}`), lastReading }, null, 1);
+  return JSON.stringify(
+    { status, step, maxParallelism, rolledBack, waitingFor, decisions: decisions.map((d) => `${d.kind} (step ${d.step}): ${d.message}`), lastReading },
+    null,
+    1,
+  );
 }
 
 /**
  * Polls the rollout until `until` holds (then resolves with it) or `timeoutMs` passes (then
  * rejects, saying what the rollout waited for).
  */
-export async function waitForRollout(api: ControlPlaneApi, id: string, what: string, timeoutMs: number, until: (rollout: Rollout) => boolean): Promise<Rollout> {
+export async function waitForRollout(
+  api: ControlPlaneApi,
+  id: string,
+  what: string,
+  timeoutMs: number,
+  until: (rollout: Rollout) => boolean,
+): Promise<Rollout> {
   let last: Rollout | undefined;
   try {
     return await eventually(what, timeoutMs, async () => {

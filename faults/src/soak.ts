@@ -116,16 +116,26 @@ export type SoakSamples = Map<string, { unit: string; points: { atMs: number; va
  * Fits every series after its warm-up and says which grow without bound (see growthLimits,
  * heapFloorWindowMs and minFullCollectionsToFit for how each kind is fitted and judged).
  */
-export function judgeSeries(samples: SoakSamples, timing: { loadStartedAtMs: number; redisRestartedAtMs: number; sampleEveryMs: number; judged: boolean }): SoakSeries[] {
+export function judgeSeries(
+  samples: SoakSamples,
+  timing: { loadStartedAtMs: number; redisRestartedAtMs: number; sampleEveryMs: number; judged: boolean },
+): SoakSeries[] {
   const fittedFromMs = timing.loadStartedAtMs + warmUpMs;
   const series: SoakSeries[] = [...samples].map(([name, { unit, points }]) => {
     const metric = name.split('/')[1]!;
     // A process started again warms up again; Redis restarted empty refills its keys for a minute.
     // (A process's series start at its first sample: the heap after GC at its first full collection, later.)
     const processStartedAtMs = samples.get(`${name.split('/')[0]}/heap`)?.points[0]?.atMs ?? points[0]?.atMs ?? 0;
-    const fromMs = name.startsWith('redis/') ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000) : Math.max(fittedFromMs, processStartedAtMs + warmUpMs);
+    const fromMs = name.startsWith('redis/')
+      ? Math.max(fittedFromMs, timing.redisRestartedAtMs + 60_000)
+      : Math.max(fittedFromMs, processStartedAtMs + warmUpMs);
     let fitted = points.filter((p) => p.atMs >= fromMs);
-    const perLow = metric === 'heap' || metric === 'rss' ? samplesPerLow : metric.endsWith('-after-gc') ? Math.max(1, Math.round(heapFloorWindowMs / timing.sampleEveryMs)) : 1;
+    const perLow =
+      metric === 'heap' || metric === 'rss'
+        ? samplesPerLow
+        : metric.endsWith('-after-gc')
+          ? Math.max(1, Math.round(heapFloorWindowMs / timing.sampleEveryMs))
+          : 1;
     if (perLow > 1) {
       const lows: typeof fitted = [];
       for (let i = 0; i + perLow <= fitted.length; i += perLow) {
@@ -148,12 +158,32 @@ export function judgeSeries(samples: SoakSamples, timing: { loadStartedAtMs: num
       // enough that distinct values count them (an undercount only sends the process to the fallback).
       const fullCollections = new Set(points.filter((p) => p.atMs >= fromMs).map((p) => p.value)).size;
       if (fullCollections < minFullCollectionsToFit) {
-        return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `${fullCollections} full collections after the warm-up: judged on heap used` };
+        return {
+          name,
+          unit,
+          sampled: points.length,
+          points: fitted.length,
+          mean,
+          slopePerHour: slope,
+          grows: false,
+          values,
+          note: `${fullCollections} full collections after the warm-up: judged on heap used`,
+        };
       }
     }
     // A process started again late in the run has too little left after its warm-up to fit.
     if (limit !== undefined && fitted.length < 4 && points.length > 0) {
-      return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows: false, values, note: `not judged: ${fitted.length} points fitted after the warm-up (4 needed)` };
+      return {
+        name,
+        unit,
+        sampled: points.length,
+        points: fitted.length,
+        mean,
+        slopePerHour: slope,
+        grows: false,
+        values,
+        note: `not judged: ${fitted.length} points fitted after the warm-up (4 needed)`,
+      };
     }
     return { name, unit, sampled: points.length, points: fitted.length, mean, slopePerHour: slope, grows, values };
   });
@@ -214,7 +244,13 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     maxDurationMs: durationMs + 60_000,
     balancerFor: (lane) => stack.balancers[lane % 2]!,
     // The account and one page of transactions, one task in eight with a user waiting.
-    taskFor: (_lane, seq) => task({ integration: seq % 2 === 0 ? 'bank-a' : 'bank-b', priority: seq % 8 === 0 ? 'USER_PRESENT' : 'BACKGROUND', payload: Buffer.from(JSON.stringify({ maxPages: 1 })), deadlineUnixMs: Date.now() + 30_000 }),
+    taskFor: (_lane, seq) =>
+      task({
+        integration: seq % 2 === 0 ? 'bank-a' : 'bank-b',
+        priority: seq % 8 === 0 ? 'USER_PRESENT' : 'BACKGROUND',
+        payload: Buffer.from(JSON.stringify({ maxPages: 1 })),
+        deadlineUnixMs: Date.now() + 30_000,
+      }),
   });
 
   const faults: SoakReport['faults'] = [];
@@ -227,7 +263,14 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
         const victim = stack.liveWorkers('baseline')[faults.length % 3]!;
         await stack.stop(victim, 'SIGKILL');
         await sleep(2000);
-        stack.workers.push(await startWorkerProcess(t, stack.redisUrl, baselineSpecs.find((s) => s.workerId === victim.id)!, flags));
+        stack.workers.push(
+          await startWorkerProcess(
+            t,
+            stack.redisUrl,
+            baselineSpecs.find((s) => s.workerId === victim.id)!,
+            flags,
+          ),
+        );
       },
     ],
     [
@@ -408,8 +451,10 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
   const firstAndLast = { first: latencyBetween(loadStartedAtMs, loadStartedAtMs + edgeMs), last: latencyBetween(endedAtMs - edgeMs, endedAtMs) };
   const p99Ratio = firstAndLast.first.p99 > 0 ? firstAndLast.last.p99 / firstAndLast.first.p99 : 0;
   const grew = series.filter((s) => s.grows).map((s) => `${s.name}: +${Math.round(s.slopePerHour)} ${s.unit}/h (mean ${Math.round(s.mean)})`);
-  for (const pair of heapSnapshots.filter((p) => p.grows)) grew.push(`${pair.process}/heap snapshots: the program's data +${Math.round(pair.programSlopePerHour)} bytes/h`);
-  if (judged && p99Ratio > maxP99Ratio) grew.push(`latency p99: ${firstAndLast.last.p99} ms in the last ${edgeMs / 60_000} min, ${p99Ratio.toFixed(2)}x the first (at most ${maxP99Ratio}x)`);
+  for (const pair of heapSnapshots.filter((p) => p.grows))
+    grew.push(`${pair.process}/heap snapshots: the program's data +${Math.round(pair.programSlopePerHour)} bytes/h`);
+  if (judged && p99Ratio > maxP99Ratio)
+    grew.push(`latency p99: ${firstAndLast.last.p99} ms in the last ${edgeMs / 60_000} min, ${p99Ratio.toFixed(2)}x the first (at most ${maxP99Ratio}x)`);
   return {
     minutes: options.minutes,
     sampleEveryMs: options.sampleEveryMs,

@@ -9,7 +9,19 @@ import { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Ledger, type RedisConnection } from '@headroom/fleet';
 import { BalancerService, type BalancerClient } from '@headroom/proto';
-import { cliPaths, connected, handlersPaths, type PrivateRedis, type ReadyProcess, type RedisClusterNodes, type SentinelRedis, spawnReady, startPrivateRedis, startRedisCluster, startSentinelRedis } from '@headroom/testkit';
+import {
+  cliPaths,
+  connected,
+  handlersPaths,
+  type PrivateRedis,
+  type ReadyProcess,
+  type RedisClusterNodes,
+  type SentinelRedis,
+  spawnReady,
+  startPrivateRedis,
+  startRedisCluster,
+  startSentinelRedis,
+} from '@headroom/testkit';
 
 /** The commands and handler modules the stack starts (the packages' exports). */
 export { cliPaths, handlersPaths };
@@ -106,41 +118,75 @@ export interface FaultStack {
 function flagArgs(flags: FlagSource | undefined, forBalancer: boolean): string[] {
   if (!flags) return [];
   return [
-    '--unleash-url', flags.unleashUrl,
-    '--unleash-client-token', flags.clientToken,
+    '--unleash-url',
+    flags.unleashUrl,
+    '--unleash-client-token',
+    flags.clientToken,
     // Faster than the default 1 s, so convergence after Unleash returns is measured in polls of 200 ms.
-    '--flags-refresh-interval-ms', '200',
-    '--parallelism-flag', flags.parallelismFlag,
+    '--flags-refresh-interval-ms',
+    '200',
+    '--parallelism-flag',
+    flags.parallelismFlag,
     ...(forBalancer ? ['--candidate-flag', flags.candidateFlag] : []),
   ];
 }
 
 export async function startWorkerProcess(t: TestContext, redisUrl: string, spec: WorkerSpec, flags?: FlagSource): Promise<WorkerProcess> {
-  const process = await spawnReady(t, cliPaths.worker, [
-    '--redis-url', redisUrl,
-    '--key-prefix', keyPrefix,
-    '--cluster', spec.cluster,
-    '--worker-id', spec.workerId,
-    '--handlers', handlersPaths[spec.handlers ?? 'demo'],
-    '--max-parallelism', String(spec.maxParallelism),
-    '--heartbeat-interval-ms', String(spec.heartbeatIntervalMs ?? heartbeatIntervalMs),
-    '--metrics-port', '0',
-    ...(spec.args ?? []),
-    ...flagArgs(flags, false),
-  ], readyTimeoutMs);
+  const process = await spawnReady(
+    t,
+    cliPaths.worker,
+    [
+      '--redis-url',
+      redisUrl,
+      '--key-prefix',
+      keyPrefix,
+      '--cluster',
+      spec.cluster,
+      '--worker-id',
+      spec.workerId,
+      '--handlers',
+      handlersPaths[spec.handlers ?? 'demo'],
+      '--max-parallelism',
+      String(spec.maxParallelism),
+      '--heartbeat-interval-ms',
+      String(spec.heartbeatIntervalMs ?? heartbeatIntervalMs),
+      '--metrics-port',
+      '0',
+      ...(spec.args ?? []),
+      ...flagArgs(flags, false),
+    ],
+    readyTimeoutMs,
+  );
   return { kind: 'worker', id: spec.workerId, cluster: spec.cluster, process, metricsPort: process.ready.metricsPort!, alive: true };
 }
 
-export async function startBalancerProcess(t: TestContext, redisUrl: string, balancerId: string, extraArgs: string[] = [], flags?: FlagSource, workerHeartbeatTimeoutMs = heartbeatTimeoutMs): Promise<BalancerProcess> {
-  const process = await spawnReady(t, cliPaths.balancer, [
-    '--redis-url', redisUrl,
-    '--key-prefix', keyPrefix,
-    '--balancer-id', balancerId,
-    '--heartbeat-timeout-ms', String(workerHeartbeatTimeoutMs),
-    '--metrics-port', '0',
-    ...extraArgs,
-    ...flagArgs(flags, true),
-  ], readyTimeoutMs);
+export async function startBalancerProcess(
+  t: TestContext,
+  redisUrl: string,
+  balancerId: string,
+  extraArgs: string[] = [],
+  flags?: FlagSource,
+  workerHeartbeatTimeoutMs = heartbeatTimeoutMs,
+): Promise<BalancerProcess> {
+  const process = await spawnReady(
+    t,
+    cliPaths.balancer,
+    [
+      '--redis-url',
+      redisUrl,
+      '--key-prefix',
+      keyPrefix,
+      '--balancer-id',
+      balancerId,
+      '--heartbeat-timeout-ms',
+      String(workerHeartbeatTimeoutMs),
+      '--metrics-port',
+      '0',
+      ...extraArgs,
+      ...flagArgs(flags, true),
+    ],
+    readyTimeoutMs,
+  );
   const client = new BalancerService(process.ready.address, grpc.credentials.createInsecure());
   t.after(() => client.close());
   return { kind: 'balancer', id: balancerId, process, metricsPort: process.ready.metricsPort!, client, alive: true };
@@ -158,7 +204,9 @@ export async function startStack(t: TestContext, options: StackOptions): Promise
   t.after(() => ledgerRedis.disconnect());
   const workers = await Promise.all(options.workers.map((spec) => startWorkerProcess(t, redisUrl, spec, options.flags)));
   const balancers = await Promise.all(
-    Array.from({ length: options.balancerCount }, (_, i) => startBalancerProcess(t, redisUrl, `b${i}`, options.balancerArgs, options.flags, options.heartbeatTimeoutMs)),
+    Array.from({ length: options.balancerCount }, (_, i) =>
+      startBalancerProcess(t, redisUrl, `b${i}`, options.balancerArgs, options.flags, options.heartbeatTimeoutMs),
+    ),
   );
   const clusters = [...new Set(options.workers.map((w) => w.cluster))].sort();
   return {

@@ -10,7 +10,20 @@ import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { json, task } from '@headroom/testkit';
 import type { Task } from '@headroom/proto';
-import { FleetWatch, TaskLog, bankUrlEnv, demoTask, finishCase, scrapeMetrics, sleep, startBankSimulator, startOpenLoad, startStack, type FaultStack, type Submission } from '../src/index';
+import {
+  FleetWatch,
+  TaskLog,
+  bankUrlEnv,
+  demoTask,
+  finishCase,
+  scrapeMetrics,
+  sleep,
+  startBankSimulator,
+  startOpenLoad,
+  startStack,
+  type FaultStack,
+  type Submission,
+} from '../src/index';
 
 const slotsPerWorker = 8;
 /** A demo task holds its slot this long on a good worker. */
@@ -104,7 +117,9 @@ test('a worker that fails fast is ejected by every balancer: after the first 10 
   const firstMark = marks.samples.find((s) => s.workerId === 'w0');
   const ejectedFailing = await balancersSum(stack, 'headroom_balancer_workers_ejected_total', { reason: 'failing' });
   const returnedAfterBackoff = await balancersSum(stack, 'headroom_balancer_workers_returned_total', { reason: 'failing', return: 'backoff' });
-  t.diagnostic(`failed share: first 10 s ${round3(failedShareFirst10s)}, after ${round3(failedShareAfter10s)} (${late.filter(failed).length} of ${late.length}); ejected ${ejectedFailing} times as failing, back after the back-off ${returnedAfterBackoff} times`);
+  t.diagnostic(
+    `failed share: first 10 s ${round3(failedShareFirst10s)}, after ${round3(failedShareAfter10s)} (${late.filter(failed).length} of ${late.length}); ejected ${ejectedFailing} times as failing, back after the back-off ${returnedAfterBackoff} times`,
+  );
   // The operator rolls the bad deploy back: the invariant then holds for the workers left.
   await stack.stop(stack.worker('w0'), 'SIGTERM');
   const result = await finishCase(t, stack, log, watch, {
@@ -123,10 +138,17 @@ test('a worker that fails fast is ejected by every balancer: after the first 10 
   });
   t.diagnostic(JSON.stringify(result.tally.taskErrors));
   assert.ok(late.length >= arrivalsPerSecond * 10, `the load ran: ${late.length} tasks after the first 10 s`);
-  assert.ok(failedShareAfter10s <= maxFailedShareAfterSettle, `after the first 10 s ${round3(failedShareAfter10s)} of tasks failed; the goal is at most ${maxFailedShareAfterSettle}`);
+  assert.ok(
+    failedShareAfter10s <= maxFailedShareAfterSettle,
+    `after the first 10 s ${round3(failedShareAfter10s)} of tasks failed; the goal is at most ${maxFailedShareAfterSettle}`,
+  );
   assert.ok(firstMark, 'the broken worker was marked in the ledger');
   assert.equal(firstMark.reason, 'failing');
-  assert.deepEqual(marks.samples.filter((s) => s.workerId !== 'w0'), [], 'no good worker was marked');
+  assert.deepEqual(
+    marks.samples.filter((s) => s.workerId !== 'w0'),
+    [],
+    'no good worker was marked',
+  );
   // Back after its first back-off (10 s), said so, and ejected again: it still fails.
   assert.ok(returnedAfterBackoff >= 1, `it came back when its back-off ended: ${returnedAfterBackoff}`);
   assert.ok(ejectedFailing >= 2, `ejected again once back: ${ejectedFailing}`);
@@ -160,15 +182,23 @@ test('an upstream outage that fails on every worker ejects none', async (t) => {
   await sleep(outageMs + 3000);
   await load.stop();
   await marks.stop();
-  const duringOutage = log.submissions.filter((s) => s.submittedAtMs >= outageAtMs && s.submittedAtMs < outageAtMs + outageMs && s.task.integration === 'bank-a');
+  const duringOutage = log.submissions.filter(
+    (s) => s.submittedAtMs >= outageAtMs && s.submittedAtMs < outageAtMs + outageMs && s.task.integration === 'bank-a',
+  );
   const bankAFailedShare = share(duringOutage.filter(failed).length, duringOutage.length);
-  t.diagnostic(`bank-a failed share in the outage ${round3(bankAFailedShare)} of ${duringOutage.length}; workers marked ${new Set(marks.samples.map((s) => s.workerId)).size}`);
+  t.diagnostic(
+    `bank-a failed share in the outage ${round3(bankAFailedShare)} of ${duringOutage.length}; workers marked ${new Set(marks.samples.map((s) => s.workerId)).size}`,
+  );
   await burst(stack, log, 4 * 4 * slotsPerWorker, () => task({ integration: 'bank-b', payload: json({ maxPages: 4 }), deadlineUnixMs: Date.now() + 10_000 }));
   const result = await finishCase(t, stack, log, watch, {
     name: 'an upstream outage on every worker',
     startedAtMs,
     measuredMs: { outage: outageMs },
-    figures: { bankATasksInOutage: duringOutage.length, bankAFailedShareInOutage: round3(bankAFailedShare), workersMarked: new Set(marks.samples.map((s) => s.workerId)).size },
+    figures: {
+      bankATasksInOutage: duringOutage.length,
+      bankAFailedShareInOutage: round3(bankAFailedShare),
+      workersMarked: new Set(marks.samples.map((s) => s.workerId)).size,
+    },
   });
   t.diagnostic(JSON.stringify(result.tally.taskErrors));
   assert.ok(bankAFailedShare >= 0.9, `the outage failed bank-a's tasks: ${round3(bankAFailedShare)}`);

@@ -41,7 +41,10 @@ test("objects kept by JavaScript count as the program's data, not as V8's metada
 test('a process started with snapshotNodeOptions writes a snapshot on SIGUSR2, which is read and deleted', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-heap-test-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const child = spawn(process.execPath, ['-e', "process.send('up'); setInterval(() => {}, 1000)"], { env: { ...process.env, NODE_OPTIONS: snapshotNodeOptions(dir) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = spawn(process.execPath, ['-e', "process.send('up'); setInterval(() => {}, 1000)"], {
+    env: { ...process.env, NODE_OPTIONS: snapshotNodeOptions(dir) },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   t.after(() => child.kill('SIGKILL'));
   await new Promise((resolve) => child.once('message', resolve));
   const summary = await takeHeapSnapshot(child.pid!, dir, 30_000);
@@ -53,7 +56,9 @@ test('a process that writes no snapshot is reported after the timeout', async (t
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-heap-test-'));
   t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   // Started without the option: SIGUSR2 would end it, so it ignores the signal instead.
-  const child = spawn(process.execPath, ['-e', "process.on('SIGUSR2', () => {}); process.send('up'); setInterval(() => {}, 1000)"], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const child = spawn(process.execPath, ['-e', "process.on('SIGUSR2', () => {}); process.send('up'); setInterval(() => {}, 1000)"], {
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
   t.after(() => child.kill('SIGKILL'));
   await new Promise((resolve) => child.once('message', resolve));
   await assert.rejects(takeHeapSnapshot(child.pid!, dir, 1500), /wrote no complete heap snapshot .* within 1500 ms/);

@@ -109,7 +109,12 @@ function incidentTimes(loadStartMs: number): IncidentTimes {
 
 async function startFleet(t: TestContext): Promise<FaultStack> {
   return startStack(t, {
-    workers: Array.from({ length: workerCount }, (_, i) => ({ workerId: `w${i}`, cluster: 'baseline', maxParallelism, heartbeatIntervalMs: heartbeatPeriodMs })),
+    workers: Array.from({ length: workerCount }, (_, i) => ({
+      workerId: `w${i}`,
+      cluster: 'baseline',
+      maxParallelism,
+      heartbeatIntervalMs: heartbeatPeriodMs,
+    })),
     balancerCount: 2,
     // Three periods, as by default: a worker late by a period on a busy machine is not swept.
     heartbeatTimeoutMs: 3 * heartbeatPeriodMs,
@@ -117,7 +122,12 @@ async function startFleet(t: TestContext): Promise<FaultStack> {
 }
 
 const loadTask = (seq: number, integration: string, slow = false) =>
-  task({ integration, priority: 'USER_PRESENT', payload: json({ sleepMs: healthyTaskMs(seq) * (slow ? slowFactor : 1) }), deadlineUnixMs: Date.now() + deadlineMsOf(seq) });
+  task({
+    integration,
+    priority: 'USER_PRESENT',
+    payload: json({ sleepMs: healthyTaskMs(seq) * (slow ? slowFactor : 1) }),
+    deadlineUnixMs: Date.now() + deadlineMsOf(seq),
+  });
 
 /** The warm-up, then the open load through its phases (timed by design: an incident lasts as long as it lasts); waits for every answer. */
 async function runLoad(t: TestContext, stack: FaultStack, log: TaskLog): Promise<IncidentTimes & { skippedTicks: number }> {
@@ -126,7 +136,9 @@ async function runLoad(t: TestContext, stack: FaultStack, log: TaskLog): Promise
     balancerFor: (lane) => stack.balancers[lane % stack.balancers.length]!,
     taskFor: (lane, seq) => loadTask(seq, integrations[lane % integrations.length]!),
   });
-  const pairsPlaced = () => new Set(log.submissions.flatMap((s) => (s.answer?.ok && s.answer.response.placement ? [`${s.balancerId}>${s.answer.response.placement.workerId}`] : []))).size;
+  const pairsPlaced = () =>
+    new Set(log.submissions.flatMap((s) => (s.answer?.ok && s.answer.response.placement ? [`${s.balancerId}>${s.answer.response.placement.workerId}`] : [])))
+      .size;
   await msUntil('every balancer to place a task on every worker', warmUp.maxDurationMs, () => pairsPlaced() === stack.balancers.length * stack.workers.length);
   await warming.stop();
   const times = incidentTimes(performance.now());
@@ -254,7 +266,10 @@ test('an incident, then recovery: throughput and p99 back within 3 heartbeat per
   // The premises: the load was as planned and healthy before; the incident did what it should.
   assert.equal(times.skippedTicks, 0, 'every arrival was sent (open loop)');
   assert.ok(before.okShare >= 0.99, `healthy before the incident: ${summary(before)}`);
-  assert.ok(deadlines.expiredRunning > 0 && deadlines.expiredBeforeStart > 0, `deadlines passed both while tasks ran and before they started: ${JSON.stringify(deadlines)}`);
+  assert.ok(
+    deadlines.expiredRunning > 0 && deadlines.expiredBeforeStart > 0,
+    `deadlines passed both while tasks ran and before they started: ${JSON.stringify(deadlines)}`,
+  );
   assert.ok(during.okShare < healthyOkShare, `the incident degraded service: ${summary(during)}`);
   // The ledger, throughout (read at least once in any 3 periods): no slot counted past the bound.
   assert.ok(ledger.worst && ledger.figures.longestLedgerSampleGapMs <= recoveryBoundMs, `the ledger was read throughout: ${JSON.stringify(ledger.figures)}`);

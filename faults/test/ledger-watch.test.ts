@@ -7,7 +7,17 @@ import * as assert from 'node:assert/strict';
 import { Ledger, clusterKeys } from '@headroom/fleet';
 import { connected, deleteKeysUnder, uniquePrefix } from '@headroom/testkit';
 import type { SubmitAnswer } from '@headroom/sim';
-import { LedgerReader, TaskLog, countedPastBound, healthyFromMs, serviceBetween, serviceWindows, sleep, type LedgerSample, type Submission } from '../src/index';
+import {
+  LedgerReader,
+  TaskLog,
+  countedPastBound,
+  healthyFromMs,
+  serviceBetween,
+  serviceWindows,
+  sleep,
+  type LedgerSample,
+  type Submission,
+} from '../src/index';
 
 const cluster = 'baseline';
 const worker = { workerId: 'w0', address: '127.0.0.1:1', capacity: 4, draining: false, dispatchGraceMs: 60_000 };
@@ -51,8 +61,20 @@ test('the ledger reader: a counted slot past the bound shows, whether a lease ke
 });
 
 function submission(seq: number, submittedAtMs: number, latencyMs: number | undefined, ok = true): Submission {
-  const answer = (ok ? { ok: true, response: { taskId: `t${seq}` }, placement: undefined } : { ok: false, status: 4, code: 'HR_ERR_DEADLINE_EXCEEDED', coded: true, details: '', retryAfterMs: undefined }) as SubmitAnswer;
-  return { seq, task: { id: `t${seq}` }, balancerId: 'b0', submittedAtMs, answeredAtMs: latencyMs === undefined ? undefined : submittedAtMs + latencyMs, answer: latencyMs === undefined ? undefined : answer, answers: latencyMs === undefined ? 0 : 1 };
+  const answer = (
+    ok
+      ? { ok: true, response: { taskId: `t${seq}` }, placement: undefined }
+      : { ok: false, status: 4, code: 'HR_ERR_DEADLINE_EXCEEDED', coded: true, details: '', retryAfterMs: undefined }
+  ) as SubmitAnswer;
+  return {
+    seq,
+    task: { id: `t${seq}` },
+    balancerId: 'b0',
+    submittedAtMs,
+    answeredAtMs: latencyMs === undefined ? undefined : submittedAtMs + latencyMs,
+    answer: latencyMs === undefined ? undefined : answer,
+    answers: latencyMs === undefined ? 0 : 1,
+  };
 }
 
 test('service windows: ok share and p99 by time of submission, and the start of the healthy run that lasts to the end', () => {
@@ -64,10 +86,16 @@ test('service windows: ok share and p99 by time of submission, and the start of 
     log.submissions.push(submission(i, atMs, i === 25 ? undefined : firstSecond ? 900 : 100, !firstSecond || i % 2 === 0));
   }
   assert.deepEqual(serviceBetween(log, 0, 1000), { arrivals: 10, okShare: 0.5, p99LatencyMs: 900 });
-  assert.deepEqual(serviceBetween(log, 1000, 2000, (s) => s.seq % 2 === 0), { arrivals: 5, okShare: 1, p99LatencyMs: 100 });
+  assert.deepEqual(
+    serviceBetween(log, 1000, 2000, (s) => s.seq % 2 === 0),
+    { arrivals: 5, okShare: 1, p99LatencyMs: 100 },
+  );
   assert.equal(serviceBetween(log, 2000, 3000).p99LatencyMs, Number.POSITIVE_INFINITY, 'a task never answered is the slowest');
   const windows = serviceWindows(log, 0, 4000, 1000, 500);
-  assert.deepEqual(windows.map((w) => w.fromMs), [0, 500, 1000, 1500, 2000, 2500, 3000]);
+  assert.deepEqual(
+    windows.map((w) => w.fromMs),
+    [0, 500, 1000, 1500, 2000, 2500, 3000],
+  );
   const healthy = (w: { okShare: number; p99LatencyMs: number }) => w.okShare >= 0.9 && w.p99LatencyMs <= 200;
   assert.equal(healthyFromMs(windows, healthy), 3000, 'the windows holding the unanswered task are not healthy');
   assert.equal(healthyFromMs(windows.slice(0, -1), healthy), undefined, 'the last window unhealthy: not recovered');

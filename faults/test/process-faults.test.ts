@@ -92,16 +92,27 @@ test('kill -9 a worker mid-task: unstarted tasks go elsewhere, started ones get 
   });
 
   const lost = log.submissions.filter((s) => !s.answer?.ok && s.answer?.code === 'HR_ERR_WORKER_LOST');
-  assert.deepEqual(Object.keys(result.tally.refused).filter((code) => code !== 'HR_ERR_WORKER_LOST'), [], JSON.stringify(result.tally));
+  assert.deepEqual(
+    Object.keys(result.tally.refused).filter((code) => code !== 'HR_ERR_WORKER_LOST'),
+    [],
+    JSON.stringify(result.tally),
+  );
   assert.deepEqual(result.tally.taskErrors, {});
-  assert.ok(lost.every((s) => !s.task.idempotent), 'an idempotent task lost with its worker is retried elsewhere');
+  assert.ok(
+    lost.every((s) => !s.task.idempotent),
+    'an idempotent task lost with its worker is retried elsewhere',
+  );
   assert.ok(lost.length <= victimMaxParallelism, `only tasks running on the dead worker fail: ${lost.length}`);
   assert.ok(lost.length + lostRetries >= 1, 'the kill hit tasks that had started');
   assert.ok(unreachableRetries >= 1, 'tasks sent to the dead worker before it left the ledger went elsewhere');
   // Within a few heartbeats: the balancers' timeout plus a sweep interval (1 s) and slack for a busy machine.
   assert.ok(leftLedgerMs <= heartbeatTimeoutMs + 3000, `left the ledger ${leftLedgerMs} ms after the kill`);
   const reservedAfterLeaving = log.submissions.filter((s) => placedOn(s) === 'w0' && reservedAtMs(s) > leftAtMs);
-  assert.deepEqual(reservedAfterLeaving.map((s) => s.task.id), [], 'no task went to w0 once it left the ledger');
+  assert.deepEqual(
+    reservedAfterLeaving.map((s) => s.task.id),
+    [],
+    'no task went to w0 once it left the ledger',
+  );
   assert.ok(log.answeredBetween(leftAtMs).filter((s) => s.answer?.ok).length > 10, 'the others kept serving');
 });
 
@@ -140,8 +151,11 @@ test('kill -9 a balancer mid-load: its clients get connection errors, the other 
     },
   });
   assert.deepEqual({ ...result.tally.refused, ...result.tally.taskErrors }, {}, 'no coded error: the survivors served everything');
-  assert.ok(result.tally.connectionErrors >= 1, 'the killed balancer\'s clients got connection errors');
-  assert.ok(log.submissions.filter((s) => s.balancerId === survivor.id).every((s) => s.answer?.ok), 'the other clients got only results');
+  assert.ok(result.tally.connectionErrors >= 1, "the killed balancer's clients got connection errors");
+  assert.ok(
+    log.submissions.filter((s) => s.balancerId === survivor.id).every((s) => s.answer?.ok),
+    'the other clients got only results',
+  );
   assert.ok(survivorsAfterKill.length > 20, `the other clients kept being served: ${survivorsAfterKill.length}`);
 });
 
@@ -210,7 +224,12 @@ test('a worker blocks its event loop for 4 s: its heartbeats lapse, it gets no t
       blockToRejoin: rejoinedMs,
       othersP50DuringBlock: Math.round(percentile(othersDuringBlock.map(latencyMs), 50)),
     },
-    figures: { victim: victim!, inflightWhenItRejoined: inflightAtRejoin, itsOwnInflightThen: ownInflight, missedScrapesWhileBlocked: watch.record(victim!).missedScrapes },
+    figures: {
+      victim: victim!,
+      inflightWhenItRejoined: inflightAtRejoin,
+      itsOwnInflightThen: ownInflight,
+      missedScrapesWhileBlocked: watch.record(victim!).missedScrapes,
+    },
   });
   assert.deepEqual({ ...result.tally.refused, ...result.tally.taskErrors }, {}, 'every task ran, late ones included');
   assert.ok(blockerAnswer.answer?.ok && placedOn(blockerAnswer) === victim, 'the blocking task itself finished on its worker');
@@ -218,8 +237,15 @@ test('a worker blocks its event loop for 4 s: its heartbeats lapse, it gets no t
   assert.ok(watch.record(victim!).missedScrapes >= 1, 'its event loop was blocked (its metrics did not answer)');
   assert.ok(othersDuringBlock.length >= 5 && othersDuringBlock.every((s) => s.answer?.ok), `the others kept serving: ${othersDuringBlock.length}`);
   const sentWhileOut = log.submissions.filter((s) => placedOn(s) === victim && reservedAtMs(s) > leftAtMs && reservedAtMs(s) < lastSeenAbsentAtMs - 100);
-  assert.deepEqual(sentWhileOut.map((s) => s.task.id), [], 'no task was sent to it while it was out of the ledger');
-  assert.ok(log.submissions.some((s) => placedOn(s) === victim && s.submittedAtMs > rejoinedAtMs), 'it gets tasks again');
+  assert.deepEqual(
+    sentWhileOut.map((s) => s.task.id),
+    [],
+    'no task was sent to it while it was out of the ledger',
+  );
+  assert.ok(
+    log.submissions.some((s) => placedOn(s) === victim && s.submittedAtMs > rejoinedAtMs),
+    'it gets tasks again',
+  );
 });
 
 test('SIGTERM to a worker under load: it drains, every task it accepted finishes, nothing is lost', async (t) => {
@@ -238,7 +264,12 @@ test('SIGTERM to a worker under load: it drains, every task it accepted finishes
   const signalledAtMs = performance.now();
   const stopping = stack.stop(stack.worker('w0'), 'SIGTERM');
   // Draining: it leaves the free set at once (no new task), and stays until its tasks are done.
-  const stoppedTakingMs = await msUntil('w0 to stop taking tasks', 5000, async () => (await stack.ledger.snapshot('baseline')).workers.find((w) => w.workerId === 'w0')?.draining !== false, signalledAtMs);
+  const stoppedTakingMs = await msUntil(
+    'w0 to stop taking tasks',
+    5000,
+    async () => (await stack.ledger.snapshot('baseline')).workers.find((w) => w.workerId === 'w0')?.draining !== false,
+    signalledAtMs,
+  );
   const { exitCode, killedAfterTimeout } = await stopping;
   const drainedMs = Math.round(performance.now() - signalledAtMs);
   assert.equal(killedAfterTimeout, false, 'it exited on its own');

@@ -45,7 +45,11 @@ test('kill -9 a proxyless client process mid-load: the other callers are unaffec
   // Killed once it is served (through the ledger and straight to the workers) and holds slots
   // while no slot is free.
   await caller.until('20 answers', 10_000, (answers) => answers.ok >= 20);
-  await msUntil('every slot busy, some held by the caller', 10_000, async () => caller.latest().holdingSlots >= 1 && (await stack.ledger.snapshot('baseline')).totalFree === 0);
+  await msUntil(
+    'every slot busy, some held by the caller',
+    10_000,
+    async () => caller.latest().holdingSlots >= 1 && (await stack.ledger.snapshot('baseline')).totalFree === 0,
+  );
   const atKill = caller.latest();
   const killedAtMs = performance.now();
   await caller.process.kill('SIGKILL');
@@ -63,16 +67,23 @@ test('kill -9 a proxyless client process mid-load: the other callers are unaffec
     measuredMs: {
       // The balancer's clients' service: healthy throughout means 0.
       degradedForOtherClients: degradedMs(log, killedAtMs, healthyLatencyMs),
-      otherClientsP99BeforeKill: Math.round(percentile(log.submissions.filter((s) => s.answeredAtMs !== undefined && s.answeredAtMs < killedAtMs).map(latencyMs), 99)),
+      otherClientsP99BeforeKill: Math.round(
+        percentile(log.submissions.filter((s) => s.answeredAtMs !== undefined && s.answeredAtMs < killedAtMs).map(latencyMs), 99),
+      ),
       otherClientsP99AfterKill: Math.round(percentile(othersAfterKill.map(latencyMs), 99)),
       reservationsBack: reservationsBackMs,
     },
-    figures: { proxylessAnsweredBeforeKill: atKill.ok, proxylessInFlightAtKill: atKill.inFlight, proxylessHoldingSlotsAtKill: atKill.holdingSlots, proxylessFailedBeforeKill: JSON.stringify(atKill.failedByCode) },
+    figures: {
+      proxylessAnsweredBeforeKill: atKill.ok,
+      proxylessInFlightAtKill: atKill.inFlight,
+      proxylessHoldingSlotsAtKill: atKill.holdingSlots,
+      proxylessFailedBeforeKill: JSON.stringify(atKill.failedByCode),
+    },
   });
   assert.deepEqual(atKill.failedByCode, {}, 'the proxyless caller got only results before the kill');
   assert.equal(caller.process.child.exitCode, null, 'it died of the signal, not by itself');
   assert.deepEqual({ ...result.tally.refused, ...result.tally.taskErrors }, {}, 'no coded error for the other callers');
   assert.equal(result.tally.connectionErrors, 0);
-  assert.equal(result.tally.ok, result.tally.submitted, 'the balancer\'s clients got only results');
+  assert.equal(result.tally.ok, result.tally.submitted, "the balancer's clients got only results");
   assert.ok(othersAfterKill.length > 20, `the other callers kept being served: ${othersAfterKill.length}`);
 });

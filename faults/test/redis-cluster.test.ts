@@ -53,7 +53,7 @@ async function primaryPortOf(node: Redis, key: string): Promise<number> {
   return Number(range[2][1]);
 }
 
-test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shard\'s primary stops only the cluster on it, until its replica takes over', async (t) => {
+test("Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shard's primary stops only the cluster on it, until its replica takes over", async (t) => {
   const startedAtMs = performance.now();
   const flags = uniqueFlags(unleash);
   const stack = await startStack(t, {
@@ -81,7 +81,11 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
   };
   const baselineKey = clusterKeys(keyPrefix, 'baseline').free;
   const [baselinePrimary, candidatePrimary, controlPrimary] = await ask((node) =>
-    Promise.all([primaryPortOf(node, baselineKey), primaryPortOf(node, clusterKeys(keyPrefix, 'candidate').free), primaryPortOf(node, controlKeys(keyPrefix).override)]),
+    Promise.all([
+      primaryPortOf(node, baselineKey),
+      primaryPortOf(node, clusterKeys(keyPrefix, 'candidate').free),
+      primaryPortOf(node, controlKeys(keyPrefix).override),
+    ]),
   );
   assert.equal(new Set([baselinePrimary, candidatePrimary, controlPrimary]).size, 3, 'the two ledgers and the control keys are on three shards');
 
@@ -93,7 +97,12 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
     maxDurationMs: 40_000,
     balancerFor: (lane) => stack.balancers[lane % 2]!,
     taskFor: (lane, seq) =>
-      demoTask({ integration: seq % 2 === 0 ? 'bank-a' : 'bank-b', priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND', sleepMs: 40 + (seq % 5) * 20, deadlineMs: 20_000 }),
+      demoTask({
+        integration: seq % 2 === 0 ? 'bank-a' : 'bank-b',
+        priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND',
+        sleepMs: 40 + (seq % 5) * 20,
+        deadlineMs: 20_000,
+      }),
   });
   await msUntil('both clusters serve tasks', 20_000, () => ['baseline', 'candidate'].every((c) => log.submissions.some((s) => clusterOf(s) === c)));
   await sleep(500);
@@ -102,18 +111,31 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
   // The control plane (its keys on a third shard, the flags in Unleash) keeps making changes meanwhile.
   await control.api.setParallelism({ candidate: 2 });
   const changeAnsweredMs = Math.round(performance.now() - killedAtMs);
-  const promotedMs = await msUntil('the replica took over the baseline\'s slots', 20_000, async () => {
-    try {
-      return (await ask((node) => primaryPortOf(node, baselineKey), baselinePrimary)) !== baselinePrimary;
-    } catch {
-      return false;
-    }
-  }, killedAtMs);
+  const promotedMs = await msUntil(
+    "the replica took over the baseline's slots",
+    20_000,
+    async () => {
+      try {
+        return (await ask((node) => primaryPortOf(node, baselineKey), baselinePrimary)) !== baselinePrimary;
+      } catch {
+        return false;
+      }
+    },
+    killedAtMs,
+  );
   assert.ok(changeAnsweredMs < promotedMs, `the change was answered (${changeAnsweredMs} ms after the kill) before the replica took over (${promotedMs} ms)`);
-  const candidateParallelismMs = await msUntil('the candidate workers at max parallelism 2', 15_000, async () =>
-    (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2), killedAtMs);
-  const baselineBackMs = await msUntil('a baseline task sent after the promotion was served', 20_000, () =>
-    log.submissions.some((s) => s.submittedAtMs > killedAtMs + promotedMs && clusterOf(s) === 'baseline'), killedAtMs);
+  const candidateParallelismMs = await msUntil(
+    'the candidate workers at max parallelism 2',
+    15_000,
+    async () => (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2),
+    killedAtMs,
+  );
+  const baselineBackMs = await msUntil(
+    'a baseline task sent after the promotion was served',
+    20_000,
+    () => log.submissions.some((s) => s.submittedAtMs > killedAtMs + promotedMs && clusterOf(s) === 'baseline'),
+    killedAtMs,
+  );
   await sleep(1500);
   await load.stop();
 
@@ -121,9 +143,16 @@ test('Redis Cluster: each Headroom cluster on its own shard; kill -9 of one shar
   const duringOutage = log.answeredBetween(killedAtMs, killedAtMs + promotedMs).filter((s) => clusterOf(s) === 'candidate');
   const candidateP99DuringOutage = Math.round(percentile(duringOutage.map(latencyMs), 99));
   const result = await finishCase(t, stack, log, watch, {
-    name: 'Redis Cluster shard failover (kill -9 of the baseline shard\'s primary)',
+    name: "Redis Cluster shard failover (kill -9 of the baseline shard's primary)",
     startedAtMs,
-    measuredMs: { nodeTimeout: cluster.nodeTimeoutMs, promoted: promotedMs, baselineServedAgain: baselineBackMs, candidateP99DuringOutage, changeAnswered: changeAnsweredMs, candidateParallelismChanged: candidateParallelismMs },
+    measuredMs: {
+      nodeTimeout: cluster.nodeTimeoutMs,
+      promoted: promotedMs,
+      baselineServedAgain: baselineBackMs,
+      candidateP99DuringOutage,
+      changeAnswered: changeAnsweredMs,
+      candidateParallelismChanged: candidateParallelismMs,
+    },
     figures: { candidateTasksDuringOutage: duringOutage.length },
   });
   assert.ok(duringOutage.length >= 10, `the candidate kept being served while the baseline's shard was down: ${duringOutage.length} tasks`);

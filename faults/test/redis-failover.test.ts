@@ -9,7 +9,20 @@ import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { OverrideStore } from '@headroom/fleet';
-import { FleetWatch, TaskLog, degradedMs, demoTask, finishCase, keyPrefix, msUntil, scrapeMetrics, sleep, startClosedLoad, startStack, type Submission } from '../src/index';
+import {
+  FleetWatch,
+  TaskLog,
+  degradedMs,
+  demoTask,
+  finishCase,
+  keyPrefix,
+  msUntil,
+  scrapeMetrics,
+  sleep,
+  startClosedLoad,
+  startStack,
+  type Submission,
+} from '../src/index';
 
 /** An answer slower than this counts as degraded service (tasks here run 40 to 120 ms). */
 const healthyLatencyMs = 1500;
@@ -56,13 +69,22 @@ test('Sentinel failover under load (kill -9 of the primary): every process follo
   // Sentinel's own part: the primary silent for down-after-milliseconds, then an election.
   const askSentinel = new Redis({ port: sentinel.sentinelPorts[0], maxRetriesPerRequest: 1 });
   askSentinel.on('error', () => undefined);
-  const promotedMs = await msUntil('Sentinel promoted the replica', 20_000, async () => {
-    const address = (await askSentinel.call('SENTINEL', 'get-master-addr-by-name', sentinel.primaryName)) as [string, string] | null;
-    return address?.[1] === String(replica.port);
-  }, killedAtMs).finally(() => askSentinel.disconnect());
+  const promotedMs = await msUntil(
+    'Sentinel promoted the replica',
+    20_000,
+    async () => {
+      const address = (await askSentinel.call('SENTINEL', 'get-master-addr-by-name', sentinel.primaryName)) as [string, string] | null;
+      return address?.[1] === String(replica.port);
+    },
+    killedAtMs,
+  ).finally(() => askSentinel.disconnect());
   // Headroom's part: a task sent after the promotion is served.
-  const servedAgainMs = await msUntil('a task sent after the promotion was served', 20_000, () =>
-    log.submissions.some((s) => s.submittedAtMs > killedAtMs + promotedMs && s.answer?.ok === true), killedAtMs);
+  const servedAgainMs = await msUntil(
+    'a task sent after the promotion was served',
+    20_000,
+    () => log.submissions.some((s) => s.submittedAtMs > killedAtMs + promotedMs && s.answer?.ok === true),
+    killedAtMs,
+  );
   await sleep(2000);
   await load.stop();
 
@@ -79,7 +101,11 @@ test('Sentinel failover under load (kill -9 of the primary): every process follo
     figures: { answeredAfterKill: answeredAfterKill.length, okAfterKill: answeredAfterKill.filter((s) => s.answer?.ok).length },
   });
   assert.ok(answeredAfterKill.filter((s) => s.answer?.ok).length > 20, 'tasks kept being served after the failover');
-  assert.deepEqual(log.submissions.filter((s) => clusterOf(s) === 'candidate').map((s) => s.task.id), [], 'the rollback held throughout: no task on the candidate');
+  assert.deepEqual(
+    log.submissions.filter((s) => clusterOf(s) === 'candidate').map((s) => s.task.id),
+    [],
+    'the rollback held throughout: no task on the candidate',
+  );
   assert.ok(result.tally.ok > 0);
   // The goal is service back within 5 s of the primary's death with down-after-milliseconds 1000;
   // the bound here leaves room for this shared machine.

@@ -72,7 +72,10 @@ test('a leaky candidate: the heap gate rolls every integration back before the w
   // The worker holds what it leaked, takes no new task, and lives on.
   await sleep(3000);
   const load = await stopLoad();
-  assert.ok(candidate.child.running, `the candidate worker is alive (exit ${JSON.stringify(candidate.child.exitCode)}); its last lines: ${candidate.child.recentOutput().join('\n')}`);
+  assert.ok(
+    candidate.child.running,
+    `the candidate worker is alive (exit ${JSON.stringify(candidate.child.exitCode)}); its last lines: ${candidate.child.recentOutput().join('\n')}`,
+  );
   assert.equal(candidate.child.exitCode, null);
   const report = (await stack.client.workers()).find((w) => w.workerId === 'candidate-0');
   assert.ok(report, 'the candidate worker is still in the ledger');

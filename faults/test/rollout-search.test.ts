@@ -89,11 +89,19 @@ test('a parallelism search on the bank workload (one page a task) keeps the high
   const load = await stopLoad();
   const decisions = finished.decisions.map((d) => `${Math.round((d.atUnixMs - finished.createdAtUnixMs) / 1000)} s ${d.kind}: ${d.message}`);
   const bankA = finished.lastReading?.integrations.find((i) => i.integration === 'bank-a');
-  t.diagnostic(`found max parallelism ${finished.maxParallelism} (${finished.status}) in ${Math.round(searchMs / 1000)} s; decisions: ${decisions.join(' | ')}`);
-  t.diagnostic(`last reading: ${JSON.stringify(bankA?.gates.map((g) => `${g.gate} ${g.value}`))}, workers ${JSON.stringify(finished.lastReading?.workers.gates.map((g) => `${g.gate} ${g.value}`))}`);
-  t.diagnostic(`most tasks in flight on the candidate, by max parallelism: ${JSON.stringify(Object.fromEntries([...mostInFlight].sort((a, b) => a[0] - b[0])))}; load ${JSON.stringify(load)}; test ${Math.round((performance.now() - startedAtMs) / 1000)} s`);
+  t.diagnostic(
+    `found max parallelism ${finished.maxParallelism} (${finished.status}) in ${Math.round(searchMs / 1000)} s; decisions: ${decisions.join(' | ')}`,
+  );
+  t.diagnostic(
+    `last reading: ${JSON.stringify(bankA?.gates.map((g) => `${g.gate} ${g.value}`))}, workers ${JSON.stringify(finished.lastReading?.workers.gates.map((g) => `${g.gate} ${g.value}`))}`,
+  );
+  t.diagnostic(
+    `most tasks in flight on the candidate, by max parallelism: ${JSON.stringify(Object.fromEntries([...mostInFlight].sort((a, b) => a[0] - b[0])))}; load ${JSON.stringify(load)}; test ${Math.round((performance.now() - startedAtMs) / 1000)} s`,
+  );
 
-  t.diagnostic(`the rollout's target, at least 20 with the p50 ratio within 1.1: ${finished.maxParallelism >= 20 ? 'reached' : 'NOT reached'} here (${finished.maxParallelism})`);
+  t.diagnostic(
+    `the rollout's target, at least 20 with the p50 ratio within 1.1: ${finished.maxParallelism >= 20 ? 'reached' : 'NOT reached'} here (${finished.maxParallelism})`,
+  );
 
   assert.equal(finished.status, 'completed', describeRollout(finished));
   const { search } = plan.steps[0]!;
@@ -102,9 +110,17 @@ test('a parallelism search on the bank workload (one page a task) keeps the high
   const raises = finished.decisions.filter((d) => d.kind === 'raise');
   const backOff = finished.decisions.find((d) => d.kind === 'back-off');
   // Each raise was the next value of the series; the kept value is the last that held: the last raised-from value on a back-off, else the max.
-  assert.deepEqual(raises.map((d) => Number(/raised to (\d+)/.exec(d.message)?.[1])), tried.slice(1, raises.length + 1), decisions.join('\n'));
+  assert.deepEqual(
+    raises.map((d) => Number(/raised to (\d+)/.exec(d.message)?.[1])),
+    tried.slice(1, raises.length + 1),
+    decisions.join('\n'),
+  );
   if (backOff) {
-    assert.match(backOff.message, /broke a gate \(.*(p50Ratio|p95Ratio|errorRateIncrease|gcShare|eventLoopUtilization|eventLoopDelayP99Ms|heapShare) \d+(\.\d+)? > /, 'the back-off names the gate and its figure');
+    assert.match(
+      backOff.message,
+      /broke a gate \(.*(p50Ratio|p95Ratio|errorRateIncrease|gcShare|eventLoopUtilization|eventLoopDelayP99Ms|heapShare) \d+(\.\d+)? > /,
+      'the back-off names the gate and its figure',
+    );
     assert.equal(finished.maxParallelism, tried[raises.length - 1], decisions.join('\n'));
   } else {
     assert.equal(finished.maxParallelism, search.max, decisions.join('\n'));

@@ -73,7 +73,7 @@ async function startControlledFleet(t: TestContext, percentToCandidate: { 'bank-
   await control.api.setParallelism({ candidate: candidateMaxParallelism });
   const log = new TaskLog();
   await waitForSplit(stack, log, percentToCandidate, 15_000);
-  await msUntil('candidate workers at the flag\'s max parallelism', 15_000, async () =>
+  await msUntil("candidate workers at the flag's max parallelism", 15_000, async () =>
     (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === candidateMaxParallelism),
   );
   return { stack, control, log };
@@ -148,7 +148,10 @@ for (const fault of ['restart', 'flushall'] as const) {
     const balancersAppliedMs = await msUntil(
       'every balancer to apply the rebuilt override',
       10_000,
-      async () => (await Promise.all(stack.liveBalancers().map(async (b) => (await scrapeMetrics(b.metricsPort)).value('headroom_balancer_override_version')))).every((v) => v >= rebuiltVersion),
+      async () =>
+        (await Promise.all(stack.liveBalancers().map(async (b) => (await scrapeMetrics(b.metricsPort)).value('headroom_balancer_override_version')))).every(
+          (v) => v >= rebuiltVersion,
+        ),
       faultAtMs,
     );
     await sleep(1000);
@@ -157,12 +160,24 @@ for (const fault of ['restart', 'flushall'] as const) {
     const result = await finishCase(t, stack, log, watch, {
       name,
       startedAtMs,
-      measuredMs: { degraded: degradedMs(log, faultAtMs, healthyLatencyMs), ledgerRebuilt: ledgerRebuiltMs, overrideRebuilt: overrideRebuiltMs, balancersApplied: balancersAppliedMs },
+      measuredMs: {
+        degraded: degradedMs(log, faultAtMs, healthyLatencyMs),
+        ledgerRebuilt: ledgerRebuiltMs,
+        overrideRebuilt: overrideRebuiltMs,
+        balancersApplied: balancersAppliedMs,
+      },
     });
     const sentAfterRollback = log.submissions.filter((s) => s.submittedAtMs > rolledBackAtMs);
     const onCandidate = sentAfterRollback.filter((s) => s.task.integration === 'bank-a' && clusterOf(s) === 'candidate');
-    assert.deepEqual(onCandidate.map((s) => s.task.id), [], 'the rollback held: no bank-a task on the candidate, Redis data lost or not');
-    assert.ok(sentAfterRollback.some((s) => s.task.integration === 'bank-b' && clusterOf(s) === 'candidate'), 'bank-b still went to the candidate');
+    assert.deepEqual(
+      onCandidate.map((s) => s.task.id),
+      [],
+      'the rollback held: no bank-a task on the candidate, Redis data lost or not',
+    );
+    assert.ok(
+      sentAfterRollback.some((s) => s.task.integration === 'bank-b' && clusterOf(s) === 'candidate'),
+      'bank-b still went to the candidate',
+    );
     assert.ok(log.answeredBetween(faultAtMs + ledgerRebuiltMs).filter((s) => s.answer?.ok).length > 10, `service came back: ${JSON.stringify(result.tally)}`);
   });
 }
@@ -180,22 +195,34 @@ test('Unleash stopped mid-load: routing and parallelism keep the last flags, a c
   // Several failed polls (every 200 ms) later, the last flags still hold.
   await sleep(1000);
   const candidateMaxDuringOutage = (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).map((w) => w.maxParallelism);
-  const refusal = (call: Promise<unknown>) => call.then(() => 'accepted', (error: unknown) => error);
+  const refusal = (call: Promise<unknown>) =>
+    call.then(
+      () => 'accepted',
+      (error: unknown) => error,
+    );
   const trafficChange = await refusal(control.api.setTraffic({ integrations: { 'bank-a': 0 } }));
   const parallelismChange = await refusal(control.api.setParallelism({ candidate: 2 }));
 
   const restartedAtMs = performance.now();
   await unleash.start();
   const resumedAtMs = performance.now();
-  const reconnectedMs = await msUntil('every balancer and worker to reach Unleash again', 30_000, async () => (await flagsReachable(stack)).every((v) => v === 1), resumedAtMs);
+  const reconnectedMs = await msUntil(
+    'every balancer and worker to reach Unleash again',
+    30_000,
+    async () => (await flagsReachable(stack)).every((v) => v === 1),
+    resumedAtMs,
+  );
   // The same changes now succeed and reach every process.
   await control.api.setTraffic({ integrations: { 'bank-a': 0 } });
   await control.api.setParallelism({ candidate: 2 });
   const changedAtMs = performance.now();
   const splitConvergedMs = await waitForSplit(stack, log, { 'bank-a': 0, 'bank-b': 0 }, 15_000);
-  const parallelismConvergedMs = await msUntil('candidate workers at the new max parallelism', 15_000, async () =>
-    (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2),
-  changedAtMs);
+  const parallelismConvergedMs = await msUntil(
+    'candidate workers at the new max parallelism',
+    15_000,
+    async () => (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2),
+    changedAtMs,
+  );
   await sleep(500);
   await load.stop();
 
@@ -217,10 +244,17 @@ test('Unleash stopped mid-load: routing and parallelism keep the last flags, a c
     assert.equal(change.status, 502, change.message);
     assert.equal(change.code, 'HR_ERR_UNLEASH_FAILED', change.message);
   }
-  assert.deepEqual(candidateMaxDuringOutage, [candidateMaxParallelism, candidateMaxParallelism], 'the workers kept the flag\'s max parallelism');
+  assert.deepEqual(candidateMaxDuringOutage, [candidateMaxParallelism, candidateMaxParallelism], "the workers kept the flag's max parallelism");
   const duringOutage = log.answeredBetween(pausedAtMs, resumedAtMs).filter((s) => s.answer?.ok);
   assert.ok(duringOutage.length > 10, `served during the outage: ${duringOutage.length}`);
   const misrouted = duringOutage.filter((s) => clusterOf(s) !== (s.task.integration === 'bank-a' ? 'candidate' : 'baseline'));
-  assert.deepEqual(misrouted.map((s) => `${s.task.integration} on ${clusterOf(s)}`), [], 'routing kept the last flags');
-  assert.ok(log.submissions.every((s) => s.answer?.ok && !s.answer.response.error), 'every task succeeded throughout');
+  assert.deepEqual(
+    misrouted.map((s) => `${s.task.integration} on ${clusterOf(s)}`),
+    [],
+    'routing kept the last flags',
+  );
+  assert.ok(
+    log.submissions.every((s) => s.answer?.ok && !s.answer.response.error),
+    'every task succeeded throughout',
+  );
 });

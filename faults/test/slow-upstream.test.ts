@@ -56,7 +56,13 @@ test('a slow upstream: the queue grows to its bound and no further, a full queue
     maxOutstanding: 80,
     balancerFor: () => balancer,
     // The account and one page of transactions: mostly waiting on the bank, little CPU.
-    taskFor: (seq) => task({ integration: 'bank-a', priority: seq % 8 === 0 ? 'USER_PRESENT' : 'BACKGROUND', payload: json({ maxPages: 1 }), deadlineUnixMs: Date.now() + 15_000 }),
+    taskFor: (seq) =>
+      task({
+        integration: 'bank-a',
+        priority: seq % 8 === 0 ? 'USER_PRESENT' : 'BACKGROUND',
+        payload: json({ maxPages: 1 }),
+        deadlineUnixMs: Date.now() + 15_000,
+      }),
   });
   // Warm: the first tasks open connections and compile code.
   await sleep(2000);
@@ -87,7 +93,12 @@ test('a slow upstream: the queue grows to its bound and no further, a full queue
       userPresentQueueWaitP95DuringSpike: Math.round(percentile(user.map(queueWaitMs), 95)),
       backgroundQueueWaitP50DuringSpike: Math.round(percentile(background.map(queueWaitMs), 50)),
     },
-    figures: { maxQueuedTasks, mostQueuedSeen: watch.maxQueued(), queueFullTotal: balancerMetrics.sum('headroom_balancer_queue_full_total'), shedTotal: balancerMetrics.sum('headroom_balancer_shed_total') },
+    figures: {
+      maxQueuedTasks,
+      mostQueuedSeen: watch.maxQueued(),
+      queueFullTotal: balancerMetrics.sum('headroom_balancer_queue_full_total'),
+      shedTotal: balancerMetrics.sum('headroom_balancer_shed_total'),
+    },
   });
 
   // Within the bound, and it was reached: the spike did fill the queue.
@@ -98,7 +109,11 @@ test('a slow upstream: the queue grows to its bound and no further, a full queue
   for (const s of refused) {
     assert.ok(s.answer && !s.answer.ok && s.answer.status === 8 /* RESOURCE_EXHAUSTED */ && s.answer.retryAfterMs !== undefined, JSON.stringify(s.answer));
   }
-  assert.deepEqual(refused.filter(isUserPresent).map((s) => s.task.id), [], 'no user-present task was refused or shed');
+  assert.deepEqual(
+    refused.filter(isUserPresent).map((s) => s.task.id),
+    [],
+    'no user-present task was refused or shed',
+  );
   // User-present first: they waited less for a slot than background work, and were answered sooner.
   assert.ok(user.length >= 5 && background.length >= 5, `both kinds served during the spike: ${user.length} user-present, ${background.length} background`);
   assert.ok(percentile(user.map(latencyMs), 50) < percentile(background.map(latencyMs), 50), 'user-present answered sooner than background');

@@ -23,9 +23,16 @@ test("the soak's judgement of the heap: the program's objects after GC, or the h
   const mib = 2 ** 20;
   const sampleEveryMs = 15_000;
   // 30 minutes of samples every 15 s, from a value at each time.
-  const series = (unit: string, valueAt: (atMs: number) => number) => ({ unit, points: Array.from({ length: 121 }, (_, i) => ({ atMs: i * sampleEveryMs, value: Math.round(valueAt(i * sampleEveryMs)) })) });
+  const series = (unit: string, valueAt: (atMs: number) => number) => ({
+    unit,
+    points: Array.from({ length: 121 }, (_, i) => ({ atMs: i * sampleEveryMs, value: Math.round(valueAt(i * sampleEveryMs)) })),
+  });
   // A full collection every 2 minutes: the gauge holds its figure until the next.
-  const everyTwoMinutes = (perHourMiB: number) => (atMs: number) => 20 * mib + perHourMiB * mib * (Math.floor(atMs / (2 * minute)) * 2 * minute / (60 * minute)) + (Math.floor(atMs / (2 * minute)) % 3) * 1000 + Math.floor(atMs / (2 * minute));
+  const everyTwoMinutes = (perHourMiB: number) => (atMs: number) =>
+    20 * mib +
+    perHourMiB * mib * ((Math.floor(atMs / (2 * minute)) * 2 * minute) / (60 * minute)) +
+    (Math.floor(atMs / (2 * minute)) % 3) * 1000 +
+    Math.floor(atMs / (2 * minute));
   const judge = (samples: [string, ReturnType<typeof series>][]) =>
     new Map(judgeSeries(new Map(samples), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: true }).map((s) => [s.name, s]));
 
@@ -73,13 +80,27 @@ test("the soak's judgement of the heap: the program's objects after GC, or the h
   assert.match(judged.get('worker:w1/heap-objects-after-gc')!.note ?? '', /^not judged: 2 points fitted/);
   assert.equal(judged.get('worker:w1/heap')!.grows, false);
   // A run under 10 minutes is not judged at all.
-  const short = judgeSeries(new Map([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(20))]]), { loadStartedAtMs: 0, redisRestartedAtMs: 0, sampleEveryMs, judged: false });
+  const short = judgeSeries(new Map([['balancer:b0/heap-objects-after-gc', series('bytes', everyTwoMinutes(20))]]), {
+    loadStartedAtMs: 0,
+    redisRestartedAtMs: 0,
+    sampleEveryMs,
+    judged: false,
+  });
   assert.equal(short[0]!.grows, false);
 });
 
 test("a process with two heap snapshots is judged by its program's data in them, its fitted series noted", () => {
   const mib = 2 ** 20;
-  const fitted = (name: string, grows: boolean): SoakSeries => ({ name, unit: 'bytes', sampled: 120, points: 5, mean: 20 * mib, slopePerHour: grows ? 1.5 * mib : 0, grows, values: [] });
+  const fitted = (name: string, grows: boolean): SoakSeries => ({
+    name,
+    unit: 'bytes',
+    sampled: 120,
+    points: 5,
+    mean: 20 * mib,
+    slopePerHour: grows ? 1.5 * mib : 0,
+    grows,
+    values: [],
+  });
   const pair = (process: string, programSlopeMiB: number) => ({
     process,
     atSeconds: [300, 1800] as [number, number],

@@ -20,22 +20,38 @@ before(async () => {
 });
 after(() => unleash?.close());
 
-test(`soak: ${minutes} min at 70% of the slots with faults in turn; nothing lost, nothing grows without bound`, { timeout: (minutes + 5) * 60_000 }, async (t) => {
-  const report = await runSoak(t, { minutes, sampleEveryMs, unleash, progress: (line) => t.diagnostic(line) });
-  if (process.env.HEADROOM_SOAK_REPORT) fs.writeFileSync(process.env.HEADROOM_SOAK_REPORT, JSON.stringify(report, null, 2));
-  t.diagnostic(`faults ${JSON.stringify(report.faults)}; latency by quarter ${JSON.stringify(report.latencyByQuarter)}`);
-  assert.equal(report.tasks.lost, 0);
-  assert.deepEqual(
-    ['kill -9 a worker', 'roll bank-a back', 'restart Redis', 'restart Unleash'].filter((what) => !report.faults.some((f) => f.what.startsWith(what))),
-    [],
-    'every fault came once at least',
-  );
-  // Every process was sampled (workers, balancers, the control plane) and Redis too.
-  for (const kind of ['worker:', 'balancer:', 'control-plane:', 'redis/']) assert.ok(report.series.some((s) => s.name.startsWith(kind) && s.sampled >= 3), `${kind} sampled: ${report.series.map((s) => `${s.name} ${s.sampled}`).join(', ')}`);
-  // Heap snapshots after the warm-up (half the run, here) and at the end, of every process alive
-  // through both: the balancers and the control plane at least.
-  for (const kind of ['balancer:', 'control-plane:']) assert.ok(report.heapSnapshots.some((p) => p.process.startsWith(kind)), `${kind} snapshotted twice: ${JSON.stringify(report.heapSnapshots.map((p) => p.process))}`);
-  for (const p of report.heapSnapshots) assert.ok(p.programBytes.every((b) => b > 1_000_000) && p.v8Bytes.every((b) => b > 1_000_000) && p.atSeconds[1] > p.atSeconds[0], JSON.stringify(p));
-  assert.ok(report.latencyByQuarter.every((q) => q.answered > 0), `served in every quarter: ${JSON.stringify(report.latencyByQuarter)}`);
-  if (report.judged) assert.deepEqual(report.grew, [], 'no series grows without bound');
-});
+test(
+  `soak: ${minutes} min at 70% of the slots with faults in turn; nothing lost, nothing grows without bound`,
+  { timeout: (minutes + 5) * 60_000 },
+  async (t) => {
+    const report = await runSoak(t, { minutes, sampleEveryMs, unleash, progress: (line) => t.diagnostic(line) });
+    if (process.env.HEADROOM_SOAK_REPORT) fs.writeFileSync(process.env.HEADROOM_SOAK_REPORT, JSON.stringify(report, null, 2));
+    t.diagnostic(`faults ${JSON.stringify(report.faults)}; latency by quarter ${JSON.stringify(report.latencyByQuarter)}`);
+    assert.equal(report.tasks.lost, 0);
+    assert.deepEqual(
+      ['kill -9 a worker', 'roll bank-a back', 'restart Redis', 'restart Unleash'].filter((what) => !report.faults.some((f) => f.what.startsWith(what))),
+      [],
+      'every fault came once at least',
+    );
+    // Every process was sampled (workers, balancers, the control plane) and Redis too.
+    for (const kind of ['worker:', 'balancer:', 'control-plane:', 'redis/'])
+      assert.ok(
+        report.series.some((s) => s.name.startsWith(kind) && s.sampled >= 3),
+        `${kind} sampled: ${report.series.map((s) => `${s.name} ${s.sampled}`).join(', ')}`,
+      );
+    // Heap snapshots after the warm-up (half the run, here) and at the end, of every process alive
+    // through both: the balancers and the control plane at least.
+    for (const kind of ['balancer:', 'control-plane:'])
+      assert.ok(
+        report.heapSnapshots.some((p) => p.process.startsWith(kind)),
+        `${kind} snapshotted twice: ${JSON.stringify(report.heapSnapshots.map((p) => p.process))}`,
+      );
+    for (const p of report.heapSnapshots)
+      assert.ok(p.programBytes.every((b) => b > 1_000_000) && p.v8Bytes.every((b) => b > 1_000_000) && p.atSeconds[1] > p.atSeconds[0], JSON.stringify(p));
+    assert.ok(
+      report.latencyByQuarter.every((q) => q.answered > 0),
+      `served in every quarter: ${JSON.stringify(report.latencyByQuarter)}`,
+    );
+    if (report.judged) assert.deepEqual(report.grew, [], 'no series grows without bound');
+  },
+);

@@ -6,10 +6,35 @@ import { defaultFlagNames } from './flag-names';
 
 /** The options every process that reads flags (balancer, worker) takes, by flag or env. */
 export const flagOptionSpecs: readonly OptionSpec[] = [
-  { key: 'unleashUrl', flag: 'unleash-url', env: 'UNLEASH_URL', valueName: 'URL', description: 'Unleash server to read flags from, e.g. http://127.0.0.1:4242 (default: none, no flags)' },
-  { key: 'unleashClientToken', flag: 'unleash-client-token', env: 'UNLEASH_CLIENT_TOKEN', valueName: 'TOKEN', description: 'a client (backend) token of that server; required with --unleash-url', secret: true },
-  { key: 'flagsRefreshIntervalMs', flag: 'flags-refresh-interval-ms', env: 'HEADROOM_FLAGS_REFRESH_INTERVAL_MS', valueName: 'MS', description: 'how often flags are fetched' },
-  { key: 'candidateFlag', flag: 'candidate-flag', env: 'HEADROOM_CANDIDATE_FLAG', valueName: 'NAME', description: `Unleash flag of the candidate cluster's traffic` },
+  {
+    key: 'unleashUrl',
+    flag: 'unleash-url',
+    env: 'UNLEASH_URL',
+    valueName: 'URL',
+    description: 'Unleash server to read flags from, e.g. http://127.0.0.1:4242 (default: none, no flags)',
+  },
+  {
+    key: 'unleashClientToken',
+    flag: 'unleash-client-token',
+    env: 'UNLEASH_CLIENT_TOKEN',
+    valueName: 'TOKEN',
+    description: 'a client (backend) token of that server; required with --unleash-url',
+    secret: true,
+  },
+  {
+    key: 'flagsRefreshIntervalMs',
+    flag: 'flags-refresh-interval-ms',
+    env: 'HEADROOM_FLAGS_REFRESH_INTERVAL_MS',
+    valueName: 'MS',
+    description: 'how often flags are fetched',
+  },
+  {
+    key: 'candidateFlag',
+    flag: 'candidate-flag',
+    env: 'HEADROOM_CANDIDATE_FLAG',
+    valueName: 'NAME',
+    description: `Unleash flag of the candidate cluster's traffic`,
+  },
   { key: 'parallelismFlag', flag: 'parallelism-flag', env: 'HEADROOM_PARALLELISM_FLAG', valueName: 'NAME', description: `Unleash flag of max parallelism` },
 ];
 

@@ -75,7 +75,12 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
     fetchFailures++;
     failures.inc();
     if (!failedSinceFetch) {
-      logger.warn({ err: error, url: options.url, synchronized }, synchronized ? 'Unleash unreachable: keeping the last flags fetched' : 'Unleash unreachable and no flags fetched yet: every task goes to the baseline cluster, workers keep their own max parallelism');
+      logger.warn(
+        { err: error, url: options.url, synchronized },
+        synchronized
+          ? 'Unleash unreachable: keeping the last flags fetched'
+          : 'Unleash unreachable and no flags fetched yet: every task goes to the baseline cluster, workers keep their own max parallelism',
+      );
     }
     unreachable = failedSinceFetch = true;
   });
@@ -92,8 +97,22 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
   });
 
   const registers = deps.registry ? [deps.registry] : [];
-  new Gauge({ name: 'headroom_flags_synchronized', help: '1 once flags were fetched from Unleash at least once', registers, collect() { this.set(synchronized ? 1 : 0); } });
-  new Gauge({ name: 'headroom_flags_unleash_reachable', help: '0 while fetching flags from Unleash fails (the last flags fetched stay in use)', registers, collect() { this.set(unreachable ? 0 : 1); } });
+  new Gauge({
+    name: 'headroom_flags_synchronized',
+    help: '1 once flags were fetched from Unleash at least once',
+    registers,
+    collect() {
+      this.set(synchronized ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: 'headroom_flags_unleash_reachable',
+    help: '0 while fetching flags from Unleash fails (the last flags fetched stay in use)',
+    registers,
+    collect() {
+      this.set(unreachable ? 0 : 1);
+    },
+  });
   new Gauge({
     name: 'headroom_flags_seconds_since_fetch',
     help: 'Seconds since flags were last fetched from Unleash (-1 before the first fetch)',
@@ -140,7 +159,10 @@ export async function startFlagClient(options: FlagClientOptions, deps: { logger
       if (!payload && variant.payload.value !== lastInvalidPayload) {
         // Workers ask at every heartbeat: say it once per bad value.
         lastInvalidPayload = variant.payload.value;
-        logger.warn({ flag: names.maxParallelism, cluster, payload: variant.payload.value }, 'ignoring a max-parallelism variant that is not {"maxParallelism": 1..10000}');
+        logger.warn(
+          { flag: names.maxParallelism, cluster, payload: variant.payload.value },
+          'ignoring a max-parallelism variant that is not {"maxParallelism": 1..10000}',
+        );
       }
       return payload?.maxParallelism;
     },

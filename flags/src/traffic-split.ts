@@ -30,13 +30,19 @@ export function trafficSplitOf(definition: FeatureInterface): TrafficSplit {
 /** Equal splits, whatever the order their integrations were listed in. */
 export function sameTrafficSplit(a: TrafficSplit, b: TrafficSplit): boolean {
   const keys = (split: TrafficSplit) => Object.keys(split.integrations).sort();
-  return a.enabled === b.enabled && a.defaultPercent === b.defaultPercent && JSON.stringify(keys(a)) === JSON.stringify(keys(b)) && keys(a).every((key) => a.integrations[key] === b.integrations[key]);
+  return (
+    a.enabled === b.enabled &&
+    a.defaultPercent === b.defaultPercent &&
+    JSON.stringify(keys(a)) === JSON.stringify(keys(b)) &&
+    keys(a).every((key) => a.integrations[key] === b.integrations[key])
+  );
 }
 
 /** A split read back from elsewhere (a balancer's heartbeat in Redis), or undefined when it is not one. */
 export function parseTrafficSplit(value: unknown): TrafficSplit | undefined {
   const candidate = value as Partial<TrafficSplit> | null;
-  if (!candidate || typeof candidate.enabled !== 'boolean' || !(candidate.defaultPercent === null || typeof candidate.defaultPercent === 'number')) return undefined;
+  if (!candidate || typeof candidate.enabled !== 'boolean' || !(candidate.defaultPercent === null || typeof candidate.defaultPercent === 'number'))
+    return undefined;
   const integrations = candidate.integrations;
   if (!integrations || typeof integrations !== 'object' || Object.values(integrations).some((percent) => typeof percent !== 'number')) return undefined;
   return { enabled: candidate.enabled, defaultPercent: candidate.defaultPercent, integrations };

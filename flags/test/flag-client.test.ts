@@ -8,7 +8,10 @@ test('with no Unleash to reach, start gives up after its timeout: every task to 
   const port = await freePort();
   const registry = new Registry();
   const startedAt = Date.now();
-  const flags = await startFlagClient({ url: `http://127.0.0.1:${port}`, clientToken: 'x', appName: 'test', instanceId: 'test', refreshIntervalMs: 100, startTimeoutMs: 300 }, { registry });
+  const flags = await startFlagClient(
+    { url: `http://127.0.0.1:${port}`, clientToken: 'x', appName: 'test', instanceId: 'test', refreshIntervalMs: 100, startTimeoutMs: 300 },
+    { registry },
+  );
   try {
     assert.ok(Date.now() - startedAt >= 290);
     assert.equal(flags.synchronized, false);

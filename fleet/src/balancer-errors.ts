@@ -33,7 +33,10 @@ export class BalancerErrorRecorder {
 
   constructor(redis: RedisConnection, options: BalancerErrorRecorderOptions) {
     const keys = latencyKeys(options.keyPrefix);
-    this.counts = new SlotCounts(redis, slotCountsOptions(options, (slotStartMs) => keys.balancerErrorSlot(slotStartMs), 'balancer errors flush'));
+    this.counts = new SlotCounts(
+      redis,
+      slotCountsOptions(options, (slotStartMs) => keys.balancerErrorSlot(slotStartMs), 'balancer errors flush'),
+    );
   }
 
   /** Errors dropped because Redis was away for longer than maxPendingSlots slots. */
@@ -74,7 +77,12 @@ export interface BalancerErrorRates {
  * The balancers' errors of the slots that overlap the last `windowMs` (so between windowMs and
  * windowMs + one slot), and the time they cover: a rate is count / seconds.
  */
-export async function readBalancerErrors(redis: RedisConnection, keyPrefix: string, windowMs: number, options: { slotMs?: number; nowUnixMs?: number } = {}): Promise<BalancerErrorRates> {
+export async function readBalancerErrors(
+  redis: RedisConnection,
+  keyPrefix: string,
+  windowMs: number,
+  options: { slotMs?: number; nowUnixMs?: number } = {},
+): Promise<BalancerErrorRates> {
   const slotMs = options.slotMs ?? latencyDefaults.slotMs;
   const now = options.nowUnixMs ?? Date.now();
   const keys = latencyKeys(keyPrefix);

@@ -51,10 +51,12 @@ export function encodeIntegrationLimit(integration: unknown, limit: unknown): { 
     return { integration, spec: 'off' };
   }
   if (keys[0] === 'maxInFlight') {
-    if (!Number.isSafeInteger(value) || (value as number) < 1) throw new InvalidIntegrationLimitError('limit.maxInFlight', `got ${describe(value)}, expected a whole number of tasks >= 1`);
+    if (!Number.isSafeInteger(value) || (value as number) < 1)
+      throw new InvalidIntegrationLimitError('limit.maxInFlight', `got ${describe(value)}, expected a whole number of tasks >= 1`);
     return { integration, spec: `max:${value as number}` };
   }
-  if (typeof value !== 'number' || !(value > 0 && value <= 1)) throw new InvalidIntegrationLimitError('limit.shareOfCapacity', `got ${describe(value)}, expected a number in (0, 1] such as 0.25`);
+  if (typeof value !== 'number' || !(value > 0 && value <= 1))
+    throw new InvalidIntegrationLimitError('limit.shareOfCapacity', `got ${describe(value)}, expected a number in (0, 1] such as 0.25`);
   return { integration, spec: `share:${value}` };
 }
 
@@ -76,8 +78,10 @@ export function defaultLimitArgs(limit: DefaultIntegrationLimit): [number, numbe
 /** Checks a default limit given as an option; throws naming `field`. */
 export function checkDefaultIntegrationLimit(limit: DefaultIntegrationLimit, field: string): DefaultIntegrationLimit {
   if ('off' in limit) return limit;
-  if (!(limit.shareOfCapacity > 0 && limit.shareOfCapacity <= 1)) throw new InvalidIntegrationLimitError(`${field}.shareOfCapacity`, `got ${describe(limit.shareOfCapacity)}, expected a number in (0, 1]`);
-  if (!Number.isSafeInteger(limit.minInFlight) || limit.minInFlight < 0) throw new InvalidIntegrationLimitError(`${field}.minInFlight`, `got ${describe(limit.minInFlight)}, expected a whole number >= 0`);
+  if (!(limit.shareOfCapacity > 0 && limit.shareOfCapacity <= 1))
+    throw new InvalidIntegrationLimitError(`${field}.shareOfCapacity`, `got ${describe(limit.shareOfCapacity)}, expected a number in (0, 1]`);
+  if (!Number.isSafeInteger(limit.minInFlight) || limit.minInFlight < 0)
+    throw new InvalidIntegrationLimitError(`${field}.minInFlight`, `got ${describe(limit.minInFlight)}, expected a whole number >= 0`);
   return limit;
 }
 

@@ -83,7 +83,10 @@ export class LatencyRecorder {
     private readonly options: LatencyRecorderOptions,
   ) {
     const keys = latencyKeys(options.keyPrefix);
-    this.counts = new SlotCounts(redis, slotCountsOptions(options, (slotStartMs) => keys.slot(slotStartMs), 'latency flush'));
+    this.counts = new SlotCounts(
+      redis,
+      slotCountsOptions(options, (slotStartMs) => keys.slot(slotStartMs), 'latency flush'),
+    );
   }
 
   /** Samples dropped because Redis was away for longer than maxPendingSlots slots. */
@@ -116,7 +119,12 @@ export interface LatencySlot {
 }
 
 /** Histograms by cluster, then integration, merged over the slots of the last `windowMs`. */
-export async function readLatency(redis: RedisConnection, keyPrefix: string, windowMs: number, options: { slotMs?: number; nowUnixMs?: number } = {}): Promise<LatencyByCluster> {
+export async function readLatency(
+  redis: RedisConnection,
+  keyPrefix: string,
+  windowMs: number,
+  options: { slotMs?: number; nowUnixMs?: number } = {},
+): Promise<LatencyByCluster> {
   const merged: LatencyByCluster = new Map();
   for (const slot of await readLatencySlots(redis, keyPrefix, windowMs, options)) {
     for (const [cluster, byIntegration] of slot.clusters) {
@@ -162,7 +170,8 @@ export async function readLatencySlots(
       if (bucket === failedField) histogram.failed += Number(count);
       else histogram.add(Number(bucket), Number(count));
     }
-    for (const { cluster, integration, count } of parseBalancerErrors(fieldsBySlot[2 * i + 1] ?? {})) histogramIn(clusters, cluster, integration).failed += count;
+    for (const { cluster, integration, count } of parseBalancerErrors(fieldsBySlot[2 * i + 1] ?? {}))
+      histogramIn(clusters, cluster, integration).failed += count;
     return { startUnixMs, clusters };
   });
 }

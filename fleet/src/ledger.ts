@@ -3,7 +3,15 @@ import type { RedisConnection } from './redis';
 import { clusterKeys, type ClusterKeys } from './keys';
 import { LuaScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
-import { checkDefaultIntegrationLimit, decodeIntegrationLimit, defaultIntegrationLimit, defaultLimitArgs, encodeIntegrationLimit, type DefaultIntegrationLimit, type IntegrationLimit } from './integration-limits';
+import {
+  checkDefaultIntegrationLimit,
+  decodeIntegrationLimit,
+  defaultIntegrationLimit,
+  defaultLimitArgs,
+  encodeIntegrationLimit,
+  type DefaultIntegrationLimit,
+  type IntegrationLimit,
+} from './integration-limits';
 import { InvalidIntegrationLimitError } from './errors';
 import { LedgerBatcher, type ReleaseEntry, type ReservationEntry, type SettleReply } from './ledger-batcher';
 
@@ -237,7 +245,14 @@ export class Ledger {
   }
 
   async heartbeat(cluster: string, input: HeartbeatInput): Promise<HeartbeatReply> {
-    const args: (string | number)[] = [input.workerId, input.address, input.capacity, input.draining ? 1 : 0, input.dispatchGraceMs ?? defaultDispatchGraceMs, input.addressUnchanged ? 1 : 0];
+    const args: (string | number)[] = [
+      input.workerId,
+      input.address,
+      input.capacity,
+      input.draining ? 1 : 0,
+      input.dispatchGraceMs ?? defaultDispatchGraceMs,
+      input.addressUnchanged ? 1 : 0,
+    ];
     const ownPrefix = `${input.workerId}|`;
     for (const leaseId of input.heldLeaseIds) if (leaseId.startsWith(ownPrefix)) args.push(leaseId.slice(ownPrefix.length));
     const reply = (await this.run('heartbeat', cluster, args)) as [number, number, number, number, number, number];
@@ -282,7 +297,8 @@ export class Ledger {
     const { spec } = limit === null ? { spec: '' } : encodeIntegrationLimit(integration, limit);
     if (limit === null) encodeIntegrationLimit(integration, { off: true });
     const reply = (await this.run('integration-limit', cluster, [integration, spec])) as [string, number?];
-    if (reply[0] === 'above-capacity') throw new InvalidIntegrationLimitError('limit.maxInFlight', `got ${spec.slice(4)}, above the capacity of cluster ${cluster} (${reply[1]} slots)`);
+    if (reply[0] === 'above-capacity')
+      throw new InvalidIntegrationLimitError('limit.maxInFlight', `got ${spec.slice(4)}, above the capacity of cluster ${cluster} (${reply[1]} slots)`);
     if (reply[0] !== 'ok') throw new InvalidIntegrationLimitError('limit', `the ledger refused ${JSON.stringify(spec)}`);
   }
 
@@ -299,7 +315,12 @@ export class Ledger {
     const names = [...new Set([...Object.keys(limits), ...Object.keys(inflight)])].sort();
     return names.map((integration) => {
       const limit = limits[integration] === undefined ? null : decodeIntegrationLimit(limits[integration]!);
-      return { integration, limit, maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots), inflight: Number(inflight[integration] ?? 0) };
+      return {
+        integration,
+        limit,
+        maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots),
+        inflight: Number(inflight[integration] ?? 0),
+      };
     });
   }
 
@@ -336,7 +357,13 @@ export class Ledger {
    * reason is kept. Refused ('too-many') when another mark would pass
    * max(1, floor(maxMarkedShare x the cluster's workers)) marked at once, whatever the reasons.
    */
-  async markUnreachable(cluster: string, workerId: string, forMs: number, maxMarkedShare: number, reason: EjectionReason = 'unreachable'): Promise<UnreachableMark> {
+  async markUnreachable(
+    cluster: string,
+    workerId: string,
+    forMs: number,
+    maxMarkedShare: number,
+    reason: EjectionReason = 'unreachable',
+  ): Promise<UnreachableMark> {
     const reply = (await this.run('unreachable', cluster, [workerId, Math.max(1, Math.round(forMs)), maxMarkedShare, reason])) as [string, ...number[]];
     if (reply[0] === 'marked') return { result: 'marked', untilMs: Number(reply[1]) };
     if (reply[0] === 'too-many') return { result: 'too-many', marked: Number(reply[1]), workers: Number(reply[2]) };
@@ -386,7 +413,10 @@ export class Ledger {
    * re-reads the whole list only when a worker joined or left or an address changed, not every
    * period. Versions are Redis's clock at the change, so they differ after a loss of data too.
    */
-  async addressesIfChanged(cluster: string, knownVersion: string | undefined): Promise<{ changed: false } | { changed: true; version: string; addresses: Map<string, string> }> {
+  async addressesIfChanged(
+    cluster: string,
+    knownVersion: string | undefined,
+  ): Promise<{ changed: false } | { changed: true; version: string; addresses: Map<string, string> }> {
     const keys = this.keys(cluster);
     const version = (await this.guard('addresses', () => this.redis.get(keys.directoryVersion))) ?? 'none';
     if (version === knownVersion) return { changed: false };
@@ -422,8 +452,18 @@ export class Ledger {
         return value;
       });
       const [capacity, inflightOutOfFree, free, address, heartbeat, draining, totals, waiting, waitingUser, unreachable, reasons, time] = values as [
-        Record<string, string>, Record<string, string>, string[], Record<string, string>, string[], string[],
-        Record<string, string>, string[], string[], string[], Record<string, string>, [string, string],
+        Record<string, string>,
+        Record<string, string>,
+        string[],
+        Record<string, string>,
+        string[],
+        string[],
+        Record<string, string>,
+        string[],
+        string[],
+        string[],
+        Record<string, string>,
+        [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
       const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);
@@ -501,17 +541,25 @@ export class Ledger {
 
   private async settle(cluster: string, releases: readonly ReleaseEntry[], reservations: readonly ReservationEntry[]): Promise<SettleReply> {
     const directory = this.directories.get(cluster);
-    const args: (string | number)[] = [this.options.keptForUserPresentShare, this.options.waiterTtlMs, directory?.version ?? '', ...this.defaultLimitArgs, releases.length];
+    const args: (string | number)[] = [
+      this.options.keptForUserPresentShare,
+      this.options.waiterTtlMs,
+      directory?.version ?? '',
+      ...this.defaultLimitArgs,
+      releases.length,
+    ];
     args.push(...releases);
     args.push(reservations.length);
-    for (const r of reservations) args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.integration, r.skipWorkerIds.length, ...r.skipWorkerIds);
+    for (const r of reservations)
+      args.push(r.priority, r.balancerId, r.waitIfNone ? 1 : 0, r.targetWorkerId, r.nonce, r.integration, r.skipWorkerIds.length, ...r.skipWorkerIds);
     this.settleCounts.calls++;
     this.settleCounts.releases += releases.length;
     this.settleCounts.reservations += reservations.length;
     const [released, results] = (await this.call('settle', cluster, args)) as [number[], string[][]];
     for (const result of results) {
       // '': the version sent is current, so the directory read with it has the address.
-      if (result[0] === 'ok' && result[2] === '') result[2] = directory?.addresses.get(result[1]!) ?? (await this.redis.hget(this.keys(cluster).address, result[1]!)) ?? '';
+      if (result[0] === 'ok' && result[2] === '')
+        result[2] = directory?.addresses.get(result[1]!) ?? (await this.redis.hget(this.keys(cluster).address, result[1]!)) ?? '';
     }
     return { released, reservations: results };
   }

@@ -93,7 +93,10 @@ export class OverrideStore {
         : change.operation === 'set'
           ? JSON.stringify({ all: change.all, integrations: [...change.integrations] })
           : '';
-    const [raw, previous] = (await this.run('override-change', [this.keys.override, this.keys.overrideChangedChannel, change.operation, argument, actor])) as [string, string];
+    const [raw, previous] = (await this.run('override-change', [this.keys.override, this.keys.overrideChangedChannel, change.operation, argument, actor])) as [
+      string,
+      string,
+    ];
     return { state: parseOverride(raw), previous: previous === '' ? undefined : parseOverride(previous) };
   }
 
@@ -126,7 +129,12 @@ export class OverrideStore {
       const cutoff = nowMs - liveWithinMs;
       const stale = await this.redis.zrangebyscore(this.keys.balancers, '-inf', `(${cutoff}`, 'LIMIT', 0, maxBalancerRecords);
       if (stale.length > 0) {
-        await this.redis.multi().zrem(this.keys.balancers, ...stale).hdel(this.keys.balancerInfo, ...stale).hdel(this.keys.acks, ...stale).exec();
+        await this.redis
+          .multi()
+          .zrem(this.keys.balancers, ...stale)
+          .hdel(this.keys.balancerInfo, ...stale)
+          .hdel(this.keys.acks, ...stale)
+          .exec();
       }
       const live = await this.redis.zrangebyscore(this.keys.balancers, cutoff, '+inf', 'WITHSCORES', 'LIMIT', 0, maxBalancerRecords);
       const ids: string[] = [];
@@ -191,7 +199,10 @@ function readInfo(raw: string | null): BalancerInfo {
   const queued = parsed.queued;
   return {
     address: String(parsed.address ?? ''),
-    queued: queued && Number.isFinite(queued.userPresent) && Number.isFinite(queued.background) ? { userPresent: Number(queued.userPresent), background: Number(queued.background) } : null,
+    queued:
+      queued && Number.isFinite(queued.userPresent) && Number.isFinite(queued.background)
+        ? { userPresent: Number(queued.userPresent), background: Number(queued.background) }
+        : null,
     trafficFlag: parsed.trafficFlag ?? null,
   };
 }

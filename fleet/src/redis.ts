@@ -44,19 +44,19 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
             redisOptions: { maxRetriesPerRequest: 0, ...credentials, ...(location.tls ? { tls: {} } : {}) },
           })
         : new Redis({
-          ...defaults,
-          sentinels: location.sentinels,
-          name: location.primaryName,
-          // Asked again at each reconnect: after a failover, the sentinels name the new primary.
-          sentinelRetryStrategy: reconnectDelayMs,
-          // Sentinel announces a promotion (+switch-master): move at once rather than at the next failed command.
-          failoverDetector: true,
-          ...credentials,
-          ...(location.sentinelUsername ? { sentinelUsername: location.sentinelUsername } : {}),
-          ...(location.sentinelPassword !== undefined ? { sentinelPassword: location.sentinelPassword } : {}),
-          ...(location.tls ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
-          ...options,
-        });
+            ...defaults,
+            sentinels: location.sentinels,
+            name: location.primaryName,
+            // Asked again at each reconnect: after a failover, the sentinels name the new primary.
+            sentinelRetryStrategy: reconnectDelayMs,
+            // Sentinel announces a promotion (+switch-master): move at once rather than at the next failed command.
+            failoverDetector: true,
+            ...credentials,
+            ...(location.sentinelUsername ? { sentinelUsername: location.sentinelUsername } : {}),
+            ...(location.sentinelPassword !== undefined ? { sentinelPassword: location.sentinelPassword } : {}),
+            ...(location.tls ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
+            ...options,
+          });
   // Connection errors are retried by ioredis; failed commands reach their callers.
   // Without a listener each reconnect attempt would print an "Unhandled error event".
   redis.on('error', (error: Error) => logger.debug({ err: error }, 'redis connection error'));

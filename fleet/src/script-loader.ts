@@ -20,9 +20,9 @@ export function loadScripts(dir = luaDir): LuaScript[] {
     .map((file) => {
       const match = /^(.+)-(\d+)\.lua$/.exec(file);
       if (!match) throw new Error(`Lua script ${file} is not named <name>-<numKeys>.lua`);
-      const source = fs.readFileSync(path.join(dir, file), 'utf8').replace(/^--@include (\S+)$/gm, (_line, include: string) =>
-        fs.readFileSync(path.join(dir, 'includes', `${include}.lua`), 'utf8'),
-      );
+      const source = fs
+        .readFileSync(path.join(dir, file), 'utf8')
+        .replace(/^--@include (\S+)$/gm, (_line, include: string) => fs.readFileSync(path.join(dir, 'includes', `${include}.lua`), 'utf8'));
       return { name: match[1]!, numberOfKeys: Number(match[2]), source };
     });
 }

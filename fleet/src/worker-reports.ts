@@ -87,7 +87,16 @@ export class WorkerReports {
 function parseReport(raw: string): WorkerReport | undefined {
   try {
     const parsed = JSON.parse(raw) as Partial<WorkerReport>;
-    const numbers = ['atUnixMs', 'heapUsedBytes', 'heapLimitBytes', 'gcTimeRatio', 'eventLoopUtilization', 'eventLoopDelayP99Ms', 'tasksPerSecond', 'errorsPerSecond'] as const;
+    const numbers = [
+      'atUnixMs',
+      'heapUsedBytes',
+      'heapLimitBytes',
+      'gcTimeRatio',
+      'eventLoopUtilization',
+      'eventLoopDelayP99Ms',
+      'tasksPerSecond',
+      'errorsPerSecond',
+    ] as const;
     if (!numbers.every((name) => typeof parsed[name] === 'number')) return undefined;
     const orNull = (value: unknown) => (typeof value === 'number' ? value : null);
     return { ...(parsed as WorkerReport), latencyP50Ms: orNull(parsed.latencyP50Ms), latencyP99Ms: orNull(parsed.latencyP99Ms) };

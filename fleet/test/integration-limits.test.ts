@@ -87,7 +87,10 @@ test('a limit change takes effect at the next settle', async (t) => {
   await ledger!.setIntegrationLimit('c', 'bank-a', null);
   // Back to the default: max(ceil(0.5 x 20), 8) = 10, and 12 are in flight.
   assert.deepEqual(await ledger!.reserve('c', task('bank-a')), { ok: false, reason: 'integration-at-limit', limit: 10 });
-  assert.deepEqual((await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit, s.maxInFlight, s.inflight]), [['bank-a', null, 10, 12]]);
+  assert.deepEqual(
+    (await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit, s.maxInFlight, s.inflight]),
+    [['bank-a', null, 10, 12]],
+  );
 });
 
 test('the default limit keeps a floor for small clusters, can be turned off per process, and tasks of no integration have no limit', async (t) => {
@@ -99,14 +102,21 @@ test('the default limit keeps a floor for small clusters, can be turned off per 
   const [unlimited] = await openLedgers(t, 1, { defaultIntegrationLimit: { off: true } });
   await addWorker(unlimited!, 'w1', 10);
   for (let i = 0; i < 10; i++) leaseOf(await unlimited!.reserve('c', task('a')));
-  assert.throws(() => new Ledger(ledger!.redis, { defaultIntegrationLimit: { shareOfCapacity: 2, minInFlight: 1 } }), /defaultIntegrationLimit.shareOfCapacity/);
+  assert.throws(
+    () => new Ledger(ledger!.redis, { defaultIntegrationLimit: { shareOfCapacity: 2, minInFlight: 1 } }),
+    /defaultIntegrationLimit.shareOfCapacity/,
+  );
 });
 
-test('a lost release is repaired per integration at the worker\'s heartbeat', async (t) => {
+test("a lost release is repaired per integration at the worker's heartbeat", async (t) => {
   const [ledger] = await openLedgers(t, 1);
   await addWorker(ledger!, 'w1', 20);
   await ledger!.setIntegrationLimit('c', 'a', { maxInFlight: 3 });
-  const leases = [leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('a')))];
+  const leases = [
+    leaseOf(await ledger!.reserve('c', task('a'))),
+    leaseOf(await ledger!.reserve('c', task('a'))),
+    leaseOf(await ledger!.reserve('c', task('a'))),
+  ];
   const other = leaseOf(await ledger!.reserve('c', task('b')));
   assert.equal((await ledger!.reserve('c', task('a'))).ok, false);
   // Two of a's tasks were answered and their releases lost: the worker holds one of a's and b's.
@@ -120,7 +130,7 @@ test('a lost release is repaired per integration at the worker\'s heartbeat', as
   assert.equal(await inflightOf(ledger!, 'a'), 2);
 });
 
-test('a balancer killed while it held an integration at its limit: the share comes back at the worker\'s heartbeat', async (t) => {
+test("a balancer killed while it held an integration at its limit: the share comes back at the worker's heartbeat", async (t) => {
   const [killed, survivor] = await openLedgers(t, 2);
   await addWorker(survivor!, 'w1', 10);
   await addWorker(survivor!, 'w2', 10);
@@ -136,7 +146,7 @@ test('a balancer killed while it held an integration at its limit: the share com
   for (let i = 0; i < 4; i++) leaseOf(await survivor!.reserve('c', task('a')));
 });
 
-test('a worker that dies or leaves takes its leases out of their integrations\' counts', async (t) => {
+test("a worker that dies or leaves takes its leases out of their integrations' counts", async (t) => {
   const [ledger] = await openLedgers(t, 1);
   await addWorker(ledger!, 'w1', 4);
   await addWorker(ledger!, 'w2', 4);
@@ -154,7 +164,11 @@ test('after FLUSHALL, heartbeats give each integration back the tasks still runn
   t.after(() => redis.stop(true));
   const [ledger] = await openLedgers(t, 1, {}, redis.url);
   await addWorker(ledger!, 'w1', 10);
-  const leases = [leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('a'))), leaseOf(await ledger!.reserve('c', task('b')))];
+  const leases = [
+    leaseOf(await ledger!.reserve('c', task('a'))),
+    leaseOf(await ledger!.reserve('c', task('a'))),
+    leaseOf(await ledger!.reserve('c', task('b'))),
+  ];
   await ledger!.redis.flushall();
   await addWorker(ledger!, 'w1', 10, leases);
   assert.equal(await inflightOf(ledger!, 'a'), 2);
@@ -163,7 +177,7 @@ test('after FLUSHALL, heartbeats give each integration back the tasks still runn
   assert.equal(await inflightOf(ledger!, 'a'), 1);
 });
 
-test('a user-present task at its integration\'s limit holds back neither other integrations nor background work', async (t) => {
+test("a user-present task at its integration's limit holds back neither other integrations nor background work", async (t) => {
   const [ledger] = await openLedgers(t, 1);
   await addWorker(ledger!, 'w1', 20);
   await ledger!.setIntegrationLimit('c', 'slow', { maxInFlight: 1 });
@@ -199,11 +213,14 @@ test('bad limits are refused with an error naming the field, and change nothing'
       return true;
     });
   }
-  assert.deepEqual((await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit]), [['a', { maxInFlight: 5 }]]);
+  assert.deepEqual(
+    (await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit]),
+    [['a', { maxInFlight: 5 }]],
+  );
   assert.deepEqual(encodeIntegrationLimit('bank-a', { shareOfCapacity: 0.25 }), { integration: 'bank-a', spec: 'share:0.25' });
 });
 
-test('in one settle call, releases free their integration\'s share for the reservations after them', async (t) => {
+test("in one settle call, releases free their integration's share for the reservations after them", async (t) => {
   const [ledger] = await openLedgers(t, 1);
   await addWorker(ledger!, 'w1', 20);
   await ledger!.setIntegrationLimit('c', 'a', { maxInFlight: 2 });
@@ -214,6 +231,9 @@ test('in one settle call, releases free their integration\'s share for the reser
   const [released, ...reservations] = await Promise.all([ledger!.release('c', first), ledger!.reserve('c', task('a')), ledger!.reserve('c', task('a'))]);
   assert.equal(ledger!.settleCounts.calls - callsBefore, 1);
   assert.equal(released, true);
-  assert.deepEqual(reservations.map((r) => (r as Reservation).ok), [true, false]);
+  assert.deepEqual(
+    reservations.map((r) => (r as Reservation).ok),
+    [true, false],
+  );
   assert.equal(await inflightOf(ledger!, 'a'), 2);
 });

@@ -1,7 +1,20 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { deleteKeysUnder, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { BalancerErrorRecorder, LatencyHistogram, LatencyRecorder, connectRedis, latencyBucketOf, latencyBucketValueMs, latencyKeys, parseBalancerErrors, readBalancerErrors, readLatency, readLatencySlots, type BalancerErrorCount } from '../src/index';
+import {
+  BalancerErrorRecorder,
+  LatencyHistogram,
+  LatencyRecorder,
+  connectRedis,
+  latencyBucketOf,
+  latencyBucketValueMs,
+  latencyKeys,
+  parseBalancerErrors,
+  readBalancerErrors,
+  readLatency,
+  readLatencySlots,
+  type BalancerErrorCount,
+} from '../src/index';
 
 async function connect(t: import('node:test').TestContext, url = testRedisUrl, beforeDisconnect?: (redis: ReturnType<typeof connectRedis>) => Promise<void>) {
   const redis = connectRedis(url, { enableOfflineQueue: true });
@@ -74,7 +87,10 @@ test('failures are counted per slot apart from the latencies, and slots read old
   await recorder.flush();
 
   const slots = await readLatencySlots(redis, keyPrefix, 20_000, { nowUnixMs: slotStart + 15_000 });
-  assert.deepEqual(slots.map((slot) => slot.startUnixMs), [slotStart - 10_000, slotStart, slotStart + 10_000]);
+  assert.deepEqual(
+    slots.map((slot) => slot.startUnixMs),
+    [slotStart - 10_000, slotStart, slotStart + 10_000],
+  );
   assert.equal(slots[0]!.clusters.size, 0);
   const first = slots[1]!.clusters.get('candidate')!.get('bank-a')!;
   assert.deepEqual([first.total, first.failed], [30, 3]);
@@ -149,6 +165,8 @@ test('what a balancer counted while Redis was away reaches Redis when it is back
   await server.start();
   await new Promise((resolve) => (redis.status === 'ready' ? resolve(undefined) : redis.once('ready', resolve)));
   await recorder.flush();
-  assert.deepEqual((await readBalancerErrors(redis, 'errors', 10_000)).counts, [{ cluster: 'baseline', integration: 'bank-a', code: 'HR_ERR_DEADLINE_EXCEEDED', count: 2 }]);
+  assert.deepEqual((await readBalancerErrors(redis, 'errors', 10_000)).counts, [
+    { cluster: 'baseline', integration: 'bank-a', code: 'HR_ERR_DEADLINE_EXCEEDED', count: 2 },
+  ]);
   assert.equal(recorder.dropped, 0);
 });

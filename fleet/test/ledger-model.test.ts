@@ -43,12 +43,16 @@ before(async () => {
 });
 after(() => model?.close());
 
-test(`the ledger keeps its contract at every step, and counts what each worker runs once the bound has passed (${numRuns} random runs)`, { timeout: 120_000 }, async (t) => {
-  await fc.assert(model.property(), ledgerModelAssertParameters(numRuns));
-  t.diagnostic(`what the runs did: ${JSON.stringify(model.stats)}`);
-});
+test(
+  `the ledger keeps its contract at every step, and counts what each worker runs once the bound has passed (${numRuns} random runs)`,
+  { timeout: 120_000 },
+  async (t) => {
+    await fc.assert(model.property(), ledgerModelAssertParameters(numRuns));
+    t.diagnostic(`what the runs did: ${JSON.stringify(model.stats)}`);
+  },
+);
 
-test('an answer whose release never goes out stops counting at the bound while its worker keeps answering: the old repair\'s counterexample, replayed', async () => {
+test("an answer whose release never goes out stops counting at the bound while its worker keeps answering: the old repair's counterexample, replayed", async () => {
   // Picks by index, as fast-check printed them: on w0 (3 slots), L1 runs and is answered; its
   // release stays in the balancer's batch for good; w0 heartbeats; L3 runs on w0 and is answered.
   await model.check({ capacities: [3, 1, 2], balancerCount: 1 }, [

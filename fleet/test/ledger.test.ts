@@ -48,7 +48,8 @@ async function ownRedis(t: TestContext) {
     async commandCalls() {
       const calls = new Map<string, number>();
       for (const node of await primaries()) {
-        for (const [, command, count] of (await node.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) calls.set(command!, (calls.get(command!) ?? 0) + Number(count));
+        for (const [, command, count] of (await node.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+          calls.set(command!, (calls.get(command!) ?? 0) + Number(count));
       }
       return calls;
     },
@@ -78,7 +79,14 @@ async function openLedger(t: TestContext, options: LedgerOptions = {}, url = tar
  * `dispatchGraceMs` (a minute unless a test is about dropping them: 0 drops every one it does not hold).
  */
 async function addWorker(ledger: Ledger, cluster: string, workerId: string, capacity: number, held: readonly string[] = [], dispatchGraceMs = 60_000) {
-  return ledger.heartbeat(cluster, { workerId, address: `127.0.0.1:${1000 + workerId.length}`, capacity, draining: false, heldLeaseIds: held, dispatchGraceMs });
+  return ledger.heartbeat(cluster, {
+    workerId,
+    address: `127.0.0.1:${1000 + workerId.length}`,
+    capacity,
+    draining: false,
+    heldLeaseIds: held,
+    dispatchGraceMs,
+  });
 }
 
 const user = { priority: 'user', balancerId: 'b1', waitIfNone: false } as const;
@@ -100,13 +108,16 @@ test('reserve takes the worker with the most free slots, exactly', async (t) => 
   const frees = picks.map((p) => Number(p.split(':')[1]));
   assert.deepEqual(frees, [5, 4, 3, 3, 2, 2, 2, 1, 1, 1]);
   const snap = await ledger.snapshot('c');
-  assert.deepEqual(snap.workers.map((w) => w.freeSlots), [0, 0, 0]);
+  assert.deepEqual(
+    snap.workers.map((w) => w.freeSlots),
+    [0, 0, 0],
+  );
   assert.equal(snap.totalFree, 0);
   assert.equal(snap.totalCapacity, 10);
   assert.deepEqual(await ledger.reserve('c', user), { ok: false, reason: 'full' });
 });
 
-test("a ledger of an earlier layout on the same prefix is neither read nor changed: two versions keep two ledgers", async (t) => {
+test('a ledger of an earlier layout on the same prefix is neither read nor changed: two versions keep two ledgers', async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   const prefix = ledger.options.keyPrefix;
   // What the layout before (version 1, unversioned key names) held: a worker with 29 of 30 slots
@@ -240,7 +251,10 @@ test('release is idempotent and a drained worker takes nothing new', async (t) =
   assert.equal(hb.drainRequested, true, 'the worker learns of the drain at its next heartbeat');
   assert.equal(await ledger.deregister('c', 'w1'), true);
   const snap = await ledger.snapshot('c');
-  assert.deepEqual(snap.workers.map((w) => w.workerId), ['w2']);
+  assert.deepEqual(
+    snap.workers.map((w) => w.workerId),
+    ['w2'],
+  );
   assert.equal(snap.totalCapacity, 2);
 });
 
@@ -292,7 +306,10 @@ test('sweep removes silent workers with their leases', async (t) => {
   await addWorker(ledger, 'c', 'w1', 2); // w1 is alive; w2 fell silent 300 ms ago
   assert.deepEqual(await ledger.sweep('c', 250), { workersRemoved: 1 });
   const snap = await ledger.snapshot('c');
-  assert.deepEqual(snap.workers.map((w) => [w.workerId, w.freeSlots]), [['w1', 2]]);
+  assert.deepEqual(
+    snap.workers.map((w) => [w.workerId, w.freeSlots]),
+    [['w1', 2]],
+  );
   assert.deepEqual([snap.totalCapacity, snap.totalFree, snap.leases], [2, 2, 0]);
   assert.equal(await ledger.release('c', onW2.leaseId), false, 'its lease left with it');
   assert.equal(await ledger.redis.exists(`${clusterKeys(ledger.options.keyPrefix, 'c').leasesPrefix}w2`), 0, 'and its lease records');
@@ -351,7 +368,11 @@ test('under continuous load, answers whose releases never came are dropped at th
     held.splice(0, held.length, ...next);
     await new Promise((resolve) => setTimeout(resolve, dispatchGraceMs + 5));
     const reply = await addWorker(ledger, 'c', 'w1', 8, held, dispatchGraceMs);
-    assert.deepEqual([reply.inflight, reply.leasesDropped], [3, round === 1 ? 0 : 1], `round ${round}: the ledger counts what the worker holds, and drops the one unreleased answer`);
+    assert.deepEqual(
+      [reply.inflight, reply.leasesDropped],
+      [3, round === 1 ? 0 : 1],
+      `round ${round}: the ledger counts what the worker holds, and drops the one unreleased answer`,
+    );
   }
   assert.equal((await ledger.snapshot('c')).totalFree, 5);
 });
@@ -385,7 +406,15 @@ test('a heartbeat costs a few commands whatever the worker runs, and a lease cos
     return calls;
   };
   const idleHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w49', 30));
-  const busyHeartbeat = await commandsFor(() => addWorker(ledger, 'c', 'w0', 30, leases.filter((lease) => lease.startsWith('w0|'))));
+  const busyHeartbeat = await commandsFor(() =>
+    addWorker(
+      ledger,
+      'c',
+      'w0',
+      30,
+      leases.filter((lease) => lease.startsWith('w0|')),
+    ),
+  );
   // A count that changes costs a few writes; the worker's leases are read in one command.
   assert.ok(busyHeartbeat <= idleHeartbeat + 4, `a heartbeat of a worker running 30 tasks ran ${busyHeartbeat} commands, an idle one ${idleHeartbeat}`);
   assert.ok(idleHeartbeat <= 7 && busyHeartbeat <= 9, `heartbeats: ${idleHeartbeat} (idle), ${busyHeartbeat} (busy) commands: ${seen.join('; ')}`);
@@ -393,7 +422,14 @@ test('a heartbeat costs a few commands whatever the worker runs, and a lease cos
   // capacity and score, its leases, its heartbeat time and the cluster's size.
   await addWorker(ledger, 'c', 'w50', 30);
   const steadyHeartbeat = await commandsFor(() =>
-    ledger.heartbeat('c', { workerId: 'w50', address: `127.0.0.1:${1000 + 'w50'.length}`, capacity: 30, draining: false, heldLeaseIds: [], addressUnchanged: true }),
+    ledger.heartbeat('c', {
+      workerId: 'w50',
+      address: `127.0.0.1:${1000 + 'w50'.length}`,
+      capacity: 30,
+      draining: false,
+      heldLeaseIds: [],
+      addressUnchanged: true,
+    }),
   );
   assert.ok(steadyHeartbeat <= idleHeartbeat - 1 && steadyHeartbeat <= 6, `a steady heartbeat: ${steadyHeartbeat} commands`);
   const userReserve = await commandsFor(() => ledger.reserve('c', user));
@@ -414,7 +450,10 @@ test('a heartbeat costs a few commands whatever the worker runs, and a lease cos
   const knownDirectoryBatch = await commandsFor(() =>
     Promise.all([...Array.from({ length: 16 }, () => ledger.reserve('c', background)), ...leases.splice(-16).map((lease) => ledger.release('c', lease))]),
   );
-  assert.ok(knownDirectoryBatch <= batch - 14, `a batch of 16 reservations and 16 releases: ${knownDirectoryBatch} commands with the directory known, ${batch} without`);
+  assert.ok(
+    knownDirectoryBatch <= batch - 14,
+    `a batch of 16 reservations and 16 releases: ${knownDirectoryBatch} commands with the directory known, ${batch} without`,
+  );
 });
 
 test('a reservation answers with the address of the directory this process read, unless a worker joined or moved since', async (t) => {
@@ -554,11 +593,15 @@ test('a release that reaches Redis before the heartbeat that still held its leas
   // the lease is written back, dated so that the next heartbeat drops it.
   assert.equal(await ledger.release('c', a.leaseId), true);
   assert.deepEqual(await addWorker(ledger, 'c', 'w1', 4, [a.leaseId]).then((r) => [r.inflight, r.leasesRestored]), [1, 1]);
-  assert.deepEqual(await addWorker(ledger, 'c', 'w1', 4, []).then((r) => [r.inflight, r.leasesDropped]), [0, 1], 'dropped at the next heartbeat, even within the grace');
+  assert.deepEqual(
+    await addWorker(ledger, 'c', 'w1', 4, []).then((r) => [r.inflight, r.leasesDropped]),
+    [0, 1],
+    'dropped at the next heartbeat, even within the grace',
+  );
   assert.equal((await ledger.snapshot('c')).totalFree, 4);
 });
 
-test('a worker started again under the same id: the old process\'s leases go at its first heartbeat past the grace, the new ones stay', async (t) => {
+test("a worker started again under the same id: the old process's leases go at its first heartbeat past the grace, the new ones stay", async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 3);
   const old = await ledger.reserve('c', user);
@@ -580,7 +623,11 @@ test('reservations and releases made in the same turn go to Redis in one call, i
   assert.ok(first.every((r) => r.ok));
   const callsBefore = ledger.settleCounts.calls;
   // Full: a fifth reservation gets a slot only because a release in its batch freed one first.
-  const [released, fifth, sixth] = await Promise.all([ledger.release('c', (first[0] as { leaseId: string }).leaseId), ledger.reserve('c', user), ledger.reserve('c', user)]);
+  const [released, fifth, sixth] = await Promise.all([
+    ledger.release('c', (first[0] as { leaseId: string }).leaseId),
+    ledger.reserve('c', user),
+    ledger.reserve('c', user),
+  ]);
   assert.equal(ledger.settleCounts.calls - callsBefore, 1);
   assert.equal(released, true);
   assert.ok(fifth.ok && fifth.workerId === (first[0] as { workerId: string }).workerId);
@@ -661,7 +708,8 @@ test('a busy balancer makes at most one call per batch window; an idle one waits
 test('a heartbeat that says its address is unchanged still registers, address and all, a worker the ledger lost', async (t) => {
   const redis = await ownRedis(t);
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 }, redis.url);
-  const beat = (addressUnchanged: boolean) => ledger.heartbeat('c', { workerId: 'w1', address: '127.0.0.1:7', capacity: 2, draining: false, heldLeaseIds: [], addressUnchanged });
+  const beat = (addressUnchanged: boolean) =>
+    ledger.heartbeat('c', { workerId: 'w1', address: '127.0.0.1:7', capacity: 2, draining: false, heldLeaseIds: [], addressUnchanged });
   await beat(false);
   await redis.flushAll();
   await beat(true);
@@ -677,7 +725,7 @@ async function clusterKeysLeft(ledger: Ledger, cluster: string, workerIds: strin
   return present.filter((key): key is string => key !== undefined);
 }
 
-test('the last worker to leave, deregistered or swept, takes its cluster\'s keys with it: a stopped fleet leaves nothing in Redis', async (t) => {
+test("the last worker to leave, deregistered or swept, takes its cluster's keys with it: a stopped fleet leaves nothing in Redis", async (t) => {
   const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
   await addWorker(ledger, 'c', 'w1', 2);
   await addWorker(ledger, 'c', 'w2', 2);
@@ -811,7 +859,13 @@ test('a mark keeps its reason for operators; a balancer clears only the mark it 
   const first = await ledger.markUnreachable('c', 'w1', 60_000, 1, 'failing');
   assert.equal(first.result, 'marked');
   let snap = await ledger.snapshot('c');
-  assert.deepEqual(snap.workers.map((w) => [w.workerId, w.ejectedReason]), [['w1', 'failing'], ['w2', null]]);
+  assert.deepEqual(
+    snap.workers.map((w) => [w.workerId, w.ejectedReason]),
+    [
+      ['w1', 'failing'],
+      ['w2', null],
+    ],
+  );
   assert.equal(await ledger.ejectionReason('c', 'w1'), 'failing');
   // Another balancer renews it for longer: the first one's clear keeps it.
   const renewed = await ledger.markUnreachable('c', 'w1', 120_000, 1, 'failing');

@@ -45,7 +45,10 @@ test('override changes are versioned, published and combine per integration', as
   // Messages may trail the replies a little.
   await eventually('all six published', 2000, () => (published.length === 6 ? true : undefined));
   const versions = published.map((state) => state.version);
-  assert.deepEqual(versions, [...versions].sort((a, b) => a - b));
+  assert.deepEqual(
+    versions,
+    [...versions].sort((a, b) => a - b),
+  );
 });
 
 test('the version keeps growing after Redis lost the override', async (t) => {
@@ -64,22 +67,35 @@ test('balancers register by heartbeat, acknowledge versions, and stale ones are 
   const acks: string[] = [];
   subscriber.on('message', (_channel: string, message: string) => acks.push(message));
   await subscriber.subscribe(store.keys.overrideAckedChannel);
-  assert.equal(await store.balancerHeartbeat('b1', { address: '127.0.0.1:1', queued: { userPresent: 2, background: 40 }, trafficFlag: { enabled: true, defaultPercent: 5, integrations: {} } }), undefined);
+  assert.equal(
+    await store.balancerHeartbeat('b1', {
+      address: '127.0.0.1:1',
+      queued: { userPresent: 2, background: 40 },
+      trafficFlag: { enabled: true, defaultPercent: 5, integrations: {} },
+    }),
+    undefined,
+  );
   const state = await store.change({ operation: 'rollback-all' }, 'op');
   assert.deepEqual(await store.balancerHeartbeat('b2', { address: '127.0.0.1:2', queued: null, trafficFlag: null }), state);
   await store.acknowledge('b1', state.version);
   await eventually('the ack published', 2000, () => (acks.length === 1 ? true : undefined));
 
   const live = await store.liveBalancers(10_000);
-  assert.deepEqual(live.map((b) => [b.balancerId, b.address, b.queued, b.trafficFlag, b.ack?.version]), [
-    ['b1', '127.0.0.1:1', { userPresent: 2, background: 40 }, { enabled: true, defaultPercent: 5, integrations: {} }, state.version],
-    ['b2', '127.0.0.1:2', null, null, undefined],
-  ]);
+  assert.deepEqual(
+    live.map((b) => [b.balancerId, b.address, b.queued, b.trafficFlag, b.ack?.version]),
+    [
+      ['b1', '127.0.0.1:1', { userPresent: 2, background: 40 }, { enabled: true, defaultPercent: 5, integrations: {} }, state.version],
+      ['b2', '127.0.0.1:2', null, null, undefined],
+    ],
+  );
 
   // b1 goes silent: 50 ms later it is no longer live, and its records are gone.
   await new Promise((resolve) => setTimeout(resolve, 60));
   await store.balancerHeartbeat('b2', { address: '127.0.0.1:2', queued: null, trafficFlag: null });
-  assert.deepEqual((await store.liveBalancers(40)).map((b) => b.balancerId), ['b2']);
+  assert.deepEqual(
+    (await store.liveBalancers(40)).map((b) => b.balancerId),
+    ['b2'],
+  );
   assert.equal(await redis.hget(store.keys.acks, 'b1'), null);
   await store.leave('b2');
   assert.deepEqual(await store.liveBalancers(10_000), []);

@@ -23,25 +23,33 @@ async function connect(t: TestContext, url: string) {
 
 const worker = { workerId: 'w1', address: '127.0.0.1:1', capacity: 4, draining: false, heldLeaseIds: [], addressUnchanged: false };
 
-test('a Ledger and an OverrideStore made while the connection has commands in flight run their scripts (a command defined then would crash ioredis#1931)', { timeout: 10_000 }, async (t) => {
-  const { redis, keyPrefix } = await connect(t, testRedisUrl);
-  // One auto-pipeline goes out and blocks the connection for 300 ms; the next waits behind it.
-  const blocked = redis.blpop(`${keyPrefix}:never`, 0.3);
-  await new Promise((resolve) => setImmediate(resolve));
-  const waiting = redis.get(`${keyPrefix}:nothing`);
-  // Made now, with a pipeline waiting: their script calls join that pipeline.
-  const heartbeat = new Ledger(redis, { keyPrefix }).heartbeat('c', worker);
-  const balancer = new OverrideStore(redis, keyPrefix).balancerHeartbeat('b1', { address: '127.0.0.1:2', queued: { userPresent: 0, background: 0 }, trafficFlag: { enabled: false, candidateShare: 0 } });
-  const [blpop, get, reply, override] = await Promise.all([blocked, waiting, heartbeat, balancer]);
-  assert.equal(blpop, null);
-  assert.equal(get, null);
-  assert.deepEqual([reply.inflight, reply.drainRequested, reply.heartbeatScale], [0, false, 1], JSON.stringify(reply));
-  assert.equal(override, undefined);
-  assert.deepEqual(
-    (await new Ledger(redis, { keyPrefix }).snapshot('c')).workers.map((w) => [w.workerId, w.capacity, w.freeSlots]),
-    [['w1', 4, 4]],
-  );
-});
+test(
+  'a Ledger and an OverrideStore made while the connection has commands in flight run their scripts (a command defined then would crash ioredis#1931)',
+  { timeout: 10_000 },
+  async (t) => {
+    const { redis, keyPrefix } = await connect(t, testRedisUrl);
+    // One auto-pipeline goes out and blocks the connection for 300 ms; the next waits behind it.
+    const blocked = redis.blpop(`${keyPrefix}:never`, 0.3);
+    await new Promise((resolve) => setImmediate(resolve));
+    const waiting = redis.get(`${keyPrefix}:nothing`);
+    // Made now, with a pipeline waiting: their script calls join that pipeline.
+    const heartbeat = new Ledger(redis, { keyPrefix }).heartbeat('c', worker);
+    const balancer = new OverrideStore(redis, keyPrefix).balancerHeartbeat('b1', {
+      address: '127.0.0.1:2',
+      queued: { userPresent: 0, background: 0 },
+      trafficFlag: { enabled: false, candidateShare: 0 },
+    });
+    const [blpop, get, reply, override] = await Promise.all([blocked, waiting, heartbeat, balancer]);
+    assert.equal(blpop, null);
+    assert.equal(get, null);
+    assert.deepEqual([reply.inflight, reply.drainRequested, reply.heartbeatScale], [0, false, 1], JSON.stringify(reply));
+    assert.equal(override, undefined);
+    assert.deepEqual(
+      (await new Ledger(redis, { keyPrefix }).snapshot('c')).workers.map((w) => [w.workerId, w.capacity, w.freeSlots]),
+      [['w1', 4, 4]],
+    );
+  },
+);
 
 test('a script Redis no longer holds (SCRIPT FLUSH, a restart) is sent whole once, then by its digest again', { timeout: 10_000 }, async (t) => {
   const server = await startPrivateRedis();

@@ -22,14 +22,23 @@ export { healthService };
 
 const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
 
-type CheckMethod = (request: { service: string }, options: grpc.CallOptions, callback: (error: grpc.ServiceError | null, reply?: { status?: string }) => void) => void;
+type CheckMethod = (
+  request: { service: string },
+  options: grpc.CallOptions,
+  callback: (error: grpc.ServiceError | null, reply?: { status?: string }) => void,
+) => void;
 
 /**
  * Asks the server at `address` for its grpc.health.v1 status of `serviceName`, on a channel
  * of its own (closed after), within `timeoutMs`. Never rejects: a call that failed resolves
  * with its error's details.
  */
-export function checkHealth(address: string, security: ChannelSecurity, serviceName: string, timeoutMs: number): Promise<{ status: string } | { error: string }> {
+export function checkHealth(
+  address: string,
+  security: ChannelSecurity,
+  serviceName: string,
+  timeoutMs: number,
+): Promise<{ status: string } | { error: string }> {
   const client = new HealthClient(address, security.credentials, { ...security.options, 'grpc.enable_channelz': 0 });
   const check = (client as unknown as Record<string, CheckMethod>).check!;
   return new Promise((resolve) => {

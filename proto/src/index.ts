@@ -51,6 +51,18 @@ export const profileLimits = {
 } as const;
 
 export { addHealthService, checkHealth, healthService, type HealthStatus } from './health';
-export { serverTlsSchema, clientTlsSchema, serverCredentials, channelSecurity, http2ClientTls, http2ServerTls, type Http2ClientTls, type Http2ServerTls, type ServerTls, type ClientTls, type ChannelSecurity } from './tls';
+export {
+  serverTlsSchema,
+  clientTlsSchema,
+  serverCredentials,
+  channelSecurity,
+  http2ClientTls,
+  http2ServerTls,
+  type Http2ClientTls,
+  type Http2ServerTls,
+  type ServerTls,
+  type ClientTls,
+  type ChannelSecurity,
+} from './tls';
 export * from './tls-options';
 export { UnreadableRequest, withTolerantDeserializers, receiveLimitInterceptor, type ReceiveLimitOptions } from './unreadable-requests';

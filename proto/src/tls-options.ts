@@ -4,9 +4,21 @@ import type { ClientTls, ServerTls } from './tls';
 
 /** The flags of a CLI whose gRPC server may use TLS (balancer, worker). */
 export const serverTlsOptionSpecs: readonly OptionSpec[] = [
-  { key: 'tlsCert', flag: 'tls-cert', env: 'HEADROOM_TLS_CERT', valueName: 'PEM', description: 'serve gRPC over TLS with this certificate (chain); needs --tls-key' },
+  {
+    key: 'tlsCert',
+    flag: 'tls-cert',
+    env: 'HEADROOM_TLS_CERT',
+    valueName: 'PEM',
+    description: 'serve gRPC over TLS with this certificate (chain); needs --tls-key',
+  },
   { key: 'tlsKey', flag: 'tls-key', env: 'HEADROOM_TLS_KEY', valueName: 'PEM', description: 'the private key of --tls-cert' },
-  { key: 'tlsClientCa', flag: 'tls-client-ca', env: 'HEADROOM_TLS_CLIENT_CA', valueName: 'PEM', description: 'mutual TLS: accept only clients with a certificate this CA signed' },
+  {
+    key: 'tlsClientCa',
+    flag: 'tls-client-ca',
+    env: 'HEADROOM_TLS_CLIENT_CA',
+    valueName: 'PEM',
+    description: 'mutual TLS: accept only clients with a certificate this CA signed',
+  },
 ];
 
 export const serverTlsOptionsShape = {
@@ -15,19 +27,42 @@ export const serverTlsOptionsShape = {
   tlsClientCa: z.string().min(1).optional(),
 };
 
-export function serverTlsFromOptions(options: { tlsCert?: string | undefined; tlsKey?: string | undefined; tlsClientCa?: string | undefined }): ServerTls | undefined {
+export function serverTlsFromOptions(options: {
+  tlsCert?: string | undefined;
+  tlsKey?: string | undefined;
+  tlsClientCa?: string | undefined;
+}): ServerTls | undefined {
   const { tlsCert, tlsKey, tlsClientCa } = options;
   if (tlsCert === undefined && tlsKey === undefined && tlsClientCa === undefined) return undefined;
-  if (tlsCert === undefined || tlsKey === undefined) throw new ConfigError('--tls-cert and --tls-key (env HEADROOM_TLS_CERT, HEADROOM_TLS_KEY) go together: TLS needs both the certificate and its key');
+  if (tlsCert === undefined || tlsKey === undefined)
+    throw new ConfigError('--tls-cert and --tls-key (env HEADROOM_TLS_CERT, HEADROOM_TLS_KEY) go together: TLS needs both the certificate and its key');
   return { certFile: tlsCert, keyFile: tlsKey, ...(tlsClientCa === undefined ? {} : { clientCaFile: tlsClientCa }) };
 }
 
 /** The flags of a CLI that calls workers (balancer, control plane) when the workers serve TLS. */
 export const workerTlsOptionSpecs: readonly OptionSpec[] = [
-  { key: 'workerTlsCa', flag: 'worker-tls-ca', env: 'HEADROOM_WORKER_TLS_CA', valueName: 'PEM', description: "call workers over TLS, trusting this CA for their certificates" },
-  { key: 'workerTlsCert', flag: 'worker-tls-cert', env: 'HEADROOM_WORKER_TLS_CERT', valueName: 'PEM', description: 'mutual TLS: the certificate shown to workers; needs --worker-tls-key' },
+  {
+    key: 'workerTlsCa',
+    flag: 'worker-tls-ca',
+    env: 'HEADROOM_WORKER_TLS_CA',
+    valueName: 'PEM',
+    description: 'call workers over TLS, trusting this CA for their certificates',
+  },
+  {
+    key: 'workerTlsCert',
+    flag: 'worker-tls-cert',
+    env: 'HEADROOM_WORKER_TLS_CERT',
+    valueName: 'PEM',
+    description: 'mutual TLS: the certificate shown to workers; needs --worker-tls-key',
+  },
   { key: 'workerTlsKey', flag: 'worker-tls-key', env: 'HEADROOM_WORKER_TLS_KEY', valueName: 'PEM', description: 'the private key of --worker-tls-cert' },
-  { key: 'workerTlsServerName', flag: 'worker-tls-server-name', env: 'HEADROOM_WORKER_TLS_SERVER_NAME', valueName: 'NAME', description: "the name in the workers' certificates, when not their address" },
+  {
+    key: 'workerTlsServerName',
+    flag: 'worker-tls-server-name',
+    env: 'HEADROOM_WORKER_TLS_SERVER_NAME',
+    valueName: 'NAME',
+    description: "the name in the workers' certificates, when not their address",
+  },
 ];
 
 export const workerTlsOptionsShape = {
@@ -46,11 +81,14 @@ export function workerTlsFromOptions(options: {
   const { workerTlsCa, workerTlsCert, workerTlsKey, workerTlsServerName } = options;
   if (workerTlsCa === undefined) {
     if (workerTlsCert !== undefined || workerTlsKey !== undefined || workerTlsServerName !== undefined) {
-      throw new ConfigError('--worker-tls-cert, --worker-tls-key and --worker-tls-server-name need --worker-tls-ca (env HEADROOM_WORKER_TLS_CA): the CA that signed the workers\' certificates');
+      throw new ConfigError(
+        "--worker-tls-cert, --worker-tls-key and --worker-tls-server-name need --worker-tls-ca (env HEADROOM_WORKER_TLS_CA): the CA that signed the workers' certificates",
+      );
     }
     return undefined;
   }
-  if ((workerTlsCert === undefined) !== (workerTlsKey === undefined)) throw new ConfigError('--worker-tls-cert and --worker-tls-key (env HEADROOM_WORKER_TLS_CERT, HEADROOM_WORKER_TLS_KEY) go together');
+  if ((workerTlsCert === undefined) !== (workerTlsKey === undefined))
+    throw new ConfigError('--worker-tls-cert and --worker-tls-key (env HEADROOM_WORKER_TLS_CERT, HEADROOM_WORKER_TLS_KEY) go together');
   return {
     caFile: workerTlsCa,
     ...(workerTlsCert === undefined ? {} : { certFile: workerTlsCert }),

@@ -26,7 +26,10 @@ export const clientTlsSchema = z
     serverName: z.string().min(1).max(253).optional(),
   })
   .strict()
-  .refine((tls) => (tls.certFile === undefined) === (tls.keyFile === undefined), { message: 'certFile and keyFile go together (a client certificate needs its key)', path: ['certFile'] });
+  .refine((tls) => (tls.certFile === undefined) === (tls.keyFile === undefined), {
+    message: 'certFile and keyFile go together (a client certificate needs its key)',
+    path: ['certFile'],
+  });
 export type ClientTls = z.output<typeof clientTlsSchema>;
 
 /** `field` names the setting in errors, e.g. "tls" or "workerTls". Files are read once, at start. */

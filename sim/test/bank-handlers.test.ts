@@ -34,12 +34,14 @@ interface BankResult {
 const run = async (set: BankHandlers, task: Parameters<BankHandlers['handlers']['*'] & object>[0], signal = new AbortController().signal) =>
   JSON.parse(String(await set.handlers['*']!(task, signal))) as BankResult;
 
-const failsWith = (code: string, messagePart = '') => (error: unknown) => {
-  assert.ok(error instanceof TaskFailedError, `expected a TaskFailedError, got ${String(error)}`);
-  assert.equal(error.code, code, error.message);
-  assert.ok(error.message.includes(messagePart), `"${error.message}" should say ${messagePart}`);
-  return true;
-};
+const failsWith =
+  (code: string, messagePart = '') =>
+  (error: unknown) => {
+    assert.ok(error instanceof TaskFailedError, `expected a TaskFailedError, got ${String(error)}`);
+    assert.equal(error.code, code, error.message);
+    assert.ok(error.message.includes(messagePart), `"${error.message}" should say ${messagePart}`);
+    return true;
+  };
 
 test('a task fetches the account and its pages, categorises and sums the transactions, and gzips a debugging record', async (t) => {
   const simulator = await startTestSimulator(t, { banks: steadyBanks });
@@ -54,10 +56,19 @@ test('a task fetches the account and its pages, categorises and sums the transac
   assert.equal(simulator.stats().requestsTotal - before, result.upstreamCalls);
   assert.ok(result.upstreamBytes > 60_000, `${result.upstreamBytes} bytes fetched`);
   const categories = Object.values(result.summary.byCategory);
-  assert.equal(categories.reduce((sum, c) => sum + c.count, 0), result.summary.transactions);
-  assert.equal(categories.reduce((sum, c) => sum + c.totalMinor, 0), result.summary.incomeMinor + result.summary.spendingMinor);
+  assert.equal(
+    categories.reduce((sum, c) => sum + c.count, 0),
+    result.summary.transactions,
+  );
+  assert.equal(
+    categories.reduce((sum, c) => sum + c.totalMinor, 0),
+    result.summary.incomeMinor + result.summary.spendingMinor,
+  );
   assert.ok(result.summary.spendingMinor < 0 && result.summary.incomeMinor > 0);
-  assert.ok(result.debugRecordGzipBytes > 0 && result.debugRecordGzipBytes < result.debugRecordBytes / 3, `${result.debugRecordBytes} bytes gzipped to ${result.debugRecordGzipBytes}`);
+  assert.ok(
+    result.debugRecordGzipBytes > 0 && result.debugRecordGzipBytes < result.debugRecordBytes / 3,
+    `${result.debugRecordBytes} bytes gzipped to ${result.debugRecordGzipBytes}`,
+  );
   assert.equal(result.leaked, undefined);
 
   const fewer = await run(set, bankTask(agent, { key: 'acc-7', payload: { maxPages: 1, accountId: 'acc-7', upstreamTimeoutMs: 5000 } }));
@@ -80,7 +91,7 @@ test('an outage, errors, a slow bank and a dead upstream become coded failures',
   simulator.setIncident({ bank: 'bank-a', kind: 'outage', durationMs: 30_000 });
   await assert.rejects(run(set, bankTask(agent)), (error: unknown) => {
     failsWith(upstreamErrorCodes.unavailable, 'bank-a is in an outage')(error);
-    assert.ok((error as TaskFailedError).retryAfterMs! >= 29_000, 'the bank\'s Retry-After is passed on');
+    assert.ok((error as TaskFailedError).retryAfterMs! >= 29_000, "the bank's Retry-After is passed on");
     return true;
   });
   simulator.clearIncidents();
@@ -90,7 +101,10 @@ test('an outage, errors, a slow bank and a dead upstream become coded failures',
 
   simulator.setIncident({ bank: 'bank-b', kind: 'slow', factor: 50 });
   const startedAt = performance.now();
-  await assert.rejects(run(set, bankTask(agent, { integration: 'bank-b', payload: { upstreamTimeoutMs: 50 } })), failsWith(upstreamErrorCodes.timeout, 'no answer within 50 ms'));
+  await assert.rejects(
+    run(set, bankTask(agent, { integration: 'bank-b', payload: { upstreamTimeoutMs: 50 } })),
+    failsWith(upstreamErrorCodes.timeout, 'no answer within 50 ms'),
+  );
   assert.ok(performance.now() - startedAt < 600, 'it gave up at the timeout, not when the slow answer came (1 s)');
   simulator.clearIncidents();
 
@@ -139,7 +153,10 @@ test('HEADROOM_BANK_LEAK=1 makes every task leak (a build with the bug); a bad v
   assert.equal(readBankLeak({ HEADROOM_BANK_LEAK: '0' }), false);
   assert.equal(readBankLeak({ HEADROOM_BANK_LEAK: '1' }), true);
   assert.equal(readBankLeak({ HEADROOM_BANK_LEAK: 'true' }), true);
-  assert.throws(() => readBankLeak({ HEADROOM_BANK_LEAK: 'yes' }), (error: unknown) => error instanceof ConfigError && error.message.startsWith('HEADROOM_BANK_LEAK: got "yes"'));
+  assert.throws(
+    () => readBankLeak({ HEADROOM_BANK_LEAK: 'yes' }),
+    (error: unknown) => error instanceof ConfigError && error.message.startsWith('HEADROOM_BANK_LEAK: got "yes"'),
+  );
   const simulator = await startTestSimulator(t, { banks: steadyBanks });
   const agent = testAgent(t, 4);
   const set = createBankHandlers({ bankUrl: simulator.url, leakCapBytes: 4 * 1024 * 1024, leakEveryTask: true });
@@ -173,11 +190,14 @@ test('HEADROOM_BANK_URL is validated, with a message naming it', () => {
   assert.equal(readBankUrl({ HEADROOM_BANK_URL: 'http://bank-sim:8090/' }), 'http://bank-sim:8090');
   assert.equal(readBankUrl({ HEADROOM_BANK_URL: 'https://example.com/upstream/' }), 'https://example.com/upstream');
   for (const bad of ['bank-sim:8090', 'ftp://x', 'http://x/?a=1', 'http://user:pw@x', 'not a url']) {
-    assert.throws(() => readBankUrl({ HEADROOM_BANK_URL: bad }), (error: unknown) => error instanceof ConfigError && error.message.startsWith(`HEADROOM_BANK_URL: got ${JSON.stringify(bad)}`));
+    assert.throws(
+      () => readBankUrl({ HEADROOM_BANK_URL: bad }),
+      (error: unknown) => error instanceof ConfigError && error.message.startsWith(`HEADROOM_BANK_URL: got ${JSON.stringify(bad)}`),
+    );
   }
 });
 
-test('the handler honours abort: it stops at once with the signal\'s reason and the upstream sees the request go', async (t) => {
+test("the handler honours abort: it stops at once with the signal's reason and the upstream sees the request go", async (t) => {
   const simulator = await startTestSimulator(t, { banks: steadyBanks });
   const agent = testAgent(t, 4);
   const set = createBankHandlers({ bankUrl: simulator.url });
@@ -199,7 +219,7 @@ test('the handler honours abort: it stops at once with the signal\'s reason and 
   await assert.rejects(run(set, bankTask(agent), already.signal), (error: unknown) => error === reason);
 });
 
-test('the shared agent\'s connection cap holds: never more than N connections to the bank, the rest wait', async (t) => {
+test("the shared agent's connection cap holds: never more than N connections to the bank, the rest wait", async (t) => {
   const simulator = await startTestSimulator(t, { banks: steadyBanks });
   const connectionCap = 4;
   const agent = testAgent(t, connectionCap);
@@ -238,7 +258,10 @@ test('the leaky variant keeps its data alive, and stops at its cap', async (t) =
   const leaked = set.leakStats();
   assert.equal(leaked.retainedTasks, 10);
   const grownBytes = heapUsed() - baseline;
-  assert.ok(grownBytes > leaked.retainedBytes / 3 && grownBytes <= leaked.retainedBytes * 1.2, `heap grew ${grownBytes} bytes for an estimated ${leaked.retainedBytes}`);
+  assert.ok(
+    grownBytes > leaked.retainedBytes / 3 && grownBytes <= leaked.retainedBytes * 1.2,
+    `heap grew ${grownBytes} bytes for an estimated ${leaked.retainedBytes}`,
+  );
 
   // The payload flag leaks too; past the cap nothing more is kept.
   const results = [];

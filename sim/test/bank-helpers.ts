@@ -43,12 +43,21 @@ export interface SimulatorAnswer {
 }
 
 /** One request to the simulator; the JSON body parsed. */
-export async function callSimulator(dispatcher: Dispatcher, url: string, init: { method?: 'GET' | 'POST' | 'DELETE' | 'PUT'; body?: string; headers?: Record<string, string> } = {}): Promise<SimulatorAnswer> {
+export async function callSimulator(
+  dispatcher: Dispatcher,
+  url: string,
+  init: { method?: 'GET' | 'POST' | 'DELETE' | 'PUT'; body?: string; headers?: Record<string, string> } = {},
+): Promise<SimulatorAnswer> {
   const startedAt = performance.now();
   const headers = { ...init.headers, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }) };
   const response = await request(url, { dispatcher, method: init.method ?? 'GET', headers, ...(init.body === undefined ? {} : { body: init.body }) });
   const text = await response.body.text();
-  return { status: response.statusCode, headers: response.headers, body: text === '' ? undefined : JSON.parse(text), durationMs: performance.now() - startedAt };
+  return {
+    status: response.statusCode,
+    headers: response.headers,
+    body: text === '' ? undefined : JSON.parse(text),
+    durationMs: performance.now() - startedAt,
+  };
 }
 
 /** The value at quantile `q` (0..1) of `values`. */

@@ -14,7 +14,7 @@ const bankCli = path.join(__dirname, '..', 'src', 'bank', 'cli.js');
 const latencyOf = (answer: SimulatorAnswer) => Number(answer.headers['x-bank-latency-ms']);
 const errorMessage = (answer: SimulatorAnswer) => (answer.body as { error: { message: string } }).error.message;
 
-test('latencies follow each bank\'s log-normal profile, scaled by timeScale', async (t) => {
+test("latencies follow each bank's log-normal profile, scaled by timeScale", async (t) => {
   const timeScale = 0.2;
   const simulator = await startTestSimulator(t, { timeScale });
   const agent = testAgent(t, 50);
@@ -32,13 +32,20 @@ test('latencies follow each bank\'s log-normal profile, scaled by timeScale', as
   // latency (a timer, which may fire a little early by the event loop's cached clock) and little more.
   const calm = await runBounded(40, 2, (i) => callSimulator(agent, `${simulator.url}/banks/bank-a/accounts/acc-${i}`));
   for (const answer of calm) assert.ok(answer.durationMs >= latencyOf(answer) - 3, `waited ${answer.durationMs.toFixed(1)} ms for ${latencyOf(answer)} ms`);
-  const overheadMs = quantile(calm.map((answer) => answer.durationMs - latencyOf(answer)), 0.5);
+  const overheadMs = quantile(
+    calm.map((answer) => answer.durationMs - latencyOf(answer)),
+    0.5,
+  );
   assert.ok(overheadMs >= -1 && overheadMs < 5, `median wait beyond the drawn latency: ${overheadMs.toFixed(1)} ms`);
 });
 
 test('a seed replays the same latencies, errors and documents', async (t) => {
   const banks = [{ name: 'bank-x', medianLatencyMs: 5, latencySigma: 1, maxLatencyMs: 50, errorRate: 0.3 }];
-  const [one, two, other] = await Promise.all([startTestSimulator(t, { banks, seed: 7 }), startTestSimulator(t, { banks, seed: 7 }), startTestSimulator(t, { banks, seed: 8 })]);
+  const [one, two, other] = await Promise.all([
+    startTestSimulator(t, { banks, seed: 7 }),
+    startTestSimulator(t, { banks, seed: 7 }),
+    startTestSimulator(t, { banks, seed: 8 }),
+  ]);
   const agent = testAgent(t, 4);
   const run = async (url: string) => {
     const answers: SimulatorAnswer[] = [];
@@ -47,7 +54,10 @@ test('a seed replays the same latencies, errors and documents', async (t) => {
   };
   const [first, second, third] = [await run(one.url), await run(two.url), await run(other.url)];
   assert.deepEqual(first, second);
-  assert.notDeepEqual(first.map((a) => a.latency), third.map((a) => a.latency));
+  assert.notDeepEqual(
+    first.map((a) => a.latency),
+    third.map((a) => a.latency),
+  );
   assert.ok(first.some((a) => a.status === 200) && first.some((a) => a.status >= 500), 'an error rate of 0.3 fails some of 20 requests, not all');
 });
 
@@ -86,15 +96,39 @@ test('bad input gets 400 (404, 405, 413) naming what is wrong, and changes nothi
     { path: '/nowhere', status: 404, names: 'path: no /nowhere' },
     { path: '/banks/bank-a/accounts/acc-1', method: 'POST', body: '{}', status: 405, names: 'method: POST' },
     { path: '/incidents', method: 'PUT', body: '{}', status: 405, names: 'method: PUT' },
-    { path: '/incidents', method: 'POST', body: '{"bank":"bank-z","kind":"slow"}', status: 400, names: 'bank: got "bank-z", expected one of bank-a, bank-b, bank-c, bank-d' },
-    { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"meteor"}', status: 400, names: 'kind: got "meteor", expected one of latency-spike, slow, outage' },
+    {
+      path: '/incidents',
+      method: 'POST',
+      body: '{"bank":"bank-z","kind":"slow"}',
+      status: 400,
+      names: 'bank: got "bank-z", expected one of bank-a, bank-b, bank-c, bank-d',
+    },
+    {
+      path: '/incidents',
+      method: 'POST',
+      body: '{"bank":"bank-a","kind":"meteor"}',
+      status: 400,
+      names: 'kind: got "meteor", expected one of latency-spike, slow, outage',
+    },
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","factor":0.5}', status: 400, names: 'factor: got 0.5' },
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","factor":"2"}', status: 400, names: 'factor: got "2"' },
-    { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"outage","factor":2}', status: 400, names: 'factor: got 2, an outage takes no factor' },
+    {
+      path: '/incidents',
+      method: 'POST',
+      body: '{"bank":"bank-a","kind":"outage","factor":2}',
+      status: 400,
+      names: 'factor: got 2, an outage takes no factor',
+    },
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","durationMs":-5}', status: 400, names: 'durationMs: got -5' },
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","colour":"red"}', status: 400, names: '"colour"' },
     { path: '/incidents', method: 'POST', body: '{"kind":"slow"}', status: 400, names: 'bank:' },
-    { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","cluster":"no spaces"}', status: 400, names: 'cluster: got "no spaces", expected a cluster name' },
+    {
+      path: '/incidents',
+      method: 'POST',
+      body: '{"bank":"bank-a","kind":"slow","cluster":"no spaces"}',
+      status: 400,
+      names: 'cluster: got "no spaces", expected a cluster name',
+    },
     { path: '/incidents', method: 'POST', body: '{"bank":"bank-a","kind":"slow","cluster":7}', status: 400, names: 'cluster: got 7' },
     { path: '/incidents', method: 'POST', body: 'not json', status: 400, names: 'body: not JSON' },
     { path: '/incidents', method: 'POST', body: '', status: 400, names: 'body: missing' },
@@ -108,8 +142,14 @@ test('bad input gets 400 (404, 405, 413) naming what is wrong, and changes nothi
     assert.ok(errorMessage(answer).includes(names), `${method ?? 'GET'} ${requestPath}: "${errorMessage(answer)}" should name ${names}`);
   }
   assert.deepEqual(simulator.incidents(), []);
-  assert.throws(() => simulator.setIncident({ bank: 'bank-a', kind: 'slow', factor: 0 }), (error: unknown) => error instanceof ConfigError && error.message.includes('factor: got 0'));
-  await assert.rejects(startBankSimulator({ port: 0, timeScale: -1 }), (error: unknown) => error instanceof ConfigError && error.message.includes('timeScale: got -1'));
+  assert.throws(
+    () => simulator.setIncident({ bank: 'bank-a', kind: 'slow', factor: 0 }),
+    (error: unknown) => error instanceof ConfigError && error.message.includes('factor: got 0'),
+  );
+  await assert.rejects(
+    startBankSimulator({ port: 0, timeScale: -1 }),
+    (error: unknown) => error instanceof ConfigError && error.message.includes('timeScale: got -1'),
+  );
   await assert.rejects(startBankSimulator({ port: 0, banks: [] }), (error: unknown) => error instanceof ConfigError && error.message.includes('banks'));
 });
 
@@ -126,7 +166,14 @@ test('incidents switch on and off: slow and spikes multiply latency, an outage a
   assert.equal(latencyOf(await account('bank-a')), 10);
   const slow = await post({ bank: 'bank-a', kind: 'slow', factor: 5 });
   assert.equal(slow.status, 201);
-  assert.deepEqual((slow.body as { incident: object }).incident, { bank: 'bank-a', kind: 'slow', factor: 5, startedAtUnixMs: (slow.body as { incident: { startedAtUnixMs: number } }).incident.startedAtUnixMs, endsAtUnixMs: null, cluster: null });
+  assert.deepEqual((slow.body as { incident: object }).incident, {
+    bank: 'bank-a',
+    kind: 'slow',
+    factor: 5,
+    startedAtUnixMs: (slow.body as { incident: { startedAtUnixMs: number } }).incident.startedAtUnixMs,
+    endsAtUnixMs: null,
+    cluster: null,
+  });
   const slowed = await account('bank-a');
   assert.equal(latencyOf(slowed), 50);
   assert.ok(slowed.durationMs >= 49, `a slow bank answered in ${slowed.durationMs} ms`);
@@ -136,7 +183,14 @@ test('incidents switch on and off: slow and spikes multiply latency, an outage a
   assert.equal(latencyOf(await account('bank-a')), 100, 'a spike and a slow bank multiply');
   assert.equal((await post({ bank: 'bank-a', kind: 'slow', factor: 3 })).status, 201);
   const listed = (await callSimulator(agent, `${simulator.url}/incidents`)).body as { incidents: { kind: string; factor: number }[] };
-  assert.deepEqual(listed.incidents.map((i) => [i.kind, i.factor]).sort(), [['latency-spike', 2], ['slow', 3]], 'setting a kind again replaces it');
+  assert.deepEqual(
+    listed.incidents.map((i) => [i.kind, i.factor]).sort(),
+    [
+      ['latency-spike', 2],
+      ['slow', 3],
+    ],
+    'setting a kind again replaces it',
+  );
 
   await new Promise((resolve) => setTimeout(resolve, 320));
   assert.equal(latencyOf(await account('bank-a')), 30, 'the spike ended by itself');
@@ -161,7 +215,8 @@ test('an incident that names a cluster touches only the calls that say they come
   const banks = [{ name: 'bank-a', medianLatencyMs: 10, latencySigma: 0, maxLatencyMs: 1000, errorRate: 0 }];
   const simulator = await startTestSimulator(t, { banks });
   const agent = testAgent(t, 4);
-  const account = (cluster?: string) => callSimulator(agent, `${simulator.url}/banks/bank-a/accounts/acc-1`, cluster === undefined ? {} : { headers: { 'x-headroom-cluster': cluster } });
+  const account = (cluster?: string) =>
+    callSimulator(agent, `${simulator.url}/banks/bank-a/accounts/acc-1`, cluster === undefined ? {} : { headers: { 'x-headroom-cluster': cluster } });
   const post = (body: unknown) => callSimulator(agent, `${simulator.url}/incidents`, { method: 'POST', body: JSON.stringify(body) });
 
   const slow = await post({ bank: 'bank-a', kind: 'slow', factor: 4, cluster: 'candidate' });
@@ -173,7 +228,10 @@ test('an incident that names a cluster touches only the calls that say they come
 
   // One incident of a kind per bank: a slow bank for everyone replaces the candidate's.
   assert.equal((await post({ bank: 'bank-a', kind: 'slow', factor: 2 })).status, 201);
-  assert.deepEqual(simulator.incidents().map((i) => [i.kind, i.cluster]), [['slow', null]]);
+  assert.deepEqual(
+    simulator.incidents().map((i) => [i.kind, i.cluster]),
+    [['slow', null]],
+  );
   assert.equal(latencyOf(await account('baseline')), 20);
   assert.equal(latencyOf(await account()), 20);
 
@@ -186,7 +244,11 @@ test('an incident that names a cluster touches only the calls that say they come
 });
 
 test('close drops answers still waiting, does not hang, and is idempotent', async (t) => {
-  const simulator = await startBankSimulator({ port: 0, seed: 1, banks: [{ name: 'bank-a', medianLatencyMs: 60_000, latencySigma: 0, maxLatencyMs: 60_000, errorRate: 0 }] });
+  const simulator = await startBankSimulator({
+    port: 0,
+    seed: 1,
+    banks: [{ name: 'bank-a', medianLatencyMs: 60_000, latencySigma: 0, maxLatencyMs: 60_000, errorRate: 0 }],
+  });
   const agent = testAgent(t, 2);
   const waiting = callSimulator(agent, `${simulator.url}/banks/bank-a/accounts/acc-1`);
   while (simulator.stats().requestsInFlight === 0) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -198,7 +260,8 @@ test('close drops answers still waiting, does not hang, and is idempotent', asyn
 });
 
 test('headroom-bank-sim: --help, a bad setting exits 2 naming it, ready line, SIGTERM stops it', async (t) => {
-  const run = (args: string[], env: NodeJS.ProcessEnv = {}) => spawn(process.execPath, [bankCli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+    spawn(process.execPath, [bankCli, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const finish = async (child: ReturnType<typeof run>) => {
     let stdout = '';
     let stderr = '';
@@ -209,7 +272,17 @@ test('headroom-bank-sim: --help, a bad setting exits 2 naming it, ready line, SI
   };
   const help = await finish(run(['--help']));
   assert.equal(help.code, 0);
-  for (const text of ['--host HOST', 'HEADROOM_BANK_HOST', '--port PORT', 'HEADROOM_BANK_PORT', '--seed N', 'HEADROOM_BANK_SEED', '--time-scale X', 'HEADROOM_BANK_TIME_SCALE']) assert.ok(help.stdout.includes(text), `--help lists ${text}`);
+  for (const text of [
+    '--host HOST',
+    'HEADROOM_BANK_HOST',
+    '--port PORT',
+    'HEADROOM_BANK_PORT',
+    '--seed N',
+    'HEADROOM_BANK_SEED',
+    '--time-scale X',
+    'HEADROOM_BANK_TIME_SCALE',
+  ])
+    assert.ok(help.stdout.includes(text), `--help lists ${text}`);
 
   const badPort = await finish(run(['--port', 'eighty']));
   assert.equal(badPort.code, 2);

@@ -20,7 +20,8 @@ function demoTask(payload: unknown): TaskContext {
   return task as TaskContext;
 }
 
-const run = async (payload: unknown, signal = new AbortController().signal) => JSON.parse(String(await handlers['*']!(demoTask(payload), signal))) as Record<string, unknown>;
+const run = async (payload: unknown, signal = new AbortController().signal) =>
+  JSON.parse(String(await handlers['*']!(demoTask(payload), signal))) as Record<string, unknown>;
 
 test('without allocateKb the demo handler answers as before', async () => {
   assert.deepEqual(await run({ sleepMs: 1 }), { taskId: 'task-1', workerId: 'worker-1', cluster: 'candidate' });

@@ -147,7 +147,10 @@ test('the open loop sends at its rate, serves its schedules in order, and after 
   assert.ok(elapsedMs >= 590, `stopped by itself after ${elapsedMs} ms`);
   assert.ok(sentBySchedule[0]! >= 50 && sentBySchedule[0]! <= 61, `schedule 0 sent ${sentBySchedule[0]} in 0.6 s at 100/s`);
   assert.equal(sentBySchedule[1], 10);
-  assert.deepEqual(dropped.map(({ schedule, reason, firstSequence, calls }) => ({ schedule, reason, firstSequence, calls })), [{ schedule: 1, reason: 'behind-schedule', firstSequence: 10, calls: 30 }]);
+  assert.deepEqual(
+    dropped.map(({ schedule, reason, firstSequence, calls }) => ({ schedule, reason, firstSequence, calls })),
+    [{ schedule: 1, reason: 'behind-schedule', firstSequence: 10, calls: 30 }],
+  );
   assert.equal(sentBySchedule[2], 40, 'deferred calls go out over the next ticks');
 });
 
@@ -173,7 +176,10 @@ test('the closed loop keeps exactly its lanes in flight, and stops at maxCalls',
   assert.equal(loop.sentCalls, 40);
   assert.equal(maxInFlight, 4);
   assert.deepEqual([...lanesSeen].sort(), [0, 1, 2, 3]);
-  assert.throws(() => new ClosedLoop({ lanes: 5000, maxCalls: 1, maxDurationMs: 1, call: async () => undefined }), /lanes 5000: expected a whole number from 1 to 4096/);
+  assert.throws(
+    () => new ClosedLoop({ lanes: 5000, maxCalls: 1, maxDurationMs: 1, call: async () => undefined }),
+    /lanes 5000: expected a whole number from 1 to 4096/,
+  );
 });
 
 test('a closed-loop lane pauses after the answers it is told to, and stop() ends every lane after its answer', async (t) => {
@@ -196,7 +202,8 @@ test('a closed-loop lane pauses after the answers it is told to, and stop() ends
   await loop.finished();
   const sent = loop.sentCalls;
   assert.ok(sent >= 4 && sent <= 10, `${sent} calls in 450 ms with 100 ms after each refusal`);
-  for (let i = 2; i < sentAtMs.length; i += 2) assert.ok(sentAtMs[i]! - sentAtMs[i - 1]! >= 95, `call ${i} came ${sentAtMs[i]! - sentAtMs[i - 1]!} ms after a refusal`);
+  for (let i = 2; i < sentAtMs.length; i += 2)
+    assert.ok(sentAtMs[i]! - sentAtMs[i - 1]! >= 95, `call ${i} came ${sentAtMs[i]! - sentAtMs[i - 1]!} ms after a refusal`);
   await sleep(150);
   assert.equal(loop.sentCalls, sent, 'nothing is sent after stop()');
 });

@@ -5,7 +5,16 @@ import * as path from 'node:path';
 import { startFleet } from '@headroom/testkit';
 import type { BalancerOptions } from '@headroom/balancer';
 import type { HandlerMap, TaskContext } from '@headroom/worker';
-import { LatencyHistogram, SendSchedule, Workload, formatLoadReport, integrationProfiles, skewedRank, startLoadGenerator, type WorkloadOptions } from '../src/loadgen';
+import {
+  LatencyHistogram,
+  SendSchedule,
+  Workload,
+  formatLoadReport,
+  integrationProfiles,
+  skewedRank,
+  startLoadGenerator,
+  type WorkloadOptions,
+} from '../src/loadgen';
 
 const loadgenCli = path.join(__dirname, '..', 'src', 'loadgen', 'cli.js');
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -22,7 +31,11 @@ test('the histogram gives percentiles within 1%', () => {
   for (let ms = 1; ms <= 1000; ms++) histogram.record(ms);
   const summary = histogram.summary();
   assert.equal(summary.count, 1000);
-  for (const [got, want] of [[summary.p50Ms, 500], [summary.p95Ms, 950], [summary.p99Ms, 990]] as const) {
+  for (const [got, want] of [
+    [summary.p50Ms, 500],
+    [summary.p95Ms, 950],
+    [summary.p99Ms, 990],
+  ] as const) {
     assert.ok(Math.abs(got - want) <= want * 0.01, `got ${got}, want ${want} (±1%)`);
   }
   assert.equal(summary.maxMs, 1000);
@@ -59,7 +72,11 @@ test('the workload mixes priorities, keys and log-normal upstream times as confi
     sleeps.set(task.integration!, [...(sleeps.get(task.integration!) ?? []), sleepMs]);
   }
   assert.ok(Math.abs(userPresent / draws - 0.1) < 0.015, `${userPresent} of ${draws} user-present`);
-  for (const [integration, median] of [['bank-a', 20], ['bank-b', 50], ['bank-c', 80]] as const) {
+  for (const [integration, median] of [
+    ['bank-a', 20],
+    ['bank-b', 50],
+    ['bank-c', 80],
+  ] as const) {
     const sorted = sleeps.get(integration)!.sort((a, b) => a - b);
     const p50 = sorted[Math.floor(sorted.length / 2)]!;
     const p99 = sorted[Math.floor(sorted.length * 0.99)]!;
@@ -70,7 +87,13 @@ test('the workload mixes priorities, keys and log-normal upstream times as confi
 
 test('sends at the set rate and reports answers by cluster and priority', async (t) => {
   const balancerAddress = await startBalancer(t, { candidatePercent: 50 }, 20);
-  const generator = startLoadGenerator({ balancerAddresses: [balancerAddress], ratePerS: 100, medianSleepMsRange: [5, 10], keyCount: 500, userPresentShare: 0.2 });
+  const generator = startLoadGenerator({
+    balancerAddresses: [balancerAddress],
+    ratePerS: 100,
+    medianSleepMsRange: [5, 10],
+    keyCount: 500,
+    userPresentShare: 0.2,
+  });
   await new Promise((resolve) => setTimeout(resolve, 1000));
   const report = await generator.close();
   const { total } = report;
@@ -110,7 +133,13 @@ test('tasks due while too many calls await answers are dropped and counted, not 
 
 test('close() waits drainTimeoutMs for answers, then cancels the rest and counts them', async (t) => {
   const balancerAddress = await startBalancer(t, { candidatePercent: 0 }, 10);
-  const generator = startLoadGenerator({ balancerAddresses: [balancerAddress], ratePerS: 50, payload: '{"sleepMs":3000}', userPresentShare: 0, drainTimeoutMs: 200 });
+  const generator = startLoadGenerator({
+    balancerAddresses: [balancerAddress],
+    ratePerS: 50,
+    payload: '{"sleepMs":3000}',
+    userPresentShare: 0,
+    drainTimeoutMs: 200,
+  });
   await sleep(300);
   const startedClosingAtMs = performance.now();
   const { total, outstandingCalls } = await generator.close();
@@ -154,7 +183,11 @@ test('the workload spreads tasks over integrations by weight and adds the payloa
     assert.ok(payload.sleepMs >= 0 && payload.sleepMs <= 2000);
     byIntegration.set(task.integration!, (byIntegration.get(task.integration!) ?? 0) + 1);
   }
-  for (const [integration, share] of [['bank-a', 0.5], ['bank-b', 0.25], ['bank-c', 0.25]] as const) {
+  for (const [integration, share] of [
+    ['bank-a', 0.5],
+    ['bank-b', 0.25],
+    ['bank-c', 0.25],
+  ] as const) {
     assert.ok(Math.abs(byIntegration.get(integration)! / 10_000 - share) < 0.03, `${integration}: ${byIntegration.get(integration)}`);
   }
   // A sleepMs in the template replaces the draw.
@@ -164,7 +197,10 @@ test('the workload spreads tasks over integrations by weight and adds the payloa
 
 test('the schedule: user-present at a constant rate, background x factor during periodic and one-shot spikes', () => {
   const periodic = new SendSchedule({ ratePerS: 100, userPresentShare: 0.1, spikeEveryMs: 1000, spikeDurationMs: 250, spikeFactor: 10 });
-  assert.deepEqual([0, 999, 1000, 1249, 1250, 2100].map((ms) => periodic.phaseAt(ms)), ['steady', 'steady', 'spike', 'spike', 'steady', 'spike']);
+  assert.deepEqual(
+    [0, 999, 1000, 1249, 1250, 2100].map((ms) => periodic.phaseAt(ms)),
+    ['steady', 'steady', 'spike', 'spike', 'steady', 'spike'],
+  );
   assert.equal(periodic.spikeMsUpTo(999), 0);
   assert.equal(periodic.spikeMsUpTo(1100), 100);
   assert.equal(periodic.spikeMsUpTo(2100), 350);

@@ -210,7 +210,9 @@ export class ControlPlaneApi {
 
   /** One page of the audit log, newest first. */
   async audit(query: AuditQuery = {}): Promise<AuditEntry[]> {
-    const search = new URLSearchParams(Object.entries(query).flatMap(([name, value]): [string, string][] => (value === undefined ? [] : [[name, String(value)]]))).toString();
+    const search = new URLSearchParams(
+      Object.entries(query).flatMap(([name, value]): [string, string][] => (value === undefined ? [] : [[name, String(value)]])),
+    ).toString();
     return (await this.call<{ entries: AuditEntry[] }>('GET', `/audit${search ? `?${search}` : ''}`)).entries;
   }
 
@@ -257,14 +259,19 @@ export class ControlPlaneApi {
       controller.abort();
       signal.removeEventListener('abort', stop);
       if (!response.ok) throw answeredError('GET', path, response, text);
-      throw new ControlPlaneApiError(undefined, controlPlaneApiErrorCodes.unexpectedAnswer, `GET ${path}: not an event stream: HTTP ${response.status} ${contentType}`);
+      throw new ControlPlaneApiError(
+        undefined,
+        controlPlaneApiErrorCodes.unexpectedAnswer,
+        `GET ${path}: not an event stream: HTTP ${response.status} ${contentType}`,
+      );
     }
     const maxEventBytes = this.settings.maxEventBytes;
     return {
-      [Symbol.asyncIterator]: () => readEvents(response, maxEventBytes, signal, () => {
-        controller.abort();
-        signal.removeEventListener('abort', stop);
-      }),
+      [Symbol.asyncIterator]: () =>
+        readEvents(response, maxEventBytes, signal, () => {
+          controller.abort();
+          signal.removeEventListener('abort', stop);
+        }),
     };
   }
 
@@ -302,7 +309,13 @@ export class ControlPlaneApi {
     if (callerSignal?.aborted) return callerSignal.reason;
     const where = `${method} ${this.apiUrl}${path}`;
     if (error instanceof Error && error.name === 'TimeoutError') {
-      return new ControlPlaneApiError(undefined, controlPlaneApiErrorCodes.timeout, `${where}: no answer within ${timeoutMs} ms (timeoutMs)`, {}, { cause: error });
+      return new ControlPlaneApiError(
+        undefined,
+        controlPlaneApiErrorCodes.timeout,
+        `${where}: no answer within ${timeoutMs} ms (timeoutMs)`,
+        {},
+        { cause: error },
+      );
     }
     const reason = error instanceof Error ? `${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ''}` : String(error);
     return new ControlPlaneApiError(undefined, controlPlaneApiErrorCodes.unreachable, `${where}: ${reason}`, {}, { cause: error });
@@ -312,18 +325,33 @@ export class ControlPlaneApi {
 /** The error a non-2xx answer carries: `{ error: { code, message, ... } }`. */
 function answeredError(method: string, path: string, response: Response, text: string): ControlPlaneApiError {
   const body = parseOrText(text);
-  const error = typeof body === 'object' && body !== null && 'error' in body && typeof body.error === 'object' && body.error !== null ? (body.error as Record<string, unknown>) : {};
+  const error =
+    typeof body === 'object' && body !== null && 'error' in body && typeof body.error === 'object' && body.error !== null
+      ? (body.error as Record<string, unknown>)
+      : {};
   const code = typeof error.code === 'string' ? error.code : `HR_ERR_HTTP_${response.status}`;
   const message = typeof error.message === 'string' ? error.message : text.slice(0, 500);
   const retryAfterMs = typeof error.retryAfterMs === 'number' ? error.retryAfterMs : undefined;
-  return new ControlPlaneApiError(response.status, code, `${method} ${path}: HTTP ${response.status} ${code}: ${message}`, error, retryAfterMs === undefined ? {} : { retryAfterMs });
+  return new ControlPlaneApiError(
+    response.status,
+    code,
+    `${method} ${path}: HTTP ${response.status} ${code}: ${message}`,
+    error,
+    retryAfterMs === undefined ? {} : { retryAfterMs },
+  );
 }
 
 function parseJson<T>(method: string, path: string, response: Response, text: string): T {
   try {
     return JSON.parse(text) as T;
   } catch (error) {
-    throw new ControlPlaneApiError(undefined, controlPlaneApiErrorCodes.unexpectedAnswer, `${method} ${path}: HTTP ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`, {}, { cause: error });
+    throw new ControlPlaneApiError(
+      undefined,
+      controlPlaneApiErrorCodes.unexpectedAnswer,
+      `${method} ${path}: HTTP ${response.status} with a body that is not JSON: ${text.slice(0, 200)}`,
+      {},
+      { cause: error },
+    );
   }
 }
 
@@ -341,7 +369,12 @@ function parseOrText(text: string): unknown {
 
 /** The body as text, failing once it passes `maxBytes` (the rest is not read). */
 async function readBounded(response: Response, maxBytes: number, signal: AbortSignal, where: string): Promise<string> {
-  const tooLarge = () => new ControlPlaneApiError(undefined, controlPlaneApiErrorCodes.answerTooLarge, `${where}: the answer (HTTP ${response.status}) is larger than ${maxBytes} bytes (maxBodyBytes)`);
+  const tooLarge = () =>
+    new ControlPlaneApiError(
+      undefined,
+      controlPlaneApiErrorCodes.answerTooLarge,
+      `${where}: the answer (HTTP ${response.status}) is larger than ${maxBytes} bytes (maxBodyBytes)`,
+    );
   if (Number(response.headers.get('content-length') ?? 0) > maxBytes) {
     await response.body?.cancel().catch(() => undefined);
     throw tooLarge();
@@ -382,7 +415,11 @@ async function* readEvents(response: Response, maxEventBytes: number, signal: Ab
         if (event && data) yield { event, data: JSON.parse(data) as unknown };
       }
       if (buffered.length > maxEventBytes) {
-        throw new ControlPlaneApiError(undefined, controlPlaneApiErrorCodes.answerTooLarge, `GET /events: an event larger than ${maxEventBytes} bytes (maxEventBytes)`);
+        throw new ControlPlaneApiError(
+          undefined,
+          controlPlaneApiErrorCodes.answerTooLarge,
+          `GET /events: an event larger than ${maxEventBytes} bytes (maxEventBytes)`,
+        );
       }
     }
   } catch (error) {

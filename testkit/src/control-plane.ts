@@ -79,7 +79,14 @@ export async function startStack(t: TestContext, unleash: RunningUnleash, option
     async newFlagClient() {
       const registry = new Registry();
       const flags = await startFlagClient(
-        { url: unleash.url, clientToken: unleash.clientToken, appName: 'headroom-test', instanceId: `test-${clients.length}`, refreshIntervalMs: 100, flagNames },
+        {
+          url: unleash.url,
+          clientToken: unleash.clientToken,
+          appName: 'headroom-test',
+          instanceId: `test-${clients.length}`,
+          refreshIntervalMs: 100,
+          flagNames,
+        },
         { registry },
       );
       clients.push(flags);

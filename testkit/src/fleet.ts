@@ -57,7 +57,10 @@ export async function startFleet(t: TestContext, ledgerOptions: LedgerOptions = 
       const subscriber = await connected(redisUrl, true);
       t.after(() => subscriber.disconnect());
       const serverTransport = testServerTransport();
-      const balancer = await createBalancer({ heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...(serverTransport ? { serverTransport } : {}), ...balancerOptions }, { redis, subscriber, ledger: options, ...(flags ? { flags } : {}), ...(logger ? { logger } : {}) });
+      const balancer = await createBalancer(
+        { heartbeatTimeoutMs: 1000, sweepIntervalMs: 200, ...(serverTransport ? { serverTransport } : {}), ...balancerOptions },
+        { redis, subscriber, ledger: options, ...(flags ? { flags } : {}), ...(logger ? { logger } : {}) },
+      );
       const client = new BalancerService(balancer.address, grpc.credentials.createInsecure());
       fleet.balancers.push(balancer);
       fleet.clients.push(client);

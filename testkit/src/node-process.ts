@@ -103,7 +103,8 @@ export class NodeProcess {
 
   constructor(private readonly options: NodeProcessOptions) {
     const keptLines = options.keptLines ?? nodeProcessDefaults.keptLines;
-    if (!namePattern.test(options.name)) throw new ConfigError(`name: got ${JSON.stringify(options.name)}; use letters, digits, '.', '_' and '-' (it names the log file)`);
+    if (!namePattern.test(options.name))
+      throw new ConfigError(`name: got ${JSON.stringify(options.name)}; use letters, digits, '.', '_' and '-' (it names the log file)`);
     if (!Number.isInteger(keptLines) || keptLines < 1 || keptLines > nodeProcessDefaults.maxKeptLines) {
       throw new ConfigError(`keptLines: got ${keptLines}; use a whole number from 1 to ${nodeProcessDefaults.maxKeptLines}`);
     }
@@ -176,7 +177,11 @@ export class NodeProcess {
   async waitUntilReady(timeoutMs: number): Promise<ReadyLine> {
     const event = await this.waitForEvent('ready', timeoutMs);
     const address = typeof event.address === 'string' ? event.address : event.url;
-    if (typeof address !== 'string') throw this.notReady(`printed a ready line with neither "address" nor "url": ${cutLine(JSON.stringify(event), nodeProcessDefaults.shownLineChars)}`, undefined);
+    if (typeof address !== 'string')
+      throw this.notReady(
+        `printed a ready line with neither "address" nor "url": ${cutLine(JSON.stringify(event), nodeProcessDefaults.shownLineChars)}`,
+        undefined,
+      );
     return { ...event, event: 'ready', address };
   }
 
@@ -279,7 +284,10 @@ export class NodeProcess {
   private notReady(what: string, exit: ProcessExit | undefined): ProcessNotReadyError {
     const lines = this.lastLines.toArray();
     const log = this.logPath ? ` (its log: ${this.logPath})` : '';
-    const shown = lines.length === 0 ? '; it printed nothing' : `; its last ${lines.length === 1 ? 'line' : `${lines.length} lines`}:\n${lines.map((line) => `  ${line}`).join('\n')}`;
+    const shown =
+      lines.length === 0
+        ? '; it printed nothing'
+        : `; its last ${lines.length === 1 ? 'line' : `${lines.length} lines`}:\n${lines.map((line) => `  ${line}`).join('\n')}`;
     return new ProcessNotReadyError(`${this.name} (pid ${this.pid}) ${what}${log}${shown}`, this.name, exit, lines);
   }
 }

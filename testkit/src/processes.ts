@@ -48,6 +48,9 @@ const uninformative = new Set(['', 'dist', 'src', 'cli', 'index', '.bin', 'node_
 
 /** ".../worker/dist/src/cli.js" -> "worker", ".../.bin/headroom-worker" -> "headroom-worker": which command, in errors. */
 function cliName(cli: string): string {
-  const parts = cli.replace(/\.js$/, '').split(/[\\/]/).filter((part) => !uninformative.has(part));
+  const parts = cli
+    .replace(/\.js$/, '')
+    .split(/[\\/]/)
+    .filter((part) => !uninformative.has(part));
   return (parts.at(-1) ?? 'cli').replace(/[^A-Za-z0-9._-]/g, '-');
 }

@@ -51,7 +51,12 @@ const defaultStopGraceMs = 5000;
 
 /** Starts a redis-server on a free port; its data directory is removed when it exits. */
 export async function startPrivateRedis(options: PrivateRedisOptions | readonly string[] = {}): Promise<PrivateRedis> {
-  const { binary = 'redis-server', extraArgs = [], detached = false, startTimeoutMs = 5000 } = Array.isArray(options) ? { extraArgs: options } : (options as PrivateRedisOptions);
+  const {
+    binary = 'redis-server',
+    extraArgs = [],
+    detached = false,
+    startTimeoutMs = 5000,
+  } = Array.isArray(options) ? { extraArgs: options } : (options as PrivateRedisOptions);
   const port = await freePort();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-redis-'));
   const url = `redis://127.0.0.1:${port}`;
@@ -62,10 +67,14 @@ export async function startPrivateRedis(options: PrivateRedisOptions | readonly 
 
   const start = async () => {
     stopping = undefined;
-    const started = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning', ...extraArgs], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached,
-    });
+    const started = spawn(
+      binary,
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--loglevel', 'warning', ...extraArgs],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        detached,
+      },
+    );
     child = started;
     // Redis logs its start and stop at warning level too: keep the last lines for when it fails, show none otherwise.
     const lastLines: string[] = [];

@@ -48,10 +48,10 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
       sentinels
         .filter((child) => child.exitCode === null)
         .map((child) => {
-        const exited = new Promise((resolve) => child.once('exit', resolve));
-        child.kill('SIGKILL');
-        return exited;
-      }),
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          child.kill('SIGKILL');
+          return exited;
+        }),
     );
     await Promise.all([primary.stop(true), replica.stop(true)]);
   };
@@ -110,9 +110,22 @@ export async function startRedisCluster(primaries = 3, nodeTimeoutMs = 1000): Pr
     for (let i = 0; i < primaries * 2; i++) {
       const nodeDir = path.join(dir, `node-${i}`);
       fs.mkdirSync(nodeDir);
-      nodes.push(await startPrivateRedis(['--cluster-enabled', 'yes', '--cluster-config-file', path.join(nodeDir, 'nodes.conf'), '--cluster-node-timeout', String(nodeTimeoutMs)]));
+      nodes.push(
+        await startPrivateRedis([
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          path.join(nodeDir, 'nodes.conf'),
+          '--cluster-node-timeout',
+          String(nodeTimeoutMs),
+        ]),
+      );
     }
-    const created = spawnSync('redis-cli', ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '1', '--cluster-yes'], { encoding: 'utf8', timeout: 30_000 });
+    const created = spawnSync(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '1', '--cluster-yes'],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
     if (created.status !== 0) throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
     // Ok on every node, and every primary's replica in sync: a replica that never synced does not take over.
     await eventually('every node to say the cluster is ok, every replica online', 20_000, () => {

@@ -35,7 +35,10 @@ test('a child that exits before its ready line: the error says how it exited, wi
   await assert.rejects(startNodeProcess({ name: 'exit-early', script: childScript, args: ['exit-early'], readyTimeoutMs: 15_000 }), (error: unknown) => {
     assert.ok(error instanceof ProcessNotReadyError, String(error));
     assert.deepEqual(error.exit, { code: 3, signal: null });
-    assert.match(error.message, /^exit-early \(pid \d+\) exited \(code 3\) before it printed a "ready" event; its last line:\n {2}cannot start: a bad setting$/);
+    assert.match(
+      error.message,
+      /^exit-early \(pid \d+\) exited \(code 3\) before it printed a "ready" event; its last line:\n {2}cannot start: a bad setting$/,
+    );
     return true;
   });
 });

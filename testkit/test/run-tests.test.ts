@@ -40,7 +40,9 @@ async function startRun(t: TestContext): Promise<Started> {
   standIn.stdout!.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const runnerPid = await eventually('the stand-in prints the runner pid', 15_000, () => (/^\d+\n/.test(stdout) ? Number.parseInt(stdout, 10) : undefined));
   pids.add(runnerPid);
-  const written = await eventually('the endless test writes its pids', 30_000, () => (fs.existsSync(pidsFile) ? (JSON.parse(fs.readFileSync(pidsFile, 'utf8')) as { testFilePid: number; startedPid: number }) : undefined));
+  const written = await eventually('the endless test writes its pids', 30_000, () =>
+    fs.existsSync(pidsFile) ? (JSON.parse(fs.readFileSync(pidsFile, 'utf8')) as { testFilePid: number; startedPid: number }) : undefined,
+  );
   pids.add(written.testFilePid).add(written.startedPid);
   return { standInPid: standIn.pid!, runnerPid, ...written };
 }
@@ -49,11 +51,15 @@ async function allGone(what: string, pids: number[]): Promise<void> {
   await eventually(what, stopTimeoutMs, () => (pids.every((pid) => !isProcessAlive(pid)) ? true : undefined));
 }
 
-test('the runner\'s parent killed with SIGKILL: the runner, the test file and what it started all stop', async (t) => {
+test("the runner's parent killed with SIGKILL: the runner, the test file and what it started all stop", async (t) => {
   const run = await startRun(t);
   assert.ok([run.runnerPid, run.testFilePid, run.startedPid].every(isProcessAlive), `all running before the kill: ${JSON.stringify(run)}`);
   process.kill(run.standInPid, 'SIGKILL');
-  await allGone(`the runner, the test file and its process stop after the parent's kill: ${JSON.stringify(run)}`, [run.runnerPid, run.testFilePid, run.startedPid]);
+  await allGone(`the runner, the test file and its process stop after the parent's kill: ${JSON.stringify(run)}`, [
+    run.runnerPid,
+    run.testFilePid,
+    run.startedPid,
+  ]);
 });
 
 test('the runner signalled (Ctrl-C, a CI time limit): the test file and what it started stop', async (t) => {

@@ -8,7 +8,15 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 /** HEADROOM_CHROMIUM points elsewhere (e.g. a Chromium of another distribution). */
 export const chromiumPath = process.env.HEADROOM_CHROMIUM ?? '/usr/bin/chromium';
 
-const launchArgs = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const launchArgs = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 
 /** Longest any single browser step (a click, a wait for an element) may take. */
 export const stepTimeoutMs = 10_000;

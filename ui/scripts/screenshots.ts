@@ -20,7 +20,20 @@ import { goTo, launchBrowser, openPage, signIn, unexpectedProblems } from '../no
 const repoRoot = path.join(__dirname, '..', '..', '..');
 const demoCli = path.join(repoRoot, 'demo', 'dist', 'src', 'cli.js');
 const outputDirectory = path.join(repoRoot, 'docs', 'screenshots');
-const demoArgs = ['--control-plane-port', '0', '--balancer-port', '0', '--baseline-workers', '6', '--candidate-workers', '3', '--rate', '30', '--candidate-percent', '50'];
+const demoArgs = [
+  '--control-plane-port',
+  '0',
+  '--balancer-port',
+  '0',
+  '--baseline-workers',
+  '6',
+  '--candidate-workers',
+  '3',
+  '--rate',
+  '30',
+  '--candidate-percent',
+  '50',
+];
 
 const timeouts = {
   /** Unleash on an embedded PostgreSQL, then every process of the demo. */
@@ -50,7 +63,14 @@ const pages: { title: string; ready(page: Page): Promise<unknown> }[] = [
   { title: 'Workers', ready: (page) => page.getByRole('figure', { name: 'Flame graph of CPU time' }).locator('g.frame').nth(3).waitFor() },
   { title: 'Audit', ready: (page) => page.locator('.audit-table tbody tr').nth(2).waitFor() },
   // The autopilot's first reading with figures (it reads every 2 s once enough tasks ran in the window).
-  { title: 'Rollouts', ready: (page) => page.locator('.gate-table caption .gate-status', { hasText: /ok|close|breached/ }).first().waitFor({ timeout: timeouts.rolloutReadingMs }) },
+  {
+    title: 'Rollouts',
+    ready: (page) =>
+      page
+        .locator('.gate-table caption .gate-status', { hasText: /ok|close|breached/ })
+        .first()
+        .waitFor({ timeout: timeouts.rolloutReadingMs }),
+  },
 ];
 
 /** Short windows and holds, so that the page shows a step taken within the script's run. */
@@ -78,7 +98,10 @@ function startDemo(): { child: ChildProcess; access: Promise<DemoAccess>; output
   const child = spawn(process.execPath, [demoCli, ...demoArgs], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const access = new Promise<DemoAccess>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the demo did not print its addresses within ${timeouts.demoStartMs / 1000} s:\n${output}`)), timeouts.demoStartMs);
+    const timer = setTimeout(
+      () => reject(new Error(`the demo did not print its addresses within ${timeouts.demoStartMs / 1000} s:\n${output}`)),
+      timeouts.demoStartMs,
+    );
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const uiUrl = /^Admin UI:\s+(http\S+)/m.exec(output)?.[1];
@@ -136,7 +159,9 @@ async function waitForLiveData(access: DemoAccess): Promise<void> {
     const series = await api.latencySeries('10m');
     const workers = await api.workers();
     const withRatios = series.slots.filter((slot) => Object.values(slot.integrations).some((ratio) => ratio.p50 !== null)).length;
-    log(`  ${Math.round((Date.now() - startedAt) / 1000)} s: ${series.slots.length} latency slots (${withRatios} with ratios), ${workers.filter((w) => w.stats).length}/${workers.length} workers reporting`);
+    log(
+      `  ${Math.round((Date.now() - startedAt) / 1000)} s: ${series.slots.length} latency slots (${withRatios} with ratios), ${workers.filter((w) => w.stats).length}/${workers.length} workers reporting`,
+    );
     return withRatios >= 5 && workers.every((w) => w.stats) && Date.now() - startedAt >= timeouts.minimumLiveMs ? true : undefined;
   });
 }
@@ -147,7 +172,9 @@ async function rollBackOneAndProfile(access: DemoAccess): Promise<void> {
   const candidate = (await api.workers()).find((w) => w.cluster === 'candidate');
   if (!candidate) throw new Error('no candidate worker to profile');
   const started = await api.call<ProfileRecord>('POST', '/profiles', { workerId: candidate.workerId, durationMs: 3000 });
-  await until('the profile', timeouts.profileMs, async () => ((await api.call<ProfileRecord>('GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined));
+  await until('the profile', timeouts.profileMs, async () =>
+    (await api.call<ProfileRecord>('GET', `/profiles/${started.profileId}`)).status === 'done' ? true : undefined,
+  );
 }
 
 /** A step of the rollout through the UI: bank-d from 25% to 30%, until every balancer has it. */
@@ -167,7 +194,12 @@ async function saveFlameGraph(page: Page): Promise<void> {
   // A wide frame of named JavaScript a few calls deep, so that its tooltip and details show.
   const frames = graph.locator('g.frame');
   const deepNamedWide = await frames.evaluateAll((elements) =>
-    elements.findIndex((g) => /^[A-Za-z_$]/.test(g.getAttribute('name') ?? '') && Number(g.querySelector('rect')?.getAttribute('width')) > 100 && (g as SVGGElement).transform.baseVal[0]!.matrix.f >= 3 * 18),
+    elements.findIndex(
+      (g) =>
+        /^[A-Za-z_$]/.test(g.getAttribute('name') ?? '') &&
+        Number(g.querySelector('rect')?.getAttribute('width')) > 100 &&
+        (g as SVGGElement).transform.baseVal[0]!.matrix.f >= 3 * 18,
+    ),
   );
   await frames.nth(Math.max(deepNamedWide, 0)).hover();
   await page.waitForTimeout(500);

@@ -69,4 +69,3 @@ export function LiveProvider({ children }: { children: ReactNode }) {
 
   return <LiveContext.Provider value={{ ...live, figures, status }}>{children}</LiveContext.Provider>;
 }
-

@@ -13,10 +13,7 @@ export interface SignedIn extends Session {
   signOut(reason?: string): void;
 }
 
-type SessionState =
-  | { state: 'checking' }
-  | { state: 'signed-out'; error?: string }
-  | { state: 'signed-in'; session: Session; client: ApiClient };
+type SessionState = { state: 'checking' } | { state: 'signed-out'; error?: string } | { state: 'signed-in'; session: Session; client: ApiClient };
 
 const SessionContext = createContext<SignedIn | undefined>(undefined);
 

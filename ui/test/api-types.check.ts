@@ -4,7 +4,20 @@
  * build needs none). A renamed or retyped field fails `tsc --build` here, not in a browser.
  */
 import type * as Ui from '../src/api/types';
-import type { AuditEntry, BalancerView, Caller, ClusterSummary, LatencySeries, OverrideChangeRecord, ProfileRecord, RollbackRecord, Rollout, RolloutsView, TrafficView, WorkerSummary } from '@headroom/control-plane';
+import type {
+  AuditEntry,
+  BalancerView,
+  Caller,
+  ClusterSummary,
+  LatencySeries,
+  OverrideChangeRecord,
+  ProfileRecord,
+  RollbackRecord,
+  Rollout,
+  RolloutsView,
+  TrafficView,
+  WorkerSummary,
+} from '@headroom/control-plane';
 import type { OverrideState } from '@headroom/fleet';
 
 type Fits<Server, Client> = Server extends Client ? true : never;

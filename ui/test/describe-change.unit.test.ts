@@ -4,8 +4,16 @@ import * as assert from 'node:assert/strict';
 import { describeChange } from '../src/pages/audit/describe-change';
 
 test('a traffic change lists only the shares that moved', () => {
-  const before = { enabled: true, defaultPercent: 10, integrations: { 'bank-a': { percent: 0, rolledBack: false }, 'bank-b': { percent: 5, rolledBack: false } } };
-  const after = { enabled: true, defaultPercent: 10, integrations: { 'bank-a': { percent: 30, rolledBack: false }, 'bank-b': { percent: 5, rolledBack: false } } };
+  const before = {
+    enabled: true,
+    defaultPercent: 10,
+    integrations: { 'bank-a': { percent: 0, rolledBack: false }, 'bank-b': { percent: 5, rolledBack: false } },
+  };
+  const after = {
+    enabled: true,
+    defaultPercent: 10,
+    integrations: { 'bank-a': { percent: 30, rolledBack: false }, 'bank-b': { percent: 5, rolledBack: false } },
+  };
   assert.deepEqual(describeChange('traffic.set', before, after), ['integrations.bank-a.percent: 0 → 30']);
 });
 
@@ -17,15 +25,29 @@ test('null reads as "none", a missing value as "—", lists as their items', () 
 
 test('a rollback says what went back, to how many balancers, how fast, and who did not answer', () => {
   const after = { override: { version: 42, all: false, integrations: ['bank-c'] }, propagationMs: 4.9, acknowledged: 2, missing: ['b3'] };
-  assert.deepEqual(describeChange('rollback', null, after), ['override version 42: bank-c to the baseline', 'acknowledged by 2 balancers in 4.9 ms', 'not acknowledged: b3']);
-  assert.deepEqual(describeChange('rollback', null, { override: { version: 43, all: true, integrations: [] }, acknowledged: 1 }), ['override version 43: everything to the baseline', 'acknowledged by 1 balancer']);
+  assert.deepEqual(describeChange('rollback', null, after), [
+    'override version 42: bank-c to the baseline',
+    'acknowledged by 2 balancers in 4.9 ms',
+    'not acknowledged: b3',
+  ]);
+  assert.deepEqual(describeChange('rollback', null, { override: { version: 43, all: true, integrations: [] }, acknowledged: 1 }), [
+    'override version 43: everything to the baseline',
+    'acknowledged by 1 balancer',
+  ]);
 });
 
 test('a resume says what stays rolled back; a rollback or resume that Unleash did not take says it is not durable', () => {
   const resumed = { override: { version: 44, all: false, integrations: [] }, propagationMs: 3, acknowledged: 2, missing: [], durable: 'done' };
-  assert.deepEqual(describeChange('resume', { version: 43, all: true, integrations: [] }, resumed), ['override version 44: nothing rolled back now', 'acknowledged by 2 balancers in 3 ms']);
+  assert.deepEqual(describeChange('resume', { version: 43, all: true, integrations: [] }, resumed), [
+    'override version 44: nothing rolled back now',
+    'acknowledged by 2 balancers in 3 ms',
+  ]);
   const partly = { override: { version: 45, all: false, integrations: ['bank-a'] }, acknowledged: 1, missing: [], durable: 'failed' };
-  assert.deepEqual(describeChange('resume', null, partly), ['override version 45: still rolled back: bank-a', 'acknowledged by 1 balancer', 'not durable: Unleash was not updated']);
+  assert.deepEqual(describeChange('resume', null, partly), [
+    'override version 45: still rolled back: bank-a',
+    'acknowledged by 1 balancer',
+    'not durable: Unleash was not updated',
+  ]);
 });
 
 test('a change of many values is cut to a few lines and counts the rest', () => {

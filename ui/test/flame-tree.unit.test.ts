@@ -6,7 +6,13 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { parseCpuprofile, toFlameTree, type Cpuprofile, type CpuprofileNode, type FlameFrame } from '../src/pages/workers/flame-tree';
 
-const frame = (functionName: string, url = '', lineNumber = -1, columnNumber = -1) => ({ functionName, url, lineNumber, columnNumber, scriptId: url ? '1' : '0' });
+const frame = (functionName: string, url = '', lineNumber = -1, columnNumber = -1) => ({
+  functionName,
+  url,
+  lineNumber,
+  columnNumber,
+  scriptId: url ? '1' : '0',
+});
 
 /**
  * (root) → (program), (idle), (garbage collector), main → busy (twice: two nodes of one call
@@ -43,7 +49,10 @@ const leaf = (name: string, kind: FlameFrame['kind'], value: number, url = '', l
   mergedFrames: 0,
   children: [],
 });
-const merged = (frames: number, value: number): Expected => ({ ...leaf(`(${frames} smaller frame${frames === 1 ? '' : 's'})`, 'merged', value), mergedFrames: frames });
+const merged = (frames: number, value: number): Expected => ({
+  ...leaf(`(${frames} smaller frame${frames === 1 ? '' : 's'})`, 'merged', value),
+  mergedFrames: frames,
+});
 
 test('a hand-written profile: self and total time per call path, idle left out, program and GC kept', () => {
   const tree = toFlameTree(handWritten, { minShare: 0, maxFrames: 100 });
@@ -151,6 +160,15 @@ test('what is not a .cpuprofile is refused, saying why', () => {
   assert.throws(() => parseCpuprofile('{"nodes": [{"id": 1, "callFrame": {"functionName": "", "url": ""}}]}'), /startTime and endTime/);
   assert.throws(() => parseCpuprofile('not json'), SyntaxError);
   // A cycle (a node listed as its own child) is read once.
-  const cyclic: Cpuprofile = { nodes: [{ id: 1, callFrame: frame('(root)'), children: [2] }, { id: 2, callFrame: frame('loop', 'file:///a.js', 0, 0), children: [2] }], startTime: 0, endTime: 100, samples: [2], timeDeltas: [0] };
+  const cyclic: Cpuprofile = {
+    nodes: [
+      { id: 1, callFrame: frame('(root)'), children: [2] },
+      { id: 2, callFrame: frame('loop', 'file:///a.js', 0, 0), children: [2] },
+    ],
+    startTime: 0,
+    endTime: 100,
+    samples: [2],
+    timeDeltas: [0],
+  };
   assert.equal(toFlameTree(cyclic).root.children[0]!.value, 100);
 });

@@ -27,7 +27,8 @@ test('during an incident: named queue figures, the slot kept for user-present ta
   const keyPrefix = ledgerOptions.keyPrefix!;
   // A worker of 5 slots running 4 tasks; a balancer waits for the cluster with 37 background tasks.
   const heldLeaseIds: string[] = [];
-  const beatWorker = () => ledger.heartbeat('baseline', { workerId: 'incident-w1', address: '127.0.0.1:1', capacity: 5, draining: false, heldLeaseIds, dispatchGraceMs: 120_000 });
+  const beatWorker = () =>
+    ledger.heartbeat('baseline', { workerId: 'incident-w1', address: '127.0.0.1:1', capacity: 5, draining: false, heldLeaseIds, dispatchGraceMs: 120_000 });
   await beatWorker();
   for (let i = 0; i < 4; i++) {
     const reservation = await ledger.reserve('baseline', { priority: 'background', balancerId: 'incident-b1', waitIfNone: false });
@@ -95,7 +96,8 @@ test('during an incident: named queue figures, the slot kept for user-present ta
       for (let i = 3; i < pixels.length; i += 4) if (pixels[i]! > 0) ink++;
       return ink;
     }, widthPx);
-  const plotLeftPx = () => chart.locator('.u-over').evaluate((element) => element.getBoundingClientRect().left - element.closest('.uplot')!.getBoundingClientRect().left);
+  const plotLeftPx = () =>
+    chart.locator('.u-over').evaluate((element) => element.getBoundingClientRect().left - element.closest('.uplot')!.getBoundingClientRect().left);
   // Drawn: the axis labels are on the canvas, left of the plot.
   await eventually('the y-axis labels drawn', 15_000, async () => ((await inkInColumns((await plotLeftPx()) - 1)) > 0 ? true : undefined));
   assert.equal(await inkInColumns(2), 0, 'a y-axis label reaches the canvas edge: it is clipped');

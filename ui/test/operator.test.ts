@@ -26,7 +26,7 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
   const watched = await openPage(stack.browser);
   const { page } = watched;
 
-  await t.test('a bad token is refused, in the API\'s own words', async () => {
+  await t.test("a bad token is refused, in the API's own words", async () => {
     await page.goto(stack.baseUrl);
     await page.getByLabel('API token').fill('not-a-token-of-this-control-plane');
     await page.getByRole('button', { name: 'Sign in' }).click();
@@ -45,8 +45,14 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     const header = (await page.getByRole('banner').textContent()) ?? '';
     assert.match(header, /olga/);
     assert.match(header, /operator/);
-    const capacityOf = (role: string) => page.getByRole('region', { name: `${role} cluster ${role}` }).locator('dt', { hasText: /^Capacity$/ }).locator('xpath=following-sibling::dd');
-    await eventually('both clusters with 2 slots', 10_000, async () => ((await capacityOf('baseline').textContent()) === '2' && (await capacityOf('candidate').textContent()) === '2' ? true : undefined));
+    const capacityOf = (role: string) =>
+      page
+        .getByRole('region', { name: `${role} cluster ${role}` })
+        .locator('dt', { hasText: /^Capacity$/ })
+        .locator('xpath=following-sibling::dd');
+    await eventually('both clusters with 2 slots', 10_000, async () =>
+      (await capacityOf('baseline').textContent()) === '2' && (await capacityOf('candidate').textContent()) === '2' ? true : undefined,
+    );
     await page.getByRole('status').filter({ hasText: 'live' }).waitFor();
   });
 
@@ -86,13 +92,16 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     await propagated.waitFor({ timeout: 15_000 });
     assert.match((await propagated.textContent()) ?? '', /^Every balancer has it \(2 of 2\), \d+\.\d s after the change\.$/);
     const traffic = (await stack.api('GET', '/traffic')).body;
-    assert.deepEqual(traffic.balancers.map((b: { trafficFlagUpToDate: boolean }) => b.trafficFlagUpToDate), [true, true]);
+    assert.deepEqual(
+      traffic.balancers.map((b: { trafficFlagUpToDate: boolean }) => b.trafficFlagUpToDate),
+      [true, true],
+    );
     assert.deepEqual(traffic.flag.integrations['bank-a'], { percent: 30, rolledBack: false });
     assert.equal(traffic.effectivePercent.integrations['bank-a'], 30);
     assert.equal(traffic.flag.integrations['bank-b'].percent, 0, 'only what was moved');
   });
 
-  await t.test('rollback: confirmed, then every balancer\'s acknowledgement and the propagation time', async () => {
+  await t.test("rollback: confirmed, then every balancer's acknowledgement and the propagation time", async () => {
     await goTo(page, 'Rollback');
     await page.getByLabel('Reason (for the audit log; a resume takes it too)').fill('p95 ratio 1.7 on bank-a');
     await page.getByRole('button', { name: 'Roll back all integrations' }).click();
@@ -107,11 +116,18 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     assert.match(text, new RegExp(`override version ${record.overrideVersion}`));
     for (const balancerId of ['balancer-a', 'balancer-b']) assert.match(text, new RegExp(balancerId));
     const shownMs = Number(/propagation ([\d.]+) ms/.exec(text)?.[1]);
-    assert.ok(Math.abs(shownMs - record.propagationMs) <= Math.max(0.01, record.propagationMs * 0.01), `shows ${shownMs} ms, the API says ${record.propagationMs} ms`);
+    assert.ok(
+      Math.abs(shownMs - record.propagationMs) <= Math.max(0.01, record.propagationMs * 0.01),
+      `shows ${shownMs} ms, the API says ${record.propagationMs} ms`,
+    );
     assert.match(text, /Reason: p95 ratio 1\.7 on bank-a/);
     // The answer comes when every balancer has it; the Unleash write is shown when it is done.
     await result.getByText('Durable: the flag is switched off in Unleash too').waitFor();
-    await page.getByRole('status').filter({ hasText: 'Everything is rolled back to the baseline' }).filter({ hasText: 'Reason: p95 ratio 1.7 on bank-a' }).waitFor();
+    await page
+      .getByRole('status')
+      .filter({ hasText: 'Everything is rolled back to the baseline' })
+      .filter({ hasText: 'Reason: p95 ratio 1.7 on bank-a' })
+      .waitFor();
     assert.equal((await stack.api('GET', '/traffic')).body.override.all, true);
   });
 
@@ -134,11 +150,23 @@ test('an operator signs in, changes parallelism and traffic, rolls back and resu
     await eventually('four changes listed', 10_000, async () => ((await rows.count()) >= 4 ? true : undefined));
     const texts = await rows.allTextContents();
     for (const action of ['resume', 'rollback', 'traffic.set', 'parallelism.set']) {
-      assert.ok(texts.some((row) => row.includes(action) && row.includes('olga')), `${action} by olga in ${JSON.stringify(texts)}`);
+      assert.ok(
+        texts.some((row) => row.includes(action) && row.includes('olga')),
+        `${action} by olga in ${JSON.stringify(texts)}`,
+      );
     }
-    assert.ok(texts.some((row) => row.includes('parallelism.set') && row.includes('candidate: none → 7')), 'what changed, from and to');
-    assert.ok(texts.some((row) => row.includes('rollback') && row.includes('Reason: p95 ratio 1.7 on bank-a')), 'the rollback with its reason');
-    assert.ok(texts.some((row) => row.includes('traffic.set') && row.includes('integrations.bank-a.percent: 0 → 30')), 'what changed, from and to');
+    assert.ok(
+      texts.some((row) => row.includes('parallelism.set') && row.includes('candidate: none → 7')),
+      'what changed, from and to',
+    );
+    assert.ok(
+      texts.some((row) => row.includes('rollback') && row.includes('Reason: p95 ratio 1.7 on bank-a')),
+      'the rollback with its reason',
+    );
+    assert.ok(
+      texts.some((row) => row.includes('traffic.set') && row.includes('integrations.bank-a.percent: 0 → 30')),
+      'what changed, from and to',
+    );
   });
 
   await t.test('the audit log is kept in PostgreSQL: with every Redis key of this stack deleted, the Audit page lists the same changes', async () => {

@@ -48,7 +48,11 @@ async function fleetUnderLightLoad(stack: UiStack): Promise<{ stop(): Promise<vo
   const handler = async (_task: unknown, signal: AbortSignal) => void (await sleep(20, undefined, { signal }));
   for (const cluster of ['baseline', 'candidate']) {
     const { flags } = await stack.newFlagClient();
-    await fleet.addWorker({ cluster, workerId: `${cluster}-1`, maxParallelism: 8, latencyReportIntervalMs: 500, reportIntervalMs: 500 }, { 'bank-a': handler, 'bank-b': handler }, flags);
+    await fleet.addWorker(
+      { cluster, workerId: `${cluster}-1`, maxParallelism: 8, latencyReportIntervalMs: 500, reportIntervalMs: 500 },
+      { 'bank-a': handler, 'bank-b': handler },
+      flags,
+    );
   }
   const { flags } = await stack.newFlagClient();
   await fleet.addBalancer({}, flags);
@@ -57,7 +61,11 @@ async function fleetUnderLightLoad(stack: UiStack): Promise<{ stop(): Promise<vo
   const timer = setInterval(() => {
     if (inFlight.size >= 32) return;
     sent++;
-    const call = submit(fleet.clients[0]!, task({ integration: sent % 2 === 0 ? 'bank-a' : 'bank-b', key: `key-${sent}`, priority: 'BACKGROUND', payload: json({}) }), 5000);
+    const call = submit(
+      fleet.clients[0]!,
+      task({ integration: sent % 2 === 0 ? 'bank-a' : 'bank-b', key: `key-${sent}`, priority: 'BACKGROUND', payload: json({}) }),
+      5000,
+    );
     inFlight.add(call);
     void call.finally(() => inFlight.delete(call));
   }, 40);
@@ -72,7 +80,10 @@ async function fleetUnderLightLoad(stack: UiStack): Promise<{ stop(): Promise<vo
 }
 
 const gateTable = (page: Page, subject: string) => page.locator('.gate-table').filter({ has: page.locator('caption', { hasText: subject }) });
-const gateRow = (page: Page, subject: string, gate: string) => gateTable(page, subject).locator('tbody tr').filter({ has: page.locator('th', { hasText: gate }) });
+const gateRow = (page: Page, subject: string, gate: string) =>
+  gateTable(page, subject)
+    .locator('tbody tr')
+    .filter({ has: page.locator('th', { hasText: gate }) });
 const rolloutState = (page: Page) => page.getByRole('region', { name: 'Rollout state' });
 
 test('the Rollouts page follows a rollout the autopilot drives; pause, resume, abort; a viewer; a bad plan', { timeout: 300_000 }, async (t: TestContext) => {
@@ -115,7 +126,11 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
     assert.match(p50Cells[0]!, /^\d+\.\d\d×$/, 'the value, as a ratio');
     assert.equal(p50Cells[1], '≤ 3.00×', 'against its line');
     assert.match((await gateRow(page, 'bank-b', 'p95 ratio').locator('td').nth(1).textContent()) ?? '', /≤ 6\.00×/);
-    assert.match((await gateRow(page, 'bank-a', 'Error rate increase').locator('td').nth(1).textContent()) ?? '', /≤ 1\.00%/, 'a default line the plan did not set');
+    assert.match(
+      (await gateRow(page, 'bank-a', 'Error rate increase').locator('td').nth(1).textContent()) ?? '',
+      /≤ 1\.00%/,
+      'a default line the plan did not set',
+    );
     assert.match((await gateTable(page, 'bank-a').locator('caption').textContent()) ?? '', /\d+ tasks on the baseline, \d+ on the candidate/);
     const gc = gateRow(page, 'Candidate workers', 'GC share');
     assert.equal(await gc.locator('td').nth(1).textContent(), '≤ 90.0%');
@@ -129,13 +144,17 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
     // The autopilot takes step 2 once every gate held for a whole hold (10 s) on a whole window (10 s) of step 1.
     await page.getByRole('list', { name: 'Plan steps' }).locator('li[aria-current="step"]', { hasText: 'Step 2' }).waitFor({ timeout: 90_000 });
     const rows = await decisions.allTextContents();
-    const stepRow = rows.findIndex((row) => /step.*autopilot.*step 2 of 3: 50% of the plan's integrations on the candidate at max parallelism 4 \(searching up to 8\)/.test(row));
+    const stepRow = rows.findIndex((row) =>
+      /step.*autopilot.*step 2 of 3: 50% of the plan's integrations on the candidate at max parallelism 4 \(searching up to 8\)/.test(row),
+    );
     assert.ok(stepRow >= 0 && stepRow < rows.length - 1, `the step above the start, newest first: ${JSON.stringify(rows)}`);
     assert.match((await steps.nth(0).textContent()) ?? '', /Step 1done/);
     assert.match((await steps.nth(1).textContent()) ?? '', /Step 2current.*trying 4 now; highest held none yet/);
     // Gate figures again in step 2, and what the autopilot waits for now.
     await p50.locator('.gate-status', { hasText: /^. (ok|close)$/ }).waitFor({ timeout: 30_000 });
-    await rolloutState(page).locator('.waiting-for', { hasText: /first whole window|to hold for|to stay within its line|enough data/ }).waitFor();
+    await rolloutState(page)
+      .locator('.waiting-for', { hasText: /first whole window|to hold for|to stay within its line|enough data/ })
+      .waitFor();
     assert.deepEqual(unexpectedProblems(operator), []);
   });
 
@@ -218,7 +237,17 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
     await problems.waitFor();
     assert.match((await page.locator('.plan-problems').textContent()) ?? '', /not valid JSON; nothing was sent/);
 
-    await editor.fill(JSON.stringify({ ...plan, windowSeconds: 5, surprise: true, steps: [{ candidatePercent: 150, maxParallelism: 2 }, { candidatePercent: 10, search: { from: 8, max: 4 } }] }));
+    await editor.fill(
+      JSON.stringify({
+        ...plan,
+        windowSeconds: 5,
+        surprise: true,
+        steps: [
+          { candidatePercent: 150, maxParallelism: 2 },
+          { candidatePercent: 10, search: { from: 8, max: 4 } },
+        ],
+      }),
+    );
     await page.getByRole('button', { name: 'Review and start…' }).click();
     await page.getByRole('dialog', { name: 'Start this rollout?' }).getByRole('button', { name: 'Start rollout' }).click();
     await page.locator('.plan-problems', { hasText: 'HTTP 400' }).waitFor();

@@ -20,7 +20,11 @@ before(async () => {
 after(() => unleash.stop());
 
 const integrations = Array.from({ length: 20 }, (_, i) => `bank-${String(i + 1).padStart(2, '0')}`);
-const workers = Array.from({ length: 200 }, (_, i) => ({ workerId: `worker-${String(i).padStart(3, '0')}`, cluster: i < 120 ? 'baseline' : 'candidate', capacity: i < 120 ? 1 : 20 }));
+const workers = Array.from({ length: 200 }, (_, i) => ({
+  workerId: `worker-${String(i).padStart(3, '0')}`,
+  cluster: i < 120 ? 'baseline' : 'candidate',
+  capacity: i < 120 ? 1 : 20,
+}));
 /** A main-thread task this long is a stall a person notices as a frozen page. */
 const grossStallMs = 1000;
 
@@ -31,8 +35,25 @@ test('200 workers and 20 integrations: all shown, charts updated in place, no st
   const reports = new WorkerReports(redis, keyPrefix);
   const beat = () =>
     mapLimit(workers, 20, async (worker, i) => {
-      await ledger.heartbeat(worker.cluster, { workerId: worker.workerId, address: `127.0.0.1:${20_000 + i}`, capacity: worker.capacity, draining: false, heldLeaseIds: [] });
-      const report = { atUnixMs: Date.now(), heapUsedBytes: 40e6 + i * 1e5, heapLimitBytes: 4 * 2 ** 30, gcTimeRatio: 0.01, eventLoopUtilization: 0.2, eventLoopDelayP99Ms: 20, latencyP50Ms: 120, latencyP99Ms: 400, tasksPerSecond: 3, errorsPerSecond: 0.1 };
+      await ledger.heartbeat(worker.cluster, {
+        workerId: worker.workerId,
+        address: `127.0.0.1:${20_000 + i}`,
+        capacity: worker.capacity,
+        draining: false,
+        heldLeaseIds: [],
+      });
+      const report = {
+        atUnixMs: Date.now(),
+        heapUsedBytes: 40e6 + i * 1e5,
+        heapLimitBytes: 4 * 2 ** 30,
+        gcTimeRatio: 0.01,
+        eventLoopUtilization: 0.2,
+        eventLoopDelayP99Ms: 20,
+        latencyP50Ms: 120,
+        latencyP99Ms: 400,
+        tasksPerSecond: 3,
+        errorsPerSecond: 0.1,
+      };
       await reports.publish(worker.workerId, report, 10_000);
     });
   await beat();
@@ -40,7 +61,10 @@ test('200 workers and 20 integrations: all shown, charts updated in place, no st
   t.after(() => clearInterval(beats));
 
   // Ten minutes of history and, while the test runs, new slots as they complete.
-  const recorders = { baseline: new LatencyRecorder(redis, { keyPrefix, cluster: 'baseline' }), candidate: new LatencyRecorder(redis, { keyPrefix, cluster: 'candidate' }) };
+  const recorders = {
+    baseline: new LatencyRecorder(redis, { keyPrefix, cluster: 'baseline' }),
+    candidate: new LatencyRecorder(redis, { keyPrefix, cluster: 'candidate' }),
+  };
   const record = async (atUnixMs: number) => {
     integrations.forEach((integration, i) => {
       for (let sample = 0; sample < 5; sample++) {
@@ -89,7 +113,9 @@ test('200 workers and 20 integrations: all shown, charts updated in place, no st
 
   const longTasksMs = await page.evaluate(() => (window as unknown as { __longTasksMs: number[] }).__longTasksMs);
   const longest = Math.max(0, ...longTasksMs);
-  t.diagnostic(`main-thread tasks over 50 ms: ${longTasksMs.length}, longest ${Math.round(longest)} ms, total ${Math.round(longTasksMs.reduce((a, b) => a + b, 0))} ms`);
+  t.diagnostic(
+    `main-thread tasks over 50 ms: ${longTasksMs.length}, longest ${Math.round(longest)} ms, total ${Math.round(longTasksMs.reduce((a, b) => a + b, 0))} ms`,
+  );
   assert.ok(longest < grossStallMs, `the longest main-thread task took ${Math.round(longest)} ms`);
   assert.deepEqual(unexpectedProblems(watched), []);
 });

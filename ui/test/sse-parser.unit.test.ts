@@ -21,7 +21,11 @@ test('events come out whole however the stream is cut into chunks', () => {
     assert.equal(parser.retryMs, 2000);
   }
   const parser = new SseParser();
-  assert.deepEqual([...stream].flatMap((char) => parser.push(char)), expected, 'one character at a time');
+  assert.deepEqual(
+    [...stream].flatMap((char) => parser.push(char)),
+    expected,
+    'one character at a time',
+  );
 });
 
 test('\\r\\n and \\r end lines as \\n does, even when \\r\\n is split between chunks', () => {
@@ -29,7 +33,11 @@ test('\\r\\n and \\r end lines as \\n does, even when \\r\\n is split between ch
     const text = stream.replaceAll('\n', ending);
     for (let cut = 0; cut <= text.length; cut++) {
       const parser = new SseParser();
-      assert.deepEqual([...parser.push(text.slice(0, cut)), ...parser.push(''), ...parser.push(text.slice(cut))], expected, `${JSON.stringify(ending)} cut at ${cut}`);
+      assert.deepEqual(
+        [...parser.push(text.slice(0, cut)), ...parser.push(''), ...parser.push(text.slice(cut))],
+        expected,
+        `${JSON.stringify(ending)} cut at ${cut}`,
+      );
     }
   }
 });
@@ -43,7 +51,10 @@ test('a field without a space after the colon, and an event with no data, which 
 test('an event larger than any the control plane sends is refused, not buffered without end', () => {
   const parser = new SseParser();
   const line = `data: ${'x'.repeat(1024 * 1024)}\n`;
-  assert.throws(() => {
-    for (let i = 0; i < 5; i++) parser.push(line);
-  }, new RegExp(`more than ${maxEventChars} characters`));
+  assert.throws(
+    () => {
+      for (let i = 0; i < 5; i++) parser.push(line);
+    },
+    new RegExp(`more than ${maxEventChars} characters`),
+  );
 });

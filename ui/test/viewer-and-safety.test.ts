@@ -72,10 +72,18 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
     const refused = await page.evaluate(async () => {
       const token = sessionStorage.getItem('headroom.apiToken');
       const call = async (method: string, path: string, body: unknown) => {
-        const response = await fetch(`/api/v1${path}`, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+        const response = await fetch(`/api/v1${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+        });
         return { status: response.status, body: (await response.json()) as { error: { code: string; message: string } } };
       };
-      return [await call('POST', '/rollback', {}), await call('PUT', '/traffic', { defaultPercent: 50 }), await call('PUT', '/parallelism', { clusters: { candidate: 9 } })];
+      return [
+        await call('POST', '/rollback', {}),
+        await call('PUT', '/traffic', { defaultPercent: 50 }),
+        await call('PUT', '/parallelism', { clusters: { candidate: 9 } }),
+      ];
     });
     for (const answer of refused) {
       assert.equal(answer.status, 403);
@@ -148,7 +156,12 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
     await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
 
-    const focused = () => page.evaluate(() => ({ text: document.activeElement?.textContent ?? '', tag: document.activeElement?.tagName ?? '', outline: getComputedStyle(document.activeElement!).outlineStyle }));
+    const focused = () =>
+      page.evaluate(() => ({
+        text: document.activeElement?.textContent ?? '',
+        tag: document.activeElement?.tagName ?? '',
+        outline: getComputedStyle(document.activeElement!).outlineStyle,
+      }));
     await page.keyboard.press('Tab');
     await page.keyboard.press('Tab');
     assert.deepEqual(await focused(), { text: 'Traffic', tag: 'A', outline: 'solid' });
@@ -174,7 +187,9 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
     assert.equal((await focused()).text, 'Apply');
     await page.keyboard.press('Enter');
     await page.getByRole('status', { name: 'Change applied' }).waitFor();
-    await eventually('bank-b at 100%', 5000, async () => ((await stack.api('GET', '/traffic')).body.flag.integrations['bank-b'].percent === 100 ? true : undefined));
+    await eventually('bank-b at 100%', 5000, async () =>
+      (await stack.api('GET', '/traffic')).body.flag.integrations['bank-b'].percent === 100 ? true : undefined,
+    );
     assert.deepEqual(unexpectedProblems(watched), []);
     await page.context().close();
   });
@@ -196,7 +211,12 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
       {
         port,
         integrations: ['bank-a', 'bank-b'],
-        unleash: { url: unleash.url, adminToken: unleash.adminToken, candidateFlag: stack.flagNames.candidateCluster, parallelismFlag: stack.flagNames.maxParallelism },
+        unleash: {
+          url: unleash.url,
+          adminToken: unleash.adminToken,
+          candidateFlag: stack.flagNames.candidateCluster,
+          parallelismFlag: stack.flagNames.maxParallelism,
+        },
         tokens: [{ name: 'olga', role: 'operator', token: operatorToken }],
         uiDirectory,
         figuresIntervalMs: 300,
@@ -209,7 +229,10 @@ test('viewers, hostile names, API errors, narrow windows, the keyboard, a restar
     const figuresAt = async () => (await page.locator('.page-head .muted').textContent()) ?? '';
     const first = await figuresAt();
     await eventually('new figures after the restart', 5000, async () => ((await figuresAt()) !== first ? true : undefined));
-    assert.deepEqual(unexpectedProblems(watched).filter((problem) => !/ERR_CONNECTION_REFUSED|ERR_INCOMPLETE_CHUNKED_ENCODING|network/i.test(problem)), []);
+    assert.deepEqual(
+      unexpectedProblems(watched).filter((problem) => !/ERR_CONNECTION_REFUSED|ERR_INCOMPLETE_CHUNKED_ENCODING|network/i.test(problem)),
+      [],
+    );
     await page.context().close();
   });
 });

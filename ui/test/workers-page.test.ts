@@ -33,7 +33,10 @@ test('a worker balancers cannot reach is shown as unreachable on the Workers pag
   const row = (workerId: string) => page.locator('.worker-table tbody tr').filter({ has: page.locator('th', { hasText: workerId }) });
   const tag = row('unreachable-w2').locator('.tag', { hasText: 'unreachable' });
   await tag.waitFor();
-  assert.match((await tag.getAttribute('title')) ?? '', /Balancers could not connect to 127\.0\.0\.1:1: none sends it a task until .+, or until a health check passes/);
+  assert.match(
+    (await tag.getAttribute('title')) ?? '',
+    /Balancers could not connect to 127\.0\.0\.1:1: none sends it a task until .+, or until a health check passes/,
+  );
   await row('reachable-w1').waitFor();
   assert.equal(await row('reachable-w1').locator('.tag', { hasText: 'unreachable' }).count(), 0);
 
@@ -45,7 +48,10 @@ test('a worker balancers cannot reach is shown as unreachable on the Workers pag
   assert.equal((await fleet.ledger.markUnreachable('baseline', 'unreachable-w2', 120_000, 1, 'failing')).result, 'marked');
   const failing = row('unreachable-w2').locator('.tag', { hasText: 'failing' });
   await failing.waitFor();
-  assert.match((await failing.getAttribute('title')) ?? '', /unreachable-w2 failed far more tasks than the other workers on the same integration: no balancer sends it a task until .+, when its back-off ends/);
+  assert.match(
+    (await failing.getAttribute('title')) ?? '',
+    /unreachable-w2 failed far more tasks than the other workers on the same integration: no balancer sends it a task until .+, when its back-off ends/,
+  );
   assert.equal(await row('unreachable-w2').locator('.tag', { hasText: 'unreachable' }).count(), 0);
   await fleet.ledger.clearUnreachable('baseline', 'unreachable-w2');
   await failing.waitFor({ state: 'detached' });
@@ -83,7 +89,10 @@ test('a worker protecting itself says so on its row, with the figure and its lin
   }
   await tag.waitFor({ timeout: 1000 });
   assert.match((await tag.textContent()) ?? '', /loop stalled: (50|25|13|6)% of slots/);
-  assert.match((await tag.getAttribute('title')) ?? '', /Self-protection since .+: its event-loop delay p99 was \d+ ms \(line 150 ms\); it advertises .+ of its slots until it is back below 80% of the line/);
+  assert.match(
+    (await tag.getAttribute('title')) ?? '',
+    /Self-protection since .+: its event-loop delay p99 was \d+ ms \(line 150 ms\); it advertises .+ of its slots until it is back below 80% of the line/,
+  );
   blocker.blockMs = 0;
   // Quick handlers again: every slot comes back and the tag goes (the page polls).
   await tag.waitFor({ state: 'detached', timeout: 15_000 });

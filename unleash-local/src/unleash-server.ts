@@ -52,7 +52,10 @@ export async function startUnleashServer(options: UnleashServerOptions): Promise
   const logger = options.logger ?? silentLogger;
   // unleash-server is an ES module: load it with a real dynamic import.
   const unleash = (await import('unleash-server')) as unknown as UnleashModule;
-  const forward = (level: 'debug' | 'info' | 'warn' | 'error') => (message: unknown, ...rest: unknown[]) => logger[level]({ rest }, String(message));
+  const forward =
+    (level: 'debug' | 'info' | 'warn' | 'error') =>
+    (message: unknown, ...rest: unknown[]) =>
+      logger[level]({ rest }, String(message));
   const instance = await unleash.start({
     db: { ...options.database, password: options.database.password ?? '', ssl: false, pool: { min: 0, max: 6 } },
     // serverMetrics off: Unleash would register them on prom-client's global registry, which

@@ -36,13 +36,20 @@ export type HandlerMap = Readonly<Record<string, TaskHandler>>;
  */
 export function checkHandlers(handlers: unknown, where: string): HandlerMap {
   if (typeof handlers !== 'object' || handlers === null || Array.isArray(handlers)) {
-    throw new ConfigError(`handlers: ${where} exports no \`handlers\` object (got ${Array.isArray(handlers) ? 'an array' : typeof handlers}); expected { [integration]: async (task, signal) => result }`);
+    throw new ConfigError(
+      `handlers: ${where} exports no \`handlers\` object (got ${Array.isArray(handlers) ? 'an array' : typeof handlers}); expected { [integration]: async (task, signal) => result }`,
+    );
   }
   const entries = Object.entries(handlers);
-  if (entries.length === 0) throw new ConfigError(`handlers: ${where} exports an empty \`handlers\` object: the worker would serve no integration; add one, or '*' for every integration`);
+  if (entries.length === 0)
+    throw new ConfigError(
+      `handlers: ${where} exports an empty \`handlers\` object: the worker would serve no integration; add one, or '*' for every integration`,
+    );
   for (const [integration, handler] of entries) {
     if (typeof handler !== 'function') {
-      throw new ConfigError(`handlers.${integration}: ${where} gives ${handler === null ? 'null' : typeof handler}, expected a function (task, signal) => Promise<result>`);
+      throw new ConfigError(
+        `handlers.${integration}: ${where} gives ${handler === null ? 'null' : typeof handler}, expected a function (task, signal) => Promise<result>`,
+      );
     }
   }
   return handlers as HandlerMap;

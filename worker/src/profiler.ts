@@ -33,19 +33,41 @@ export class WorkerProfiler {
    */
   readonly handle: grpc.handleUnaryCall<ProfileRequest__Output | UnreadableRequest, ProfileResponse> = (call, callback) => {
     if (call.request instanceof UnreadableRequest) {
-      return callback(refusal(grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `the message is not a valid ${call.request.messageType}: ${call.request.reason}`));
+      return callback(
+        refusal(
+          grpc.status.INVALID_ARGUMENT,
+          workerErrorCodes.invalidRequest,
+          `the message is not a valid ${call.request.messageType}: ${call.request.reason}`,
+        ),
+      );
     }
     const { durationMs, workerId } = call.request;
     if (this.stopped) return callback(refusal(grpc.status.UNAVAILABLE, workerErrorCodes.workerStopped, `worker ${this.workerId} is stopping`));
     if (workerId !== this.workerId) {
-      return callback(refusal(grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `workerId is ${JSON.stringify(workerId)}, this worker is ${JSON.stringify(this.workerId)}`));
+      return callback(
+        refusal(
+          grpc.status.INVALID_ARGUMENT,
+          workerErrorCodes.invalidRequest,
+          `workerId is ${JSON.stringify(workerId)}, this worker is ${JSON.stringify(this.workerId)}`,
+        ),
+      );
     }
     if (!Number.isInteger(durationMs) || durationMs < profileLimits.minDurationMs || durationMs > profileLimits.maxDurationMs) {
-      return callback(refusal(grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `durationMs is ${durationMs}; expected ${profileLimits.minDurationMs} to ${profileLimits.maxDurationMs}`));
+      return callback(
+        refusal(
+          grpc.status.INVALID_ARGUMENT,
+          workerErrorCodes.invalidRequest,
+          `durationMs is ${durationMs}; expected ${profileLimits.minDurationMs} to ${profileLimits.maxDurationMs}`,
+        ),
+      );
     }
     if (thisThread.profilingUntilUnixMs !== 0) {
       const msLeft = thisThread.profilingUntilUnixMs - Date.now();
-      const error = refusal(grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.profileRunning, `a CPU profile of this process is already running (${Math.max(0, msLeft)} ms left)`);
+      const error = refusal(
+        grpc.status.RESOURCE_EXHAUSTED,
+        workerErrorCodes.profileRunning,
+        `a CPU profile of this process is already running (${Math.max(0, msLeft)} ms left)`,
+      );
       error.metadata.set(metadataKeys.retryAfterMs, String(Math.max(0, msLeft)));
       return callback(error);
     }
@@ -130,5 +152,9 @@ const statusByCode: Record<string, grpc.status> = {
 
 function toStatus(error: unknown): grpc.ServiceError {
   if (error instanceof HeadroomError && statusByCode[error.code] !== undefined) return refusal(statusByCode[error.code]!, error.code, error.message);
-  return refusal(grpc.status.INTERNAL, workerErrorCodes.profileFailed, `the inspector could not take the profile: ${error instanceof Error ? error.message : String(error)}`);
+  return refusal(
+    grpc.status.INTERNAL,
+    workerErrorCodes.profileFailed,
+    `the inspector could not take the profile: ${error instanceof Error ? error.message : String(error)}`,
+  );
 }

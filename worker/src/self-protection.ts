@@ -62,7 +62,8 @@ export class SelfProtection {
   check(nowUnixMs = Date.now()): boolean {
     const sample = this.sample();
     const figures: Array<{ reason: ProtectionReason; figure: number; line: number }> = [];
-    if (this.lines.eventLoopDelayP99Ms > 0) figures.push({ reason: 'event-loop-delay', figure: sample.eventLoopDelayP99Ms, line: this.lines.eventLoopDelayP99Ms });
+    if (this.lines.eventLoopDelayP99Ms > 0)
+      figures.push({ reason: 'event-loop-delay', figure: sample.eventLoopDelayP99Ms, line: this.lines.eventLoopDelayP99Ms });
     if (this.lines.heapShare > 0) figures.push({ reason: 'heap', figure: sample.heapUsedBytes / sample.heapLimitBytes, line: this.lines.heapShare });
     const crossed = figures.find(({ figure, line }) => figure > line);
     if (crossed) {

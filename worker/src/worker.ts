@@ -35,7 +35,10 @@ export const workerOptionsSchema = z
     /** The cluster the worker serves in, e.g. "baseline" or "candidate". */
     cluster: settings.name(),
     /** Unique among live workers; defaults to <hostname>-<pid>-<random>. */
-    workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"').optional(),
+    workerId: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"')
+      .optional(),
     /** Tasks run at once unless the max-parallelism flag sets it for this cluster. @default 1 */
     maxParallelism: settings.positiveInt(maxParallelismLimit).default(1),
     /** Interface the gRPC server binds. @default '127.0.0.1' */
@@ -173,7 +176,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const config = parseConfig('worker options', workerOptionsSchema, options);
   const handlers = checkHandlers(deps.handlers, 'deps.handlers');
   // Said in the refusal of a task it has no handler for.
-  const servedIntegrations = Object.keys(handlers).map((name) => JSON.stringify(name)).join(', ');
+  const servedIntegrations = Object.keys(handlers)
+    .map((name) => JSON.stringify(name))
+    .join(', ');
   const logger = deps.logger ?? silentLogger;
   const ledger = new Ledger(deps.redis, deps.ledger);
   // Certificates are read now: a wrong path stops the start before anything runs.
@@ -184,7 +189,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const cluster = config.cluster;
   const gate = new ParallelismGate(config.maxParallelism, config.overflow === 'queue' ? config.maxQueuedTasks : 0);
   const registry = deps.registry ?? new Registry();
-  const { protection, close: closeProtection } = startSelfProtection({ eventLoopDelayP99Ms: config.protectEventLoopDelayP99Ms, heapShare: config.protectHeapShare });
+  const { protection, close: closeProtection } = startSelfProtection({
+    eventLoopDelayP99Ms: config.protectEventLoopDelayP99Ms,
+    heapShare: config.protectHeapShare,
+  });
   const metrics = createWorkerMetrics(registry, () => gate, protection);
   const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
   // Run times of successful tasks (and counts of failed ones) per integration, merged in Redis for the latency ratio and error rate.
@@ -222,7 +230,11 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
         tooLarge: () => {
           const metadata = new grpc.Metadata();
           metadata.set(metadataKeys.errorCode, workerErrorCodes.invalidRequest);
-          return { code: grpc.status.INVALID_ARGUMENT, details: `the message is larger than the limit of ${config.maxReceiveMessageBytes} bytes (maxReceiveMessageBytes); it was not read`, metadata };
+          return {
+            code: grpc.status.INVALID_ARGUMENT,
+            details: `the message is larger than the limit of ${config.maxReceiveMessageBytes} bytes (maxReceiveMessageBytes); it was not read`,
+            metadata,
+          };
         },
       }),
     ],
@@ -236,7 +248,11 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   /** Waits in the local queue for a slot: until one is free (it is then held), or why not. */
-  async function waitForSlot(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, leaseId: string, deadlineUnixMs: number): Promise<'admitted' | 'queue_full' | 'draining' | 'cancelled' | 'deadline'> {
+  async function waitForSlot(
+    call: grpc.ServerUnaryCall<unknown, ExecuteResponse>,
+    leaseId: string,
+    deadlineUnixMs: number,
+  ): Promise<'admitted' | 'queue_full' | 'draining' | 'cancelled' | 'deadline'> {
     const ticket = gate.wait();
     if (!ticket) return 'queue_full';
     queuedLeaseIds.add(leaseId);
@@ -257,10 +273,18 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   // The request is an UnreadableRequest when its bytes did not decode (withTolerantDeserializers below).
-  async function execute(call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>) {
+  async function execute(
+    call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>,
+    callback: grpc.sendUnaryData<ExecuteResponse>,
+  ) {
     const request = call.request;
     if (request instanceof UnreadableRequest) {
-      return refuse(callback, grpc.status.INVALID_ARGUMENT, workerErrorCodes.invalidRequest, `the message is not a valid ${request.messageType}: ${request.reason}`);
+      return refuse(
+        callback,
+        grpc.status.INVALID_ARGUMENT,
+        workerErrorCodes.invalidRequest,
+        `the message is not a valid ${request.messageType}: ${request.reason}`,
+      );
     }
     const task = request.task;
     const addressedHere = request.workerId === workerId || (config.acceptUnaddressed && request.workerId === '');
@@ -279,7 +303,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       // Refused at the gate, not answered: nothing ran, so the balancer offers the task to
       // another worker (and counts the refusal against this one's failure rate).
       metrics.refusals.inc({ reason: 'no_handler' });
-      return refuse(callback, grpc.status.UNIMPLEMENTED, workerErrorCodes.noHandler, `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)} (it serves ${servedIntegrations})`);
+      return refuse(
+        callback,
+        grpc.status.UNIMPLEMENTED,
+        workerErrorCodes.noHandler,
+        `worker ${workerId} has no handler for integration ${JSON.stringify(task.integration)} (it serves ${servedIntegrations})`,
+      );
     }
     if (draining) {
       metrics.refusals.inc({ reason: 'draining' });
@@ -294,19 +323,34 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     if (!gate.tryEnter()) {
       if (gate.queueLimit === 0) {
         metrics.refusals.inc({ reason: 'full' });
-        return refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.full, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`);
+        return refuse(
+          callback,
+          grpc.status.RESOURCE_EXHAUSTED,
+          workerErrorCodes.full,
+          `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks`,
+        );
       }
       const queuedAt = performance.now();
       const waited = await waitForSlot(call, request.leaseId, task.deadlineUnixMs);
       if (waited !== 'admitted') {
         metrics.refusals.inc({ reason: waited });
         return waited === 'queue_full'
-          ? refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.queueFull, `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks and has ${gate.queued} waiting, its limit (maxQueuedTasks)`)
+          ? refuse(
+              callback,
+              grpc.status.RESOURCE_EXHAUSTED,
+              workerErrorCodes.queueFull,
+              `worker ${workerId} runs ${gate.inflight} of ${gate.maxParallelism} tasks and has ${gate.queued} waiting, its limit (maxQueuedTasks)`,
+            )
           : waited === 'draining'
             ? refuse(callback, grpc.status.RESOURCE_EXHAUSTED, workerErrorCodes.draining, `worker ${workerId} is draining`)
             : waited === 'cancelled'
               ? refuse(callback, grpc.status.CANCELLED, workerErrorCodes.cancelled, 'the balancer cancelled the task while it waited for a slot')
-              : refuse(callback, grpc.status.DEADLINE_EXCEEDED, workerErrorCodes.deadlineExceeded, `the deadline passed while the task waited for a slot on worker ${workerId}`);
+              : refuse(
+                  callback,
+                  grpc.status.DEADLINE_EXCEEDED,
+                  workerErrorCodes.deadlineExceeded,
+                  `the deadline passed while the task waited for a slot on worker ${workerId}`,
+                );
       }
       queueWaitMs = performance.now() - queuedAt;
       metrics.localQueueWait.observe(queueWaitMs / 1000);
@@ -358,7 +402,12 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
         response = { workerId, runMs, queueWaitMs, error: { code: coded.code, message: coded.message, retryAfterMs: coded.retryAfterMs ?? 0 } };
       } else {
         logger.debug({ err: error, taskId: task.id }, 'handler failed');
-        response = { workerId, runMs, queueWaitMs, error: { code: workerErrorCodes.handlerFailed, message: error instanceof Error ? error.message : String(error) } };
+        response = {
+          workerId,
+          runMs,
+          queueWaitMs,
+          error: { code: workerErrorCodes.handlerFailed, message: error instanceof Error ? error.message : String(error) },
+        };
       }
     } finally {
       clearTimeout(deadlineTimer);
@@ -381,11 +430,19 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
 
   // grpc-js ignores what a handler returns: a throw outside the handler's own try would end the
   // process as an unhandled rejection, and take every other running task with it.
-  function executeOrLog(call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>): void {
+  function executeOrLog(
+    call: grpc.ServerUnaryCall<ExecuteRequest__Output | UnreadableRequest, ExecuteResponse>,
+    callback: grpc.sendUnaryData<ExecuteResponse>,
+  ): void {
     execute(call, callback).catch((error: unknown) => {
       logger.error({ err: error }, 'Execute failed outside the task handler');
       try {
-        refuse(callback, grpc.status.INTERNAL, workerErrorCodes.handlerFailed, `worker ${workerId} failed: ${error instanceof Error ? error.message : String(error)}`);
+        refuse(
+          callback,
+          grpc.status.INTERNAL,
+          workerErrorCodes.handlerFailed,
+          `worker ${workerId} failed: ${error instanceof Error ? error.message : String(error)}`,
+        );
       } catch {
         // The call was answered already.
       }
@@ -403,7 +460,13 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
    * out their deadlines, that was enough capacity lost to keep the queue's head expiring after
    * the upstream was fast again (faults/test/incident-recovery.test.ts).
    */
-  async function answer(call: grpc.ServerUnaryCall<unknown, ExecuteResponse>, callback: grpc.sendUnaryData<ExecuteResponse>, leaseId: string, deadlineUnixMs: number, response: ExecuteResponse): Promise<void> {
+  async function answer(
+    call: grpc.ServerUnaryCall<unknown, ExecuteResponse>,
+    callback: grpc.sendUnaryData<ExecuteResponse>,
+    leaseId: string,
+    deadlineUnixMs: number,
+    response: ExecuteResponse,
+  ): Promise<void> {
     if (call.cancelled || Date.now() >= deadlineUnixMs - answerNearDeadlineMs) {
       try {
         await ledger.release(cluster, leaseId);
@@ -416,7 +479,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   }
 
   const profiler = new WorkerProfiler(workerId, logger);
-  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), { Execute: executeOrLog, Profile: profiler.handle } as grpc.UntypedServiceImplementation);
+  server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), {
+    Execute: executeOrLog,
+    Profile: profiler.handle,
+  } as grpc.UntypedServiceImplementation);
   const boundPort = await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${config.host}:${config.port}`, credentials, (error, port) => (error ? reject(error) : resolve(port))),
   );
@@ -445,7 +511,8 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     heartbeatScale = reply.heartbeatScale;
     if (reply.leasesDropped > 0) metrics.ledgerRepairs.inc({ repair: 'dropped' }, reply.leasesDropped);
     if (reply.leasesRestored > 0) metrics.ledgerRepairs.inc({ repair: 'restored' }, reply.leasesRestored);
-    if (reply.leasesDropped + reply.leasesRestored > 0) logger.debug({ dropped: reply.leasesDropped, restored: reply.leasesRestored }, 'heartbeat put this worker\'s leases right in the ledger');
+    if (reply.leasesDropped + reply.leasesRestored > 0)
+      logger.debug({ dropped: reply.leasesDropped, restored: reply.leasesRestored }, "heartbeat put this worker's leases right in the ledger");
     if (reply.markedUnreachable !== markedUnreachable) {
       markedUnreachable = reply.markedUnreachable;
       if (markedUnreachable) void warnEjected();
@@ -462,9 +529,15 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   async function warnEjected(): Promise<void> {
     const reason = await ledger.ejectionReason(cluster, workerId).catch(() => null);
     if (reason === 'failing') {
-      logger.warn({ address, reason }, 'balancers ejected this worker: its tasks fail far more than those of the other workers on the same integration; they send it no task until their back-off ends (check its handlers, their secrets and config)');
+      logger.warn(
+        { address, reason },
+        'balancers ejected this worker: its tasks fail far more than those of the other workers on the same integration; they send it no task until their back-off ends (check its handlers, their secrets and config)',
+      );
     } else {
-      logger.warn({ address, reason: 'unreachable' }, 'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)');
+      logger.warn(
+        { address, reason: 'unreachable' },
+        'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)',
+      );
     }
   }
 
@@ -510,7 +583,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       // write on this connection (auto-pipelining), so Redis reads one request, not two.
       if (performance.now() >= nextReportAtMs) {
         nextReportAtMs = performance.now() + config.reportIntervalMs - config.heartbeatIntervalMs / 2;
-        reports.publish(workerId, { ...reporter.next(), selfProtection: protection.current }, reportTtlMs).catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
+        reports
+          .publish(workerId, { ...reporter.next(), selfProtection: protection.current }, reportTtlMs)
+          .catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
       }
       heartbeat()
         .catch((error: unknown) => {
@@ -548,7 +623,9 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     await reports.remove(workerId).catch((error: unknown) => logger.debug({ err: error }, 'could not remove the worker report; it expires'));
     await latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'last latency report failed'));
     await httpAgent.close().catch(() => undefined);
-    await ledger.deregister(cluster, workerId).catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));
+    await ledger
+      .deregister(cluster, workerId)
+      .catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));
   };
 
   const close = once(async () => {

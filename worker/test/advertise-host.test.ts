@@ -29,10 +29,19 @@ test('a worker whose advertised host does not resolve refuses to start, naming t
     },
   );
   assert.equal((await new Ledger(redis, { keyPrefix }).snapshot('c')).workers.length, 0, 'it never entered the ledger');
-  await assert.rejects(createWorker({ cluster: 'c', advertiseHost: '10.1.2.3:7800' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }), /advertiseHost .*: got "10\.1\.2\.3:7800", expected a host without a port/);
-  await assert.rejects(createWorker({ cluster: 'c', advertiseHost: '0.0.0.0' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }), /advertiseHost .*: got "0\.0\.0\.0", which no balancer can dial/);
+  await assert.rejects(
+    createWorker({ cluster: 'c', advertiseHost: '10.1.2.3:7800' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }),
+    /advertiseHost .*: got "10\.1\.2\.3:7800", expected a host without a port/,
+  );
+  await assert.rejects(
+    createWorker({ cluster: 'c', advertiseHost: '0.0.0.0' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } }),
+    /advertiseHost .*: got "0\.0\.0\.0", which no balancer can dial/,
+  );
   // A name that resolves is advertised with the port the server bound.
-  const worker = await createWorker({ cluster: 'c', workerId: 'named', advertiseHost: 'localhost' }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } });
+  const worker = await createWorker(
+    { cluster: 'c', workerId: 'named', advertiseHost: 'localhost' },
+    { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix } },
+  );
   t.after(() => worker.destroy());
   assert.match(worker.address, /^localhost:\d+$/);
   assert.notEqual(worker.address, 'localhost:0');
@@ -44,7 +53,10 @@ test('a worker hears from its heartbeat that balancers marked it unreachable, an
   const keyPrefix = uniquePrefix('advertise');
   const lines: { level: number; msg: string; address?: string }[] = [];
   const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(JSON.parse(line) as (typeof lines)[number]) });
-  const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 100 }, { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix }, logger });
+  const worker = await createWorker(
+    { cluster: 'c', workerId: 'w', heartbeatIntervalMs: 100 },
+    { redis, handlers: { echo: async () => 'ok' }, ledger: { keyPrefix }, logger },
+  );
   t.after(async () => {
     await worker.destroy();
     await deleteKeysUnder(redis, keyPrefix);
@@ -66,11 +78,15 @@ test('the worker CLI exits 2 when --advertise-host does not resolve', (t) => {
   fs.writeFileSync(handlers, 'exports.handlers = { echo: async (task) => task.payload };\n');
   const cli = path.join(__dirname, '..', 'src', 'cli.js');
   const run = (args: string[], env: Record<string, string> = {}) =>
-    spawnSync(process.execPath, [cli, '--cluster', 'c', '--handlers', handlers, '--key-prefix', uniquePrefix('advertise-cli'), '--redis-url', testRedisUrl, ...args], {
-      env: { ...process.env, LOG_LEVEL: 'warn', ...env },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
+    spawnSync(
+      process.execPath,
+      [cli, '--cluster', 'c', '--handlers', handlers, '--key-prefix', uniquePrefix('advertise-cli'), '--redis-url', testRedisUrl, ...args],
+      {
+        env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+        encoding: 'utf8',
+        timeout: 20_000,
+      },
+    );
   let result = run(['--advertise-host', badHost]);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /advertiseHost \(--advertise-host, env HEADROOM_ADVERTISE_HOST\): got "wrokr-7\.headroom\.invalid", it does not resolve/);

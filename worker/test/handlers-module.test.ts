@@ -24,7 +24,11 @@ test('checkHandlers: an object of functions passes; empty, not an object, or an 
     [{ acme: null }, /handlers\.acme: module m gives null/],
   ];
   for (const [value, message] of refused) {
-    assert.throws(() => checkHandlers(value, 'module m'), (error: unknown) => error instanceof ConfigError && message.test(error.message), JSON.stringify(value));
+    assert.throws(
+      () => checkHandlers(value, 'module m'),
+      (error: unknown) => error instanceof ConfigError && message.test(error.message),
+      JSON.stringify(value),
+    );
   }
 });
 

@@ -14,7 +14,10 @@ test('a worker of a large cluster heartbeats as far apart as its ledger says, an
   for (const workerId of ['other1', 'other2']) {
     await ledger.heartbeat('c', { workerId, address: '127.0.0.1:1', capacity: 1, draining: false, heldLeaseIds: [] });
   }
-  const worker = await createWorker({ cluster: 'c', workerId: 'w', heartbeatIntervalMs: 200 }, { redis, handlers: { echo: async () => 'ok' }, ledger: ledgerOptions });
+  const worker = await createWorker(
+    { cluster: 'c', workerId: 'w', heartbeatIntervalMs: 200 },
+    { redis, handlers: { echo: async () => 'ok' }, ledger: ledgerOptions },
+  );
   t.after(async () => {
     await worker.destroy();
     await deleteKeysUnder(redis, keyPrefix);
@@ -23,12 +26,15 @@ test('a worker of a large cluster heartbeats as far apart as its ledger says, an
   /** The worker's heartbeat times (Redis's clock) seen over `ms`, and the median gap between them. */
   const medianGapMs = async (ms: number) => {
     const seen = new Set<number>();
-    for (const until = Date.now() + ms; Date.now() < until; ) {
+    for (const until = Date.now() + ms; Date.now() < until;) {
       seen.add(Number(await redis.zscore(clusterKeys(keyPrefix, 'c').heartbeat, 'w')));
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const times = [...seen].sort((a, b) => a - b);
-    const gaps = times.slice(1).map((time, i) => time - times[i]!).sort((a, b) => a - b);
+    const gaps = times
+      .slice(1)
+      .map((time, i) => time - times[i]!)
+      .sort((a, b) => a - b);
     assert.ok(gaps.length >= 2, `heartbeats seen: ${times.length}`);
     return gaps[Math.floor(gaps.length / 2)]!;
   };

@@ -44,7 +44,11 @@ test('an Execute message over maxReceiveMessageBytes, or not protobuf, gets INVA
 
   const cases: { name: string; bytes: Buffer; details: RegExp }[] = [
     // ExecuteRequest { task { payload: 20 000 bytes } }, hand-encoded.
-    { name: 'over the limit', bytes: Buffer.concat([Buffer.from([0x0a, 0xa4, 0x9c, 0x01, 0x2a, 0xa0, 0x9c, 0x01]), Buffer.alloc(20_000)]), details: /larger than the limit of 10000 bytes \(maxReceiveMessageBytes\)/ },
+    {
+      name: 'over the limit',
+      bytes: Buffer.concat([Buffer.from([0x0a, 0xa4, 0x9c, 0x01, 0x2a, 0xa0, 0x9c, 0x01]), Buffer.alloc(20_000)]),
+      details: /larger than the limit of 10000 bytes \(maxReceiveMessageBytes\)/,
+    },
     { name: 'garbage', bytes: Buffer.from([0xff, 0xff, 0xff]), details: /not a valid headroom\.v1\.ExecuteRequest/ },
   ];
   for (const { name, bytes, details } of cases) {
@@ -62,7 +66,11 @@ test('an Execute message over maxReceiveMessageBytes, or not protobuf, gets INVA
 
   // Worker.Profile the same way: the caller's mistake, not the worker's (INTERNAL before).
   const profileCases: { name: string; bytes: Buffer; details: RegExp }[] = [
-    { name: 'Profile over the limit', bytes: Buffer.concat([Buffer.from([0x0a, 0xa0, 0x9c, 0x01]), Buffer.alloc(20_000, 0x61)]), details: /larger than the limit of 10000 bytes \(maxReceiveMessageBytes\)/ },
+    {
+      name: 'Profile over the limit',
+      bytes: Buffer.concat([Buffer.from([0x0a, 0xa0, 0x9c, 0x01]), Buffer.alloc(20_000, 0x61)]),
+      details: /larger than the limit of 10000 bytes \(maxReceiveMessageBytes\)/,
+    },
     { name: 'Profile garbage', bytes: Buffer.from([0xff, 0xff, 0xff]), details: /not a valid headroom\.v1\.ProfileRequest/ },
   ];
   for (const { name, bytes, details } of profileCases) {

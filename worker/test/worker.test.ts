@@ -58,29 +58,42 @@ test('the gate refuses a task when all slots are busy, before it starts', async 
 
 test('the handler gets an AbortSignal that fires at the deadline', async (t) => {
   let sawAbort = false;
-  const { client } = await start(t, {}, {
-    'bank-a': (_task, signal) =>
-      new Promise((_resolve, reject) => {
-        signal.addEventListener('abort', () => {
-          sawAbort = true;
-          reject(new Error('aborted'));
-        });
-      }),
-  });
+  const { client } = await start(
+    t,
+    {},
+    {
+      'bank-a': (_task, signal) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener('abort', () => {
+            sawAbort = true;
+            reject(new Error('aborted'));
+          });
+        }),
+    },
+  );
   const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: 'l1', cluster: 'c', workerId: 'w' });
   assert.equal(sawAbort, true);
   assert.equal(result.response?.error?.code, 'HR_ERR_DEADLINE_EXCEEDED');
 });
 
-test('a task answered at or after its deadline: the worker releases its lease itself, as the balancer\'s call ended and gets no answer to release it by', async (t) => {
-  const { ledger, client } = await start(t, { maxParallelism: 2, workerId: 'w-deadline' }, {
-    // Ignores its signal and answers late, as a handler stuck in a slow call does.
-    'bank-a': async () => new Promise((resolve) => setTimeout(() => resolve('late'), 300)),
-  });
+test("a task answered at or after its deadline: the worker releases its lease itself, as the balancer's call ended and gets no answer to release it by", async (t) => {
+  const { ledger, client } = await start(
+    t,
+    { maxParallelism: 2, workerId: 'w-deadline' },
+    {
+      // Ignores its signal and answers late, as a handler stuck in a slow call does.
+      'bank-a': async () => new Promise((resolve) => setTimeout(() => resolve('late'), 300)),
+    },
+  );
   const lease = await ledger.reserve('c', { priority: 'user', balancerId: 'b', waitIfNone: false, targetWorkerId: 'w-deadline' });
   assert.ok(lease.ok);
   assert.equal((await ledger.snapshot('c')).leases, 1);
-  const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 150 }, leaseId: lease.leaseId, cluster: 'c', workerId: 'w-deadline' });
+  const result = await execute(client, {
+    task: { ...baseTask, deadlineUnixMs: Date.now() + 150 },
+    leaseId: lease.leaseId,
+    cluster: 'c',
+    workerId: 'w-deadline',
+  });
   assert.equal(result.response?.result?.toString(), 'late', 'its answer came after the deadline');
   // Released before the answer was sent: a balancer's release would now find nothing to free.
   assert.equal((await ledger.snapshot('c')).leases, 0);
@@ -93,20 +106,28 @@ test('a task answered well before its deadline leaves its release to the balance
   assert.ok(lease.ok);
   const result = await execute(client, { task: { ...baseTask, deadlineUnixMs: soon() }, leaseId: lease.leaseId, cluster: 'c', workerId: 'w-early' });
   assert.equal(result.response?.result?.toString(), 'ok');
-  assert.equal(await ledger.release('c', lease.leaseId), true, 'the balancer\'s release frees the slot: the worker did not release it too (one Redis call a task, batched)');
+  assert.equal(
+    await ledger.release('c', lease.leaseId),
+    true,
+    "the balancer's release frees the slot: the worker did not release it too (one Redis call a task, batched)",
+  );
 });
 
-test('a cancel at the deadline (the caller\'s timer a moment before ours) is the deadline; one well before it is a cancel', async (t) => {
+test("a cancel at the deadline (the caller's timer a moment before ours) is the deadline; one well before it is a cancel", async (t) => {
   const reasons: string[] = [];
-  const { client } = await start(t, {}, {
-    'bank-a': (_task, signal) =>
-      new Promise((_resolve, reject) => {
-        signal.addEventListener('abort', () => {
-          reasons.push((signal.reason as { code?: string }).code ?? String(signal.reason));
-          reject(signal.reason);
-        });
-      }),
-  });
+  const { client } = await start(
+    t,
+    {},
+    {
+      'bank-a': (_task, signal) =>
+        new Promise((_resolve, reject) => {
+          signal.addEventListener('abort', () => {
+            reasons.push((signal.reason as { code?: string }).code ?? String(signal.reason));
+            reject(signal.reason);
+          });
+        }),
+    },
+  );
   // The caller ends each call itself, as a balancer whose deadline timer fires before the worker's does.
   const cancelledAt = async (deadlineUnixMs: number, cancelAtUnixMs: number) => {
     const call = client.execute({ task: { ...baseTask, deadlineUnixMs }, leaseId: `l-${cancelAtUnixMs}`, cluster: 'c', workerId: 'w' }, () => {});
@@ -142,7 +163,10 @@ test('requests for another cluster or without a lease are refused; so are integr
 test('the worker is in the ledger, serves gRPC health, and leaves the ledger when closed', async (t) => {
   const { worker, ledger } = await start(t, { maxParallelism: 4, workerId: 'w-health' }, { 'bank-a': async () => 'ok' });
   const snap = await ledger.snapshot('c');
-  assert.deepEqual(snap.workers.map((w) => [w.workerId, w.address, w.capacity, w.freeSlots]), [['w-health', worker.address, 4, 4]]);
+  assert.deepEqual(
+    snap.workers.map((w) => [w.workerId, w.address, w.capacity, w.freeSlots]),
+    [['w-health', worker.address, 4, 4]],
+  );
   const HealthClient = grpc.makeGenericClientConstructor(healthService, 'Health');
   const health = new HealthClient(worker.address, grpc.credentials.createInsecure());
   t.after(() => health.close());
@@ -159,8 +183,14 @@ test('the worker is in the ledger, serves gRPC health, and leaves the ledger whe
 test('invalid worker options are refused naming the setting', async () => {
   const redis = connectRedis(testRedisUrl);
   try {
-    await assert.rejects(createWorker({ cluster: 'Bad Name', maxParallelism: 0 }, { redis, handlers: { echo: async () => 'ok' } }), /cluster: got "Bad Name".*\n.*maxParallelism: got 0, expected a number >= 1/s);
-    await assert.rejects(createWorker({ cluster: 'c', overflow: 'spill' as 'queue', maxQueuedTasks: 0 }, { redis, handlers: { echo: async () => 'ok' } }), /overflow: got "spill", expected refuse or queue.*\n.*maxQueuedTasks: got 0, expected a number >= 1/s);
+    await assert.rejects(
+      createWorker({ cluster: 'Bad Name', maxParallelism: 0 }, { redis, handlers: { echo: async () => 'ok' } }),
+      /cluster: got "Bad Name".*\n.*maxParallelism: got 0, expected a number >= 1/s,
+    );
+    await assert.rejects(
+      createWorker({ cluster: 'c', overflow: 'spill' as 'queue', maxQueuedTasks: 0 }, { redis, handlers: { echo: async () => 'ok' } }),
+      /overflow: got "spill", expected refuse or queue.*\n.*maxQueuedTasks: got 0, expected a number >= 1/s,
+    );
   } finally {
     redis.disconnect();
   }
@@ -168,13 +198,17 @@ test('invalid worker options are refused naming the setting', async () => {
 
 test('a drain that times out aborts what still runs instead of hanging', async (t) => {
   let aborted = false;
-  const { worker, client } = await start(t, { drainTimeoutMs: 200 }, {
-    'bank-a': (_task, signal) => {
-      signal.addEventListener('abort', () => (aborted = true));
-      // Ignores its signal: finishes only after 5 s.
-      return new Promise((resolve) => setTimeout(() => resolve('late'), 5000).unref());
+  const { worker, client } = await start(
+    t,
+    { drainTimeoutMs: 200 },
+    {
+      'bank-a': (_task, signal) => {
+        signal.addEventListener('abort', () => (aborted = true));
+        // Ignores its signal: finishes only after 5 s.
+        return new Promise((resolve) => setTimeout(() => resolve('late'), 5000).unref());
+      },
     },
-  });
+  );
   const running = execute(client, { task: { ...baseTask, deadlineUnixMs: Date.now() + 10_000 }, leaseId: 'l1', cluster: 'c', workerId: 'w' });
   while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
   const startedAt = Date.now();
@@ -188,13 +222,17 @@ test('a drain that times out aborts what still runs instead of hanging', async (
 test('overflow "queue": a task that finds every slot busy waits its turn (first come first served), up to maxQueuedTasks; past that HR_ERR_WORKER_QUEUE_FULL', async (t) => {
   const finish: Array<() => void> = [];
   const order: string[] = [];
-  const { worker, client } = await start(t, { maxParallelism: 1, overflow: 'queue', maxQueuedTasks: 2 }, {
-    'bank-a': (task) =>
-      new Promise((resolve) => {
-        order.push(task.id);
-        finish.push(() => resolve(`done ${task.id}`));
-      }),
-  });
+  const { worker, client } = await start(
+    t,
+    { maxParallelism: 1, overflow: 'queue', maxQueuedTasks: 2 },
+    {
+      'bank-a': (task) =>
+        new Promise((resolve) => {
+          order.push(task.id);
+          finish.push(() => resolve(`done ${task.id}`));
+        }),
+    },
+  );
   const send = (id: string) => execute(client, { task: { ...baseTask, id, deadlineUnixMs: soon() }, leaseId: `l-${id}`, cluster: 'c', workerId: 'w' });
   const first = send('t1');
   while (worker.stats().inflight < 1) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -212,7 +250,14 @@ test('overflow "queue": a task that finds every slot busy waits its turn (first 
   }
   const [done1, done2, done3] = [await first, ...(await Promise.all(waiting))];
   assert.deepEqual(order, ['t1', 't2', 't3'], 'in the order they came');
-  assert.deepEqual([done1, done2, done3].map((d) => [d.started, d.response?.result?.toString()]), [[true, 'done t1'], [true, 'done t2'], [true, 'done t3']]);
+  assert.deepEqual(
+    [done1, done2, done3].map((d) => [d.started, d.response?.result?.toString()]),
+    [
+      [true, 'done t1'],
+      [true, 'done t2'],
+      [true, 'done t3'],
+    ],
+  );
   assert.equal(done1.response?.queueWaitMs, 0);
   assert.ok(done2.response!.queueWaitMs >= 50, `the wait is reported: ${done2.response!.queueWaitMs} ms`);
   assert.deepEqual([worker.stats().highWaterMark, worker.stats().refusals, worker.stats().queued], [1, 1, 0], 'never over its slots; one refusal');
@@ -225,18 +270,24 @@ test('overflow "queue": a task that finds every slot busy waits its turn (first 
 test('overflow "queue": a waiting task leaves at its deadline or when cancelled without running; a drain sends the waiting back; raising parallelism admits them', async (t) => {
   const finish: Array<() => void> = [];
   const ran: string[] = [];
-  const { worker, client } = await start(t, { maxParallelism: 1, overflow: 'queue', maxQueuedTasks: 10 }, {
-    'bank-a': (task) =>
-      new Promise((resolve) => {
-        ran.push(task.id);
-        finish.push(() => resolve('ok'));
-      }),
-  });
+  const { worker, client } = await start(
+    t,
+    { maxParallelism: 1, overflow: 'queue', maxQueuedTasks: 10 },
+    {
+      'bank-a': (task) =>
+        new Promise((resolve) => {
+          ran.push(task.id);
+          finish.push(() => resolve('ok'));
+        }),
+    },
+  );
   const send = (id: string, deadlineUnixMs = soon()) => {
     let call!: grpc.ClientUnaryCall;
     const result = new Promise<CallResult>((resolve) => {
       let started = false;
-      call = client.execute({ task: { ...baseTask, id, deadlineUnixMs }, leaseId: `l-${id}`, cluster: 'c', workerId: 'w' }, (error, response) => resolve({ error, response, started }));
+      call = client.execute({ task: { ...baseTask, id, deadlineUnixMs }, leaseId: `l-${id}`, cluster: 'c', workerId: 'w' }, (error, response) =>
+        resolve({ error, response, started }),
+      );
       call.on('metadata', (metadata: grpc.Metadata) => (started = metadata.get('headroom-started')[0] === '1'));
     });
     return { call, result };
@@ -254,12 +305,16 @@ test('overflow "queue": a waiting task leaves at its deadline or when cancelled 
   await cancelled.result;
   while (worker.stats().queued > 1) await new Promise((resolve) => setTimeout(resolve, 5));
   await worker.setMaxParallelism(2);
-  assert.equal((await eventuallyStarted(() => ran.includes('raised'))), true, 'raising max parallelism admits the waiting task at once');
+  assert.equal(await eventuallyStarted(() => ran.includes('raised')), true, 'raising max parallelism admits the waiting task at once');
   const drained = send('drained');
   while (worker.stats().queued < 1) await new Promise((resolve) => setTimeout(resolve, 5));
   const closing = worker.close();
   const drainedResult = await drained.result;
-  assert.equal(drainedResult.error?.metadata.get('headroom-error-code')[0], 'HR_ERR_WORKER_DRAINING', 'a draining worker sends its waiting tasks back to their balancer');
+  assert.equal(
+    drainedResult.error?.metadata.get('headroom-error-code')[0],
+    'HR_ERR_WORKER_DRAINING',
+    'a draining worker sends its waiting tasks back to their balancer',
+  );
   assert.equal(drainedResult.started, false);
   finish.splice(0).forEach((f) => f());
   await closing;
@@ -300,7 +355,12 @@ test('changes of max parallelism add no metric series: task durations are labell
   const { worker, client } = await start(t, { maxParallelism: 1 }, { 'bank-a': async () => 'ok' });
   for (let maxParallelism = 1; maxParallelism <= 5; maxParallelism++) {
     await worker.setMaxParallelism(maxParallelism);
-    const { error } = await execute(client, { task: { ...baseTask, id: `t${maxParallelism}`, deadlineUnixMs: soon() }, leaseId: `l${maxParallelism}`, cluster: 'c', workerId: 'w' });
+    const { error } = await execute(client, {
+      task: { ...baseTask, id: `t${maxParallelism}`, deadlineUnixMs: soon() },
+      leaseId: `l${maxParallelism}`,
+      cluster: 'c',
+      workerId: 'w',
+    });
     assert.equal(error, null);
   }
   const series = (await worker.registry.metrics()).split('\n').filter((line) => line.startsWith('headroom_worker_task_duration_seconds_count'));

@@ -24,7 +24,13 @@ abstract class UnsharedPolicy implements SlotPolicy {
     const worker = this.context.directory.workers(cluster).find((w) => w.workerId === chosen)!;
     this.started(cluster, worker);
     // An id of this balancer's own: the worker counts it as no ledger lease, and nothing releases it.
-    return { ok: true, leaseId: `${this.context.balancerId}|local|${++this.leaseSeq}`, workerId: worker.workerId, address: worker.address, freeSlotsBefore: Number.NaN };
+    return {
+      ok: true,
+      leaseId: `${this.context.balancerId}|local|${++this.leaseSeq}`,
+      workerId: worker.workerId,
+      address: worker.address,
+      freeSlotsBefore: Number.NaN,
+    };
   }
 
   finished(_cluster: string, _workerId: string): void {}

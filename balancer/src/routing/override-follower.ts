@@ -94,7 +94,9 @@ export class OverrideFollower {
     clearTimeout(this.timer);
     this.options.subscriber.off('message', this.onMessage);
     this.options.subscriber.off('ready', this.onReconnected);
-    await this.options.store.leave(this.options.balancerId).catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not leave the balancer register'));
+    await this.options.store
+      .leave(this.options.balancerId)
+      .catch((error: unknown) => this.options.logger.debug({ err: error }, 'could not leave the balancer register'));
   }
 
   private async heartbeat(): Promise<void> {
@@ -108,7 +110,10 @@ export class OverrideFollower {
     if (state.version <= this.state.version) return;
     const previous = this.state;
     this.state = state;
-    this.options.logger.info({ version: state.version, all: state.all, integrations: state.integrations, previousVersion: previous.version }, 'override applied');
+    this.options.logger.info(
+      { version: state.version, all: state.all, integrations: state.integrations, previousVersion: previous.version },
+      'override applied',
+    );
     void Promise.resolve(this.options.onApplied(state))
       .then(() => {
         this.settledVersion = Math.max(this.settledVersion, state.version);

@@ -43,7 +43,11 @@ const unleashScript = path.join(__dirname, 'unleash-process.js');
 const unleashReadyTimeoutMs = 60_000;
 
 /** `register` receives the clean-up as soon as there is something to clean up. */
-export async function startControlStack(keyPrefix: string, options: ControlStackOptions, register: (cleanup: () => Promise<void>) => void): Promise<ControlStack> {
+export async function startControlStack(
+  keyPrefix: string,
+  options: ControlStackOptions,
+  register: (cleanup: () => Promise<void>) => void,
+): Promise<ControlStack> {
   let unleashProcess: NodeProcess | undefined;
   let controlPlane: NodeProcess | undefined;
   const connections: RedisConnection[] = [];
@@ -61,9 +65,20 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
 
   const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
   // GRACEFUL_SHUTDOWN_ENABLE=false: Unleash installs no signal handlers of its own; the script stops it.
-  const startedUnleash = await startNodeProcess({ name: 'unleash', script: unleashScript, args: [], env: { ...env, GRACEFUL_SHUTDOWN_ENABLE: 'false' }, logDir: options.logDir, readyTimeoutMs: unleashReadyTimeoutMs });
+  const startedUnleash = await startNodeProcess({
+    name: 'unleash',
+    script: unleashScript,
+    args: [],
+    env: { ...env, GRACEFUL_SHUTDOWN_ENABLE: 'false' },
+    logDir: options.logDir,
+    readyTimeoutMs: unleashReadyTimeoutMs,
+  });
   unleashProcess = startedUnleash.process;
-  const unleash = { url: startedUnleash.ready.address, adminToken: String(startedUnleash.ready.adminToken), clientToken: String(startedUnleash.ready.clientToken) };
+  const unleash = {
+    url: startedUnleash.ready.address,
+    adminToken: String(startedUnleash.ready.adminToken),
+    clientToken: String(startedUnleash.ready.clientToken),
+  };
   const redis = connectRedis(options.redisUrl);
   connections.push(redis);
   await waitUntilReady(redis, options.redisUrl);
@@ -71,7 +86,23 @@ export async function startControlStack(keyPrefix: string, options: ControlStack
   const started = await startNodeProcess({
     name: 'control-plane',
     script: controlPlaneCli,
-    args: ['--port', '0', '--integrations', options.integrations.join(','), '--unleash-url', unleash.url, '--key-prefix', keyPrefix, '--redis-url', options.redisUrl, '--database-url', database.url, '--database-schema', database.schema, ...(options.controlPlaneArgs ?? [])],
+    args: [
+      '--port',
+      '0',
+      '--integrations',
+      options.integrations.join(','),
+      '--unleash-url',
+      unleash.url,
+      '--key-prefix',
+      keyPrefix,
+      '--redis-url',
+      options.redisUrl,
+      '--database-url',
+      database.url,
+      '--database-schema',
+      database.schema,
+      ...(options.controlPlaneArgs ?? []),
+    ],
     env: { ...env, UNLEASH_ADMIN_TOKEN: unleash.adminToken, HEADROOM_OPERATOR_TOKENS: `bench=${token}` },
     logDir: options.logDir,
     readyTimeoutMs,

@@ -10,7 +10,8 @@ import { handlers as demoHandlers } from '@headroom/sim/handlers/demo';
 import { gcTotalsPortEnv, innerHandlersEnv, serveGcTotals } from './gc-totals';
 
 const port = Number(process.env[gcTotalsPortEnv]);
-if (!Number.isInteger(port) || port <= 0) throw new Error(`${gcTotalsPortEnv} is ${JSON.stringify(process.env[gcTotalsPortEnv])}: name a free TCP port for the GC totals`);
+if (!Number.isInteger(port) || port <= 0)
+  throw new Error(`${gcTotalsPortEnv} is ${JSON.stringify(process.env[gcTotalsPortEnv])}: name a free TCP port for the GC totals`);
 serveGcTotals(port).catch((error: unknown) => {
   process.stderr.write(`gc-observing-handlers: could not serve the GC totals on port ${port}: ${error instanceof Error ? error.message : String(error)}\n`);
   process.exit(1);

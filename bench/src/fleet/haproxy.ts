@@ -97,10 +97,16 @@ export function haproxyConfig(port: number, servers: readonly HaproxyServer[], a
  * `setpriv --pdeathsig KILL` where util-linux has it (a SIGKILLed benchmark leaves no HAProxy
  * behind), and `register` receives its stop() as soon as it runs.
  */
-export async function startHaproxy(binary: string, servers: readonly HaproxyServer[], register: (cleanup: () => Promise<void>) => void): Promise<HaproxyProcess> {
+export async function startHaproxy(
+  binary: string,
+  servers: readonly HaproxyServer[],
+  register: (cleanup: () => Promise<void>) => void,
+): Promise<HaproxyProcess> {
   for (const server of servers) {
-    if (!/^[A-Za-z0-9_.-]+$/.test(server.name)) throw new Error(`HAProxy server name ${JSON.stringify(server.name)}: expected letters, digits, '_', '.' and '-'`);
-    if (!Number.isInteger(server.maxConcurrentRequests) || server.maxConcurrentRequests < 1) throw new Error(`HAProxy server ${server.name}: maxConcurrentRequests is ${server.maxConcurrentRequests}, expected a whole number >= 1`);
+    if (!/^[A-Za-z0-9_.-]+$/.test(server.name))
+      throw new Error(`HAProxy server name ${JSON.stringify(server.name)}: expected letters, digits, '_', '.' and '-'`);
+    if (!Number.isInteger(server.maxConcurrentRequests) || server.maxConcurrentRequests < 1)
+      throw new Error(`HAProxy server ${server.name}: maxConcurrentRequests is ${server.maxConcurrentRequests}, expected a whole number >= 1`);
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'headroom-haproxy-'));
   const adminSocketPath = path.join(dir, 'admin.sock');
@@ -110,7 +116,9 @@ export async function startHaproxy(binary: string, servers: readonly HaproxyServ
 
   const setpriv = findOnPath('setpriv');
   const args = ['-db', '-f', configPath];
-  const child: ChildProcess = setpriv ? spawn(setpriv, ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = setpriv
+    ? spawn(setpriv, ['--pdeathsig', 'KILL', '--', binary, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+    : spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   const lastLines: string[] = [];
   for (const stream of [child.stdout!, child.stderr!]) {
     createInterface({ input: stream, crlfDelay: Infinity }).on('line', (line) => {

@@ -57,7 +57,11 @@ function readFactors(name: string): Record<string, number> {
   const text = process.env[name];
   if (text === undefined || text === '') return {};
   const parsed: unknown = JSON.parse(text);
-  const valid = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) && Object.values(parsed).every((v) => typeof v === 'number' && Number.isFinite(v) && v > 0);
+  const valid =
+    typeof parsed === 'object' &&
+    parsed !== null &&
+    !Array.isArray(parsed) &&
+    Object.values(parsed).every((v) => typeof v === 'number' && Number.isFinite(v) && v > 0);
   if (!valid) throw new Error(`${name} is ${JSON.stringify(text)}: expected JSON such as {"bank-b": 3}, factors > 0`);
   return parsed as Record<string, number>;
 }

@@ -26,7 +26,10 @@ async function main(): Promise<void> {
   const run = async (spec: PhaseSpec, stop: AbortSignal): Promise<PhaseResult> => {
     const target = callTargets.get(spec.target);
     if (!targetNames.includes(spec.target)) throw new Error(`unknown target ${JSON.stringify(spec.target)}: expected one of ${targetNames.join(', ')}`);
-    const missing = { balancer: 'balancers', haproxy: 'an HAProxy', proxyless: "the ledger's Redis URL and key prefix", direct: 'workers' } satisfies Record<TargetName, string>;
+    const missing = { balancer: 'balancers', haproxy: 'an HAProxy', proxyless: "the ledger's Redis URL and key prefix", direct: 'workers' } satisfies Record<
+      TargetName,
+      string
+    >;
     if (!target) throw new Error(`no ${spec.target} target: the generator was started without ${missing[spec.target]}`);
     return spec.kind === 'closed' ? closedLoop(target.call, spec) : openLoop(target.call, spec, stop);
   };

@@ -18,7 +18,10 @@ export async function measureCarriedTasksPerSecond(
   probe: { concurrency: number; warmupMs: number; durationMs: number },
   signal: AbortSignal,
 ): Promise<number> {
-  const result = await generator.run({ kind: 'closed', target: 'balancer', concurrency: probe.concurrency, warmupMs: probe.warmupMs, durationMs: probe.durationMs, maxCalls: 1_000_000 }, signal);
+  const result = await generator.run(
+    { kind: 'closed', target: 'balancer', concurrency: probe.concurrency, warmupMs: probe.warmupMs, durationMs: probe.durationMs, maxCalls: 1_000_000 },
+    signal,
+  );
   if (!(result.tasksPerSecond > 0)) throw new Error(`the fleet carried no task while its capacity was measured: ${JSON.stringify(result.errorsByCode)}`);
   return result.tasksPerSecond;
 }

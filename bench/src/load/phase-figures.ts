@@ -37,7 +37,10 @@ class GroupedFigures {
 
   result(): Record<string, IntegrationFigures> {
     return Object.fromEntries(
-      [...this.groups].map(([name, f]) => [name, { succeeded: f.succeeded, latency: f.latency.summary(), errorsByCode: f.errorsByCode, ...(this.keepLatencies ? { latenciesMs: f.latenciesMs } : {}) }]),
+      [...this.groups].map(([name, f]) => [
+        name,
+        { succeeded: f.succeeded, latency: f.latency.summary(), errorsByCode: f.errorsByCode, ...(this.keepLatencies ? { latenciesMs: f.latenciesMs } : {}) },
+      ]),
     );
   }
 }
@@ -69,7 +72,15 @@ class QueuedTracker {
       this.addedMsList.push(latencyMs - runMs);
     }
     if (this.slowest.length < maxTracedTasks || latencyMs > this.slowest[0]!.latencyMs) {
-      const trace: TaskTrace = { latencyMs, integration: outcome.integration, priority: outcome.priority, workerId, balancerQueueWaitMs, workerQueueWaitMs, runMs };
+      const trace: TaskTrace = {
+        latencyMs,
+        integration: outcome.integration,
+        priority: outcome.priority,
+        workerId,
+        balancerQueueWaitMs,
+        workerQueueWaitMs,
+        runMs,
+      };
       const at = this.slowest.findIndex((t) => t.latencyMs > latencyMs);
       this.slowest.splice(at < 0 ? this.slowest.length : at, 0, trace);
       if (this.slowest.length > maxTracedTasks) this.slowest.shift();
@@ -81,7 +92,9 @@ class QueuedTracker {
       tasks: this.tasks,
       waitedInWorker: this.waitedInWorker,
       queuedMs: this.queued.summary(),
-      ...(this.keepLatencies ? { queuedMsList: this.queuedMsList, runMsList: this.runMsList, addedMsList: this.addedMsList, slowest: [...this.slowest].reverse() } : {}),
+      ...(this.keepLatencies
+        ? { queuedMsList: this.queuedMsList, runMsList: this.runMsList, addedMsList: this.addedMsList, slowest: [...this.slowest].reverse() }
+        : {}),
     };
   }
 }
@@ -126,4 +139,3 @@ export class PhaseFigures {
     };
   }
 }
-

@@ -188,7 +188,9 @@ function isMix(value: unknown, isEntry: (entry: Record<string, unknown>) => bool
     Array.isArray(value) &&
     value.length >= 1 &&
     value.length <= 64 &&
-    value.every((entry) => isRecord(entry) && isEntry(entry) && Number.isInteger(entry.weight) && (entry.weight as number) >= 1 && (entry.weight as number) <= 1000)
+    value.every(
+      (entry) => isRecord(entry) && isEntry(entry) && Number.isInteger(entry.weight) && (entry.weight as number) >= 1 && (entry.weight as number) <= 1000,
+    )
   );
 }
 

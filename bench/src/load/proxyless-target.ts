@@ -14,11 +14,17 @@ import type { CallSettings, CallTarget } from './targets';
  * clusters and policy, under the run's key prefix. One attempt per call, as the balancer path's
  * Submit gets: a failure counts as one, not hidden by a retry.
  */
-export function proxylessTarget(ledger: NonNullable<Targets['ledger']>, { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings): CallTarget {
+export function proxylessTarget(
+  ledger: NonNullable<Targets['ledger']>,
+  { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings,
+): CallTarget {
   const redis = connectRedis(ledger.redisUrl);
   const subscriber = connectRedis(ledger.redisUrl, { enableOfflineQueue: true, enableAutoPipelining: false });
   const started: Promise<ProxylessClient> = waitUntilReady(redis, ledger.redisUrl).then(() =>
-    createProxylessClient({ ledger: { keyPrefix: ledger.keyPrefix }, retry: { maxAttempts: 1 }, balancerId: `bench-proxyless-${runId}` }, { redis, subscriber }),
+    createProxylessClient(
+      { ledger: { keyPrefix: ledger.keyPrefix }, retry: { maxAttempts: 1 }, balancerId: `bench-proxyless-${runId}` },
+      { redis, subscriber },
+    ),
   );
   // Rejections surface in waitForReady; this keeps an early one from being unhandled.
   started.catch(() => undefined);
@@ -28,7 +34,14 @@ export function proxylessTarget(ledger: NonNullable<Targets['ledger']>, { integr
       const integration = integrationOf(sequence);
       const priority = priorityOf(sequence);
       try {
-        await (client ??= await started).submit({ id: `${runId}-${sequence}`, key: `key-${sequence % 1024}`, integration, priority, payload, deadlineMs: callTimeoutMs });
+        await (client ??= await started).submit({
+          id: `${runId}-${sequence}`,
+          key: `key-${sequence % 1024}`,
+          integration,
+          priority,
+          payload,
+          deadlineMs: callTimeoutMs,
+        });
         return { ok: true, integration, priority };
       } catch (error) {
         return { ok: false, code: error instanceof HeadroomClientError ? error.code : 'UNKNOWN', integration, priority };

@@ -104,7 +104,11 @@ function balancerTarget(targets: Targets, { integrationOf, priorityOf, payload, 
     call: async (sequence, route) => {
       const integration = integrationOf(sequence);
       const priority = priorityOf(sequence);
-      const outcome = await submitBenchTask(clients[route % clients.length]!, benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority), callTimeoutMs);
+      const outcome = await submitBenchTask(
+        clients[route % clients.length]!,
+        benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority),
+        callTimeoutMs,
+      );
       if (!outcome.ok) return { ...outcome, integration, priority };
       return { ok: true, integration, priority, ...(outcome.placement ? { placement: outcome.placement } : {}) };
     },
@@ -121,13 +125,21 @@ function balancerTarget(targets: Targets, { integrationOf, priorityOf, payload, 
  * Worker.Execute on the workers, the route picking the worker; through `proxy` when given: one
  * connection to it, and each call names no worker (empty workerId), the proxy picking one.
  */
-function workerTarget(targets: Targets, { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings, proxy?: { address: string }): CallTarget | undefined {
+function workerTarget(
+  targets: Targets,
+  { integrationOf, priorityOf, payload, runId, callTimeoutMs }: CallSettings,
+  proxy?: { address: string },
+): CallTarget | undefined {
   if (targets.workers.length === 0) return undefined;
   const proxyClient = proxy ? (new WorkerService(proxy.address, grpc.credentials.createInsecure()) as WorkerClient) : undefined;
   const workers = proxyClient
     ? // The workers' cluster (one cluster behind the proxy), no worker named.
       [{ cluster: targets.workers[0]!.cluster, workerId: '', client: proxyClient }]
-    : targets.workers.map((worker) => ({ cluster: worker.cluster, workerId: worker.workerId, client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient }));
+    : targets.workers.map((worker) => ({
+        cluster: worker.cluster,
+        workerId: worker.workerId,
+        client: new WorkerService(worker.address, grpc.credentials.createInsecure()) as WorkerClient,
+      }));
   const clients = workers.map((worker) => worker.client);
   return {
     call: (sequence, route) =>

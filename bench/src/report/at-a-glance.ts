@@ -36,7 +36,8 @@ export function atAGlanceMarkdown(dir = resultsDir): string {
       continue;
     }
     const recorded = JSON.parse(fs.readFileSync(file, 'utf8')) as Recorded;
-    for (const goal of recorded.goals ?? []) rows.push([number, benchmark, goal.name, goal.target, formatMeasured(goal), formatMet(goal), recorded.startedAt.slice(0, 10)]);
+    for (const goal of recorded.goals ?? [])
+      rows.push([number, benchmark, goal.name, goal.target, formatMeasured(goal), formatMet(goal), recorded.startedAt.slice(0, 10)]);
   }
   return `## At a glance
 

@@ -11,7 +11,11 @@ export interface Goal {
   met: boolean | 'stated';
 }
 
-export const formatMeasured = (goal: Goal) => goal.measured.toLocaleString('en-US', { maximumFractionDigits: goal.digits ?? (goal.target.includes('ms') ? 2 : 0), minimumFractionDigits: goal.digits ?? (goal.target.includes('ms') ? 2 : 0) });
+export const formatMeasured = (goal: Goal) =>
+  goal.measured.toLocaleString('en-US', {
+    maximumFractionDigits: goal.digits ?? (goal.target.includes('ms') ? 2 : 0),
+    minimumFractionDigits: goal.digits ?? (goal.target.includes('ms') ? 2 : 0),
+  });
 export const formatMet = (goal: Goal) => (goal.met === 'stated' ? 'stated' : goal.met ? 'yes' : 'NO');
 
 export function goalsTable(goals: readonly Goal[]): string {

@@ -34,12 +34,25 @@ export interface RunStart<Name extends string, Settings> {
 }
 
 /** Notes the machine and the Redis server as a run starts. */
-export async function startRun<Name extends string, Settings>(benchmark: Name, options: { smoke: boolean; command: string; redisUrl: string }, settings: Settings): Promise<RunStart<Name, Settings>> {
+export async function startRun<Name extends string, Settings>(
+  benchmark: Name,
+  options: { smoke: boolean; command: string; redisUrl: string },
+  settings: Settings,
+): Promise<RunStart<Name, Settings>> {
   const startedAt = new Date().toISOString();
   const machine = describeMachine();
   const redis = await describeRedis(options.redisUrl);
   return {
     redisPid: redis.pid,
-    header: () => ({ benchmark, mode: options.smoke ? 'smoke' : 'full', startedAt, finishedAt: new Date().toISOString(), command: options.command, machine, redisVersion: redis.version, settings }),
+    header: () => ({
+      benchmark,
+      mode: options.smoke ? 'smoke' : 'full',
+      startedAt,
+      finishedAt: new Date().toISOString(),
+      command: options.command,
+      machine,
+      redisVersion: redis.version,
+      settings,
+    }),
   };
 }

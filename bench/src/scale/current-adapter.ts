@@ -14,7 +14,16 @@ export const currentLedgerKind: FleetLedgerKind = {
     const directory = new Map<string, { version: string; workers: number }>();
     return {
       async heartbeat(cluster, worker, running) {
-        return (await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, heldLeaseIds: running, addressUnchanged: true })).heartbeatScale;
+        return (
+          await ledger.heartbeat(cluster, {
+            workerId: worker.workerId,
+            address: worker.address,
+            capacity: worker.capacity,
+            draining: false,
+            heldLeaseIds: running,
+            addressUnchanged: true,
+          })
+        ).heartbeatScale;
       },
       async reserve(cluster, request) {
         const reservation = await ledger.reserve(cluster, request);

@@ -20,7 +20,14 @@ if (require.main === module) {
   for (const name of ['SIGTERM', 'SIGINT'] as const) process.once(name, () => stop.abort(new Error(`stopped by ${name}`)));
   process.once('message', (request: FleetScaleRequest) => {
     const send = (message: FleetScaleMessage) => new Promise<void>((resolve) => process.send!(message, () => resolve()));
-    runOne(kinds[request.scripts], request.redisServerBinary, request.settings, (line) => void send({ type: 'progress', line }), stop.signal, request.plannedShareRate).then(
+    runOne(
+      kinds[request.scripts],
+      request.redisServerBinary,
+      request.settings,
+      (line) => void send({ type: 'progress', line }),
+      stop.signal,
+      request.plannedShareRate,
+    ).then(
       async (run) => {
         await send({ type: 'result', run });
         process.exit(0);

@@ -63,7 +63,20 @@ export function fleetScaleTables(result: FleetScaleResult): string {
     }),
   );
   const loads = markdownTable(
-    ['scripts', 'target tasks/s', 'why this rate', 'reserved tasks/s', 'in flight (expected)', "Redis µs/s", 'share', 'per task, µs', 'inside scripts, µs', 'harness cores', 'harness kept up', 'ledger anomalies'],
+    [
+      'scripts',
+      'target tasks/s',
+      'why this rate',
+      'reserved tasks/s',
+      'in flight (expected)',
+      'Redis µs/s',
+      'share',
+      'per task, µs',
+      'inside scripts, µs',
+      'harness cores',
+      'harness kept up',
+      'ledger anomalies',
+    ],
     result.runs.flatMap((run) =>
       run.loads.map((load) => [
         name(run),
@@ -88,7 +101,9 @@ export function fleetScaleTables(result: FleetScaleResult): string {
     if (!withOthers || !alone) return [];
     const perSecond = (load: FleetLoad, command: string) => median(load.windows.map((w) => (w.commands[command]?.calls ?? 0) / w.seconds));
     const names = [...new Set(withOthers.windows.flatMap((w) => Object.keys(w.commands)))].filter((command) => command !== 'info');
-    const added = Object.fromEntries(names.map((command) => [command, perSecond(withOthers, command) - perSecond(alone, command)]).filter(([, n]) => (n as number) >= 1));
+    const added = Object.fromEntries(
+      names.map((command) => [command, perSecond(withOthers, command) - perSecond(alone, command)]).filter(([, n]) => (n as number) >= 1),
+    );
     return [
       [
         name(run),
@@ -106,19 +121,39 @@ export function fleetScaleTables(result: FleetScaleResult): string {
     others.length === 0
       ? ''
       : markdownTable(
-          ['scripts', 'tasks/s', 'share of the thread, the ledger alone (the load above)', 'with the others too', 'the others, µs/s', 'commands per second the others add', 'harness kept up', 'ledger anomalies'],
+          [
+            'scripts',
+            'tasks/s',
+            'share of the thread, the ledger alone (the load above)',
+            'with the others too',
+            'the others, µs/s',
+            'commands per second the others add',
+            'harness kept up',
+            'ledger anomalies',
+          ],
           others,
         );
   const commands = markdownTable(
     ['scripts', 'commands per task (at the rate above)', 'commands per idle worker-second', 'commands per busy worker-second'],
-    result.runs.map((run) => [name(run), counts(measuredLoad(run)?.commandsPerTask ?? {}), counts(run.commandsPerIdleWorkerSecond), counts(run.commandsPerBusyWorkerSecond)]),
+    result.runs.map((run) => [
+      name(run),
+      counts(measuredLoad(run)?.commandsPerTask ?? {}),
+      counts(run.commandsPerIdleWorkerSecond),
+      counts(run.commandsPerBusyWorkerSecond),
+    ]),
   );
   const where = markdownTable(
     ['scripts', 'µs inside each command per task (commandstats; inside scripts counted in evalsha too)'],
     result.runs.map((run) => [name(run), counts(measuredLoad(run)?.usecPerTaskByCommand ?? {}, 1)]),
   );
   const consistency = markdownTable(
-    ['scripts', 'while running: tasks the workers run / ledger in flight', 'after every task ended: reserved / released / ledger in flight', 'totals free / capacity', 'mismatches'],
+    [
+      'scripts',
+      'while running: tasks the workers run / ledger in flight',
+      'after every task ended: reserved / released / ledger in flight',
+      'totals free / capacity',
+      'mismatches',
+    ],
     result.runs.map((run) => {
       const c = run.consistency;
       const mismatches = [...c.whileRunning.mismatches, ...c.afterAllEnded.mismatches];
@@ -134,7 +169,10 @@ export function fleetScaleTables(result: FleetScaleResult): string {
   const linear = result.runs.map((run) => {
     const load = measuredLoad(run);
     const atGoalUs = load
-      ? run.emptyCpuUsPerSecond.median + s.workers * run.perIdleWorkerSecondUs.median + s.balancers * run.perBalancerSecondUs.median + settings.goalTasksPerSecond * load.perTaskUs.median
+      ? run.emptyCpuUsPerSecond.median +
+        s.workers * run.perIdleWorkerSecondUs.median +
+        s.balancers * run.perBalancerSecondUs.median +
+        settings.goalTasksPerSecond * load.perTaskUs.median
       : Number.NaN;
     return `- ${name(run)}: (${share}% x 1,000,000 µs − empty − workers × idle worker-second − balancers × balancer-second) ÷ per task = ${whole(run.tasksPerSecondAtPlannedShare)} tasks/s at ${share}% of the thread, from ${run.tasksPerSecondAtPlannedShareFrom}; at ${whole(settings.goalTasksPerSecond)} tasks/s the same costs would take ${((atGoalUs / 1e6) * 100).toFixed(0)}% of the thread.`;
   });

@@ -24,7 +24,13 @@ export type FleetScaleMessage = { type: 'progress'; line: string } | { type: 're
 const childNodeFlags = ['--max-semi-space-size=64'];
 
 /** Runs the fleet-scale mode with each ledger in turn, each in a process of its own (fleet-scale-process.ts) on a fresh private redis-server. */
-export async function runFleetScale(kinds: readonly FleetLedgerKind[], redisServerBinary: string, settings: FleetScaleSettings, progress: (line: string) => void, signal: AbortSignal): Promise<FleetScaleResult> {
+export async function runFleetScale(
+  kinds: readonly FleetLedgerKind[],
+  redisServerBinary: string,
+  settings: FleetScaleSettings,
+  progress: (line: string) => void,
+  signal: AbortSignal,
+): Promise<FleetScaleResult> {
   const repetitions: FleetScaleRun[] = [];
   for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
     for (const kind of kinds) {
@@ -35,7 +41,12 @@ export async function runFleetScale(kinds: readonly FleetLedgerKind[], redisServ
       repetitions.push(await runInChild({ scripts: kind.scripts, redisServerBinary, settings, plannedShareRate }, progress, signal));
     }
   }
-  const runs = kinds.map((kind) => poolRuns(repetitions.filter((run) => run.scripts === kind.scripts), settings));
+  const runs = kinds.map((kind) =>
+    poolRuns(
+      repetitions.filter((run) => run.scripts === kind.scripts),
+      settings,
+    ),
+  );
   return {
     settings,
     meanTaskDurationMs: meanDurationMs(settings.sim.durations),
@@ -47,7 +58,13 @@ export async function runFleetScale(kinds: readonly FleetLedgerKind[], redisServ
       perIdleWorkerSecondUs: run.perIdleWorkerSecondUs,
       perBusyWorkerSecondUs: run.perBusyWorkerSecondUs,
       perBalancerSecondUs: run.perBalancerSecondUs,
-      loads: run.loads.map((load) => ({ targetTasksPerSecond: load.targetTasksPerSecond, tasksPerSecond: load.tasksPerSecond, perTaskUs: load.perTaskUs, shareOfThread: load.shareOfThread, keptUp: load.keptUp })),
+      loads: run.loads.map((load) => ({
+        targetTasksPerSecond: load.targetTasksPerSecond,
+        tasksPerSecond: load.tasksPerSecond,
+        perTaskUs: load.perTaskUs,
+        shareOfThread: load.shareOfThread,
+        keptUp: load.keptUp,
+      })),
     })),
   };
 }

@@ -45,7 +45,12 @@ export function poolRuns(runs: readonly FleetScaleRun[], settings: FleetScaleSet
   const all = <T>(of: (run: FleetScaleRun) => T[]) => runs.flatMap(of);
   const loads: FleetLoad[] = [];
   for (let i = 0; i < Math.max(...runs.map((run) => run.loads.length)); i++) {
-    loads.push(poolLoads(runs.map((run) => run.loads[i]).filter((load): load is FleetLoad => load !== undefined), runs.length));
+    loads.push(
+      poolLoads(
+        runs.map((run) => run.loads[i]).filter((load): load is FleetLoad => load !== undefined),
+        runs.length,
+      ),
+    );
   }
   // Pooled over the repetitions that measured it at the first one's rate.
   const withOthersOfAll = runs.map((run) => run.withOthers).filter((load): load is FleetLoad => load !== null);
@@ -55,7 +60,11 @@ export function poolRuns(runs: readonly FleetScaleRun[], settings: FleetScaleSet
   const perBalancerSecondUsByWindow = all((run) => run.perBalancerSecondUsByWindow);
   const perBusyWorkerSecondUsByWindow = all((run) => run.perBusyWorkerSecondUsByWindow);
   const empty = all((run) => run.empty);
-  const pooled = { perIdleWorkerSecondUs: spread(perIdleWorkerSecondUsByWindow), perBalancerSecondUs: spread(perBalancerSecondUsByWindow), emptyUs: median(empty.map((w) => w.redisCpuUsPerSecond)) };
+  const pooled = {
+    perIdleWorkerSecondUs: spread(perIdleWorkerSecondUsByWindow),
+    perBalancerSecondUs: spread(perBalancerSecondUsByWindow),
+    emptyUs: median(empty.map((w) => w.redisCpuUsPerSecond)),
+  };
   const highest = loads.filter((load) => load.keptUp).at(-1) ?? loads.at(-1);
   const s = settings.sim;
   const last = runs.at(-1)!;
@@ -86,7 +95,14 @@ export function poolRuns(runs: readonly FleetScaleRun[], settings: FleetScaleSet
     commandsPerIdleWorkerSecond: medianRecords(runs.map((run) => run.commandsPerIdleWorkerSecond)),
     commandsPerBusyWorkerSecond: medianRecords(runs.map((run) => run.commandsPerBusyWorkerSecond)),
     tasksPerSecondAtPlannedShare: highest
-      ? Math.max(0, (settings.plannedShareOfThread * 1e6 - pooled.emptyUs - s.workers * pooled.perIdleWorkerSecondUs.median - s.balancers * pooled.perBalancerSecondUs.median) / highest.perTaskUs.median)
+      ? Math.max(
+          0,
+          (settings.plannedShareOfThread * 1e6 -
+            pooled.emptyUs -
+            s.workers * pooled.perIdleWorkerSecondUs.median -
+            s.balancers * pooled.perBalancerSecondUs.median) /
+            highest.perTaskUs.median,
+        )
       : Number.NaN,
     tasksPerSecondAtPlannedShareFrom: highest
       ? `per task ${highest.perTaskUs.median.toFixed(1)} µs measured at ${highest.tasksPerSecond.median.toFixed(0)} tasks/s, per idle worker-second ${pooled.perIdleWorkerSecondUs.median.toFixed(1)} µs x ${s.workers} workers, per balancer-second ${pooled.perBalancerSecondUs.median.toFixed(0)} µs x ${s.balancers}, Redis empty ${pooled.emptyUs.toFixed(0)} µs/s (medians over ${runs.length} repetition${runs.length === 1 ? '' : 's'})`
@@ -113,9 +129,27 @@ export function fleetScaleGoals(result: FleetScaleResult): Goal[] {
     const target = (bound: string) => (run.scripts === 'new' ? bound : 'state it (old, for comparison)');
     const met = (ok: boolean): Goal['met'] => (run.scripts === 'new' ? ok : 'stated');
     const perTask = load?.perTaskUs.median ?? Number.NaN;
-    goals.push({ name: `issue 14, ${scripts}: Redis thread per task (reserve + release + lease upkeep), ${fleet}${atRate}, µs`, target: target('≤ 20'), measured: perTask, digits: 1, met: met(perTask <= 20) });
-    goals.push({ name: `issue 14, ${scripts}: Redis thread per idle worker-second (heartbeats on the worker's own connection, one every ${Math.round(run.heartbeatPeriodMs)} ms for this fleet), µs`, target: target('≤ 25'), measured: run.perIdleWorkerSecondUs.median, digits: 1, met: met(run.perIdleWorkerSecondUs.median <= 25) });
-    goals.push({ name: `issue 14, ${scripts}: Redis thread per busy worker-second (${settings.sim.slotsPerWorker} tasks running), µs`, target: target('≤ 25'), measured: run.perBusyWorkerSecondUs.median, digits: 1, met: met(run.perBusyWorkerSecondUs.median <= 25) });
+    goals.push({
+      name: `issue 14, ${scripts}: Redis thread per task (reserve + release + lease upkeep), ${fleet}${atRate}, µs`,
+      target: target('≤ 20'),
+      measured: perTask,
+      digits: 1,
+      met: met(perTask <= 20),
+    });
+    goals.push({
+      name: `issue 14, ${scripts}: Redis thread per idle worker-second (heartbeats on the worker's own connection, one every ${Math.round(run.heartbeatPeriodMs)} ms for this fleet), µs`,
+      target: target('≤ 25'),
+      measured: run.perIdleWorkerSecondUs.median,
+      digits: 1,
+      met: met(run.perIdleWorkerSecondUs.median <= 25),
+    });
+    goals.push({
+      name: `issue 14, ${scripts}: Redis thread per busy worker-second (${settings.sim.slotsPerWorker} tasks running), µs`,
+      target: target('≤ 25'),
+      measured: run.perBusyWorkerSecondUs.median,
+      digits: 1,
+      met: met(run.perBusyWorkerSecondUs.median <= 25),
+    });
     const carried = carriedAtPlannedShare(run, settings);
     goals.push({
       name: `issue 14, ${scripts}: tasks/s one Redis carries at ≤ ${settings.plannedShareOfThread * 100}% of its thread, ${fleet} (${
@@ -162,6 +196,12 @@ export function carriedAtPlannedShare(
     (l) => l.keptUp && l.shareOfThread.median <= planned && (l.shareOfThread.median >= planned - 0.05 || l.targetTasksPerSecond >= settings.goalTasksPerSecond),
   );
   const best = there.sort((a, b) => b.targetTasksPerSecond - a.targetTasksPerSecond)[0];
-  if (best) return { tasksPerSecond: best.targetTasksPerSecond, measured: true, shareOfThread: best.shareOfThread.median, reservedPerSecond: best.tasksPerSecond.median };
+  if (best)
+    return {
+      tasksPerSecond: best.targetTasksPerSecond,
+      measured: true,
+      shareOfThread: best.shareOfThread.median,
+      reservedPerSecond: best.tasksPerSecond.median,
+    };
   return { tasksPerSecond: run.tasksPerSecondAtPlannedShare, measured: false, shareOfThread: undefined, reservedPerSecond: undefined };
 }

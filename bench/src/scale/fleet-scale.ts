@@ -178,7 +178,13 @@ const callsPerSecond = (w: FleetWindow) => Object.fromEntries(Object.entries(w.c
 const usecPerSecond = (w: FleetWindow) => Object.fromEntries(Object.entries(w.commands).map(([name, c]) => [name, c.usec / w.seconds]));
 
 /** Per unit, of each command, (median over `windows` - median over `baseline`) / per; our INFO readings and the rare ones left out. */
-function extraPer(windows: readonly FleetWindow[], baseline: readonly FleetWindow[], of: (w: FleetWindow) => Record<string, number>, per: number, threshold: number): Record<string, number> {
+function extraPer(
+  windows: readonly FleetWindow[],
+  baseline: readonly FleetWindow[],
+  of: (w: FleetWindow) => Record<string, number>,
+  per: number,
+  threshold: number,
+): Record<string, number> {
   const names = new Set(windows.flatMap((w) => Object.keys(w.commands)));
   const extra: Record<string, number> = {};
   for (const name of names) {
@@ -270,7 +276,9 @@ export async function runOne(
     const workersIdleUs = median(workersIdle.map((w) => w.redisCpuUsPerSecond));
     const perBalancerSecondUsByWindow = fleetIdle.map((w) => (w.redisCpuUsPerSecond - workersIdleUs) / s.balancers);
     const perBalancerSecondUs = spread(perBalancerSecondUsByWindow);
-    progress(`${label}: idle ${perIdleWorkerSecondUs.median.toFixed(1)} µs per worker-second, ${perBalancerSecondUs.median.toFixed(0)} µs per balancer-second (Redis empty ${emptyUs.toFixed(0)} µs/s)`);
+    progress(
+      `${label}: idle ${perIdleWorkerSecondUs.median.toFixed(1)} µs per worker-second, ${perBalancerSecondUs.median.toFixed(0)} µs per balancer-second (Redis empty ${emptyUs.toFixed(0)} µs/s)`,
+    );
 
     const fleetIdleUs = median(fleetIdle.map((w) => w.redisCpuUsPerSecond));
 
@@ -294,7 +302,8 @@ export async function runOne(
       const total = (of: (sent: SimCounters) => number) => windows.reduce((sum, w) => sum + of(w.sent), 0);
       // The harness could not send what a real fleet would: its figures are not the rate's.
       const whyNotKeptUp: string[] = [];
-      if (total((c) => c.arrivalsDropped) > 0) whyNotKeptUp.push(`${total((c) => c.arrivalsDropped)} arrivals dropped (${s.maxOutstandingReserves} calls under way)`);
+      if (total((c) => c.arrivalsDropped) > 0)
+        whyNotKeptUp.push(`${total((c) => c.arrivalsDropped)} arrivals dropped (${s.maxOutstandingReserves} calls under way)`);
       if (tasksPerSecond.median < 0.95 * rate) whyNotKeptUp.push(`reserved ${tasksPerSecond.median.toFixed(0)} tasks/s of ${rate}`);
       if (total((c) => c.heartbeatsLate) > 0) whyNotKeptUp.push(`${total((c) => c.heartbeatsLate)} heartbeats late`);
       const longestTickGapMs = Math.max(...windows.map((w) => w.longestTickGapMs));
@@ -354,12 +363,18 @@ export async function runOne(
     if (settings.othersAtHighestRate && kind.scripts === 'new' && highestDriven) {
       sim.sendOthers(true);
       // A latency-report period first, so that each worker's flush carries a period's tasks, as in a fleet that runs.
-      withOthers = await measureLoad(highestDriven.targetTasksPerSecond, 'the same, with worker reports, latency summaries and balancer heartbeats', Math.max(settings.loadWarmUpMs, s.latencyReportIntervalMs));
+      withOthers = await measureLoad(
+        highestDriven.targetTasksPerSecond,
+        'the same, with worker reports, latency summaries and balancer heartbeats',
+        Math.max(settings.loadWarmUpMs, s.latencyReportIntervalMs),
+      );
       sim.sendOthers(false);
     }
 
     const consistency = await checkConsistency(sim, s, signal);
-    progress(`${label}: consistency: ${consistency.whileRunning.mismatches.length + consistency.afterAllEnded.mismatches.length} mismatches (${consistency.whileRunning.tasksRunning} tasks running, then none)`);
+    progress(
+      `${label}: consistency: ${consistency.whileRunning.mismatches.length + consistency.afterAllEnded.mismatches.length} mismatches (${consistency.whileRunning.tasksRunning} tasks running, then none)`,
+    );
 
     // Last, as nothing needs the fleet idle again: busyWorkers workers each running slotsPerWorker tasks that do not end.
     await sim.holdBusyWorkers(settings.busyWorkers, s.slotsPerWorker, signal);
@@ -370,8 +385,11 @@ export async function runOne(
     const perBusyWorkerSecondUs = spread(perBusyWorkerSecondUsByWindow);
     const commandsPerIdleWorkerSecond = extraPer(workersIdle, empty, callsPerSecond, s.workers, 0.01);
     const commandsPerBusyWorkerSecond: Record<string, number> = { ...commandsPerIdleWorkerSecond };
-    for (const [name, value] of Object.entries(extraPer(busy, fleetIdle, callsPerSecond, settings.busyWorkers, 0.01))) commandsPerBusyWorkerSecond[name] = (commandsPerBusyWorkerSecond[name] ?? 0) + value;
-    progress(`${label}: ${settings.busyWorkers} workers busy (${s.slotsPerWorker} tasks each): ${perBusyWorkerSecondUs.median.toFixed(1)} µs per busy worker-second`);
+    for (const [name, value] of Object.entries(extraPer(busy, fleetIdle, callsPerSecond, settings.busyWorkers, 0.01)))
+      commandsPerBusyWorkerSecond[name] = (commandsPerBusyWorkerSecond[name] ?? 0) + value;
+    progress(
+      `${label}: ${settings.busyWorkers} workers busy (${s.slotsPerWorker} tasks each): ${perBusyWorkerSecondUs.median.toFixed(1)} µs per busy worker-second`,
+    );
 
     // Extrapolated from the highest rate the harness drove as a real fleet would.
     const highest = loads.filter((load) => load.keptUp).at(-1) ?? loads.at(-1);
@@ -428,7 +446,8 @@ async function checkConsistency(sim: FleetSim, s: FleetScaleSettings['sim'], sig
     ledgerInflight: duringCounts.workers.reduce((a, w) => a + w.inflight, 0),
     mismatches: mismatchesOf(duringCounts, (id) => running.get(id), s.slotsPerWorker),
   };
-  if (duringCounts.workers.length !== s.workers) whileRunning.mismatches.push(`${duringCounts.workers.length} workers in the ledger, ${s.workers} in the fleet`);
+  if (duringCounts.workers.length !== s.workers)
+    whileRunning.mismatches.push(`${duringCounts.workers.length} workers in the ledger, ${s.workers} in the fleet`);
   sim.pauseTaskEnds(false);
   await sim.endAllTasks(signal);
   await sleep(sim.heartbeatPeriodMs + 100, signal);
@@ -444,8 +463,11 @@ async function checkConsistency(sim: FleetSim, s: FleetScaleSettings['sim'], sig
     mismatches: mismatchesOf(afterCounts, (id) => (running.has(id) ? 0 : undefined), s.slotsPerWorker),
   };
   if (afterCounts.workers.length !== s.workers) afterAllEnded.mismatches.push(`${afterCounts.workers.length} workers in the ledger, ${s.workers} in the fleet`);
-  if (afterAllEnded.tasksReserved !== afterAllEnded.releasesSent) afterAllEnded.mismatches.push(`${afterAllEnded.tasksReserved} tasks reserved, ${afterAllEnded.releasesSent} released`);
+  if (afterAllEnded.tasksReserved !== afterAllEnded.releasesSent)
+    afterAllEnded.mismatches.push(`${afterAllEnded.tasksReserved} tasks reserved, ${afterAllEnded.releasesSent} released`);
   if (afterCounts.totalFree !== afterCounts.totalCapacity || afterCounts.totalCapacity !== s.workers * s.slotsPerWorker)
-    afterAllEnded.mismatches.push(`totals: free ${afterCounts.totalFree}, capacity ${afterCounts.totalCapacity}; the fleet has ${s.workers * s.slotsPerWorker} slots, none used`);
+    afterAllEnded.mismatches.push(
+      `totals: free ${afterCounts.totalFree}, capacity ${afterCounts.totalCapacity}; the fleet has ${s.workers * s.slotsPerWorker} slots, none used`,
+    );
   return { whileRunning, afterAllEnded };
 }

@@ -560,7 +560,11 @@ export class FleetSim {
         b.registerUnderWay = true;
         this.counters.balancerHeartbeats++;
         this.othersUnderWay.balancerHeartbeats++;
-        const info = { address: `10.1.0.${b.index}:50050`, queued: { userPresent: 0, background: b.queued.length }, trafficFlag: { enabled: true, candidateShare: 0.1 } };
+        const info = {
+          address: `10.1.0.${b.index}:50050`,
+          queued: { userPresent: 0, background: b.queued.length },
+          trafficFlag: { enabled: true, candidateShare: 0.1 },
+        };
         this.track(b.overrides.balancerHeartbeat(b.balancerId, info), 'balancer heartbeat', () => {
           b.registerUnderWay = false;
           this.othersUnderWay.balancerHeartbeats--;

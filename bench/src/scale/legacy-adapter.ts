@@ -21,7 +21,13 @@ export const legacyLedgerKind: FleetLedgerKind = {
     return {
       async heartbeat(cluster, worker, running) {
         // As the old worker did: `runningLeaseIds: [...running.keys()]`.
-        await ledger.heartbeat(cluster, { workerId: worker.workerId, address: worker.address, capacity: worker.capacity, draining: false, runningLeaseIds: [...running] });
+        await ledger.heartbeat(cluster, {
+          workerId: worker.workerId,
+          address: worker.address,
+          capacity: worker.capacity,
+          draining: false,
+          runningLeaseIds: [...running],
+        });
         return 1;
       },
       async reserve(cluster, request) {
@@ -41,7 +47,12 @@ export const legacyLedgerKind: FleetLedgerKind = {
         const free = new Map<string, number>();
         for (let i = 0; i < scores.length; i += 2) free.set(scores[i]!, Number(scores[i + 1]));
         return {
-          workers: snapshot.workers.map((w) => ({ workerId: w.workerId, capacity: w.capacity, inflight: w.inflight, freeSlots: free.get(w.workerId) ?? Number.NaN })),
+          workers: snapshot.workers.map((w) => ({
+            workerId: w.workerId,
+            capacity: w.capacity,
+            inflight: w.inflight,
+            freeSlots: free.get(w.workerId) ?? Number.NaN,
+          })),
           totalCapacity: snapshot.totalCapacity,
           totalFree: snapshot.totalFree,
         };

@@ -10,7 +10,8 @@ export async function readAccounting(redis: Redis): Promise<RedisAccounting> {
   const [cpu, commandstats] = await Promise.all([redis.info('cpu'), redis.info('commandstats')]);
   const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(cpu)?.[1] ?? Number.NaN);
   const commands = new Map<string, { calls: number; usec: number }>();
-  for (const match of commandstats.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm)) commands.set(match[1]!, { calls: Number(match[2]), usec: Number(match[3]) });
+  for (const match of commandstats.matchAll(/^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm))
+    commands.set(match[1]!, { calls: Number(match[2]), usec: Number(match[3]) });
   return { mainThreadCpuUs: (field('used_cpu_user_main_thread') + field('used_cpu_sys_main_thread')) * 1e6, commands };
 }
 

@@ -46,7 +46,10 @@ export function parseProxylessOptions(options: ProxylessClientOptions): Proxyles
   const given = typeof options === 'object' && options !== null ? (options as Record<string, unknown>) : {};
   const misplaced = serverSettings.filter((name) => given[name] !== undefined);
   if (misplaced.length > 0) {
-    const lines = misplaced.map((name) => `  ${name}: got ${JSON.stringify(given[name])}, does not apply to a proxyless client: it serves no gRPC${name === 'tls' ? ' (TLS towards the workers is workerTls)' : ''}`);
+    const lines = misplaced.map(
+      (name) =>
+        `  ${name}: got ${JSON.stringify(given[name])}, does not apply to a proxyless client: it serves no gRPC${name === 'tls' ? ' (TLS towards the workers is workerTls)' : ''}`,
+    );
     throw new ConfigError(`invalid ${what}:\n${lines.join('\n')}`);
   }
   const { host: _host, port: _port, tls: _tls, ...config } = parseConfig(what, proxylessOptionsSchema, options);

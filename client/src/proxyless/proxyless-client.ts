@@ -55,7 +55,9 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
   const { metrics } = engine;
   // The control plane shows it and never dials it; the prefix says there is nothing to dial.
   const address = `proxyless:${os.hostname()}:${process.pid}`;
-  await engine.register(address).catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
+  await engine
+    .register(address)
+    .catch((error: unknown) => logger.warn({ err: error }, 'could not register with the control plane yet; the heartbeat tries again'));
   const policy: RetryPolicy = config.retry;
   const tally = new SubmitTally(config.maxInFlight);
   let closing = false;
@@ -71,7 +73,12 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
           key: task.key ?? '',
           integration: task.integration ?? '',
           priority: task.priority as ValidTask['priority'],
-          payload: typeof payload === 'string' ? Buffer.from(payload) : Buffer.isBuffer(payload) ? payload : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
+          payload:
+            typeof payload === 'string'
+              ? Buffer.from(payload)
+              : Buffer.isBuffer(payload)
+                ? payload
+                : Buffer.from(payload.buffer, payload.byteOffset, payload.byteLength),
           deadlineUnixMs: task.deadlineUnixMs,
           idempotent: task.idempotent === true,
         },
@@ -102,7 +109,11 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
         logger.error({ err: error }, 'submit failed');
         throw new InternalError(`${InternalError.code}: internal error`, { balancer: address, cause: error });
       }
-      throw errorFromCode(error.code, `${error.code}: ${error.message}`, { balancer: address, cause: error, ...(error.retryAfterMs !== undefined ? { retryAfterMs: error.retryAfterMs } : {}) });
+      throw errorFromCode(error.code, `${error.code}: ${error.message}`, {
+        balancer: address,
+        cause: error,
+        ...(error.retryAfterMs !== undefined ? { retryAfterMs: error.retryAfterMs } : {}),
+      });
     }
     const { answer } = result;
     metrics.countTask({ cluster: result.cluster, integration: task.integration, priority, outcome: 'ok' });
@@ -118,11 +129,18 @@ export async function createProxylessClient(options: ProxylessClientOptions, dep
     metrics.dispatchOverhead.observe({ cluster: result.cluster }, Math.max(0, overheadMs) / 1000);
     if (answer.error) {
       const { code = '', message = '', retryAfterMs } = answer.error;
-      throw new TaskFailedError(code, message, placement, { balancer: address, ...(retryAfterMs !== undefined && Number(retryAfterMs) > 0 ? { retryAfterMs: Number(retryAfterMs) } : {}) });
+      throw new TaskFailedError(code, message, placement, {
+        balancer: address,
+        ...(retryAfterMs !== undefined && Number(retryAfterMs) > 0 ? { retryAfterMs: Number(retryAfterMs) } : {}),
+      });
     }
     const bytes = answer.result ?? Buffer.alloc(0);
     // The worker's answer is a Buffer already (no copy); a string or other view is converted.
-    const resultBuffer = Buffer.isBuffer(bytes) ? bytes : typeof bytes === 'string' ? Buffer.from(bytes) : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const resultBuffer = Buffer.isBuffer(bytes)
+      ? bytes
+      : typeof bytes === 'string'
+        ? Buffer.from(bytes)
+        : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     return { taskId: answer.taskId ?? task.id, result: resultBuffer, placement, balancer: address };
   }
 

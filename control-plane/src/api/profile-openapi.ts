@@ -64,13 +64,18 @@ export function profilePaths(parts: OpenApiParts, schemas: ProfileRequestSchemas
         responses: { 200: ok('Profiles', { type: 'object', properties: { profiles: { type: 'array', items: profileRecord } } }), ...read, ...errors(400) },
       },
       post: {
-        summary: 'Profile one worker’s CPU for durationMs (node:inspector, no restart); one worker at a time across the fleet. Answers at once; poll the Location',
+        summary:
+          'Profile one worker’s CPU for durationMs (node:inspector, no restart); one worker at a time across the fleet. Answers at once; poll the Location',
         requestBody: body(schemas.profileStart),
         responses: { 202: ok('Started: status "running"', profileRecord), ...write, ...errors(404, 409) },
       },
     },
     '/profiles/{profileId}': {
-      get: { summary: 'A profile: status, and once done the top functions by self time', parameters: [profileId], responses: { 200: ok('Profile', profileRecord), ...read, ...errors(400, 404) } },
+      get: {
+        summary: 'A profile: status, and once done the top functions by self time',
+        parameters: [profileId],
+        responses: { 200: ok('Profile', profileRecord), ...read, ...errors(400, 404) },
+      },
     },
     '/profiles/{profileId}/cpuprofile': {
       get: {

@@ -31,7 +31,10 @@ export function profileRoutes(profiles: ProfileService, requestSchemas: RequestS
   router.get('/profiles/:profileId/cpuprofile', async (request, response) => {
     const { record, json } = await profiles.cpuprofile(parseRequest(schemas.profileId, request.params.profileId, 'path.profileId'));
     // e.g. worker-7-20250101T120000Z.cpuprofile (worker ids are [A-Za-z0-9._-]: safe in the header).
-    const time = new Date(record.startedAtUnixMs).toISOString().replace(/\.\d+Z$/, 'Z').replace(/[-:]/g, '');
+    const time = new Date(record.startedAtUnixMs)
+      .toISOString()
+      .replace(/\.\d+Z$/, 'Z')
+      .replace(/[-:]/g, '');
     response.setHeader('content-type', 'application/json');
     response.setHeader('content-disposition', `attachment; filename="${record.workerId}-${time}.cpuprofile"`);
     response.send(json);

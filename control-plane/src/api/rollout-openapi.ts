@@ -30,14 +30,24 @@ const rollout: JsonSchema = {
     search: { type: ['object', 'null'], properties: { current: { type: 'integer' }, highestHeld: { type: ['integer', 'null'] } } },
     heldSinceUnixMs: { type: ['integer', 'null'], description: 'Since when every gate held without a break' },
     closeSinceUnixMs: { type: ['integer', 'null'], description: 'Since when a gate has been close to its line in this hold, which then lasts twice as long' },
-    baselineUntilUnixMs: { type: ['integer', 'null'], description: "On a step at 100%: the baseline's figures are those of the window that ended then (it runs none of the plan's tasks now)" },
+    baselineUntilUnixMs: {
+      type: ['integer', 'null'],
+      description: "On a step at 100%: the baseline's figures are those of the window that ended then (it runs none of the plan's tasks now)",
+    },
     closeGates: { type: ['string', 'null'], description: 'The gates close to their lines at the latest hold decision, e.g. "bank-a:p95Ratio"' },
     rolledBack: { type: 'array', items: { type: 'string' }, description: 'Integrations the autopilot rolled back (the rest go on)' },
     waitingFor: { type: ['string', 'null'], description: 'Why it does not advance now' },
     pending: {
       type: ['object', 'null'],
-      description: 'A decision written before it is acted on, being applied (or left half done by a control plane that stopped; the next one finishes it): see docs/rollouts.md',
-      properties: { id: { type: 'string' }, actions: { type: 'array', items: { type: 'object' } }, decisions: { type: 'array', items: { type: 'object' } }, status: { type: 'string' }, maxParallelism: { type: 'integer' } },
+      description:
+        'A decision written before it is acted on, being applied (or left half done by a control plane that stopped; the next one finishes it): see docs/rollouts.md',
+      properties: {
+        id: { type: 'string' },
+        actions: { type: 'array', items: { type: 'object' } },
+        decisions: { type: 'array', items: { type: 'object' } },
+        status: { type: 'string' },
+        maxParallelism: { type: 'integer' },
+      },
     },
     lastReading: {
       type: ['object', 'null'],
@@ -46,7 +56,15 @@ const rollout: JsonSchema = {
         windowSeconds: { type: 'integer' },
         integrations: {
           type: 'array',
-          items: { type: 'object', properties: { integration: { type: 'string' }, samples: { type: 'object' }, status: { type: 'string' }, gates: { type: 'array', items: gateReading } } },
+          items: {
+            type: 'object',
+            properties: {
+              integration: { type: 'string' },
+              samples: { type: 'object' },
+              status: { type: 'string' },
+              gates: { type: 'array', items: gateReading },
+            },
+          },
         },
         workers: { type: 'object', properties: { reporting: { type: 'integer' }, status: { type: 'string' }, gates: { type: 'array', items: gateReading } } },
       },
@@ -73,21 +91,40 @@ export function rolloutPaths(parts: OpenApiParts, schemas: RequestSchemas): Json
   const { ok, errors, body, read, write } = parts;
   const rolloutId = { name: 'rolloutId', in: 'path', required: true, schema: z.toJSONSchema(schemas.rolloutId) };
   const action = (summary: string) => ({
-    post: { summary, parameters: [rolloutId], requestBody: { ...body(schemas.rolloutAction), required: false }, responses: { 200: ok('The rollout after the change', rollout), ...write, ...errors(404, 409) } },
+    post: {
+      summary,
+      parameters: [rolloutId],
+      requestBody: { ...body(schemas.rolloutAction), required: false },
+      responses: { 200: ok('The rollout after the change', rollout), ...write, ...errors(404, 409) },
+    },
   });
   return {
     '/rollouts': {
       get: {
-        summary: 'The rollout running or paused now (else the latest), the finished ones (latest 20), and whether this control plane’s autopilot is the one acting',
-        responses: { 200: ok('Rollouts', { type: 'object', properties: { current: { ...rollout, type: ['object', 'null'] }, history: { type: 'array', items: rollout }, actingHere: { type: 'boolean' } } }), ...read },
+        summary:
+          'The rollout running or paused now (else the latest), the finished ones (latest 20), and whether this control plane’s autopilot is the one acting',
+        responses: {
+          200: ok('Rollouts', {
+            type: 'object',
+            properties: { current: { ...rollout, type: ['object', 'null'] }, history: { type: 'array', items: rollout }, actingHere: { type: 'boolean' } },
+          }),
+          ...read,
+        },
       },
       post: {
-        summary: 'Start a rollout: its first step takes effect now, the autopilot takes the next ones as the gates hold, and rolls an integration back when one of its gates breaks. One at a time (409 while one runs or is paused)',
+        summary:
+          'Start a rollout: its first step takes effect now, the autopilot takes the next ones as the gates hold, and rolls an integration back when one of its gates breaks. One at a time (409 while one runs or is paused)',
         requestBody: body(schemas.rolloutPlan),
         responses: { 201: ok('Started', rollout), ...write, ...errors(409) },
       },
     },
-    '/rollouts/{rolloutId}': { get: { summary: 'One rollout: its plan, step, gates as last read, and decisions', parameters: [rolloutId], responses: { 200: ok('Rollout', rollout), ...read, ...errors(400, 404) } } },
+    '/rollouts/{rolloutId}': {
+      get: {
+        summary: 'One rollout: its plan, step, gates as last read, and decisions',
+        parameters: [rolloutId],
+        responses: { 200: ok('Rollout', rollout), ...read, ...errors(400, 404) },
+      },
+    },
     '/rollouts/{rolloutId}/pause': action('Pause: the autopilot stops acting; traffic and parallelism stay'),
     '/rollouts/{rolloutId}/resume': action('Resume a paused rollout: the gates must hold a whole hold again, on windows after now'),
     '/rollouts/{rolloutId}/abort': action('End the rollout; traffic and parallelism stay as they are (roll back separately if wanted)'),

@@ -145,7 +145,12 @@ export function apiRoutes(deps: RouteDeps): express.Router {
 function requireJsonBody(request: Request, _response: Response, next: NextFunction): void {
   const hasBody = Number(request.headers['content-length'] ?? 0) > 0 || request.headers['transfer-encoding'] !== undefined;
   if (hasBody && !request.is('application/json')) {
-    return next(new HeadroomError(apiErrorCodes.unsupportedMediaType, `the body must be application/json (got ${request.headers['content-type'] ?? 'no content type'}); nothing was changed`));
+    return next(
+      new HeadroomError(
+        apiErrorCodes.unsupportedMediaType,
+        `the body must be application/json (got ${request.headers['content-type'] ?? 'no content type'}); nothing was changed`,
+      ),
+    );
   }
   next();
 }

@@ -6,7 +6,20 @@ import type { AuditAction } from '../audit';
 import { planSchema } from '../rollouts/plan';
 
 /** The actions an audit entry can have (GET /audit?action=...). */
-export const auditActions = ['traffic.set', 'parallelism.set', 'rollback', 'resume', 'worker.drain', 'override.rebuild', 'profile.start', 'rollout.start', 'rollout.pause', 'rollout.resume', 'rollout.abort', 'rollout.decision'] as const satisfies readonly AuditAction[];
+export const auditActions = [
+  'traffic.set',
+  'parallelism.set',
+  'rollback',
+  'resume',
+  'worker.drain',
+  'override.rebuild',
+  'profile.start',
+  'rollout.start',
+  'rollout.pause',
+  'rollout.resume',
+  'rollout.abort',
+  'rollout.decision',
+] as const satisfies readonly AuditAction[];
 
 const percent = z
   .number({ error: 'expected a whole number from 0 to 100' })
@@ -33,10 +46,15 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
         integrations: userKeyedMap(percent, { what: 'integration', accepted: integrations }).optional().describe('Percent per integration'),
       })
       .strict()
-      .refine((c) => c.defaultPercent !== undefined || c.integrations !== undefined, { message: 'expected defaultPercent and/or integrations', path: ['defaultPercent'] }),
+      .refine((c) => c.defaultPercent !== undefined || c.integrations !== undefined, {
+        message: 'expected defaultPercent and/or integrations',
+        path: ['defaultPercent'],
+      }),
     parallelismChange: z
       .object({
-        clusters: userKeyedMap(maxParallelism, { what: 'cluster', accepted: clusters }).describe("Max parallelism per cluster; null returns the cluster's workers to their own setting"),
+        clusters: userKeyedMap(maxParallelism, { what: 'cluster', accepted: clusters }).describe(
+          "Max parallelism per cluster; null returns the cluster's workers to their own setting",
+        ),
       })
       .strict(),
     scope: z
@@ -58,18 +76,27 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
       .strict(),
     auditQuery: z
       .object({
-        limit: z.coerce.number({ error: 'expected a whole number from 1 to 1000' }).int().min(1, 'expected a whole number from 1 to 1000').max(1000, 'expected a whole number from 1 to 1000').default(100),
-        before: z.string().regex(/^[1-9]\d{0,17}$/, 'expected an audit entry id such as 1234 (the id of the last entry of the page before)').optional(),
+        limit: z.coerce
+          .number({ error: 'expected a whole number from 1 to 1000' })
+          .int()
+          .min(1, 'expected a whole number from 1 to 1000')
+          .max(1000, 'expected a whole number from 1 to 1000')
+          .default(100),
+        before: z
+          .string()
+          .regex(/^[1-9]\d{0,17}$/, 'expected an audit entry id such as 1234 (the id of the last entry of the page before)')
+          .optional(),
         action: z.enum(auditActions, { error: `expected one of ${auditActions.join(', ')}` }).optional(),
-        actor: z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, 'expected a token name (1-64 characters of A-Z, a-z, 0-9, ".", "_", "@", "-")').optional(),
+        actor: z
+          .string()
+          .regex(/^[A-Za-z0-9._@-]{1,64}$/, 'expected a token name (1-64 characters of A-Z, a-z, 0-9, ".", "_", "@", "-")')
+          .optional(),
       })
       .strict(),
     workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"'),
     rolloutPlan: planSchema(integrations),
     rolloutId: z.string().regex(/^ro-[0-9a-f]{10}$/, 'expected a rollout id such as ro-0123456789'),
-    rolloutAction: z
-      .object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') })
-      .strict(),
+    rolloutAction: z.object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') }).strict(),
   };
 }
 

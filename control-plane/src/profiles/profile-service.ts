@@ -28,7 +28,15 @@ export class ProfileService {
   private readonly running = new Map<string, { abort: AbortController; done: Promise<void> }>();
 
   constructor(
-    private readonly deps: { redis: RedisConnection; keyPrefix: string; fleet: FleetView; audit: AuditLog; logger: Logger; options: ProfileStoreOptions; workerSecurity: ChannelSecurity },
+    private readonly deps: {
+      redis: RedisConnection;
+      keyPrefix: string;
+      fleet: FleetView;
+      audit: AuditLog;
+      logger: Logger;
+      options: ProfileStoreOptions;
+      workerSecurity: ChannelSecurity;
+    },
   ) {
     this.lock = new ProfileLock(deps.redis, deps.keyPrefix);
     this.store = new ProfileStore(deps.redis, deps.keyPrefix, deps.options);
@@ -63,7 +71,15 @@ export class ProfileService {
     };
     try {
       await this.store.create(record);
-      await this.deps.audit.record({ actor, action: 'profile.start', target: worker.workerId, request: { workerId: request.workerId, durationMs: request.durationMs }, before: null, after: { profileId, durationMs: request.durationMs, cluster: worker.cluster }, outcome: 'ok' });
+      await this.deps.audit.record({
+        actor,
+        action: 'profile.start',
+        target: worker.workerId,
+        request: { workerId: request.workerId, durationMs: request.durationMs },
+        before: null,
+        after: { profileId, durationMs: request.durationMs, cluster: worker.cluster },
+        outcome: 'ok',
+      });
     } catch (error) {
       await attempt.release().catch(() => undefined);
       throw error;
@@ -71,7 +87,9 @@ export class ProfileService {
     const abort = new AbortController();
     const done = this.take(record, abort.signal).finally(async () => {
       this.running.delete(profileId);
-      await attempt.release().catch((error: unknown) => this.deps.logger.warn({ err: error, profileId }, 'could not release the profiling lock; it expires on its own'));
+      await attempt
+        .release()
+        .catch((error: unknown) => this.deps.logger.warn({ err: error, profileId }, 'could not release the profiling lock; it expires on its own'));
     });
     this.running.set(profileId, { abort, done });
     return record;
@@ -84,7 +102,11 @@ export class ProfileService {
 
   async get(profileId: string): Promise<ProfileRecord> {
     const record = await this.store.get(profileId);
-    if (!record) throw new HeadroomError(apiErrorCodes.notFound, `no profile ${profileId} (profiles are kept ${this.deps.options.ttlMs} ms, the newest ${this.deps.options.maxKept})`);
+    if (!record)
+      throw new HeadroomError(
+        apiErrorCodes.notFound,
+        `no profile ${profileId} (profiles are kept ${this.deps.options.ttlMs} ms, the newest ${this.deps.options.maxKept})`,
+      );
     return asSeenNow(record);
   }
 
@@ -125,5 +147,9 @@ export class ProfileService {
 /** A profile still "running" past its deadline was abandoned by a control plane that stopped. */
 function asSeenNow(record: ProfileRecord): ProfileRecord {
   if (record.status !== 'running' || Date.now() <= record.deadlineUnixMs) return record;
-  return { ...record, status: 'failed', error: { code: apiErrorCodes.profileFailed, message: 'abandoned: the control plane taking it stopped before it finished' } };
+  return {
+    ...record,
+    status: 'failed',
+    error: { code: apiErrorCodes.profileFailed, message: 'abandoned: the control plane taking it stopped before it finished' },
+  };
 }

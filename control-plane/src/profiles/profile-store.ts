@@ -56,11 +56,21 @@ export class ProfileStore {
   async create(record: ProfileRecord): Promise<void> {
     await this.guard('store profile', async () => {
       const key = this.keys.profile(record.profileId);
-      await this.redis.multi().hset(key, 'record', JSON.stringify(record)).pexpire(key, this.options.ttlMs).zadd(this.keys.profiles, record.startedAtUnixMs, record.profileId).exec();
+      await this.redis
+        .multi()
+        .hset(key, 'record', JSON.stringify(record))
+        .pexpire(key, this.options.ttlMs)
+        .zadd(this.keys.profiles, record.startedAtUnixMs, record.profileId)
+        .exec();
       const expired = await this.redis.zrangebyscore(this.keys.profiles, '-inf', `(${Date.now() - this.options.ttlMs}`);
       const beyond = await this.redis.zrange(this.keys.profiles, 0, -(this.options.maxKept + 1));
       const dropped = [...new Set([...expired, ...beyond])];
-      if (dropped.length > 0) await this.redis.multi().zrem(this.keys.profiles, ...dropped).del(...dropped.map((id) => this.keys.profile(id))).exec();
+      if (dropped.length > 0)
+        await this.redis
+          .multi()
+          .zrem(this.keys.profiles, ...dropped)
+          .del(...dropped.map((id) => this.keys.profile(id)))
+          .exec();
     });
   }
 
@@ -69,7 +79,13 @@ export class ProfileStore {
     const compressed = cpuprofile ? await gzipAsync(cpuprofile) : undefined;
     const key = this.keys.profile(record.profileId);
     const fields: (string | Buffer)[] = ['record', JSON.stringify(record), ...(compressed ? ['cpuprofile', compressed] : [])];
-    await this.guard('store profile', () => this.redis.multi().hset(key, ...fields).pexpire(key, this.options.ttlMs).exec());
+    await this.guard('store profile', () =>
+      this.redis
+        .multi()
+        .hset(key, ...fields)
+        .pexpire(key, this.options.ttlMs)
+        .exec(),
+    );
   }
 
   async get(profileId: string): Promise<ProfileRecord | undefined> {

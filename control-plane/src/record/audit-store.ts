@@ -34,7 +34,18 @@ const pruneMaxBatches = 100;
 /** The audit log's table (`<schema>.audit_entries`, made by migrations.ts). */
 /** An entry's values for the columns (at, actor, action, target, request, before, after, outcome, error, reason), in that order. */
 function entryValues(entry: TimedAuditEntry): unknown[] {
-  return [new Date(entry.atUnixMs), entry.actor, entry.action, entry.target, json(entry.request), json(entry.before), json(entry.after), entry.outcome, entry.error ?? null, entry.reason ?? null];
+  return [
+    new Date(entry.atUnixMs),
+    entry.actor,
+    entry.action,
+    entry.target,
+    json(entry.request),
+    json(entry.before),
+    json(entry.after),
+    entry.outcome,
+    entry.error ?? null,
+    entry.reason ?? null,
+  ];
 }
 
 export class AuditStore {

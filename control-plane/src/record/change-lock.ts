@@ -70,7 +70,10 @@ export class ChangeLock {
           if (inserted) written.push(inserted);
         } catch (error) {
           broken = true;
-          this.deps.logger.error({ err: error, action: entry.action }, 'PostgreSQL did not take the audit entry of a change it had allowed: kept in the outbox');
+          this.deps.logger.error(
+            { err: error, action: entry.action },
+            'PostgreSQL did not take the audit entry of a change it had allowed: kept in the outbox',
+          );
         }
       },
     };
@@ -87,7 +90,10 @@ export class ChangeLock {
       for (const entry of written) this.deps.audit.announce(entry);
     } catch (error) {
       broken = true;
-      this.deps.logger.error({ err: error, what }, 'a change to Unleash ran, but its transaction (the lock, the audit entry) did not commit: entries kept in the outbox');
+      this.deps.logger.error(
+        { err: error, what },
+        'a change to Unleash ran, but its transaction (the lock, the audit entry) did not commit: entries kept in the outbox',
+      );
       this.deps.audit.keep(...entries);
       void this.deps.audit.flush();
     } finally {
@@ -110,14 +116,22 @@ export class ChangeLock {
       await client.query(`SET LOCAL lock_timeout = ${this.deps.waitMs}`);
       await client.query(`SET LOCAL statement_timeout = ${this.deps.waitMs + this.deps.statementTimeoutMs}`);
       await client.query('SET LOCAL idle_in_transaction_session_timeout = 0');
-      await client.query({ text: 'SELECT pg_advisory_xact_lock($1)', values: [this.key], query_timeout: this.deps.waitMs + this.deps.statementTimeoutMs + 1000 } as pg.QueryConfig);
+      await client.query({
+        text: 'SELECT pg_advisory_xact_lock($1)',
+        values: [this.key],
+        query_timeout: this.deps.waitMs + this.deps.statementTimeoutMs + 1000,
+      } as pg.QueryConfig);
       await client.query(`SET LOCAL statement_timeout = ${this.deps.statementTimeoutMs}`);
       return client;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       client.release(true);
       if ((error as { code?: string }).code === lockNotAvailable) {
-        throw new HeadroomError(apiErrorCodes.busy, `another control plane has been changing Unleash for more than ${this.deps.waitMs} ms (changeLockWaitMs); nothing was changed, try again`, { retryAfterMs: 1000 });
+        throw new HeadroomError(
+          apiErrorCodes.busy,
+          `another control plane has been changing Unleash for more than ${this.deps.waitMs} ms (changeLockWaitMs); nothing was changed, try again`,
+          { retryAfterMs: 1000 },
+        );
       }
       throw databaseUnavailable(this.deps.database, `${what} (its audit entry, and the lock on changes); nothing was changed`, error);
     }

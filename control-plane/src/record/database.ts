@@ -43,7 +43,10 @@ export function openDatabase(config: DatabaseConfig, logger: Logger): Database {
 
 /** PostgreSQL could not be reached (or did not answer in time): whatever asked for it changed nothing. */
 export function databaseUnavailable(database: Database, what: string, cause: unknown): HeadroomError {
-  return new HeadroomError(apiErrorCodes.databaseUnavailable, `PostgreSQL (${database.where}) could not be reached for ${what}: ${messageOf(cause)}`, { cause, retryAfterMs: 2000 });
+  return new HeadroomError(apiErrorCodes.databaseUnavailable, `PostgreSQL (${database.where}) could not be reached for ${what}: ${messageOf(cause)}`, {
+    cause,
+    retryAfterMs: 2000,
+  });
 }
 
 /** A 64-bit advisory lock key from a name: every control plane derives the same one. */

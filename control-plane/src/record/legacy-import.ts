@@ -16,7 +16,13 @@ const maxBatches = 200;
  * copies neither repeat nor interleave. Never fails the start: a problem is logged and the copy is
  * tried again at the next start. Returns how many entries were copied.
  */
-export async function importLegacyAuditStream(deps: { database: Database; store: AuditStore; redis: RedisConnection; keyPrefix: string; logger: Logger }): Promise<number> {
+export async function importLegacyAuditStream(deps: {
+  database: Database;
+  store: AuditStore;
+  redis: RedisConnection;
+  keyPrefix: string;
+  logger: Logger;
+}): Promise<number> {
   const key = `${controlKeys(deps.keyPrefix).hashTag}:audit`;
   let imported = 0;
   try {
@@ -36,7 +42,14 @@ export async function importLegacyAuditStream(deps: { database: Database; store:
             continue;
           }
           const atUnixMs = typeof parsed.atUnixMs === 'number' ? parsed.atUnixMs : Number(id.split('-')[0]);
-          if (await deps.store.importLegacy(client, { ...parsed, target: String(parsed.target ?? ''), outcome: parsed.outcome === 'failed' ? 'failed' : 'ok', atUnixMs }, id)) imported++;
+          if (
+            await deps.store.importLegacy(
+              client,
+              { ...parsed, target: String(parsed.target ?? ''), outcome: parsed.outcome === 'failed' ? 'failed' : 'ok', atUnixMs },
+              id,
+            )
+          )
+            imported++;
         }
         if (rows.length < batchEntries) break;
         start = `(${rows.at(-1)![0]}`;

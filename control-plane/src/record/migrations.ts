@@ -100,7 +100,11 @@ export async function migrate(database: Database): Promise<string[]> {
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
     if (error instanceof HeadroomError) throw error;
-    throw new HeadroomError(apiErrorCodes.databaseUnavailable, `the audit schema ${database.schema} in ${database.where} could not be migrated: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new HeadroomError(
+      apiErrorCodes.databaseUnavailable,
+      `the audit schema ${database.schema} in ${database.where} could not be migrated: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   } finally {
     client.release();
   }

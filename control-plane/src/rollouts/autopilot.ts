@@ -110,7 +110,11 @@ export class Autopilot {
       return;
     }
     const lease = await this.deps.store.lease(this.deps.options.leaseMs).catch(() => null);
-    if (lease !== this.leaseValue) this.deps.logger.info({ acting: lease !== null }, lease ? 'autopilot: this control plane acts on the rollout' : 'autopilot: another control plane acts on the rollout');
+    if (lease !== this.leaseValue)
+      this.deps.logger.info(
+        { acting: lease !== null },
+        lease ? 'autopilot: this control plane acts on the rollout' : 'autopilot: another control plane acts on the rollout',
+      );
     this.leaseValue = lease;
     if (!lease) return;
     if (stored.rollout.pending) {
@@ -226,9 +230,13 @@ export class Autopilot {
     // Not before the step's first whole window: those figures are the step before's.
     const closeGates = now >= judgedFromMs && statuses.includes('close') ? closeGateNames(reading) : null;
     // Noted when a hold begins or holds on other gates, not at every tick the figures move; it names the gates with their figures.
-    if (closeGates !== null && closeGates !== rollout.closeGates) note('hold', rollout.step, `holding: ${whatHolds(reading, 'close', rollout.plan.minSamples)}`);
+    if (closeGates !== null && closeGates !== rollout.closeGates)
+      note('hold', rollout.step, `holding: ${whatHolds(reading, 'close', rollout.plan.minSamples)}`);
     if (now < judgedFromMs || statuses.includes('not-enough-data') || statuses.includes('breached')) {
-      const waitingFor = now < judgedFromMs ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})` : whatHolds(reading, 'not-enough-data', rollout.plan.minSamples);
+      const waitingFor =
+        now < judgedFromMs
+          ? `the step's first whole window (judged from ${new Date(judgedFromMs).toISOString()})`
+          : whatHolds(reading, 'not-enough-data', rollout.plan.minSamples);
       return { ...rollout, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor, closeGates };
     }
     // Every gate within its line. One close to it makes the hold closeHoldFactor times as long: more
@@ -253,7 +261,16 @@ export class Autopilot {
       const raised = Math.min(step.search!.max, Math.ceil(search.current * step.search!.factor));
       act(this.parallelismAction(raised));
       note('raise', rollout.step, `max parallelism ${search.current} held for ${heldFor}; raised to ${raised}`);
-      return { ...rollout, maxParallelism: raised, search: { current: raised, highestHeld: search.current }, stepStartedAtUnixMs: now, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
+      return {
+        ...rollout,
+        maxParallelism: raised,
+        search: { current: raised, highestHeld: search.current },
+        stepStartedAtUnixMs: now,
+        heldSinceUnixMs: null,
+        closeSinceUnixMs: null,
+        waitingFor: null,
+        closeGates: null,
+      };
     }
     if (search) note('step', rollout.step, `max parallelism ${search.current} held for ${heldFor}: the highest the search tries`);
     return this.nextStep(rollout, now, note, act, search ? undefined : heldFor);
@@ -272,14 +289,25 @@ export class Autopilot {
     applied.actions.forEach(act);
     note('step', index, `${held}step ${index + 1} of ${rollout.plan.steps.length}: ${describeStep(step, applied.rollout.maxParallelism)}`);
     const baselineUntilUnixMs = step.candidatePercent < 100 ? null : (rollout.baselineUntilUnixMs ?? now);
-    return { ...applied.rollout, stepStartedAtUnixMs: now, baselineUntilUnixMs, heldSinceUnixMs: null, closeSinceUnixMs: null, waitingFor: null, closeGates: null };
+    return {
+      ...applied.rollout,
+      stepStartedAtUnixMs: now,
+      baselineUntilUnixMs,
+      heldSinceUnixMs: null,
+      closeSinceUnixMs: null,
+      waitingFor: null,
+      closeGates: null,
+    };
   }
 
   /** The rollout in `step`, and the actions that set its traffic and max parallelism (absolute values). */
   enterStep(rollout: Rollout, step: PlanStep): { rollout: Rollout; actions: RolloutAction[] } {
     const maxParallelism = step.search ? step.search.from : step.maxParallelism!;
     const moving = rollout.plan.integrations.filter((integration) => !rollout.rolledBack.includes(integration));
-    const actions: RolloutAction[] = [{ kind: 'traffic', percentByIntegration: Object.fromEntries(moving.map((integration) => [integration, step.candidatePercent])) }, this.parallelismAction(maxParallelism)];
+    const actions: RolloutAction[] = [
+      { kind: 'traffic', percentByIntegration: Object.fromEntries(moving.map((integration) => [integration, step.candidatePercent])) },
+      this.parallelismAction(maxParallelism),
+    ];
     return { rollout: { ...rollout, maxParallelism, search: step.search ? { current: step.search.from, highestHeld: null } : null }, actions };
   }
 
@@ -308,7 +336,12 @@ export class Autopilot {
  * action was applied (intent.ts), so a later one's effect is not taken for an earlier one's.
  */
 function lastPerTarget(actions: readonly RolloutAction[]): RolloutAction[] {
-  const target = (action: RolloutAction) => (action.kind === 'parallelism' ? `parallelism:${action.cluster}` : action.kind === 'rollback' ? `rollback:${action.integration}` : `traffic:${Object.keys(action.percentByIntegration).sort().join(',')}`);
+  const target = (action: RolloutAction) =>
+    action.kind === 'parallelism'
+      ? `parallelism:${action.cluster}`
+      : action.kind === 'rollback'
+        ? `rollback:${action.integration}`
+        : `traffic:${Object.keys(action.percentByIntegration).sort().join(',')}`;
   return actions.filter((action, index) => !actions.slice(index + 1).some((later) => target(later) === target(action)));
 }
 

@@ -114,10 +114,26 @@ export function readGates(inputs: GateInputs): GatesReading {
   const reports = inputs.candidateReports;
   const worst = (of: (report: WorkerReport) => number) => (reports.length === 0 ? null : Math.max(...reports.map(of)));
   const workerGates = [
-    reading('gcShare', worst((r) => r.gcTimeRatio), gates.gcShare),
-    reading('eventLoopUtilization', worst((r) => r.eventLoopUtilization), gates.eventLoopUtilization),
-    reading('eventLoopDelayP99Ms', worst((r) => r.eventLoopDelayP99Ms), gates.eventLoopDelayP99Ms),
-    reading('heapShare', worst((r) => (r.heapLimitBytes > 0 ? r.heapUsedBytes / r.heapLimitBytes : 0)), gates.heapShare),
+    reading(
+      'gcShare',
+      worst((r) => r.gcTimeRatio),
+      gates.gcShare,
+    ),
+    reading(
+      'eventLoopUtilization',
+      worst((r) => r.eventLoopUtilization),
+      gates.eventLoopUtilization,
+    ),
+    reading(
+      'eventLoopDelayP99Ms',
+      worst((r) => r.eventLoopDelayP99Ms),
+      gates.eventLoopDelayP99Ms,
+    ),
+    reading(
+      'heapShare',
+      worst((r) => (r.heapLimitBytes > 0 ? r.heapUsedBytes / r.heapLimitBytes : 0)),
+      gates.heapShare,
+    ),
   ];
   return {
     atUnixMs: inputs.nowUnixMs,

@@ -107,7 +107,15 @@ export class IntentRunner {
         target: decision.integration ?? rollout.id,
         before: null,
         // The reading is the rollout's: it is not read again until the intent is cleared.
-        after: { rollout: rollout.id, name: rollout.plan.name, kind: decision.kind, step: decision.step, status: intent.status, maxParallelism: intent.maxParallelism, reading: rollout.lastReading },
+        after: {
+          rollout: rollout.id,
+          name: rollout.plan.name,
+          kind: decision.kind,
+          step: decision.step,
+          status: intent.status,
+          maxParallelism: intent.maxParallelism,
+          reading: rollout.lastReading,
+        },
         outcome: 'ok',
         reason: decision.message,
         idempotencyKey: `${intent.id}:decision:${index}`,
@@ -127,6 +135,8 @@ export class IntentRunner {
       if (reread?.rollout.pending?.id !== intentId) return 'finished';
       current = reread;
     }
-    throw new Error(`autopilot: intent ${intentId} is done but the rollout kept changing under its clear (${maxClearAttempts} attempts); the next tick clears it`);
+    throw new Error(
+      `autopilot: intent ${intentId} is done but the rollout kept changing under its clear (${maxClearAttempts} attempts); the next tick clears it`,
+    );
   }
 }

@@ -24,7 +24,15 @@ export interface Gates {
   heapShare: number;
 }
 
-export const gateNames = ['p50Ratio', 'p95Ratio', 'errorRateIncrease', 'gcShare', 'eventLoopUtilization', 'eventLoopDelayP99Ms', 'heapShare'] as const satisfies readonly (keyof Gates)[];
+export const gateNames = [
+  'p50Ratio',
+  'p95Ratio',
+  'errorRateIncrease',
+  'gcShare',
+  'eventLoopUtilization',
+  'eventLoopDelayP99Ms',
+  'heapShare',
+] as const satisfies readonly (keyof Gates)[];
 export type GateName = (typeof gateNames)[number];
 
 /** What a plan gets for a gate it does not set: docs/rollouts.md explains each. */
@@ -59,16 +67,28 @@ const wholeNumber = (min: number, max: number, what = 'a whole number') =>
     .min(min, `expected ${what} from ${min} to ${max}`)
     .max(max, `expected ${what} from ${min} to ${max}`);
 const ratioLine = z.number({ error: 'expected a number from 1 to 10' }).min(1, 'expected a number from 1 to 10').max(10, 'expected a number from 1 to 10');
-const shareLine = z.number({ error: 'expected a number from 0 to 1' }).gt(0, 'expected a number above 0, at most 1').max(1, 'expected a number above 0, at most 1');
+const shareLine = z
+  .number({ error: 'expected a number from 0 to 1' })
+  .gt(0, 'expected a number above 0, at most 1')
+  .max(1, 'expected a number above 0, at most 1');
 
 const gatesSchema = z
   .object({
     p50Ratio: ratioLine.optional().describe(`Candidate p50 ÷ baseline p50, per integration (default ${defaultGates.p50Ratio})`),
     p95Ratio: ratioLine.optional().describe(`Candidate p95 ÷ baseline p95, per integration (default ${defaultGates.p95Ratio})`),
-    errorRateIncrease: z.number({ error: 'expected a number from 0 to 1' }).min(0, 'expected a number from 0 to 1').max(1, 'expected a number from 0 to 1').optional().describe(`Candidate error rate minus baseline error rate (default ${defaultGates.errorRateIncrease})`),
+    errorRateIncrease: z
+      .number({ error: 'expected a number from 0 to 1' })
+      .min(0, 'expected a number from 0 to 1')
+      .max(1, 'expected a number from 0 to 1')
+      .optional()
+      .describe(`Candidate error rate minus baseline error rate (default ${defaultGates.errorRateIncrease})`),
     gcShare: shareLine.optional().describe(`GC share of the candidate's busiest worker (default ${defaultGates.gcShare})`),
-    eventLoopUtilization: shareLine.optional().describe(`Event-loop utilisation of the candidate's busiest worker (default ${defaultGates.eventLoopUtilization})`),
-    eventLoopDelayP99Ms: wholeNumber(1, 60_000).optional().describe(`Event-loop delay p99 of the candidate's worst worker, ms (default ${defaultGates.eventLoopDelayP99Ms})`),
+    eventLoopUtilization: shareLine
+      .optional()
+      .describe(`Event-loop utilisation of the candidate's busiest worker (default ${defaultGates.eventLoopUtilization})`),
+    eventLoopDelayP99Ms: wholeNumber(1, 60_000)
+      .optional()
+      .describe(`Event-loop delay p99 of the candidate's worst worker, ms (default ${defaultGates.eventLoopDelayP99Ms})`),
     heapShare: shareLine.optional().describe(`Heap used ÷ limit of the candidate's fullest worker (default ${defaultGates.heapShare})`),
   })
   .strict();
@@ -76,7 +96,12 @@ const gatesSchema = z
 const searchSchema = z
   .object({
     from: wholeNumber(1, maxParallelismLimit).describe('Max parallelism the search starts at'),
-    factor: z.number({ error: 'expected a number above 1, at most 4' }).gt(1, 'expected a number above 1, at most 4').max(4, 'expected a number above 1, at most 4').default(1.5).describe('Each raise multiplies by this (rounded up; default 1.5)'),
+    factor: z
+      .number({ error: 'expected a number above 1, at most 4' })
+      .gt(1, 'expected a number above 1, at most 4')
+      .max(4, 'expected a number above 1, at most 4')
+      .default(1.5)
+      .describe('Each raise multiplies by this (rounded up; default 1.5)'),
     max: wholeNumber(1, maxParallelismLimit).describe('Highest max parallelism the search tries'),
   })
   .strict()
@@ -86,17 +111,27 @@ const stepSchema = z
   .object({
     candidatePercent: wholeNumber(0, 100).describe("Percent of the plan's integrations' task keys sent to the candidate"),
     maxParallelism: wholeNumber(1, maxParallelismLimit).optional().describe("The candidate cluster's max parallelism during this step"),
-    search: searchSchema.optional().describe('Instead of maxParallelism: raise it while the gates hold, back off one raise when one breaks, keep the highest that held'),
-    holdSeconds: wholeNumber(1, planLimits.maxHoldSeconds).optional().describe("How long every gate must hold before the next step (or raise); default the plan's holdSeconds"),
+    search: searchSchema
+      .optional()
+      .describe('Instead of maxParallelism: raise it while the gates hold, back off one raise when one breaks, keep the highest that held'),
+    holdSeconds: wholeNumber(1, planLimits.maxHoldSeconds)
+      .optional()
+      .describe("How long every gate must hold before the next step (or raise); default the plan's holdSeconds"),
   })
   .strict()
-  .refine((s) => (s.maxParallelism === undefined) !== (s.search === undefined), { message: 'expected either maxParallelism or search, not both and not neither', path: ['maxParallelism'] });
+  .refine((s) => (s.maxParallelism === undefined) !== (s.search === undefined), {
+    message: 'expected either maxParallelism or search, not both and not neither',
+    path: ['maxParallelism'],
+  });
 
 /** The plan as a request gives it (POST /api/v1/rollouts). */
 export function planSchema(knownIntegrations: readonly string[]) {
   return z
     .object({
-      name: z.string({ error: 'expected a name' }).regex(/^[A-Za-z0-9 ._:-]{1,80}$/, 'expected 1-80 characters of A-Z, a-z, 0-9, space, ".", "_", ":", "-"').describe('Shown in the UI and the audit log'),
+      name: z
+        .string({ error: 'expected a name' })
+        .regex(/^[A-Za-z0-9 ._:-]{1,80}$/, 'expected 1-80 characters of A-Z, a-z, 0-9, space, ".", "_", ":", "-"')
+        .describe('Shown in the UI and the audit log'),
       integrations: z
         .array(
           z.string({ error: 'expected an integration name' }).refine((name) => knownIntegrations.includes(name), {
@@ -107,9 +142,15 @@ export function planSchema(knownIntegrations: readonly string[]) {
         .max(planLimits.maxIntegrations, `expected at most ${planLimits.maxIntegrations} integrations`)
         .refine((names) => new Set(names).size === names.length, 'expected each integration once')
         .describe('The integrations the plan moves; each is judged, and rolled back, on its own'),
-      windowSeconds: wholeNumber(planLimits.minWindowSeconds, planLimits.maxWindowSeconds).default(30).describe('Length of the window each gate compares (candidate and baseline, the same window); default 30'),
-      holdSeconds: wholeNumber(1, planLimits.maxHoldSeconds).default(60).describe('How long every gate must hold before the next step, unless a step says; default 60'),
-      minSamples: wholeNumber(1, planLimits.maxMinSamples).default(50).describe('Tasks each cluster must have run of an integration in the window before its gates are judged; fewer: "not enough data"; default 50'),
+      windowSeconds: wholeNumber(planLimits.minWindowSeconds, planLimits.maxWindowSeconds)
+        .default(30)
+        .describe('Length of the window each gate compares (candidate and baseline, the same window); default 30'),
+      holdSeconds: wholeNumber(1, planLimits.maxHoldSeconds)
+        .default(60)
+        .describe('How long every gate must hold before the next step, unless a step says; default 60'),
+      minSamples: wholeNumber(1, planLimits.maxMinSamples)
+        .default(50)
+        .describe('Tasks each cluster must have run of an integration in the window before its gates are judged; fewer: "not enough data"; default 50'),
       gates: gatesSchema.default({}).describe('Lines; a gate not given keeps its default'),
       steps: z.array(stepSchema).min(1, 'expected at least one step').max(planLimits.maxSteps, `expected at most ${planLimits.maxSteps} steps`),
     })
@@ -118,15 +159,27 @@ export function planSchema(knownIntegrations: readonly string[]) {
       plan.steps.forEach((step, index) => {
         const holdSeconds = step.holdSeconds ?? plan.holdSeconds;
         if (holdSeconds < plan.windowSeconds) {
-          ctx.addIssue({ code: 'custom', path: ['steps', index, 'holdSeconds'], message: `expected at least windowSeconds (${plan.windowSeconds}): a gate must hold for one whole window` });
+          ctx.addIssue({
+            code: 'custom',
+            path: ['steps', index, 'holdSeconds'],
+            message: `expected at least windowSeconds (${plan.windowSeconds}): a gate must hold for one whole window`,
+          });
         }
         const previous = plan.steps[index - 1];
         if (previous && step.candidatePercent < previous.candidatePercent) {
-          ctx.addIssue({ code: 'custom', path: ['steps', index, 'candidatePercent'], message: `expected at least the step before's ${previous.candidatePercent}: a plan only moves traffic towards the candidate` });
+          ctx.addIssue({
+            code: 'custom',
+            path: ['steps', index, 'candidatePercent'],
+            message: `expected at least the step before's ${previous.candidatePercent}: a plan only moves traffic towards the candidate`,
+          });
         }
       });
       if (plan.holdSeconds < plan.windowSeconds && plan.steps.some((s) => s.holdSeconds === undefined)) {
-        ctx.addIssue({ code: 'custom', path: ['holdSeconds'], message: `expected at least windowSeconds (${plan.windowSeconds}): a gate must hold for one whole window` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['holdSeconds'],
+          message: `expected at least windowSeconds (${plan.windowSeconds}): a gate must hold for one whole window`,
+        });
       }
     });
 }

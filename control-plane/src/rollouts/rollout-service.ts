@@ -10,7 +10,16 @@ import { apiErrorCodes } from '../errors';
 import { autopilotActor, describeStep, type Autopilot } from './autopilot';
 import { newIntent } from './intent';
 import { completePlan, type Plan } from './plan';
-import { finishedStatuses, rolloutChangedError, withDecision, type DecisionKind, type Rollout, type RolloutStatus, type RolloutStore, type StoredRollout } from './rollout-store';
+import {
+  finishedStatuses,
+  rolloutChangedError,
+  withDecision,
+  type DecisionKind,
+  type Rollout,
+  type RolloutStatus,
+  type RolloutStore,
+  type StoredRollout,
+} from './rollout-store';
 
 export interface RolloutsView {
   /** The rollout running or paused now, else the latest finished one; null before the first. */
@@ -50,10 +59,17 @@ export class RolloutService {
     const plan: Plan = completePlan(parsed);
     const stored = await this.deps.store.current();
     if (stored && !finishedStatuses.includes(stored.rollout.status)) {
-      throw new HeadroomError(apiErrorCodes.conflict, `rollout ${stored.rollout.id} (${stored.rollout.plan.name}) is ${stored.rollout.status}: abort it first; nothing was changed`);
+      throw new HeadroomError(
+        apiErrorCodes.conflict,
+        `rollout ${stored.rollout.id} (${stored.rollout.plan.name}) is ${stored.rollout.status}: abort it first; nothing was changed`,
+      );
     }
     if (stored?.rollout.pending) {
-      throw new HeadroomError(apiErrorCodes.busy, `rollout ${stored.rollout.id} has ended, but the autopilot is still finishing its last decision; nothing was changed, try again`, { retryAfterMs: 2000 });
+      throw new HeadroomError(
+        apiErrorCodes.busy,
+        `rollout ${stored.rollout.id} has ended, but the autopilot is still finishing its last decision; nothing was changed, try again`,
+        { retryAfterMs: 2000 },
+      );
     }
     const now = Date.now();
     const first = plan.steps[0]!;
@@ -78,7 +94,13 @@ export class RolloutService {
       lastReading: null,
       decisions: [],
     };
-    rollout = withDecision(rollout, { atUnixMs: now, kind: 'start', step: 0, actor, message: `started by ${actor}; step 1 of ${plan.steps.length}: ${describeStep(first, rollout.maxParallelism)}` });
+    rollout = withDecision(rollout, {
+      atUnixMs: now,
+      kind: 'start',
+      step: 0,
+      actor,
+      message: `started by ${actor}; step 1 of ${plan.steps.length}: ${describeStep(first, rollout.maxParallelism)}`,
+    });
     const entered = this.deps.autopilot.enterStep(rollout, first);
     // Written first, with the first step's actions as its intent: a second start at the same
     // moment loses the compare-and-set, not a flag write; a control plane that dies before they
@@ -92,7 +114,15 @@ export class RolloutService {
     } catch (error) {
       // The first step did not (fully) take effect: the rollout ends rather than judge a step that
       // is not there, and its intent goes with it (the operator is told; nothing retries it).
-      await this.transition(rollout.id, ['running'], 'aborted', 'abort', autopilotActor, `could not apply step 1: ${error instanceof Error ? error.message : String(error)}`, { pending: null }).catch(() => undefined);
+      await this.transition(
+        rollout.id,
+        ['running'],
+        'aborted',
+        'abort',
+        autopilotActor,
+        `could not apply step 1: ${error instanceof Error ? error.message : String(error)}`,
+        { pending: null },
+      ).catch(() => undefined);
       throw error;
     }
     return { ...rollout, pending: null };
@@ -112,7 +142,15 @@ export class RolloutService {
   }
 
   /** `changes`: more fields to set with the status (the failed start's dropped intent). */
-  private async transition(id: string, from: readonly RolloutStatus[], to: RolloutStatus, kind: DecisionKind, actor: string, message: string, changes: Partial<Rollout> = {}): Promise<Rollout> {
+  private async transition(
+    id: string,
+    from: readonly RolloutStatus[],
+    to: RolloutStatus,
+    kind: DecisionKind,
+    actor: string,
+    message: string,
+    changes: Partial<Rollout> = {},
+  ): Promise<Rollout> {
     for (let attempt = 1; ; attempt++) {
       const stored = await this.currentWithId(id);
       const { rollout } = stored;
@@ -128,7 +166,15 @@ export class RolloutService {
       );
       const written = await this.deps.store.write(next, stored.version);
       if (typeof written === 'number') {
-        await this.deps.audit.record({ actor, action: `rollout.${kind as 'pause' | 'resume' | 'abort'}`, target: id, before: summary(rollout), after: summary(next), outcome: 'ok', reason: message });
+        await this.deps.audit.record({
+          actor,
+          action: `rollout.${kind as 'pause' | 'resume' | 'abort'}`,
+          target: id,
+          before: summary(rollout),
+          after: summary(next),
+          outcome: 'ok',
+          reason: message,
+        });
         return next;
       }
       if (attempt >= maxWriteAttempts) throw rolloutChangedError();
@@ -147,5 +193,12 @@ export class RolloutService {
 
 /** What an audit entry keeps of a rollout besides the decision (the plan is in rollout.start's request). */
 function summary(rollout: Rollout) {
-  return { rollout: rollout.id, name: rollout.plan.name, status: rollout.status, step: rollout.step, maxParallelism: rollout.maxParallelism, rolledBack: rollout.rolledBack };
+  return {
+    rollout: rollout.id,
+    name: rollout.plan.name,
+    status: rollout.status,
+    step: rollout.step,
+    maxParallelism: rollout.maxParallelism,
+    rolledBack: rollout.rolledBack,
+  };
 }

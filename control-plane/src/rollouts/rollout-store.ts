@@ -95,7 +95,10 @@ export class RolloutStore {
   private readonly keys: ReturnType<typeof controlKeys>;
   private readonly scripts: ReturnType<typeof controlScripts>;
 
-  constructor(private readonly redis: RedisConnection, keyPrefix: string) {
+  constructor(
+    private readonly redis: RedisConnection,
+    keyPrefix: string,
+  ) {
     this.keys = controlKeys(keyPrefix);
     this.scripts = controlScripts(redis);
   }
@@ -119,7 +122,9 @@ export class RolloutStore {
 
   /** Gives the lease up (at close), so that another control plane takes over without waiting for it to expire. */
   async releaseLease(leaseValue: string): Promise<void> {
-    await this.redis.eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, this.keys.autopilotLease, leaseValue).catch(() => undefined);
+    await this.redis
+      .eval("if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0", 1, this.keys.autopilotLease, leaseValue)
+      .catch(() => undefined);
   }
 
   /**
@@ -129,7 +134,18 @@ export class RolloutStore {
    */
   async write(rollout: Rollout, version: number, leaseValue = ''): Promise<number | 'lost-lease' | 'changed'> {
     const finished = finishedStatuses.includes(rollout.status) && !rollout.pending ? 'finished' : '';
-    const result = Number(await this.run('rollout-write', [this.keys.rollout, this.keys.autopilotLease, this.keys.rolloutHistory, version, JSON.stringify(rollout), leaseValue, finished, historyKept]));
+    const result = Number(
+      await this.run('rollout-write', [
+        this.keys.rollout,
+        this.keys.autopilotLease,
+        this.keys.rolloutHistory,
+        version,
+        JSON.stringify(rollout),
+        leaseValue,
+        finished,
+        historyKept,
+      ]),
+    );
     return result === -1 ? 'lost-lease' : result === -2 ? 'changed' : result;
   }
 
@@ -149,7 +165,11 @@ export class RolloutStore {
 
 /** The rollout changed under an operator's request (another request or the autopilot): try again. */
 export function rolloutChangedError(): HeadroomError {
-  return new HeadroomError(apiErrorCodes.busy, 'the rollout changed while this request was applied (the autopilot or another request); nothing was changed, try again', { retryAfterMs: 200 });
+  return new HeadroomError(
+    apiErrorCodes.busy,
+    'the rollout changed while this request was applied (the autopilot or another request); nothing was changed, try again',
+    { retryAfterMs: 200 },
+  );
 }
 
 /** Appends a decision, keeping the newest maxDecisionsKept. */

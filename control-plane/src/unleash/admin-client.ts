@@ -125,7 +125,12 @@ export class UnleashAdmin {
     return `/api/admin/projects/${enc(this.project)}/features/${enc(name)}`;
   }
 
-  private async call<T>(method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body?: unknown, options: { allowNotFound?: boolean } = {}): Promise<T | undefined> {
+  private async call<T>(
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+    path: string,
+    body?: unknown,
+    options: { allowNotFound?: boolean } = {},
+  ): Promise<T | undefined> {
     let response;
     try {
       response = await request(`${this.base}${path}`, {

@@ -35,7 +35,11 @@ export async function applySteps(steps: readonly ChangeStep[]): Promise<void> {
         notUndone.length === 0
           ? `${cause}. Nothing was changed${undone.length > 0 ? ` (${undone.length} earlier step(s) were taken back)` : ''}.`
           : `${cause}. These steps were applied and could NOT be taken back: ${notUndone.join('; ')}.`;
-      throw new UnleashFailedError(message, { applied: notUndone, undone, ...(error instanceof UnleashFailedError && error.details.status !== undefined ? { status: error.details.status } : {}) }, error);
+      throw new UnleashFailedError(
+        message,
+        { applied: notUndone, undone, ...(error instanceof UnleashFailedError && error.details.status !== undefined ? { status: error.details.status } : {}) },
+        error,
+      );
     }
   }
 }

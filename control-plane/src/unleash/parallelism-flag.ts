@@ -27,7 +27,10 @@ export class ParallelismFlag {
    */
   async ensure(): Promise<string[]> {
     if (!(await this.admin.getFeature(this.flagName))) {
-      await this.admin.createFeature(this.flagName, 'Headroom: max parallelism of each cluster\'s workers (variant payload {"maxParallelism": N}). Managed by the Headroom control plane.');
+      await this.admin.createFeature(
+        this.flagName,
+        'Headroom: max parallelism of each cluster\'s workers (variant payload {"maxParallelism": N}). Managed by the Headroom control plane.',
+      );
     }
     const removed = await removeForeignStrategies(this.admin, this.flagName, await this.environment(), (s) => clusterOf(s) !== undefined);
     await this.syncSwitch();
@@ -39,7 +42,7 @@ export class ParallelismFlag {
     const result: ParallelismByCluster = {};
     for (const cluster of this.clusters) {
       const strategy = env.enabled ? env.strategies.find((s) => clusterOf(s) === cluster && s.disabled !== true) : undefined;
-      result[cluster] = strategy ? valueOf(strategy) ?? null : null;
+      result[cluster] = strategy ? (valueOf(strategy) ?? null) : null;
     }
     return result;
   }
@@ -103,7 +106,10 @@ export class ParallelismFlag {
 
   private async environment(): Promise<FeatureEnvironment> {
     const env = await this.admin.getEnvironment(this.flagName);
-    if (!env) throw new UnleashFailedError(`flag ${this.flagName} or its environment ${this.admin.environment} is missing in Unleash; restart the control plane to recreate it`);
+    if (!env)
+      throw new UnleashFailedError(
+        `flag ${this.flagName} or its environment ${this.admin.environment} is missing in Unleash; restart the control plane to recreate it`,
+      );
     return env;
   }
 }

@@ -54,13 +54,17 @@ export class TrafficFlag {
     }
     const created = !(await this.admin.getFeature(this.flagName));
     if (created) {
-      await this.admin.createFeature(this.flagName, 'Headroom: share of tasks that run on the candidate (parallel) cluster, per integration. Managed by the Headroom control plane.');
+      await this.admin.createFeature(
+        this.flagName,
+        'Headroom: share of tasks that run on the candidate (parallel) cluster, per integration. Managed by the Headroom control plane.',
+      );
     }
     let env = await this.environment();
     let defaultStrategy = env.strategies.find(isDefaultStrategy);
     if (!defaultStrategy) {
       // Unleash refuses NOT_IN []: with no integrations of their own, the default has no constraint.
-      const notInOurs = this.integrations.length > 0 ? [{ contextName: contextFieldNames.integration, operator: 'NOT_IN' as const, values: [...this.integrations] }] : [];
+      const notInOurs =
+        this.integrations.length > 0 ? [{ contextName: contextFieldNames.integration, operator: 'NOT_IN' as const, values: [...this.integrations] }] : [];
       defaultStrategy = await this.admin.addStrategy(this.flagName, this.strategy(defaultTitle, 0, ...notInOurs));
       env = await this.environment();
     }
@@ -68,7 +72,10 @@ export class TrafficFlag {
     for (const integration of this.integrations) {
       if (!env.strategies.some((s) => integrationOf(s) === integration)) {
         // Starts where the default had it, so adding it changes no task's cluster.
-        await this.admin.addStrategy(this.flagName, this.strategy(`integration ${integration}`, defaultPercent, { contextName: contextFieldNames.integration, operator: 'IN', values: [integration] }));
+        await this.admin.addStrategy(
+          this.flagName,
+          this.strategy(`integration ${integration}`, defaultPercent, { contextName: contextFieldNames.integration, operator: 'IN', values: [integration] }),
+        );
       }
     }
     const notIn = defaultStrategy.constraints.find((c) => c.contextName === contextFieldNames.integration && c.operator === 'NOT_IN');
@@ -89,11 +96,14 @@ export class TrafficFlag {
   async read(): Promise<TrafficFlagState> {
     const env = await this.environment();
     const defaultStrategy = env.strategies.find(isDefaultStrategy);
-    if (!defaultStrategy) throw new UnleashFailedError(`flag ${this.flagName} has no default strategy ("${defaultTitle}"); restart the control plane to recreate it`);
+    if (!defaultStrategy)
+      throw new UnleashFailedError(`flag ${this.flagName} has no default strategy ("${defaultTitle}"); restart the control plane to recreate it`);
     const integrations: Record<string, IntegrationTraffic> = {};
     for (const integration of this.integrations) {
       const strategy = env.strategies.find((s) => integrationOf(s) === integration);
-      integrations[integration] = strategy ? { percent: rolloutOf(strategy), rolledBack: strategy.disabled === true } : { percent: rolloutOf(defaultStrategy), rolledBack: false };
+      integrations[integration] = strategy
+        ? { percent: rolloutOf(strategy), rolledBack: strategy.disabled === true }
+        : { percent: rolloutOf(defaultStrategy), rolledBack: false };
     }
     return { enabled: env.enabled, defaultPercent: rolloutOf(defaultStrategy), integrations };
   }
@@ -108,7 +118,8 @@ export class TrafficFlag {
     }
     for (const [integration, percent] of Object.entries(change.integrations ?? {})) {
       const strategy = env.strategies.find((s) => integrationOf(s) === integration);
-      if (!strategy) throw new UnleashFailedError(`flag ${this.flagName} has no strategy for integration ${integration}; restart the control plane to recreate it`);
+      if (!strategy)
+        throw new UnleashFailedError(`flag ${this.flagName} has no strategy for integration ${integration}; restart the control plane to recreate it`);
       const from = rolloutOf(strategy);
       if (from !== percent) steps.push(this.rolloutStep(strategy, `integration ${integration}`, from, percent));
     }
@@ -120,7 +131,8 @@ export class TrafficFlag {
   async setIntegrationRolledBack(integration: string, rolledBack: boolean): Promise<void> {
     const env = await this.environment();
     const strategy = env.strategies.find((s) => integrationOf(s) === integration);
-    if (!strategy) throw new UnleashFailedError(`flag ${this.flagName} has no strategy for integration ${integration}; restart the control plane to recreate it`);
+    if (!strategy)
+      throw new UnleashFailedError(`flag ${this.flagName} has no strategy for integration ${integration}; restart the control plane to recreate it`);
     if ((strategy.disabled === true) === rolledBack) return;
     await this.admin.updateStrategy(this.flagName, { ...strategy, id: strategy.id!, disabled: rolledBack });
   }
@@ -148,13 +160,21 @@ export class TrafficFlag {
 
   private async environment(): Promise<FeatureEnvironment> {
     const env = await this.admin.getEnvironment(this.flagName);
-    if (!env) throw new UnleashFailedError(`flag ${this.flagName} or its environment ${this.admin.environment} is missing in Unleash; restart the control plane to recreate it`);
+    if (!env)
+      throw new UnleashFailedError(
+        `flag ${this.flagName} or its environment ${this.admin.environment} is missing in Unleash; restart the control plane to recreate it`,
+      );
     return env;
   }
 }
 
 /** Deletes the strategies `ours` does not recognise; returns their titles (or names). */
-export async function removeForeignStrategies(admin: UnleashAdmin, flagName: string, env: FeatureEnvironment, ours: (strategy: FeatureStrategy) => boolean): Promise<string[]> {
+export async function removeForeignStrategies(
+  admin: UnleashAdmin,
+  flagName: string,
+  env: FeatureEnvironment,
+  ours: (strategy: FeatureStrategy) => boolean,
+): Promise<string[]> {
   const removed: string[] = [];
   for (const strategy of env.strategies) {
     if (ours(strategy) || !strategy.id) continue;

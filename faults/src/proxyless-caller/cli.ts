@@ -41,11 +41,22 @@ export interface CallerAnswers {
 const flags: readonly OptionSpec[] = [
   { key: 'redisUrl', flag: 'redis-url', env: 'REDIS_URL', valueName: 'URL', description: 'the ledger, as the stack gives it to its processes (required)' },
   { key: 'keyPrefix', flag: 'key-prefix', env: 'HEADROOM_KEY_PREFIX', valueName: 'PREFIX', description: 'ledger key prefix' },
-  { key: 'clientId', flag: 'client-id', valueName: 'ID', description: "its id in the ledger and the balancer register (the client's balancerId)", defaultText: 'proxyless-caller-<pid>' },
+  {
+    key: 'clientId',
+    flag: 'client-id',
+    valueName: 'ID',
+    description: "its id in the ledger and the balancer register (the client's balancerId)",
+    defaultText: 'proxyless-caller-<pid>',
+  },
   { key: 'lanes', flag: 'lanes', valueName: 'N', description: 'tasks kept in flight at once, 1..1000 (required)' },
   { key: 'sleepMs', flag: 'sleep-ms', valueName: 'MS,MS,...', description: 'how long each task sleeps on its worker, taken in turn' },
   { key: 'taskDeadlineMs', flag: 'task-deadline-ms', valueName: 'MS', description: 'deadline of each task from its submit' },
-  { key: 'heartbeatTimeoutMs', flag: 'heartbeat-timeout-ms', valueName: 'MS', description: "a worker silent this long leaves the ledger: the stack's balancers' setting" },
+  {
+    key: 'heartbeatTimeoutMs',
+    flag: 'heartbeat-timeout-ms',
+    valueName: 'MS',
+    description: "a worker silent this long leaves the ledger: the stack's balancers' setting",
+  },
   { key: 'reportIntervalMs', flag: 'report-interval-ms', valueName: 'MS', description: 'how often it prints its counts' },
 ];
 
@@ -58,7 +69,10 @@ const cliSchema = z
   .object({
     redisUrl: settings.redisUrl(),
     keyPrefix: settings.keyPrefix(),
-    clientId: z.string().regex(/^[A-Za-z0-9._-]{1,100}$/, 'expected 1-100 characters of A-Z, a-z, 0-9, ".", "_", "-"').default(`proxyless-caller-${process.pid}`),
+    clientId: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,100}$/, 'expected 1-100 characters of A-Z, a-z, 0-9, ".", "_", "-"')
+      .default(`proxyless-caller-${process.pid}`),
     lanes: settings.positiveInt(1000),
     sleepMs: sleepList.default([40, 60, 80, 100, 120]),
     taskDeadlineMs: settings.positiveInt(600_000).default(10_000),

@@ -32,15 +32,26 @@ export interface ProxylessCallerProcess {
 
 /** Starts it and waits for its ready line; it is killed when the test ends, and dies with this process. */
 export async function startProxylessCaller(t: TestContext, stack: FaultStack, options: ProxylessCallerOptions): Promise<ProxylessCallerProcess> {
-  const process = await spawnReady(t, cliPath, [
-    '--redis-url', stack.redisUrl,
-    '--key-prefix', keyPrefix,
-    '--client-id', options.clientId,
-    '--lanes', String(options.lanes),
-    '--heartbeat-timeout-ms', String(heartbeatTimeoutMs),
-    '--report-interval-ms', String(options.reportIntervalMs ?? 200),
-    ...(options.sleepMs ? ['--sleep-ms', options.sleepMs.join(',')] : []),
-  ], readyTimeoutMs);
+  const process = await spawnReady(
+    t,
+    cliPath,
+    [
+      '--redis-url',
+      stack.redisUrl,
+      '--key-prefix',
+      keyPrefix,
+      '--client-id',
+      options.clientId,
+      '--lanes',
+      String(options.lanes),
+      '--heartbeat-timeout-ms',
+      String(heartbeatTimeoutMs),
+      '--report-interval-ms',
+      String(options.reportIntervalMs ?? 200),
+      ...(options.sleepMs ? ['--sleep-ms', options.sleepMs.join(',')] : []),
+    ],
+    readyTimeoutMs,
+  );
   let latest: CallerAnswers = { event: 'answers', submitted: 0, ok: 0, failedByCode: {}, inFlight: 0, holdingSlots: 0, final: false };
   const unsubscribe = process.child.onEvent((event) => {
     if (event.event === 'answers') latest = event as unknown as CallerAnswers;

@@ -32,7 +32,9 @@ export const bankAccountSchema = z.object({
   balances: z.array(z.object({ type: z.enum(['booked', 'available', 'expected']), amountMinor: minorUnits, at: z.string() })),
   overdraftLimitMinor: minorUnits,
   cards: z.array(z.object({ id: z.string(), network: z.string(), last4: z.string(), status: z.string(), expires: z.string() })),
-  standingOrders: z.array(z.object({ id: z.string(), counterparty: z.string(), iban: z.string(), amountMinor: minorUnits, dayOfMonth: z.number().int(), reference: z.string() })),
+  standingOrders: z.array(
+    z.object({ id: z.string(), counterparty: z.string(), iban: z.string(), amountMinor: minorUnits, dayOfMonth: z.number().int(), reference: z.string() }),
+  ),
   /** How many pages GET .../transactions has for this account. */
   transactionPages: z.number().int().min(0),
 });

@@ -99,21 +99,54 @@ export function accountDocument(seed: number, bank: string, accountId: string): 
   };
 }
 
-function transaction(random: () => number, index: number, bookedUnixMs: number, currency: string, idPrefix: string): Omit<BankTransaction, 'balanceAfterMinor'> {
+function transaction(
+  random: () => number,
+  index: number,
+  bookedUnixMs: number,
+  currency: string,
+  idPrefix: string,
+): Omit<BankTransaction, 'balanceAfterMinor'> {
   const bookedAt = new Date(bookedUnixMs).toISOString();
-  const base = { id: `${idPrefix}-${String(index).padStart(3, '0')}`, bookedAt, valueDate: bookedAt.slice(0, 10), currency, reference: `${letters(random, 4)}${digits(random, 12)}` };
+  const base = {
+    id: `${idPrefix}-${String(index).padStart(3, '0')}`,
+    bookedAt,
+    valueDate: bookedAt.slice(0, 10),
+    currency,
+    reference: `${letters(random, 4)}${digits(random, 12)}`,
+  };
   const status = bookedUnixMs > newestBookingUnixMs - 2 * dayMs && random() < 0.5 ? ('pending' as const) : ('booked' as const);
   const roll = random();
   if (roll < 0.04) {
-    return { ...base, status, amountMinor: randomInt(random, 250_000, 450_000), counterparty: { name: 'ACME Industries GmbH', iban: iban(random) }, description: `SALARY ${base.valueDate.slice(0, 7)} ACME INDUSTRIES`, merchantCategoryCode: null };
+    return {
+      ...base,
+      status,
+      amountMinor: randomInt(random, 250_000, 450_000),
+      counterparty: { name: 'ACME Industries GmbH', iban: iban(random) },
+      description: `SALARY ${base.valueDate.slice(0, 7)} ACME INDUSTRIES`,
+      merchantCategoryCode: null,
+    };
   }
   if (roll < 0.08) {
-    return { ...base, status, amountMinor: -randomInt(random, 80_000, 150_000), counterparty: { name: 'Housing Co', iban: iban(random) }, description: `RENT ${base.valueDate.slice(0, 7)} FLAT ${digits(random, 3)}`, merchantCategoryCode: null };
+    return {
+      ...base,
+      status,
+      amountMinor: -randomInt(random, 80_000, 150_000),
+      counterparty: { name: 'Housing Co', iban: iban(random) },
+      description: `RENT ${base.valueDate.slice(0, 7)} FLAT ${digits(random, 3)}`,
+      merchantCategoryCode: null,
+    };
   }
   if (roll < 0.16) {
     const incoming = random() < 0.5;
     const name = `${pick(random, firstNames)} ${pick(random, lastNames)}`;
-    return { ...base, status, amountMinor: (incoming ? 1 : -1) * randomInt(random, 1_000, 60_000), counterparty: { name, iban: iban(random) }, description: `TRANSFER ${incoming ? 'FROM' : 'TO'} ${name.toUpperCase()}`, merchantCategoryCode: null };
+    return {
+      ...base,
+      status,
+      amountMinor: (incoming ? 1 : -1) * randomInt(random, 1_000, 60_000),
+      counterparty: { name, iban: iban(random) },
+      description: `TRANSFER ${incoming ? 'FROM' : 'TO'} ${name.toUpperCase()}`,
+      merchantCategoryCode: null,
+    };
   }
   const merchant = pick(random, merchants);
   const refund = random() < 0.03;

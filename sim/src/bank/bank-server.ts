@@ -49,7 +49,11 @@ export const bankSimulatorOptionsSchema = z
       .default(() => defaultBanks.map((bank) => ({ ...bank }))),
     /** Seeds latencies, errors and documents; default random (the simulator tells it). */
     seed: settings.nonNegativeInt(0xffff_ffff).optional(),
-    timeScale: z.coerce.number({ error: 'expected a number > 0, e.g. 0.1' }).positive('expected a number > 0').max(100, 'expected a number <= 100').default(bankSimulatorDefaults.timeScale),
+    timeScale: z.coerce
+      .number({ error: 'expected a number > 0, e.g. 0.1' })
+      .positive('expected a number > 0')
+      .max(100, 'expected a number <= 100')
+      .default(bankSimulatorDefaults.timeScale),
     maxConnections: settings.positiveInt(100_000).default(bankSimulatorDefaults.maxConnections),
   })
   .strict();
@@ -140,7 +144,12 @@ export async function startBankSimulator(options: BankSimulatorOptions = {}, dep
     const [bankName, accountsSegment, accountId, transactionsSegment] = segments;
     const bank = banks.get(bankName!);
     if (!bank) throw notFound(`bank: no bank ${JSON.stringify(bankName)}, expected one of ${[...banks.keys()].join(', ')}`);
-    if (accountsSegment !== 'accounts' || accountId === undefined || segments.length > 4 || (transactionsSegment !== undefined && transactionsSegment !== 'transactions')) {
+    if (
+      accountsSegment !== 'accounts' ||
+      accountId === undefined ||
+      segments.length > 4 ||
+      (transactionsSegment !== undefined && transactionsSegment !== 'transactions')
+    ) {
       throw notFound(`path: ${url.pathname} is not a bank path; expected /banks/{bank}/accounts/{id} or /banks/{bank}/accounts/{id}/transactions?page=N`);
     }
     if (!accountIdPattern.test(accountId)) throw invalid(`id: got ${JSON.stringify(accountId)}, expected ${accountIdRule}`);
@@ -198,9 +207,14 @@ export async function startBankSimulator(options: BankSimulatorOptions = {}, dep
     const segments = url.pathname.split('/').slice(1).map(decodeSegment);
     const route = segments[0] === 'banks' && segments.length > 1 ? 'bank' : url.pathname;
     const methods = route === '/incidents' ? ['GET', 'POST', 'DELETE'] : ['GET'];
-    if (!['bank', '/incidents', '/banks', '/healthz'].includes(route)) throw notFound(`path: no ${url.pathname} here; see /healthz, /banks, /banks/{bank}/accounts/{id}, /incidents`);
+    if (!['bank', '/incidents', '/banks', '/healthz'].includes(route))
+      throw notFound(`path: no ${url.pathname} here; see /healthz, /banks, /banks/{bank}/accounts/{id}, /incidents`);
     if (!methods.includes(request.method ?? '')) {
-      sendError(response, new BankApiError(bankErrorCodes.methodNotAllowed, `method: ${request.method} is not served at ${url.pathname}, expected ${methods.join(' or ')}`), { allow: methods.join(', ') });
+      sendError(
+        response,
+        new BankApiError(bankErrorCodes.methodNotAllowed, `method: ${request.method} is not served at ${url.pathname}, expected ${methods.join(' or ')}`),
+        { allow: methods.join(', ') },
+      );
       return;
     }
     if (route === 'bank') return serveBank(request, response, url, segments.slice(1));

@@ -43,7 +43,10 @@ export function queryParams(url: URL, allowed: readonly string[]): Record<string
   const params: Record<string, string> = {};
   for (const [name, value] of url.searchParams) {
     if (!allowed.includes(name)) {
-      throw new BankApiError(bankErrorCodes.invalidRequest, `${name}: unknown query parameter${allowed.length > 0 ? `, expected ${allowed.join(', ')}` : ', this path takes none'}`);
+      throw new BankApiError(
+        bankErrorCodes.invalidRequest,
+        `${name}: unknown query parameter${allowed.length > 0 ? `, expected ${allowed.join(', ')}` : ', this path takes none'}`,
+      );
     }
     if (name in params) throw new BankApiError(bankErrorCodes.invalidRequest, `${name}: given more than once`);
     params[name] = value;

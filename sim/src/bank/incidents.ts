@@ -40,9 +40,15 @@ const clusterRule = 'expected a cluster name of 1-64 characters of A-Z, a-z, 0-9
 function incidentSchema(bankNames: readonly string[]) {
   return z
     .object({
-      bank: z.string({ error: `expected one of ${bankNames.join(', ')}` }).refine((bank) => bankNames.includes(bank), `expected one of ${bankNames.join(', ')}`),
+      bank: z
+        .string({ error: `expected one of ${bankNames.join(', ')}` })
+        .refine((bank) => bankNames.includes(bank), `expected one of ${bankNames.join(', ')}`),
       kind: z.enum(incidentKinds, { error: kindRule }),
-      factor: z.number({ error: `expected a number from 1 to ${maxLatencyFactor}` }).min(1, `expected a number from 1 to ${maxLatencyFactor}`).max(maxLatencyFactor, `expected a number from 1 to ${maxLatencyFactor}`).optional(),
+      factor: z
+        .number({ error: `expected a number from 1 to ${maxLatencyFactor}` })
+        .min(1, `expected a number from 1 to ${maxLatencyFactor}`)
+        .max(maxLatencyFactor, `expected a number from 1 to ${maxLatencyFactor}`)
+        .optional(),
       durationMs: z
         .number({ error: `expected whole milliseconds from 1 to ${maxIncidentDurationMs}` })
         .int(`expected whole milliseconds from 1 to ${maxIncidentDurationMs}`)
@@ -95,7 +101,10 @@ export class IncidentBoard {
     this.inputSchema = incidentSchema(bankNames);
     this.filterSchema = z
       .object({
-        bank: z.string().refine((bank) => bankNames.includes(bank), `expected one of ${bankNames.join(', ')}`).optional(),
+        bank: z
+          .string()
+          .refine((bank) => bankNames.includes(bank), `expected one of ${bankNames.join(', ')}`)
+          .optional(),
         kind: z.enum(incidentKinds, { error: kindRule }).optional(),
       })
       .strict();

@@ -55,7 +55,16 @@ export interface StatementSummary {
 }
 
 export function summarise(account: BankAccount, transactions: readonly BankTransaction[]): StatementSummary {
-  const summary: StatementSummary = { currency: account.currency, transactions: transactions.length, pending: 0, incomeMinor: 0, spendingMinor: 0, byCategory: {}, largestDebit: null, foreignCurrency: 0 };
+  const summary: StatementSummary = {
+    currency: account.currency,
+    transactions: transactions.length,
+    pending: 0,
+    incomeMinor: 0,
+    spendingMinor: 0,
+    byCategory: {},
+    largestDebit: null,
+    foreignCurrency: 0,
+  };
   for (const transaction of transactions) {
     if (transaction.status === 'pending') summary.pending++;
     if (transaction.currency !== account.currency) {

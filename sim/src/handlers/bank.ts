@@ -56,8 +56,16 @@ export const maxUpstreamResponseBytes = 1024 * 1024;
 
 const bankPayloadSchema = z
   .object({
-    accountId: z.string({ error: `expected ${accountIdRule}` }).regex(accountIdPattern, `expected ${accountIdRule}`).optional(),
-    maxPages: z.number({ error: 'expected a whole number from 1 to 10' }).int('expected a whole number from 1 to 10').min(1, 'expected a whole number from 1 to 10').max(10, 'expected a whole number from 1 to 10').optional(),
+    accountId: z
+      .string({ error: `expected ${accountIdRule}` })
+      .regex(accountIdPattern, `expected ${accountIdRule}`)
+      .optional(),
+    maxPages: z
+      .number({ error: 'expected a whole number from 1 to 10' })
+      .int('expected a whole number from 1 to 10')
+      .min(1, 'expected a whole number from 1 to 10')
+      .max(10, 'expected a whole number from 1 to 10')
+      .optional(),
     upstreamTimeoutMs: z
       .number({ error: 'expected whole milliseconds from 1 to 600000' })
       .int('expected whole milliseconds from 1 to 600000')
@@ -83,7 +91,8 @@ export function readBankUrl(env: NodeJS.ProcessEnv = process.env): string {
   } catch {
     throw problem;
   }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '') throw problem;
+  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.search !== '' || url.hash !== '' || url.username !== '' || url.password !== '')
+    throw problem;
   return `${url.origin}${url.pathname.replace(/\/+$/, '')}`;
 }
 
@@ -106,7 +115,9 @@ function parsePayload(task: TaskContext): BankPayload {
   const parsed = bankPayloadSchema.safeParse(json);
   if (parsed.success) return parsed.data;
   const problems = parsed.error.issues.map((issue) =>
-    issue.code === 'unrecognized_keys' ? `${issue.keys.join(', ')}: unknown field(s), expected accountId, maxPages, upstreamTimeoutMs, leak, sleepMs` : `${issue.path.join('.') || 'payload'}: ${issue.message}`,
+    issue.code === 'unrecognized_keys'
+      ? `${issue.keys.join(', ')}: unknown field(s), expected accountId, maxPages, upstreamTimeoutMs, leak, sleepMs`
+      : `${issue.path.join('.') || 'payload'}: ${issue.message}`,
   );
   throw new TaskFailedError(invalidPayloadCode, problems.join('; '));
 }
@@ -136,8 +147,15 @@ export function createBankHandlers(options: BankHandlersOptions): BankHandlers {
     const bank = leakyIntegration ? task.integration.slice(0, -leakySuffix.length) : task.integration;
     const leaks = leakyIntegration || payload.leak === true || options.leakEveryTask === true;
     const accountId = payload.accountId ?? task.key;
-    if (!accountIdPattern.test(accountId)) throw new TaskFailedError(invalidPayloadCode, `accountId: got ${JSON.stringify(accountId)} (the task's key), expected ${accountIdRule}`);
-    const call: UpstreamCallOptions = { dispatcher: task.httpAgent, signal, timeoutMs: payload.upstreamTimeoutMs ?? bankTaskDefaults.upstreamTimeoutMs, maxResponseBytes: maxUpstreamResponseBytes, headers: { [clusterHeader]: task.cluster } };
+    if (!accountIdPattern.test(accountId))
+      throw new TaskFailedError(invalidPayloadCode, `accountId: got ${JSON.stringify(accountId)} (the task's key), expected ${accountIdRule}`);
+    const call: UpstreamCallOptions = {
+      dispatcher: task.httpAgent,
+      signal,
+      timeoutMs: payload.upstreamTimeoutMs ?? bankTaskDefaults.upstreamTimeoutMs,
+      maxResponseBytes: maxUpstreamResponseBytes,
+      headers: { [clusterHeader]: task.cluster },
+    };
     const startedAt = performance.now();
 
     const account = await getUpstreamJson(options.bankUrl + accountPath(bank, accountId), bankAccountSchema, call);
@@ -157,13 +175,25 @@ export function createBankHandlers(options: BankHandlersOptions): BankHandlers {
     const answers = [account, ...pages];
     const debug = await compressDebugRecord({
       taskId: task.id,
-      calls: answers.map((answer, i) => ({ url: i === 0 ? accountPath(bank, accountId) : transactionsPath(bank, accountId, i), durationMs: answer.durationMs, bytes: answer.text.length })),
+      calls: answers.map((answer, i) => ({
+        url: i === 0 ? accountPath(bank, accountId) : transactionsPath(bank, accountId, i),
+        durationMs: answer.durationMs,
+        bytes: answer.text.length,
+      })),
       account: account.value,
       transactions,
       summary,
     });
     signal.throwIfAborted();
-    const leaked = leaks && settlements.watch({ answers, transactions, debug }, estimateRetainedBytes(answers.map((answer) => answer.text), debug.gzip.length));
+    const leaked =
+      leaks &&
+      settlements.watch(
+        { answers, transactions, debug },
+        estimateRetainedBytes(
+          answers.map((answer) => answer.text),
+          debug.gzip.length,
+        ),
+      );
     return JSON.stringify({
       bank,
       accountId,

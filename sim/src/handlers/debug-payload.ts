@@ -30,7 +30,12 @@ export async function compressDebugRecord(record: DebugRecord): Promise<Compress
   const quoted = record.transactions.slice(0, maxDebugTransactions);
   let json = JSON.stringify({ ...record, transactions: quoted, transactionsLeftOut: record.transactions.length - quoted.length });
   if (json.length > maxDebugPayloadBytes) {
-    json = JSON.stringify({ taskId: record.taskId, calls: record.calls.length, transactionsLeftOut: record.transactions.length, note: `record over ${maxDebugPayloadBytes} bytes` });
+    json = JSON.stringify({
+      taskId: record.taskId,
+      calls: record.calls.length,
+      transactionsLeftOut: record.transactions.length,
+      note: `record over ${maxDebugPayloadBytes} bytes`,
+    });
   }
   return { jsonBytes: json.length, gzip: await gzip(json) };
 }

@@ -67,8 +67,12 @@ export function upstreamAnswerJson(bytes: number, seed: string): string {
 export function processUpstreamAnswer(kb: number, seed: string): ProcessedAnswer {
   const answer = upstreamAnswerJson(kb * 1024, seed);
   const document = JSON.parse(answer) as UpstreamTransaction[];
-  const statement = document.map(
-    (t): StatementLine => ({ transactionId: t.id, date: t.bookedAt.slice(0, 10), amount: t.amountMinor / 100, currency: t.currency, description: `${t.counterparty}: ${t.reference}` }),
-  );
+  const statement = document.map((t): StatementLine => ({
+    transactionId: t.id,
+    date: t.bookedAt.slice(0, 10),
+    amount: t.amountMinor / 100,
+    currency: t.currency,
+    description: `${t.counterparty}: ${t.reference}`,
+  }));
   return { answerBytes: answer.length, document, statement, statementJson: JSON.stringify(statement) };
 }

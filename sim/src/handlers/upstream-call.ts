@@ -96,7 +96,10 @@ async function call<S extends z.ZodType>(url: string, schema: S, options: Upstre
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new TaskFailedError(upstreamErrorCodes.badResponse, `GET ${url}: unexpected answer at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    throw new TaskFailedError(
+      upstreamErrorCodes.badResponse,
+      `GET ${url}: unexpected answer at ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+    );
   }
   return { value: parsed.data, text, durationMs: performance.now() - startedAt };
 }

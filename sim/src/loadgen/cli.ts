@@ -15,7 +15,10 @@ import { defaultIntegrations, loadGeneratorOptionFields, maxBalancers, spikeProb
 
 const maxSpikeS = 7 * 24 * 3600;
 const spikeSeconds = (min: number, hint: string) =>
-  z.coerce.number({ error: `expected seconds, ${hint}` }).min(min, `expected seconds >= ${min}, ${hint}`).max(maxSpikeS, `expected seconds <= ${maxSpikeS}`);
+  z.coerce
+    .number({ error: `expected seconds, ${hint}` })
+    .min(min, `expected seconds >= ${min}, ${hint}`)
+    .max(maxSpikeS, `expected seconds <= ${maxSpikeS}`);
 
 /** The library's options, with the spike times in seconds. */
 const cliFields = loadGeneratorOptionFields.omit({ spikeEveryMs: true, spikeAtMs: true, spikeDurationMs: true }).extend({
@@ -28,7 +31,9 @@ const cliFields = loadGeneratorOptionFields.omit({ spikeEveryMs: true, spikeAtMs
   durationS: z.coerce.number({ error: 'expected seconds, 0 for until stopped' }).min(0, 'expected seconds >= 0, 0 for until stopped').default(0),
   reportIntervalS: z.coerce.number({ error: 'expected seconds' }).min(0.1, 'expected seconds >= 0.1').max(3600, 'expected seconds <= 3600').default(5),
   format: z.enum(['text', 'json'], { error: 'expected text or json' }).default('text'),
-  spikeEveryS: spikeSeconds(0, '0 for no periodic spikes').refine((s) => s === 0 || s >= 0.1, { message: 'expected 0 (no periodic spikes) or seconds >= 0.1', abort: true }).default(0),
+  spikeEveryS: spikeSeconds(0, '0 for no periodic spikes')
+    .refine((s) => s === 0 || s >= 0.1, { message: 'expected 0 (no periodic spikes) or seconds >= 0.1', abort: true })
+    .default(0),
   spikeAtS: spikeSeconds(0, 'e.g. 60').optional(),
   spikeDurationS: spikeSeconds(0.01, 'e.g. 30').default(30),
 });
@@ -55,16 +60,36 @@ const option = (key: keyof CliConfig, flag: string, valueName: string, descripti
 });
 
 const specs: OptionSpec[] = [
-  option('balancerAddresses', 'balancer', 'HOST:PORT[,...]', `balancer to send tasks to, or up to ${maxBalancers} separated by commas that get them in turn (required)`),
+  option(
+    'balancerAddresses',
+    'balancer',
+    'HOST:PORT[,...]',
+    `balancer to send tasks to, or up to ${maxBalancers} separated by commas that get them in turn (required)`,
+  ),
   option('ratePerS', 'rate', 'N', 'tasks sent per second outside spikes, whatever the answers'),
   option('userPresentShare', 'user-present-share', 'S', 'share of USER_PRESENT tasks, 0..1; the rest are BACKGROUND'),
   {
-    ...option('integrations', 'integrations', 'A[:W],B[:W],...', 'integrations with optional weights (1 when none): bank-a:3,bank-b sends 3 of 4 tasks to bank-a; medians of 20..80 ms from first to last'),
+    ...option(
+      'integrations',
+      'integrations',
+      'A[:W],B[:W],...',
+      'integrations with optional weights (1 when none): bank-a:3,bank-b sends 3 of 4 tasks to bank-a; medians of 20..80 ms from first to last',
+    ),
     defaultText: defaultIntegrations.join(','),
   },
   option('keyCount', 'keys', 'N', 'distinct task keys (accounts)'),
-  option('keySkew', 'key-skew', 'X', 'how much busier the busiest keys are, 0..3: a Zipf-like power law; 0: all alike, 1: the busiest 1% of 5000 keys get ~46% of tasks'),
-  option('payload', 'payload', 'JSON', 'fields added to every task\'s JSON payload, e.g. {"allocateKb":64}; a "sleepMs" here replaces the drawn upstream time (default: only the draw)'),
+  option(
+    'keySkew',
+    'key-skew',
+    'X',
+    'how much busier the busiest keys are, 0..3: a Zipf-like power law; 0: all alike, 1: the busiest 1% of 5000 keys get ~46% of tasks',
+  ),
+  option(
+    'payload',
+    'payload',
+    'JSON',
+    'fields added to every task\'s JSON payload, e.g. {"allocateKb":64}; a "sleepMs" here replaces the drawn upstream time (default: only the draw)',
+  ),
   option('spikeEveryS', 'spike-every-s', 'S', 'a spike every S seconds, the first after S seconds of steady load; 0: none'),
   option('spikeAtS', 'spike-at-s', 'S', 'one spike S seconds after the start (default none)'),
   option('spikeDurationS', 'spike-duration-s', 'S', 'how long each spike lasts, shorter than --spike-every-s'),
@@ -100,7 +125,9 @@ async function main(): Promise<void> {
   const options = toGeneratorOptions(parsed.config);
   const generator = startLoadGenerator(options);
   if (format === 'json') {
-    process.stdout.write(`${JSON.stringify({ event: 'started', balancerAddresses: generator.config.balancerAddresses, ratePerS: generator.config.ratePerS, pid: process.pid })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ event: 'started', balancerAddresses: generator.config.balancerAddresses, ratePerS: generator.config.ratePerS, pid: process.pid })}\n`,
+    );
   } else {
     process.stdout.write(
       `sending ${generator.config.ratePerS} tasks/s to ${generator.config.balancerAddresses.join(', ')}${describeSpikes(parsed.config)}${durationS > 0 ? ` for ${durationS} s` : ''}; Ctrl-C stops\n`,

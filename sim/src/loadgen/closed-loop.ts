@@ -28,7 +28,8 @@ export class ClosedLoop<Answer> {
   private readonly lanesDone: Promise<void>;
 
   constructor(private readonly options: ClosedLoopOptions<Answer>) {
-    if (!(Number.isInteger(options.lanes) && options.lanes >= 1 && options.lanes <= maxLanes)) throw new RangeError(`lanes ${options.lanes}: expected a whole number from 1 to ${maxLanes}`);
+    if (!(Number.isInteger(options.lanes) && options.lanes >= 1 && options.lanes <= maxLanes))
+      throw new RangeError(`lanes ${options.lanes}: expected a whole number from 1 to ${maxLanes}`);
     this.lanesDone = Promise.all(Array.from({ length: options.lanes }, (_unused, lane) => this.lane(lane))).then(() => undefined);
   }
 

@@ -76,7 +76,8 @@ export class OpenLoop {
     if (!(Number.isInteger(maxOutstandingCalls) && maxOutstandingCalls >= 1 && maxOutstandingCalls <= maxOutstandingCallsLimit)) {
       throw new RangeError(`maxOutstandingCalls ${maxOutstandingCalls}: expected a whole number from 1 to ${maxOutstandingCallsLimit}`);
     }
-    if (tickMs === 'when-due' && !schedules.every((schedule) => schedule.dueAtMs)) throw new RangeError("tickMs 'when-due': expected dueAtMs on every schedule");
+    if (tickMs === 'when-due' && !schedules.every((schedule) => schedule.dueAtMs))
+      throw new RangeError("tickMs 'when-due': expected dueAtMs on every schedule");
     this.accounted = schedules.map(() => 0);
     this.whenStopped = new Promise((resolve) => (this.markStopped = resolve));
     this.schedule(0);
@@ -148,7 +149,13 @@ export class OpenLoop {
     const burst = schedule.maxBurst;
     const sending = burst ? Math.min(due, burst.calls) : due;
     if (due > sending && burst?.pastDue === 'drop') {
-      this.options.onDropped?.({ schedule: index, reason: 'behind-schedule', firstSequence: this.accounted[index]! + sending, calls: due - sending, elapsedMs });
+      this.options.onDropped?.({
+        schedule: index,
+        reason: 'behind-schedule',
+        firstSequence: this.accounted[index]! + sending,
+        calls: due - sending,
+        elapsedMs,
+      });
     }
     const firstSequence = this.accounted[index]!;
     this.accounted[index] = firstSequence + (burst?.pastDue === 'defer' ? sending : due);

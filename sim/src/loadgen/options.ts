@@ -30,7 +30,13 @@ const weightedIntegration = z
 /** "bank-a:3,bank-b" or ['bank-a:3', 'bank-b'] or [{ name: 'bank-a', weight: 3 }, ...]. */
 const integrationList = z.preprocess(
   (value) => {
-    const entries = typeof value === 'string' ? value.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '') : value;
+    const entries =
+      typeof value === 'string'
+        ? value
+            .split(',')
+            .map((entry) => entry.trim())
+            .filter((entry) => entry !== '')
+        : value;
     if (!Array.isArray(entries)) return entries;
     return entries.map((entry: unknown) => {
       if (typeof entry !== 'string') return entry;
@@ -73,7 +79,11 @@ export const loadGeneratorOptionFields = z
       .min(1, 'expected at least one host:port')
       .max(maxBalancers, `expected at most ${maxBalancers} balancers`),
     /** Tasks started per second, whatever the answers do (open loop). @default 50 */
-    ratePerS: z.coerce.number({ error: 'expected tasks per second, e.g. 50' }).positive('expected a rate above 0').max(maxRatePerS, `expected at most ${maxRatePerS} tasks/s`).default(50),
+    ratePerS: z.coerce
+      .number({ error: 'expected tasks per second, e.g. 50' })
+      .positive('expected a rate above 0')
+      .max(maxRatePerS, `expected at most ${maxRatePerS} tasks/s`)
+      .default(50),
     /** Share of tasks marked USER_PRESENT; the rest are BACKGROUND. @default 0.1 */
     userPresentShare: settings.share().default(0.1),
     /** Integrations tasks are spread over, in proportion to their weights (1 unless given). @default bank-a, bank-b, bank-c */
@@ -84,7 +94,11 @@ export const loadGeneratorOptionFields = z
      * How much busier the busiest keys are: a key's rank is drawn from a power law with this
      * exponent (Zipf-like). 0: every key alike; 1: of 5000 keys, the busiest 1% get about 46% of the tasks. @default 1
      */
-    keySkew: z.coerce.number({ error: 'expected a number from 0 to 3' }).min(0, 'expected a number from 0 to 3').max(3, 'expected a number from 0 to 3').default(1),
+    keySkew: z.coerce
+      .number({ error: 'expected a number from 0 to 3' })
+      .min(0, 'expected a number from 0 to 3')
+      .max(3, 'expected a number from 0 to 3')
+      .default(1),
     /** Calls awaiting an answer at most; a task due while this many wait is dropped and counted. @default 1000 */
     maxOutstandingCalls: settings.positiveInt(100_000).default(1000),
     /** Each task's deadline, from when it is sent. @default 10000 */
@@ -107,13 +121,20 @@ export const loadGeneratorOptionFields = z
     /** How long each spike lasts; shorter than spikeEveryMs. @default 30000 */
     spikeDurationMs: settings.positiveInt(maxSpikeMs).default(30_000),
     /** During a spike, background tasks are sent at this many times their rate; user-present ones are not. @default 10 */
-    spikeFactor: z.coerce.number({ error: 'expected a number from 0 to 1000' }).min(0, 'expected a number from 0 to 1000').max(1000, 'expected a number from 0 to 1000').default(10),
+    spikeFactor: z.coerce
+      .number({ error: 'expected a number from 0 to 1000' })
+      .min(0, 'expected a number from 0 to 1000')
+      .max(1000, 'expected a number from 0 to 1000')
+      .default(10),
     /** On close, how long to wait for outstanding answers before cancelling them. @default 5000 */
     drainTimeoutMs: settings.nonNegativeInt(600_000).default(5000),
   })
   .strict();
 
-type SpikeFields = Pick<z.output<typeof loadGeneratorOptionFields>, 'ratePerS' | 'userPresentShare' | 'spikeEveryMs' | 'spikeAtMs' | 'spikeDurationMs' | 'spikeFactor'>;
+type SpikeFields = Pick<
+  z.output<typeof loadGeneratorOptionFields>,
+  'ratePerS' | 'userPresentShare' | 'spikeEveryMs' | 'spikeAtMs' | 'spikeDurationMs' | 'spikeFactor'
+>;
 
 type SpikeKey = 'spikeEveryMs' | 'ratePerS';
 
@@ -124,12 +145,18 @@ type SpikeKey = 'spikeEveryMs' | 'ratePerS';
 export function spikeProblems(options: SpikeFields): { key: SpikeKey; message: string }[] {
   const problems: { key: SpikeKey; message: string }[] = [];
   if (options.spikeEveryMs > 0 && options.spikeDurationMs >= options.spikeEveryMs) {
-    problems.push({ key: 'spikeEveryMs', message: `expected longer than a spike lasts (${options.spikeDurationMs / 1000} s), so that steady load comes between spikes` });
+    problems.push({
+      key: 'spikeEveryMs',
+      message: `expected longer than a spike lasts (${options.spikeDurationMs / 1000} s), so that steady load comes between spikes`,
+    });
   }
   const peakRatePerS = options.ratePerS * (options.userPresentShare + (1 - options.userPresentShare) * options.spikeFactor);
   // The default rate times the largest factor stays under the limit, so the rate was given.
   if ((options.spikeEveryMs > 0 || options.spikeAtMs !== undefined) && peakRatePerS > maxRatePerS) {
-    problems.push({ key: 'ratePerS', message: `a spike (background x${options.spikeFactor}) would send ${Math.round(peakRatePerS)} tasks/s; expected at most ${maxRatePerS} then` });
+    problems.push({
+      key: 'ratePerS',
+      message: `a spike (background x${options.spikeFactor}) would send ${Math.round(peakRatePerS)} tasks/s; expected at most ${maxRatePerS} then`,
+    });
   }
   return problems;
 }

@@ -179,7 +179,14 @@ const index = fc.nat({ max: 7 });
 // Repeats weight the common cases: most releases arrive, most dispatched tasks run, most answers come back.
 const releaseFates = fc.array(fc.constantFrom<ReleaseFate>('arrives', 'arrives', 'lost', 'duplicated'), { maxLength: 3 });
 const priorities = fc.array(fc.constantFrom<LedgerPriority>('user', 'background'), { maxLength: 2 });
-const dispatchOutcome = fc.constantFrom<DispatchOutcome>('worker-runs', 'worker-runs', 'worker-runs', 'worker-refuses', 'deadline-before-start', 'client-cancel-before-start');
+const dispatchOutcome = fc.constantFrom<DispatchOutcome>(
+  'worker-runs',
+  'worker-runs',
+  'worker-runs',
+  'worker-refuses',
+  'deadline-before-start',
+  'client-cancel-before-start',
+);
 const giveUpReason = fc.constantFrom<GiveUpReason>('deadline-after-start', 'client-cancel-after-start');
 const taskEnd = fc.constantFrom<TaskEnd>('answered', 'answered', 'answered-as-deadline-fired');
 

@@ -112,7 +112,13 @@ export class ExpectedLedger {
   }
 
   /** Applies a heartbeat: `removed` are the records it dropped. What a HeartbeatReply must say of it. */
-  heartbeat(workerId: string, capacity: number, heldLeaseIds: readonly string[], span: ClockSpan, removed: readonly string[]): { inflight: number; dropped: number; restored: number } {
+  heartbeat(
+    workerId: string,
+    capacity: number,
+    heldLeaseIds: readonly string[],
+    span: ClockSpan,
+    removed: readonly string[],
+  ): { inflight: number; dropped: number; restored: number } {
     let worker = this.workers.get(workerId);
     if (!worker) {
       worker = { capacity, records: new Map(), lastHeartbeat: span };

@@ -66,7 +66,13 @@ export class LedgerModelRun {
   }
 
   /** A fleet of workers of these capacities and `balancerCount` balancers, on a key prefix of its own (`start()` registers the workers). */
-  static create(connections: LedgerModelConnections, timing: LedgerModelTiming, stats: LedgerModelStats, capacities: readonly number[], balancerCount: number): LedgerModelRun {
+  static create(
+    connections: LedgerModelConnections,
+    timing: LedgerModelTiming,
+    stats: LedgerModelStats,
+    capacities: readonly number[],
+    balancerCount: number,
+  ): LedgerModelRun {
     const fleet = new FleetWorld(capacities, balancerCount);
     const expected = new ExpectedLedger({ keptForUserPresentShare, integrationLimit, ...timing });
     return new LedgerModelRun(fleet, expected, connections, timing, stats);
@@ -75,7 +81,9 @@ export class LedgerModelRun {
   /** Every worker registers with its first heartbeat, as a worker does when it starts. */
   async start(): Promise<void> {
     const capacities = this.fleet.workers.map((w) => w.capacity);
-    this.note(`${capacities.length} workers of ${capacities.join(', ')} slots, ${this.fleet.balancers.length} balancer(s), dispatch grace ${this.timing.dispatchGraceMs} ms, sweep after ${this.timing.sweepAfterMs} ms`);
+    this.note(
+      `${capacities.length} workers of ${capacities.join(', ')} slots, ${this.fleet.balancers.length} balancer(s), dispatch grace ${this.timing.dispatchGraceMs} ms, sweep after ${this.timing.sweepAfterMs} ms`,
+    );
     for (const worker of this.fleet.workers) await this.heartbeat(worker, false);
   }
 
@@ -104,7 +112,12 @@ export class LedgerModelRun {
     const ledger = this.balancerLedgers[b]!;
     // Asked in one turn of the event loop: one settle call, releases first (ledger-batcher.ts).
     const { value, span } = await this.clock.span(() =>
-      Promise.all([Promise.all(sent.map((r) => ledger.release(cluster, r.leaseId))), Promise.all(priorities.map((priority) => ledger.reserve(cluster, { priority, balancerId: `b${b}`, waitIfNone: false, integration: integrationOf(priority) })))]),
+      Promise.all([
+        Promise.all(sent.map((r) => ledger.release(cluster, r.leaseId))),
+        Promise.all(
+          priorities.map((priority) => ledger.reserve(cluster, { priority, balancerId: `b${b}`, waitIfNone: false, integration: integrationOf(priority) })),
+        ),
+      ]),
     );
     const [released, reservations] = value;
     // The model takes the batch as the script does: the releases, then each reservation in turn.
@@ -149,7 +162,12 @@ export class LedgerModelRun {
   async workerRelease(worker: ModelWorker, leaseId: string, arrives: boolean): Promise<void> {
     this.count(`worker's release ${arrives ? 'arrives' : 'lost'}`);
     this.note(`${worker.id}'s release of ${this.fleet.nameOf(leaseId)} ${arrives ? 'arrives' : 'is lost'}`);
-    if (arrives) this.expect(await this.workerLedger.release(cluster, leaseId), this.expected.release(leaseId), `${worker.id}'s release of ${this.fleet.nameOf(leaseId)} said whether it was still counted`);
+    if (arrives)
+      this.expect(
+        await this.workerLedger.release(cluster, leaseId),
+        this.expected.release(leaseId),
+        `${worker.id}'s release of ${this.fleet.nameOf(leaseId)} said whether it was still counted`,
+      );
     this.fleet.workerReleased(worker.id, leaseId);
     if (arrives) await this.compareWithLedger();
   }
@@ -226,7 +244,7 @@ export class LedgerModelRun {
       if (!worker.alive && registered) untilMs = Math.max(untilMs, registered.lastHeartbeat.toMs + this.timing.sweepAfterMs);
     }
     await this.clock.waitUntil(untilMs);
-    this.note('checkpoint: the grace and the dead workers\' timeout pass');
+    this.note("checkpoint: the grace and the dead workers' timeout pass");
     await this.sweep();
     for (const worker of this.fleet.workers.filter((w) => w.alive)) {
       if (worker.heartbeatOnItsWay) await this.heartbeat(worker, false);
@@ -244,7 +262,9 @@ export class LedgerModelRun {
     const wantTotals = `capacity ${sum(alive.map((w) => w.capacity))}, free ${sum(alive.map((w) => Math.max(0, w.capacity - w.held.size)))}`;
     const runs = alive.map((w) => `${w.id} runs [${this.names([...w.held.keys()])}]`).join('; ');
     if (got.join('; ') !== want.join('; ') || gotTotals !== wantTotals) {
-      this.fail(`the bound has passed, yet the ledger does not count what the workers run:\n  ledger: ${got.join('; ')}; ${gotTotals}\n  truth:  ${want.join('; ')}; ${wantTotals}\n  (${runs})`);
+      this.fail(
+        `the bound has passed, yet the ledger does not count what the workers run:\n  ledger: ${got.join('; ')}; ${gotTotals}\n  truth:  ${want.join('; ')}; ${wantTotals}\n  (${runs})`,
+      );
     }
     this.note(`checkpoint holds: ${runs}`);
   }
@@ -267,14 +287,21 @@ export class LedgerModelRun {
     for (const leaseId of verdicts.undecided) {
       // Reserved one grace before the heartbeat, to within the precision of the clock's readings.
       this.count('undecided record');
-      if ((await this.connections.observer.hexists(this.keys.leasesPrefix + worker.id, leaseId.slice(workerOfLease(leaseId).length + 1))) === 0) removed.push(leaseId);
+      if ((await this.connections.observer.hexists(this.keys.leasesPrefix + worker.id, leaseId.slice(workerOfLease(leaseId).length + 1))) === 0)
+        removed.push(leaseId);
     }
     const want = this.expected.heartbeat(worker.id, sent.capacity, sent.heldLeaseIds, span, removed);
     this.count('heartbeat');
     this.count('record dropped', want.dropped);
     this.count('record restored', want.restored);
-    this.note(`${worker.id}'s heartbeat (${when}) arrives holding [${this.names(sent.heldLeaseIds)}]: drops [${this.names(removed)}], restores ${want.restored}`);
-    this.expect(`${reply.inflight} in flight, ${reply.leasesDropped} dropped, ${reply.leasesRestored} restored`, `${want.inflight} in flight, ${want.dropped} dropped, ${want.restored} restored`, `${worker.id}'s heartbeat reply`);
+    this.note(
+      `${worker.id}'s heartbeat (${when}) arrives holding [${this.names(sent.heldLeaseIds)}]: drops [${this.names(removed)}], restores ${want.restored}`,
+    );
+    this.expect(
+      `${reply.inflight} in flight, ${reply.leasesDropped} dropped, ${reply.leasesRestored} restored`,
+      `${want.inflight} in flight, ${want.dropped} dropped, ${want.restored} restored`,
+      `${worker.id}'s heartbeat reply`,
+    );
     await this.compareWithLedger();
   }
 
@@ -289,17 +316,24 @@ export class LedgerModelRun {
     const wantTotals = `capacity ${totals.capacity}, free ${totals.free}, leases ${totals.leases}`;
     const byIntegration = await this.workerLedger.integrationLimits(cluster);
     const gotCounts = byIntegration.map((s) => `${s.integration} ${s.inflight}`).join(', ');
-    const wantCounts = [...this.expected.inflightByIntegration()].filter(([, n]) => n > 0).sort(([a], [b]) => a.localeCompare(b)).map(([i, n]) => `${i} ${n}`).join(', ');
+    const wantCounts = [...this.expected.inflightByIntegration()]
+      .filter(([, n]) => n > 0)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([i, n]) => `${i} ${n}`)
+      .join(', ');
     if (got.join('; ') === want.join('; ') && gotTotals === wantTotals && gotCounts === wantCounts) return;
     const records = expectedIds.map((id) => `${id} [${this.names([...this.expected.workers.get(id)!.records.keys()])}]`).join('; ');
-    this.fail(`the ledger differs from its contract:\n  ledger:   ${got.join('; ')}; ${gotTotals}; by integration: ${gotCounts}\n  contract: ${want.join('; ')}; ${wantTotals}; by integration: ${wantCounts}\n  records:  ${records}`);
+    this.fail(
+      `the ledger differs from its contract:\n  ledger:   ${got.join('; ')}; ${gotTotals}; by integration: ${gotCounts}\n  contract: ${want.join('; ')}; ${wantTotals}; by integration: ${wantCounts}\n  records:  ${records}`,
+    );
   }
 
   private compareReservation(got: Reservation, want: ExpectedReservation, priority: LedgerPriority): void {
     const gotText = got.ok ? `a slot on a worker with ${got.freeSlotsBefore} free` : `none (${got.reason})`;
     const wantText = want.ok ? `a slot on a worker with ${want.freeSlots} free` : `none (${want.reason})`;
     this.expect(gotText, wantText, `a ${priority} reservation`);
-    if (got.ok && want.ok && !want.workerIds.includes(got.workerId)) this.fail(`a ${priority} reservation took ${got.workerId}, not one of the least loaded [${want.workerIds.join(', ')}]`);
+    if (got.ok && want.ok && !want.workerIds.includes(got.workerId))
+      this.fail(`a ${priority} reservation took ${got.workerId}, not one of the least loaded [${want.workerIds.join(', ')}]`);
   }
 
   private expect<T>(got: T, want: T, what: string): void {

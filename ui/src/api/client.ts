@@ -105,7 +105,8 @@ export class ApiClient {
       parsed = undefined;
     }
     if (response.ok) {
-      if (parsed === undefined) throw new ApiError(response.status, 'HR_UI_BAD_ANSWER', `${method} ${apiBasePath}${path} answered HTTP ${response.status} without JSON`);
+      if (parsed === undefined)
+        throw new ApiError(response.status, 'HR_UI_BAD_ANSWER', `${method} ${apiBasePath}${path} answered HTTP ${response.status} without JSON`);
       return parsed as T;
     }
     throw toApiError(response.status, parsed, `${method} ${apiBasePath}${path}`);

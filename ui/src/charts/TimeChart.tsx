@@ -59,7 +59,10 @@ export function TimeChart(props: {
         y: { range: (_u, min, max) => [Math.min(0, min ?? 0), Math.max(minYMax ?? 0, referenceValue ?? 0, (max ?? 1) * 1.1)] },
       },
       // x: room for an hh:mm:ss label between ticks.
-      axes: [{ space: 90, values: (_u, ticksSeconds, _axis, _space, incrementSeconds) => ticksSeconds.map((tick) => clockTime(tick, incrementSeconds < 60)) }, { values: (_u, ticks) => ticks.map((tick) => formatValue(tick)), font: axisFont, size: (_u, labels) => yAxisWidthPx(labels) }],
+      axes: [
+        { space: 90, values: (_u, ticksSeconds, _axis, _space, incrementSeconds) => ticksSeconds.map((tick) => clockTime(tick, incrementSeconds < 60)) },
+        { values: (_u, ticks) => ticks.map((tick) => formatValue(tick)), font: axisFont, size: (_u, labels) => yAxisWidthPx(labels) },
+      ],
       // A dashed series gets a dashed swatch: p50 and p95 of one cluster share a colour.
       legend: { show: true, live: true, markers: { dash: (_u, seriesIndex) => (series[seriesIndex - 1]?.dash ? 'dashed' : 'solid') } },
       cursor: { drag: { x: false, y: false } },
@@ -130,5 +133,10 @@ function yAxisWidthPx(labels: string[] | null | undefined): number {
 
 /** 24-hour clock time, as the rest of the UI shows times. */
 function clockTime(unixSeconds: number, withSeconds: boolean): string {
-  return new Date(unixSeconds * 1000).toLocaleTimeString('en-GB', { hour12: false, hour: '2-digit', minute: '2-digit', ...(withSeconds ? { second: '2-digit' } : {}) });
+  return new Date(unixSeconds * 1000).toLocaleTimeString('en-GB', {
+    hour12: false,
+    hour: '2-digit',
+    minute: '2-digit',
+    ...(withSeconds ? { second: '2-digit' } : {}),
+  });
 }

@@ -1,6 +1,7 @@
 import { useCallback, useState } from 'react';
 
-export type ActionState<T> = { status: 'idle' } | { status: 'running' } | { status: 'done'; result: T; atUnixMs: number } | { status: 'failed'; error: unknown };
+export type ActionState<T> =
+  { status: 'idle' } | { status: 'running' } | { status: 'done'; result: T; atUnixMs: number } | { status: 'failed'; error: unknown };
 
 /**
  * One change the user makes (a PUT or POST): its result or its error, for the page to show.

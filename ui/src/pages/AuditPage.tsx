@@ -25,7 +25,9 @@ export function AuditPage() {
       setLoading(true);
       setError(undefined);
       try {
-        const { entries: page } = await client.get<{ entries: AuditEntry[] }>(`/audit?limit=${pageSize}${beforeId ? `&before=${encodeURIComponent(beforeId)}` : ''}`);
+        const { entries: page } = await client.get<{ entries: AuditEntry[] }>(
+          `/audit?limit=${pageSize}${beforeId ? `&before=${encodeURIComponent(beforeId)}` : ''}`,
+        );
         setEntries((current) => merge(beforeId ? current : [], page));
         setExhausted(page.length < pageSize);
       } catch (failure) {

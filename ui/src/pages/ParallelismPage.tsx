@@ -44,10 +44,12 @@ export function ParallelismPage() {
   const confirm = () =>
     apply(async () => {
       const change = planned!;
-      const answer = await client.send<{ clusters: ParallelismByCluster }>('PUT', '/parallelism', { clusters: { [change.cluster]: change.to } }).catch((error: unknown) => {
-        parallelism.refresh();
-        throw error;
-      });
+      const answer = await client
+        .send<{ clusters: ParallelismByCluster }>('PUT', '/parallelism', { clusters: { [change.cluster]: change.to } })
+        .catch((error: unknown) => {
+          parallelism.refresh();
+          throw error;
+        });
       parallelism.set(answer);
       return change;
     });
@@ -55,7 +57,10 @@ export function ParallelismPage() {
   return (
     <>
       <h1>Parallelism</h1>
-      <p className="lead">Tasks each worker of a cluster may run at once. Workers pick a change up from Unleash within about a second, without a restart: raising frees slots at once, lowering lets running tasks finish. It is set per cluster (the flag has no per-integration setting).</p>
+      <p className="lead">
+        Tasks each worker of a cluster may run at once. Workers pick a change up from Unleash within about a second, without a restart: raising frees slots at
+        once, lowering lets running tasks finish. It is set per cluster (the flag has no per-integration setting).
+      </p>
       <ReadOnlyNote />
       {parallelism.error !== undefined && <ErrorNotice error={parallelism.error} action="Loading the parallelism" />}
       <div className="cluster-cards">
@@ -74,8 +79,16 @@ export function ParallelismPage() {
         ))}
       </div>
       {applied.status === 'failed' && <ErrorNotice error={applied.error} action="Changing the parallelism" change />}
-      {applied.status === 'done' && <AppliedChange change={applied.result} atUnixMs={applied.atUnixMs} cluster={figures?.clusters.find((c) => c.name === applied.result.cluster)} />}
-      <ConfirmDialog open={planned !== undefined} title="Change max parallelism?" confirmLabel="Apply" onConfirm={confirm} onClose={() => setPlanned(undefined)}>
+      {applied.status === 'done' && (
+        <AppliedChange change={applied.result} atUnixMs={applied.atUnixMs} cluster={figures?.clusters.find((c) => c.name === applied.result.cluster)} />
+      )}
+      <ConfirmDialog
+        open={planned !== undefined}
+        title="Change max parallelism?"
+        confirmLabel="Apply"
+        onConfirm={confirm}
+        onClose={() => setPlanned(undefined)}
+      >
         {planned && (
           <>
             <p>
@@ -83,7 +96,8 @@ export function ParallelismPage() {
             </p>
             {planned.to !== null && planned.workers !== undefined && (
               <p>
-                Capacity: from {formatCount(planned.capacityBefore)} to {formatCount(planned.to * planned.workers)} slots on {planned.workers} worker{planned.workers === 1 ? '' : 's'}.
+                Capacity: from {formatCount(planned.capacityBefore)} to {formatCount(planned.to * planned.workers)} slots on {planned.workers} worker
+                {planned.workers === 1 ? '' : 's'}.
               </p>
             )}
           </>
@@ -93,7 +107,13 @@ export function ParallelismPage() {
   );
 }
 
-function ClusterParallelism(props: { name: string; setting: Setting | undefined; cluster: ClusterSummary | undefined; whyReadOnly: string | undefined; onReview(to: Setting): void }) {
+function ClusterParallelism(props: {
+  name: string;
+  setting: Setting | undefined;
+  cluster: ClusterSummary | undefined;
+  whyReadOnly: string | undefined;
+  onReview(to: Setting): void;
+}) {
   const { name, setting, cluster, whyReadOnly } = props;
   const [draft, setDraft] = useState('');
   const [useOwn, setUseOwn] = useState(false);
@@ -146,7 +166,13 @@ function ClusterParallelism(props: { name: string; setting: Setting | undefined;
           onChange={(event) => setDraft(event.target.value)}
         />
         <label className="checkbox">
-          <input type="checkbox" checked={useOwn} disabled={whyReadOnly !== undefined} title={whyReadOnly} onChange={(event) => setUseOwn(event.target.checked)} />
+          <input
+            type="checkbox"
+            checked={useOwn}
+            disabled={whyReadOnly !== undefined}
+            title={whyReadOnly}
+            onChange={(event) => setUseOwn(event.target.checked)}
+          />
           Use each worker&apos;s own setting
         </label>
         {problem && (
@@ -154,7 +180,12 @@ function ClusterParallelism(props: { name: string; setting: Setting | undefined;
             {problem}
           </p>
         )}
-        <button type="submit" className="button-primary" disabled={whyReadOnly !== undefined || !valid || unchanged} title={whyReadOnly ?? (unchanged ? 'That is the current setting' : undefined)}>
+        <button
+          type="submit"
+          className="button-primary"
+          disabled={whyReadOnly !== undefined || !valid || unchanged}
+          title={whyReadOnly ?? (unchanged ? 'That is the current setting' : undefined)}
+        >
           Review change…
         </button>
       </form>
@@ -173,7 +204,10 @@ function AppliedChange({ change, atUnixMs, cluster }: { change: PlannedChange; a
       </p>
       <p>
         Capacity of {change.cluster} now: <strong>{formatCount(cluster?.capacity)}</strong>
-        {expected !== undefined && (reached ? ` slots, as expected (${cluster?.workers} × ${change.to}).` : ` slots; ${formatCount(expected)} once every worker has picked the change up.`)}
+        {expected !== undefined &&
+          (reached
+            ? ` slots, as expected (${cluster?.workers} × ${change.to}).`
+            : ` slots; ${formatCount(expected)} once every worker has picked the change up.`)}
       </p>
     </section>
   );

@@ -16,7 +16,6 @@ import { BalancerVersions } from './rollback/BalancerVersions';
 /** "all", or one integration. */
 type Scope = string;
 
-
 /** The instant way back: every balancer stops using the candidate at once, and says so. */
 export function RollbackPage() {
   const { client } = useSession();
@@ -48,7 +47,14 @@ export function RollbackPage() {
   const integrations = traffic.data ? Object.keys(traffic.data.flag.integrations) : [];
   const override = figures?.override ?? traffic.data?.override ?? null;
   const allBack = override?.all === true || traffic.data?.flag.enabled === false;
-  const integrationsBack = [...new Set([...(override?.integrations ?? []), ...Object.entries(traffic.data?.flag.integrations ?? {}).filter(([, t]) => t.rolledBack).map(([name]) => name)])].sort();
+  const integrationsBack = [
+    ...new Set([
+      ...(override?.integrations ?? []),
+      ...Object.entries(traffic.data?.flag.integrations ?? {})
+        .filter(([, t]) => t.rolledBack)
+        .map(([name]) => name),
+    ]),
+  ].sort();
   const busy = outcome.status === 'running';
 
   const perform = (kind: 'rollback' | 'resume', target: Scope) => {
@@ -80,7 +86,10 @@ export function RollbackPage() {
       <ReadOnlyNote />
       <section className="card rollback-card" aria-labelledby="rollback-title">
         <h2 id="rollback-title">Roll back</h2>
-        <p>Balancers stop sending tasks to the candidate cluster at once and acknowledge it; tasks queued for it go to the baseline; tasks already running there finish.</p>
+        <p>
+          Balancers stop sending tasks to the candidate cluster at once and acknowledge it; tasks queued for it go to the baseline; tasks already running there
+          finish.
+        </p>
         <div className="rollback-controls">
           <label htmlFor="rollback-scope">What</label>
           <select id="rollback-scope" value={scope} onChange={(event) => setScope(event.target.value)} disabled={whyReadOnly !== undefined} title={whyReadOnly}>
@@ -92,14 +101,33 @@ export function RollbackPage() {
             ))}
           </select>
           <label htmlFor="rollback-reason">Reason (for the audit log; a resume takes it too)</label>
-          <input id="rollback-reason" type="text" maxLength={500} value={reason} onChange={(event) => setReason(event.target.value)} disabled={whyReadOnly !== undefined} title={whyReadOnly} placeholder="e.g. p95 ratio 1.8 on bank-a" />
+          <input
+            id="rollback-reason"
+            type="text"
+            maxLength={500}
+            value={reason}
+            onChange={(event) => setReason(event.target.value)}
+            disabled={whyReadOnly !== undefined}
+            title={whyReadOnly}
+            placeholder="e.g. p95 ratio 1.8 on bank-a"
+          />
         </div>
-        <button type="button" className="button-danger button-big" disabled={whyReadOnly !== undefined || busy} title={whyReadOnly} onClick={() => setConfirming({ kind: 'rollback', scope })}>
+        <button
+          type="button"
+          className="button-danger button-big"
+          disabled={whyReadOnly !== undefined || busy}
+          title={whyReadOnly}
+          onClick={() => setConfirming({ kind: 'rollback', scope })}
+        >
           {scope === 'all' ? 'Roll back all integrations' : `Roll back ${scope}`}
         </button>
       </section>
       {outcome.status === 'failed' && lastRequest && (
-        <ErrorNotice error={outcome.error} action={`${lastRequest.kind === 'resume' ? 'Resuming' : 'Rolling back'} ${lastRequest.scope === 'all' ? 'all integrations' : lastRequest.scope}`} change />
+        <ErrorNotice
+          error={outcome.error}
+          action={`${lastRequest.kind === 'resume' ? 'Resuming' : 'Rolling back'} ${lastRequest.scope === 'all' ? 'all integrations' : lastRequest.scope}`}
+          change
+        />
       )}
       {shown && <OutcomeView record={shown} />}
       {outcome.status !== 'done' && traffic.data?.lastRollback && <LastRollback record={traffic.data.lastRollback} />}
@@ -111,17 +139,30 @@ export function RollbackPage() {
         ) : (
           <div className="resume-actions">
             {allBack ? (
-              <button type="button" disabled={whyReadOnly !== undefined || busy} title={whyReadOnly} onClick={() => setConfirming({ kind: 'resume', scope: 'all' })}>
+              <button
+                type="button"
+                disabled={whyReadOnly !== undefined || busy}
+                title={whyReadOnly}
+                onClick={() => setConfirming({ kind: 'resume', scope: 'all' })}
+              >
                 Resume all integrations
               </button>
             ) : (
               integrationsBack.map((name) => (
-                <button key={name} type="button" disabled={whyReadOnly !== undefined || busy} title={whyReadOnly} onClick={() => setConfirming({ kind: 'resume', scope: name })}>
+                <button
+                  key={name}
+                  type="button"
+                  disabled={whyReadOnly !== undefined || busy}
+                  title={whyReadOnly}
+                  onClick={() => setConfirming({ kind: 'resume', scope: name })}
+                >
                   Resume <Truncated text={name} />
                 </button>
               ))
             )}
-            {allBack && integrationsBack.length > 0 && <p className="muted">Also rolled back on their own, and still so after resuming all: {integrationsBack.join(', ')}.</p>}
+            {allBack && integrationsBack.length > 0 && (
+              <p className="muted">Also rolled back on their own, and still so after resuming all: {integrationsBack.join(', ')}.</p>
+            )}
           </div>
         )}
       </section>
@@ -140,12 +181,14 @@ export function RollbackPage() {
       >
         {confirming?.kind === 'resume' ? (
           <p>
-            {confirming.scope === 'all' ? 'Every integration' : <Truncated text={confirming.scope} />} goes back to the candidate cluster at its configured share.
+            {confirming.scope === 'all' ? 'Every integration' : <Truncated text={confirming.scope} />} goes back to the candidate cluster at its configured
+            share.
             {reason.trim() && ` Reason: ${reason.trim()}`}
           </p>
         ) : (
           <p>
-            {confirming?.scope === 'all' ? 'Every integration' : <Truncated text={confirming?.scope ?? ''} />} goes to the baseline cluster now, on every balancer.
+            {confirming?.scope === 'all' ? 'Every integration' : <Truncated text={confirming?.scope ?? ''} />} goes to the baseline cluster now, on every
+            balancer.
             {reason.trim() && ` Reason: ${reason.trim()}`}
           </p>
         )}
@@ -199,7 +242,15 @@ function CurrentState(props: {
 function DurableNote({ record }: { record: OverrideChangeRecord }) {
   if (record.durable === 'pending') return <p>Every balancer has it. Writing it to Unleash, so that it survives a loss of Redis data…</p>;
   if (record.durable === 'done') {
-    return <p>Durable: {record.kind === 'rollback' ? 'the flag is switched off in Unleash too' : 'the flag is switched on in Unleash too; balancers follow it within their next poll'}.</p>;
+    return (
+      <p>
+        Durable:{' '}
+        {record.kind === 'rollback'
+          ? 'the flag is switched off in Unleash too'
+          : 'the flag is switched on in Unleash too; balancers follow it within their next poll'}
+        .
+      </p>
+    );
   }
   return <p>Not durable: {record.durableError}</p>;
 }
@@ -208,7 +259,10 @@ function OutcomeView({ record }: { record: OverrideChangeRecord }) {
   const scope = record.scope === 'all' ? 'all integrations' : record.scope;
   const what = record.kind === 'rollback' ? 'Rolled back' : 'Resumed';
   return (
-    <section className={`notice ${record.durable === 'failed' ? 'notice-warning' : 'notice-success'}`} aria-label={record.kind === 'rollback' ? 'Rollback result' : 'Resume result'}>
+    <section
+      className={`notice ${record.durable === 'failed' ? 'notice-warning' : 'notice-success'}`}
+      aria-label={record.kind === 'rollback' ? 'Rollback result' : 'Resume result'}
+    >
       <p className="notice-title">
         {what} {scope}: override version {record.overrideVersion}, propagation {formatMs(record.propagationMs)}
       </p>
@@ -217,7 +271,12 @@ function OutcomeView({ record }: { record: OverrideChangeRecord }) {
           Reason: <Truncated text={record.reason} />
         </p>
       )}
-      <Acknowledgements acknowledged={record.acknowledged} missing={record.missing} propagationMs={record.propagationMs} caption={`Acknowledgements of the ${record.kind}`} />
+      <Acknowledgements
+        acknowledged={record.acknowledged}
+        missing={record.missing}
+        propagationMs={record.propagationMs}
+        caption={`Acknowledgements of the ${record.kind}`}
+      />
       <DurableNote record={record} />
     </section>
   );
@@ -234,7 +293,12 @@ function LastRollback({ record }: { record: RollbackRecord }) {
           Reason: <Truncated text={record.reason} />
         </p>
       )}
-      <Acknowledgements acknowledged={record.acknowledged} missing={record.missing} propagationMs={record.propagationMs} caption="Acknowledgements of the last rollback" />
+      <Acknowledgements
+        acknowledged={record.acknowledged}
+        missing={record.missing}
+        propagationMs={record.propagationMs}
+        caption="Acknowledgements of the last rollback"
+      />
       <DurableNote record={record} />
     </section>
   );

@@ -29,8 +29,8 @@ export function RolloutsPage() {
     <>
       <h1>Rollouts</h1>
       <p className="lead">
-        The autopilot moves integrations to the candidate cluster step by step, and takes the next step only once every gate has held for the step&apos;s hold; an integration whose gate breaks is
-        rolled back on its own.
+        The autopilot moves integrations to the candidate cluster step by step, and takes the next step only once every gate has held for the step&apos;s hold;
+        an integration whose gate breaks is rolled back on its own.
       </p>
       <ReadOnlyNote />
       <ErrorNotice error={rollouts.error} action="Loading the rollouts" />

@@ -91,7 +91,9 @@ export function TrafficPage() {
       <h1>Traffic</h1>
       <p className="lead">Share of task keys sent to the candidate cluster. A key stays where it is while its share only grows.</p>
       <ReadOnlyNote />
-      {allBack && <p className="notice notice-warning">Everything is rolled back to the baseline: new shares apply once traffic is resumed (on the Rollback page).</p>}
+      {allBack && (
+        <p className="notice notice-warning">Everything is rolled back to the baseline: new shares apply once traffic is resumed (on the Rollback page).</p>
+      )}
       <form
         className="card traffic-form"
         onSubmit={(event) => {
@@ -112,7 +114,13 @@ export function TrafficPage() {
           </thead>
           <tbody>
             {rows.map((row) => (
-              <ShareRow key={row.key} row={row} value={draft[row.key] ?? row.percent} onChange={(value) => setPercent(row.key, value)} disabledBecause={whyReadOnly} />
+              <ShareRow
+                key={row.key}
+                row={row}
+                value={draft[row.key] ?? row.percent}
+                onChange={(value) => setPercent(row.key, value)}
+                disabledBecause={whyReadOnly}
+              />
             ))}
           </tbody>
         </table>
@@ -149,7 +157,17 @@ function ShareRow(props: { row: Row; value: number; onChange(value: number): voi
       </th>
       <td>
         <div className="share-inputs">
-          <input id={id} type="range" min={0} max={100} step={1} value={value} disabled={disabled} title={props.disabledBecause} onChange={(event) => props.onChange(Number(event.target.value))} />
+          <input
+            id={id}
+            type="range"
+            min={0}
+            max={100}
+            step={1}
+            value={value}
+            disabled={disabled}
+            title={props.disabledBecause}
+            onChange={(event) => props.onChange(Number(event.target.value))}
+          />
           <input
             type="number"
             min={0}
@@ -224,7 +242,8 @@ function AppliedChange({ changes, view, atUnixMs }: { changes: PlannedChange[]; 
       )}
       {withoutFlag > 0 && (
         <p className="stat-note">
-          {withoutFlag} balancer{withoutFlag === 1 ? ' routes' : 's route'} by a fixed split of {withoutFlag === 1 ? 'its' : 'their'} own, not by the flag: the change does not reach {withoutFlag === 1 ? 'it' : 'them'}.
+          {withoutFlag} balancer{withoutFlag === 1 ? ' routes' : 's route'} by a fixed split of {withoutFlag === 1 ? 'its' : 'their'} own, not by the flag: the
+          change does not reach {withoutFlag === 1 ? 'it' : 'them'}.
         </p>
       )}
     </section>

@@ -81,14 +81,28 @@ export function WorkersPage() {
           {all ? `${shown.length} of ${all.length} workers${draining > 0 ? `, ${draining} draining` : ''}` : 'Loading…'}
         </span>
       </div>
-      {done.status === 'failed' && <ErrorNotice error={done.error} action={lastAction?.kind === 'profile' ? `Profiling ${lastAction.worker.workerId}` : `Draining ${lastAction?.worker.workerId ?? ''}`} change />}
+      {done.status === 'failed' && (
+        <ErrorNotice
+          error={done.error}
+          action={lastAction?.kind === 'profile' ? `Profiling ${lastAction.worker.workerId}` : `Draining ${lastAction?.worker.workerId ?? ''}`}
+          change
+        />
+      )}
       {done.status === 'done' && done.result.kind === 'drain' && (
         <p className="notice notice-success" role="status">
           Draining <Truncated text={done.result.workerId} /> ({done.result.cluster}): it takes no new task, finishes the ones it runs, then leaves.
         </p>
       )}
       <ErrorNotice error={workers.error} action="Loading the workers" />
-      {all && <WorkerTable workers={shown} roleOfCluster={roleOfCluster} whyReadOnly={whyReadOnly} onDrain={(worker) => setPending({ kind: 'drain', worker })} onProfile={(worker) => setPending({ kind: 'profile', worker })} />}
+      {all && (
+        <WorkerTable
+          workers={shown}
+          roleOfCluster={roleOfCluster}
+          whyReadOnly={whyReadOnly}
+          onDrain={(worker) => setPending({ kind: 'drain', worker })}
+          onProfile={(worker) => setPending({ kind: 'profile', worker })}
+        />
+      )}
       <ProfilesPanel refreshKey={profilesVersion} />
       <ConfirmDialog
         open={pending !== undefined}
@@ -101,7 +115,8 @@ export function WorkersPage() {
         {pending && (
           <>
             <p>
-              <Truncated text={pending.worker.workerId} className="dialog-subject" /> ({pending.worker.cluster}, {pending.worker.inFlight} task{pending.worker.inFlight === 1 ? '' : 's'} running)
+              <Truncated text={pending.worker.workerId} className="dialog-subject" /> ({pending.worker.cluster}, {pending.worker.inFlight} task
+              {pending.worker.inFlight === 1 ? '' : 's'} running)
             </p>
             {pending.kind === 'drain' ? (
               <p>It stops taking tasks, finishes those it runs, and leaves the cluster: capacity drops by {pending.worker.maxParallelism} slots.</p>

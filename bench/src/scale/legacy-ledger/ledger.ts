@@ -57,9 +57,7 @@ export interface ReserveRequest {
 
 export type NoSlotReason = 'no-workers' | 'full' | 'kept-for-user-present' | 'user-present-waiting' | 'target-full';
 
-export type Reservation =
-  | { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number }
-  | { ok: false; reason: NoSlotReason };
+export type Reservation = { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number } | { ok: false; reason: NoSlotReason };
 
 export type UnreachableMark =
   | { result: 'marked'; untilMs: number }
@@ -233,8 +231,17 @@ export class Ledger {
         return value;
       });
       const [capacity, inflight, address, heartbeat, draining, totals, leases, waiting, waitingUser, unreachable, time] = values as [
-        Record<string, string>, Record<string, string>, Record<string, string>, string[], string[],
-        Record<string, string>, number, string[], string[], string[], [string, string],
+        Record<string, string>,
+        Record<string, string>,
+        Record<string, string>,
+        string[],
+        string[],
+        Record<string, string>,
+        number,
+        string[],
+        string[],
+        string[],
+        [string, string],
       ];
       // Entries not yet expired, by Redis's clock (the one the scripts use).
       const redisNowMs = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000);

@@ -13,7 +13,10 @@ export function describeChange(action: string, before: unknown, after: unknown):
     const back = scopeOf(after.override);
     const state = action === 'rollback' ? `${back} to the baseline` : back === 'nothing' ? 'nothing rolled back now' : `still rolled back: ${back}`;
     const lines = [`override version ${String(after.override.version)}: ${state}`];
-    if (typeof after.acknowledged === 'number') lines.push(`acknowledged by ${after.acknowledged} balancer${after.acknowledged === 1 ? '' : 's'}${typeof after.propagationMs === 'number' ? ` in ${after.propagationMs} ms` : ''}`);
+    if (typeof after.acknowledged === 'number')
+      lines.push(
+        `acknowledged by ${after.acknowledged} balancer${after.acknowledged === 1 ? '' : 's'}${typeof after.propagationMs === 'number' ? ` in ${after.propagationMs} ms` : ''}`,
+      );
     if (Array.isArray(after.missing) && after.missing.length > 0) lines.push(`not acknowledged: ${after.missing.join(', ')}`);
     if (after.durable === 'failed') lines.push('not durable: Unleash was not updated');
     return lines;

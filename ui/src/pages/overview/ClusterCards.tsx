@@ -30,7 +30,11 @@ function ClusterCard({ cluster }: { cluster: ClusterSummary }) {
         <Stat label="In flight" value={formatCount(cluster.inFlight)} note={drift ? `workers run ${formatCount(cluster.heldByWorkers)}` : undefined} />
         <FreeStat cluster={cluster} />
         <Stat label="Tasks" value={formatRate(cluster.tasksPerSecond)} />
-        <Stat label="Errors" value={formatRate(cluster.errorsPerSecond)} note={errorShare !== undefined && errorShare > 0 ? `${(errorShare * 100).toFixed(1)}% of tasks` : undefined} />
+        <Stat
+          label="Errors"
+          value={formatRate(cluster.errorsPerSecond)}
+          note={errorShare !== undefined && errorShare > 0 ? `${(errorShare * 100).toFixed(1)}% of tasks` : undefined}
+        />
       </dl>
       <BalancerErrorsNote cluster={cluster} />
     </section>
@@ -48,11 +52,16 @@ function SlotsCaption({ cluster }: { cluster: ClusterSummary }) {
   const drift = cluster.ledgerDriftSlots;
   const reasons: string[] = [];
   if (over > 0 && drift === undefined) {
-    reasons.push("more than the capacity: the ledger counts slots the workers do not run, or they run tasks beyond it (draining or unreachable workers, a lowered max parallelism)");
+    reasons.push(
+      'more than the capacity: the ledger counts slots the workers do not run, or they run tasks beyond it (draining or unreachable workers, a lowered max parallelism)',
+    );
   } else if (over > 0 && drift !== undefined) {
     if (drift > 0) reasons.push(`the ledger counts ${formatCount(drift)} more than the workers run (ledger drift); it corrects at their next heartbeats`);
     const run = over - Math.max(0, drift);
-    if (run > 0) reasons.push(`the workers run ${formatCount(run)} more than the capacity: tasks on draining or unreachable workers, or above a lowered max parallelism, that finish first`);
+    if (run > 0)
+      reasons.push(
+        `the workers run ${formatCount(run)} more than the capacity: tasks on draining or unreachable workers, or above a lowered max parallelism, that finish first`,
+      );
   }
   return (
     <p className={`bar-caption${reasons.length > 0 ? ' bar-caption-warning' : ''}`}>

@@ -33,8 +33,24 @@ export function RatioCharts({ charts }: { charts: LatencyCharts }) {
   if (!data) return <ChartsPending charts={charts} />;
   return (
     <div className="chart-grid">
-      <TimeChart title="Latency ratio p50 (candidate / baseline)" series={data.integrationSeries} timesUnixMs={data.timesUnixMs} values={data.ratioP50} formatValue={formatRatio} referenceValue={1} minYMax={1.5} />
-      <TimeChart title="Latency ratio p95 (candidate / baseline)" series={data.integrationSeries} timesUnixMs={data.timesUnixMs} values={data.ratioP95} formatValue={formatRatio} referenceValue={1} minYMax={1.5} />
+      <TimeChart
+        title="Latency ratio p50 (candidate / baseline)"
+        series={data.integrationSeries}
+        timesUnixMs={data.timesUnixMs}
+        values={data.ratioP50}
+        formatValue={formatRatio}
+        referenceValue={1}
+        minYMax={1.5}
+      />
+      <TimeChart
+        title="Latency ratio p95 (candidate / baseline)"
+        series={data.integrationSeries}
+        timesUnixMs={data.timesUnixMs}
+        values={data.ratioP95}
+        formatValue={formatRatio}
+        referenceValue={1}
+        minYMax={1.5}
+      />
     </div>
   );
 }
@@ -46,14 +62,21 @@ export function ClusterCharts({ charts }: { charts: LatencyCharts }) {
   return (
     <div className="chart-grid">
       <TimeChart title="Latency by cluster" series={latencySeries} timesUnixMs={data.timesUnixMs} values={data.latency} formatValue={formatMs} />
-      <TimeChart title="Tasks and errors per second" series={throughputSeries} timesUnixMs={data.timesUnixMs} values={data.throughput} formatValue={formatRate} />
+      <TimeChart
+        title="Tasks and errors per second"
+        series={throughputSeries}
+        timesUnixMs={data.timesUnixMs}
+        values={data.throughput}
+        formatValue={formatRate}
+      />
     </div>
   );
 }
 
 function ChartsPending({ charts }: { charts: LatencyCharts }) {
   const { error } = charts;
-  if (isApiError(error) && error.code === 'HR_ERR_NOT_FOUND') return <p className="muted">This control plane has no latency series (GET /api/v1/latency/series): —</p>;
+  if (isApiError(error) && error.code === 'HR_ERR_NOT_FOUND')
+    return <p className="muted">This control plane has no latency series (GET /api/v1/latency/series): —</p>;
   if (error !== undefined) return <ErrorNotice error={error} action="Loading the latency series" />;
   return <p className="muted">Loading the latency series…</p>;
 }
@@ -61,7 +84,10 @@ function ChartsPending({ charts }: { charts: LatencyCharts }) {
 /** Says why the charts are empty, or that refreshing them failed (the last ones stay shown). */
 export function ChartsNote({ charts }: { charts: LatencyCharts }) {
   if (charts.data && charts.error !== undefined) return <ErrorNotice error={charts.error} action="Refreshing the latency series" />;
-  if (charts.data && charts.data.timesUnixMs.length === 0) return <p className="muted">No task has finished in the last 10 minutes: the charts fill in as workers finish tasks ({charts.slotSeconds}-second slots).</p>;
+  if (charts.data && charts.data.timesUnixMs.length === 0)
+    return (
+      <p className="muted">No task has finished in the last 10 minutes: the charts fill in as workers finish tasks ({charts.slotSeconds}-second slots).</p>
+    );
   return null;
 }
 
@@ -91,7 +117,12 @@ function chartData(series: LatencySeries) {
     integrationSeries: integrations.map((name, i): ChartSeries => ({ label: name, colour: seriesColour(i) })),
     ratioP50: integrations.map((name) => slots.map((slot) => slot.integrations[name]?.p50 ?? null)),
     ratioP95: integrations.map((name) => slots.map((slot) => slot.integrations[name]?.p95 ?? null)),
-    latency: [slots.map((slot) => slot.baseline.p50Ms), slots.map((slot) => slot.baseline.p95Ms), slots.map((slot) => slot.candidate.p50Ms), slots.map((slot) => slot.candidate.p95Ms)],
+    latency: [
+      slots.map((slot) => slot.baseline.p50Ms),
+      slots.map((slot) => slot.baseline.p95Ms),
+      slots.map((slot) => slot.candidate.p50Ms),
+      slots.map((slot) => slot.candidate.p95Ms),
+    ],
     throughput: [
       slots.map((slot) => slot.baseline.tasksPerSecond),
       slots.map((slot) => slot.candidate.tasksPerSecond),

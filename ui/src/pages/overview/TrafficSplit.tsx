@@ -21,11 +21,19 @@ export function TrafficSplit({ traffic }: { traffic: TrafficView | undefined }) 
         {rows.map((row) => (
           <li key={row.name} className="split-row">
             <Truncated text={row.name} className="split-name" />
-            <div className="split-bar" role="meter" aria-label={`${row.name}: share on the candidate`} aria-valuemin={0} aria-valuemax={100} aria-valuenow={row.effective}>
+            <div
+              className="split-bar"
+              role="meter"
+              aria-label={`${row.name}: share on the candidate`}
+              aria-valuemin={0}
+              aria-valuemax={100}
+              aria-valuenow={row.effective}
+            >
               <div className="split-candidate" style={{ width: `${row.effective}%` }} />
             </div>
             <span className="split-figure" title={row.effective !== row.configured ? `set to ${row.configured}%` : undefined}>
-              {row.effective}%{row.effective !== row.configured && <span className="split-note">{row.rolledBack || allBack ? 'rolled back' : `set ${row.configured}%`}</span>}
+              {row.effective}%
+              {row.effective !== row.configured && <span className="split-note">{row.rolledBack || allBack ? 'rolled back' : `set ${row.configured}%`}</span>}
             </span>
           </li>
         ))}

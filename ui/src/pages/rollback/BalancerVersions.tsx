@@ -30,7 +30,11 @@ export function BalancerVersions({ balancers, overrideVersion }: { balancers: Ba
               </td>
               <td>
                 {balancer.ackedVersion ?? '—'}
-                {balancer.upToDate ? <span className="tag tag-ok">current</span> : <span className="tag tag-warning">behind{overrideVersion !== undefined ? ` (current ${overrideVersion})` : ''}</span>}
+                {balancer.upToDate ? (
+                  <span className="tag tag-ok">current</span>
+                ) : (
+                  <span className="tag tag-warning">behind{overrideVersion !== undefined ? ` (current ${overrideVersion})` : ''}</span>
+                )}
               </td>
               <td>{formatAgo(balancer.lastHeartbeatUnixMs, now)}</td>
             </tr>

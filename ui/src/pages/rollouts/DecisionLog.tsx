@@ -24,7 +24,10 @@ export function DecisionLog({ decisions }: { decisions: RolloutDecision[] }) {
           </thead>
           <tbody>
             {newestFirst.map((decision, index) => (
-              <tr key={`${decision.atUnixMs}-${decisions.length - index}`} className={decision.kind === 'rollback' || decision.kind === 'back-off' || decision.kind === 'abort' ? 'row-warning' : undefined}>
+              <tr
+                key={`${decision.atUnixMs}-${decisions.length - index}`}
+                className={decision.kind === 'rollback' || decision.kind === 'back-off' || decision.kind === 'abort' ? 'row-warning' : undefined}
+              >
                 <td className="nowrap">{formatDateTime(decision.atUnixMs)}</td>
                 <td className="numeric">{decision.step + 1}</td>
                 <td>

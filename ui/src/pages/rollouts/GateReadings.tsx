@@ -9,7 +9,8 @@ export function GateReadings({ rollout }: { rollout: Rollout }) {
   return (
     <>
       <p className="hint">
-        Read at {formatTime(reading.atUnixMs)} over a {reading.windowSeconds} s window; an integration is judged once each cluster ran {formatCount(rollout.plan.minSamples)} of its tasks in the window.
+        Read at {formatTime(reading.atUnixMs)} over a {reading.windowSeconds} s window; an integration is judged once each cluster ran{' '}
+        {formatCount(rollout.plan.minSamples)} of its tasks in the window.
       </p>
       <div className="gate-tables">
         {reading.integrations.map((integration) => (
@@ -21,7 +22,12 @@ export function GateReadings({ rollout }: { rollout: Rollout }) {
             status={integration.status}
           />
         ))}
-        <GateTable caption="Candidate workers" detail={`${reading.workers.reporting} reporting; the worst one counts`} readings={reading.workers.gates} status={reading.workers.status} />
+        <GateTable
+          caption="Candidate workers"
+          detail={`${reading.workers.reporting} reporting; the worst one counts`}
+          readings={reading.workers.gates}
+          status={reading.workers.status}
+        />
       </div>
       {rollout.rolledBack.length > 0 && <p className="muted">No longer judged (rolled back to the baseline): {rollout.rolledBack.join(', ')}.</p>}
     </>

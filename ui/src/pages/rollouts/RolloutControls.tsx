@@ -22,7 +22,11 @@ export function RolloutControls({ rollout, onChanged }: { rollout: Rollout; onCh
   const perform = (action: Action) => {
     setLastAction(action);
     return run(async () => {
-      const changed = await client.send<Rollout>('POST', `/rollouts/${encodeURIComponent(rollout.id)}/${action}`, reason.trim() ? { reason: reason.trim() } : {});
+      const changed = await client.send<Rollout>(
+        'POST',
+        `/rollouts/${encodeURIComponent(rollout.id)}/${action}`,
+        reason.trim() ? { reason: reason.trim() } : {},
+      );
       // A reason belongs to one change: the next starts blank.
       setReason('');
       onChanged(changed);
@@ -35,15 +39,35 @@ export function RolloutControls({ rollout, onChanged }: { rollout: Rollout; onCh
       <h2 id="rollout-controls-title">Control the autopilot</h2>
       <div className="rollout-control-row">
         <label htmlFor="rollout-reason">Reason (for the audit log)</label>
-        <input id="rollout-reason" type="text" maxLength={500} value={reason} onChange={(event) => setReason(event.target.value)} disabled={whyReadOnly !== undefined} title={whyReadOnly} placeholder="e.g. waiting for the bank-b incident to end" />
+        <input
+          id="rollout-reason"
+          type="text"
+          maxLength={500}
+          value={reason}
+          onChange={(event) => setReason(event.target.value)}
+          disabled={whyReadOnly !== undefined}
+          title={whyReadOnly}
+          placeholder="e.g. waiting for the bank-b incident to end"
+        />
       </div>
       <div className="form-actions">
         {rollout.status === 'paused' ? (
-          <button type="button" className="button-primary" disabled={disabled} title={whyReadOnly ?? 'The gates must hold a whole hold again, on windows after now'} onClick={() => void perform('resume')}>
+          <button
+            type="button"
+            className="button-primary"
+            disabled={disabled}
+            title={whyReadOnly ?? 'The gates must hold a whole hold again, on windows after now'}
+            onClick={() => void perform('resume')}
+          >
             Resume
           </button>
         ) : (
-          <button type="button" disabled={disabled} title={whyReadOnly ?? 'The autopilot stops acting; traffic and parallelism stay as they are'} onClick={() => void perform('pause')}>
+          <button
+            type="button"
+            disabled={disabled}
+            title={whyReadOnly ?? 'The autopilot stops acting; traffic and parallelism stay as they are'}
+            onClick={() => void perform('pause')}
+          >
             Pause
           </button>
         )}
@@ -53,9 +77,17 @@ export function RolloutControls({ rollout, onChanged }: { rollout: Rollout; onCh
       </div>
       <p className="hint">Pausing or aborting leaves traffic and parallelism as they are: roll back on the Rollback page if wanted.</p>
       {outcome.status === 'failed' && <ErrorNotice error={outcome.error} action={`${acting[lastAction]} rollout ${rollout.plan.name}`} change />}
-      <ConfirmDialog open={confirmingAbort} title="Abort this rollout?" confirmLabel="Abort rollout" danger onConfirm={() => perform('abort')} onClose={() => setConfirmingAbort(false)}>
+      <ConfirmDialog
+        open={confirmingAbort}
+        title="Abort this rollout?"
+        confirmLabel="Abort rollout"
+        danger
+        onConfirm={() => perform('abort')}
+        onClose={() => setConfirmingAbort(false)}
+      >
         <p>
-          <strong>{rollout.plan.name}</strong> ends at step {rollout.step + 1} of {rollout.plan.steps.length}: the autopilot stops for good. Traffic and the candidate&apos;s max parallelism stay as they are now.
+          <strong>{rollout.plan.name}</strong> ends at step {rollout.step + 1} of {rollout.plan.steps.length}: the autopilot stops for good. Traffic and the
+          candidate&apos;s max parallelism stay as they are now.
           {reason.trim() && ` Reason: ${reason.trim()}`}
         </p>
       </ConfirmDialog>

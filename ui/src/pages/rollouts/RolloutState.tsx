@@ -23,18 +23,26 @@ export function RolloutState({ rollout, actingHere }: { rollout: Rollout; acting
       </p>
       {rollout.status === 'running' && (
         <p className="waiting-for">
-          <span className="label">Waiting for:</span> {rollout.waitingFor ?? "the autopilot's next reading of the gates (a step, a raise or a resume has just taken effect)"}
+          <span className="label">Waiting for:</span>{' '}
+          {rollout.waitingFor ?? "the autopilot's next reading of the gates (a step, a raise or a resume has just taken effect)"}
           {rollout.heldSinceUnixMs !== null && <span className="muted"> (every gate has held since {formatTime(rollout.heldSinceUnixMs)})</span>}
         </p>
       )}
-      {rollout.status === 'paused' && <p className="waiting-for">Paused: the autopilot does not act until it is resumed; traffic and parallelism stay as they are.</p>}
+      {rollout.status === 'paused' && (
+        <p className="waiting-for">Paused: the autopilot does not act until it is resumed; traffic and parallelism stay as they are.</p>
+      )}
       {rollout.baselineUntilUnixMs !== null && (
-        <p className="hint">Every task of the plan runs on the candidate: its gates compare with the baseline&apos;s window that ended at {formatTime(rollout.baselineUntilUnixMs)}.</p>
+        <p className="hint">
+          Every task of the plan runs on the candidate: its gates compare with the baseline&apos;s window that ended at{' '}
+          {formatTime(rollout.baselineUntilUnixMs)}.
+        </p>
       )}
       <p className="hint">
         Started {formatDateTime(rollout.createdAtUnixMs)} by {rollout.createdBy}
         {rollout.finishedAtUnixMs !== null && `; finished ${formatDateTime(rollout.finishedAtUnixMs)}`}
-        {rollout.status === 'running' && (actingHere ? "; this control plane's autopilot acts on it" : '; the autopilot of another control plane acts on it (or takes it at its next tick)')}.
+        {rollout.status === 'running' &&
+          (actingHere ? "; this control plane's autopilot acts on it" : '; the autopilot of another control plane acts on it (or takes it at its next tick)')}
+        .
       </p>
     </section>
   );

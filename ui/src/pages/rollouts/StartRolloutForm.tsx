@@ -44,7 +44,13 @@ export function StartRolloutForm({ onStarted }: { onStarted(rollout: Rollout): v
 
   // The example names the integrations the control plane knows (GET /traffic lists them).
   const loadExample = useCallback(
-    async (signal?: AbortSignal) => examplePlan(await client.get<TrafficView>('/traffic', signal).then((traffic) => Object.keys(traffic.flag.integrations), () => [])),
+    async (signal?: AbortSignal) =>
+      examplePlan(
+        await client.get<TrafficView>('/traffic', signal).then(
+          (traffic) => Object.keys(traffic.flag.integrations),
+          () => [],
+        ),
+      ),
     [client],
   );
   useEffect(() => {
@@ -63,7 +69,10 @@ export function StartRolloutForm({ onStarted }: { onStarted(rollout: Rollout): v
     try {
       setParsed(JSON.parse(text ?? ''));
     } catch (error) {
-      setProblems({ title: 'The plan is not valid JSON; nothing was sent.', fields: [{ field: 'JSON', message: error instanceof Error ? error.message : String(error) }] });
+      setProblems({
+        title: 'The plan is not valid JSON; nothing was sent.',
+        fields: [{ field: 'JSON', message: error instanceof Error ? error.message : String(error) }],
+      });
       return;
     }
     setProblems(undefined);
@@ -78,7 +87,10 @@ export function StartRolloutForm({ onStarted }: { onStarted(rollout: Rollout): v
         return rollout;
       } catch (error) {
         if (isApiError(error) && error.fields.length > 0) {
-          setProblems({ title: `The control plane refused the plan (HTTP ${error.status}, ${error.code}); nothing was started.`, fields: error.fields.map((f) => ({ field: planPath(f.field), message: f.message })) });
+          setProblems({
+            title: `The control plane refused the plan (HTTP ${error.status}, ${error.code}); nothing was started.`,
+            fields: error.fields.map((f) => ({ field: planPath(f.field), message: f.message })),
+          });
         }
         throw error;
       }
@@ -90,8 +102,8 @@ export function StartRolloutForm({ onStarted }: { onStarted(rollout: Rollout): v
     <section className="card" aria-labelledby="start-rollout-title">
       <h2 id="start-rollout-title">Start a rollout</h2>
       <p className="hint">
-        A plan as JSON: the integrations it moves, the gates (a gate left out keeps its default), and the steps, each with a share on the candidate and either a max parallelism or a
-        search range. Its first step takes effect at once; the autopilot takes the next ones as the gates hold.
+        A plan as JSON: the integrations it moves, the gates (a gate left out keeps its default), and the steps, each with a share on the candidate and either a
+        max parallelism or a search range. Its first step takes effect at once; the autopilot takes the next ones as the gates hold.
       </p>
       <label htmlFor="rollout-plan">Plan (JSON)</label>
       <textarea
@@ -121,9 +133,17 @@ export function StartRolloutForm({ onStarted }: { onStarted(rollout: Rollout): v
           </ul>
         </div>
       )}
-      {outcome.status === 'failed' && !(isApiError(outcome.error) && outcome.error.fields.length > 0) && <ErrorNotice error={outcome.error} action="Starting the rollout" change />}
+      {outcome.status === 'failed' && !(isApiError(outcome.error) && outcome.error.fields.length > 0) && (
+        <ErrorNotice error={outcome.error} action="Starting the rollout" change />
+      )}
       <div className="form-actions">
-        <button type="button" className="button-primary" disabled={whyReadOnly !== undefined || text === undefined || outcome.status === 'running'} title={whyReadOnly} onClick={review}>
+        <button
+          type="button"
+          className="button-primary"
+          disabled={whyReadOnly !== undefined || text === undefined || outcome.status === 'running'}
+          title={whyReadOnly}
+          onClick={review}
+        >
           Review and start…
         </button>
         <button type="button" disabled={whyReadOnly !== undefined} title={whyReadOnly} onClick={reset}>
@@ -134,7 +154,8 @@ export function StartRolloutForm({ onStarted }: { onStarted(rollout: Rollout): v
         <p>
           <strong>{typeof summary?.name === 'string' ? summary.name : '(no name)'}</strong>
           {Array.isArray(summary?.integrations) && ` on ${summary.integrations.map(String).join(', ')}`}
-          {Array.isArray(summary?.steps) && `, ${summary.steps.length} step${summary.steps.length === 1 ? '' : 's'}`}. Its first step moves traffic to the candidate now.
+          {Array.isArray(summary?.steps) && `, ${summary.steps.length} step${summary.steps.length === 1 ? '' : 's'}`}. Its first step moves traffic to the
+          candidate now.
         </p>
       </ConfirmDialog>
     </section>

@@ -15,7 +15,8 @@ function stateOf(rollout: Rollout, index: number): StepState {
 export function StepTimeline({ rollout }: { rollout: Rollout }) {
   const rolledBackAt = new Map<number, string[]>();
   for (const decision of rollout.decisions) {
-    if (decision.kind === 'rollback' && decision.integration) rolledBackAt.set(decision.step, [...(rolledBackAt.get(decision.step) ?? []), decision.integration]);
+    if (decision.kind === 'rollback' && decision.integration)
+      rolledBackAt.set(decision.step, [...(rolledBackAt.get(decision.step) ?? []), decision.integration]);
   }
   // Rolled back before the decisions kept (the latest 200): shown on the rollout as a whole.
   const unplaced = rollout.rolledBack.filter((name) => ![...rolledBackAt.values()].some((names) => names.includes(name)));

@@ -17,7 +17,12 @@ const statusText: Record<GateStatus, { mark: string; text: string; explains: str
   ok: { mark: '✓', text: 'ok', explains: 'within its line', tone: 'tag-ok' },
   close: { mark: '▲', text: 'close', explains: 'above 90% of its line: the autopilot holds', tone: 'tag-warning' },
   breached: { mark: '✕', text: 'breached', explains: 'over its line: the autopilot rolls back (or backs a search off)', tone: 'gate-breached' },
-  'not-enough-data': { mark: '…', text: 'not enough data', explains: 'too few tasks (or no worker report) in the window: nothing is decided on it', tone: 'gate-not-enough-data' },
+  'not-enough-data': {
+    mark: '…',
+    text: 'not enough data',
+    explains: 'too few tasks (or no worker report) in the window: nothing is decided on it',
+    tone: 'gate-not-enough-data',
+  },
 };
 
 export function GateStatusTag({ status }: { status: GateStatus }) {

@@ -111,7 +111,8 @@ function FlameChart({ tree }: { tree: FlameTree }) {
   return (
     <div className="flame-graph">
       <p className="hint">
-        {formatMs(tree.cpuUs / 1000)} on the CPU ({formatMs(tree.idleUs / 1000)} idle, left out). A frame is as wide as its total time; what it called is below it. Hover for times, click to zoom in.
+        {formatMs(tree.cpuUs / 1000)} on the CPU ({formatMs(tree.idleUs / 1000)} idle, left out). A frame is as wide as its total time; what it called is below
+        it. Hover for times, click to zoom in.
         {tree.framesMerged > 0 &&
           ` ${formatCount(tree.framesMerged)} of ${formatCount(tree.framesInProfile)} frames, each under ${formatShare(tree.minShare)} of the CPU time, are merged into "smaller frames".`}
       </p>

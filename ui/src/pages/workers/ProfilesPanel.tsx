@@ -39,7 +39,12 @@ export function ProfilesPanel({ refreshKey }: { refreshKey: number }) {
           <ul className="profile-list" aria-label="Recent profiles">
             {list.map((profile) => (
               <li key={profile.profileId}>
-                <button type="button" className={`profile-item ${profile === selected ? 'profile-item-selected' : ''}`} aria-pressed={profile === selected} onClick={() => setSelectedId(profile.profileId)}>
+                <button
+                  type="button"
+                  className={`profile-item ${profile === selected ? 'profile-item-selected' : ''}`}
+                  aria-pressed={profile === selected}
+                  onClick={() => setSelectedId(profile.profileId)}
+                >
                   <Truncated text={profile.workerId} />
                   <span className={`tag tag-${profile.status === 'done' ? 'ok' : profile.status === 'failed' ? 'warning' : 'info'}`}>{profile.status}</span>
                   <span className="muted">{formatDateTime(profile.startedAtUnixMs)}</span>
@@ -86,7 +91,8 @@ function ProfileDetail({ profile }: { profile: ProfileRecord }) {
       {profile.status === 'done' && profile.summary && (
         <>
           <p>
-            {formatMs(profile.summary.profiledMs)} sampled ({profile.summary.samples} samples): {formatMs(profile.summary.profiledMs - profile.summary.idleMs)} on the CPU, {formatMs(profile.summary.idleMs)} idle; {formatBytes(profile.cpuprofileBytes)}.{' '}
+            {formatMs(profile.summary.profiledMs)} sampled ({profile.summary.samples} samples): {formatMs(profile.summary.profiledMs - profile.summary.idleMs)}{' '}
+            on the CPU, {formatMs(profile.summary.idleMs)} idle; {formatBytes(profile.cpuprofileBytes)}.{' '}
             <button type="button" className="button-small" onClick={() => void download()}>
               Download .cpuprofile
             </button>

@@ -71,7 +71,10 @@ function SelfProtectionTag({ protection }: { protection: NonNullable<WorkerSumma
       ? `its heap is at ${formatShare(protection.figure)} of the limit (line ${formatShare(protection.line)})`
       : `its event-loop delay p99 was ${formatMs(protection.figure)} (line ${formatMs(protection.line)})`;
   return (
-    <span className="tag tag-warning" title={`Self-protection since ${new Date(protection.sinceUnixMs).toLocaleTimeString()}: ${what}; it advertises ${formatShare(protection.slotShare)} of its slots until it is back below 80% of the line`}>
+    <span
+      className="tag tag-warning"
+      title={`Self-protection since ${new Date(protection.sinceUnixMs).toLocaleTimeString()}: ${what}; it advertises ${formatShare(protection.slotShare)} of its slots until it is back below 80% of the line`}
+    >
       {protection.reason === 'heap' ? 'heap high' : 'loop stalled'}: {formatShare(protection.slotShare, 0)} of slots
     </span>
   );
@@ -100,13 +103,19 @@ function EjectedTag({ worker, untilUnixMs }: { worker: WorkerSummary; untilUnixM
   const until = new Date(untilUnixMs).toLocaleTimeString();
   if (worker.ejectedReason === 'failing') {
     return (
-      <span className="tag tag-warning" title={`${worker.workerId} failed far more tasks than the other workers on the same integration: no balancer sends it a task until ${until}, when its back-off ends`}>
+      <span
+        className="tag tag-warning"
+        title={`${worker.workerId} failed far more tasks than the other workers on the same integration: no balancer sends it a task until ${until}, when its back-off ends`}
+      >
         failing
       </span>
     );
   }
   return (
-    <span className="tag tag-warning" title={`Balancers could not connect to ${worker.address}: none sends it a task until ${until}, or until a health check passes`}>
+    <span
+      className="tag tag-warning"
+      title={`Balancers could not connect to ${worker.address}: none sends it a task until ${until}, or until a health check passes`}
+    >
       unreachable
     </span>
   );
@@ -150,10 +159,24 @@ function WorkerRow({ worker, nowUnixMs, roleOfCluster, whyReadOnly, onDrain, onP
       <td>{formatAgo(worker.lastHeartbeatUnixMs, nowUnixMs)}</td>
       <td>
         <div className="row-actions">
-          <button type="button" className="button-small" disabled={whyReadOnly !== undefined || worker.draining} title={whyReadOnly ?? (worker.draining ? 'Already draining' : undefined)} onClick={() => onDrain(worker)} aria-label={`Drain ${worker.workerId}`}>
+          <button
+            type="button"
+            className="button-small"
+            disabled={whyReadOnly !== undefined || worker.draining}
+            title={whyReadOnly ?? (worker.draining ? 'Already draining' : undefined)}
+            onClick={() => onDrain(worker)}
+            aria-label={`Drain ${worker.workerId}`}
+          >
             Drain
           </button>
-          <button type="button" className="button-small" disabled={whyReadOnly !== undefined} title={whyReadOnly} onClick={() => onProfile(worker)} aria-label={`Profile ${worker.workerId}`}>
+          <button
+            type="button"
+            className="button-small"
+            disabled={whyReadOnly !== undefined}
+            title={whyReadOnly}
+            onClick={() => onProfile(worker)}
+            aria-label={`Profile ${worker.workerId}`}
+          >
             Profile
           </button>
         </div>

@@ -152,7 +152,10 @@ export function toFlameTree(profile: Cpuprofile, options: FlameTreeOptions = fla
     root.frame.selfUs += usByNode.get(profileRoot.id) ?? 0;
     pushChildren(profileRoot.children ?? [], root);
   } else {
-    pushChildren((roots.length > 0 ? roots : profile.nodes.slice(0, 1)).map((node) => node.id), root);
+    pushChildren(
+      (roots.length > 0 ? roots : profile.nodes.slice(0, 1)).map((node) => node.id),
+      root,
+    );
   }
   while (stack.length > 0) {
     const { node, parent } = stack.pop()!;
@@ -168,7 +171,13 @@ export function toFlameTree(profile: Cpuprofile, options: FlameTreeOptions = fla
     const key = `${functionName}\n${url}\n${lineNumber}\n${columnNumber}`;
     let path = parent.byKey.get(key);
     if (!path) {
-      path = { frame: newFrame(functionName || '(anonymous)', kindOf(functionName, url), url, lineNumber, columnNumber), parent, byKey: new Map(), subtreeFrames: 1, order: paths.length };
+      path = {
+        frame: newFrame(functionName || '(anonymous)', kindOf(functionName, url), url, lineNumber, columnNumber),
+        parent,
+        byKey: new Map(),
+        subtreeFrames: 1,
+        order: paths.length,
+      };
       parent.byKey.set(key, path);
       paths.push(path);
     }
