@@ -105,7 +105,7 @@ export type AutopilotOptions = BenchmarkOptions;
 
 const latencySlotMs = latencyDefaults.slotMs;
 
-/** The bound: rolled back within two gate windows of the incident's start. */
+/** The bound: rolled back within two gate windows of the incident's start. */
 export const goalWindows = 2;
 
 function planFor(settings: AutopilotSettings, repetition: number): PlanInput {

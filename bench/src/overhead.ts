@@ -1,5 +1,5 @@
 /**
- * overhead: what the balancer costs (issue 15). One balancer and two echo workers, each its own
+ * overhead: what the balancer costs. One balancer and two echo workers, each its own
  * process, on the shared Redis; HAProxy (leastconn) in front of the same workers; a load generator
  * in a process of its own, which also runs the proxyless client. Every path of overheadPaths in the
  * same run:
@@ -39,7 +39,7 @@ export interface OverheadSettings {
     durationMs: number;
   };
   latency: {
-    /** The goals are judged at the lower of these two rates (issue 15). */
+    /** The goals are judged at the lower of these two rates. */
     goalRate: { maxTasksPerSecond: number; shareOfBalancerCeiling: number };
     /** Further rates, as shares of the measured balancer ceiling. */
     ceilingShares: readonly number[];
@@ -82,9 +82,9 @@ export const smokeSettings: OverheadSettings = {
   },
 };
 
-/** Issue 15's goals for the balancer. */
+/** The goals for the balancer. */
 export const goals = { balancerCpuMicrosPerTask: 120, balancerCeilingShareOfDirect: 0.7, addedP50Ms: 2, addedP99Ms: 10 } as const;
-/** Issue 15's goals for the proxyless path (its added latency: at most HAProxy's). */
+/** The goals for the proxyless path (its added latency: at most HAProxy's). */
 export const proxylessGoals = { ceilingShareOfDirect: 0.9 } as const;
 
 export interface Measurement {
@@ -157,7 +157,7 @@ export interface OverheadResult extends RunHeader<'overhead', OverheadSettings> 
   latency: LatencyLevel[];
   ledgerAtEnd: LedgerAtEnd;
   goals: Goal[];
-  /** Goals of the issue this run could not judge, and why. */
+  /** Goals this run could not judge, and why. */
   notJudged: string[];
 }
 
@@ -410,7 +410,7 @@ function pathLatency(path: OverheadPath, index: number, repetitions: readonly Me
   };
 }
 
-/** Issue 15's goals, met or not, and those this run cannot judge. */
+/** The goals, met or not, and those this run cannot judge. */
 function judge(
   paths: readonly OverheadPath[],
   best: OverheadResult['ceiling']['best'],

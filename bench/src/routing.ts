@@ -1,5 +1,5 @@
 /**
- * routing (issue 16): Headroom's exact least-loaded placement across balancers against what
+ * routing: Headroom's exact least-loaded placement across balancers against what
  * teams run without it. Two clusters of the same workers, each worker its own process:
  *   baseline:  workers that refuse a task when every slot is busy (`--overflow refuse`), behind
  *              Headroom's balancers (`--policy least-loaded`): one shared count of free slots in
@@ -77,7 +77,7 @@ export const fullSettings: RoutingSettings = {
   maxParallelismPerWorker: 4,
   maxLocalQueuedTasksPerWorker: 1000,
   // p99 about 10x the median (e^(2.33 sigma)); bank-b, a fifth of the tasks, three times slower.
-  // A median of 200 ms, not the issue's 20: with 20 ms tasks this 2-core machine ran out of CPU
+  // A median of 200 ms, not the 20 first asked for: with 20 ms tasks this 2-core machine ran out of CPU
   // (balancers, Redis, workers and the generator share it) at 40% of what the slots carry, so no
   // policy ever filled the slots and the comparison measured CPU per task, not placement (run
   // of 2026-11-26 05:27). At 200 ms the slots bind first (about 87 tasks/s for 40 slots, some
@@ -120,7 +120,7 @@ export const smokeSettings: RoutingSettings = {
   loadSampleIntervalMs: 100,
 };
 
-/** Headroom's pooled p99 over the best alternative's at each load (issue 16). */
+/** Headroom's pooled p99 over the best alternative's at each load. */
 export const goals = {
   p99OverBestAlternative: new Map([
     [0.5, 1.05],

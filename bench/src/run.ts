@@ -3,16 +3,16 @@
  * Benchmarks of Headroom. Programs, not tests: they print a table, write JSON to bench/results/
  * and refresh bench/RESULTS.md, and exit 0 whatever the figures (non-zero only when a benchmark broke).
  *   npm run bench                      every benchmark but the soak
- *   npm run bench -- soak --minutes 30 the soak (issue 19): runs only when named
+ *   npm run bench -- soak --minutes 30 the soak: runs only when named
  *   npm run bench -- overhead          one
  *   npm run bench -- overhead --smoke  seconds, tiny load (what the test runs)
- * Benchmarks (issue 7's numbering): overhead (1, the balancer's cost), routing (2, slot policies on a
+ * Benchmarks (in the order of bench/RESULTS.md): overhead (1, the balancer's cost), routing (2, slot policies on a
  * fleet of unlike workers), priority (3, user-present tasks under a background spike), rollback (4,
  * how fast a rollback reaches every balancer), parallelism (5, one bank worker at max parallelism
  * 1..50), memory (6, 100,000 tasks queued at a balancer), scale (7, Redis's cost per task and per
- * worker, and what one Redis carries; with issue 14's fleet-scale mode, the old ledger's scripts
+ * worker, and what one Redis carries; with its fleet-scale mode, the old ledger's scripts
  * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
- * semi-space sizes); autopilot (issue 18: how long the rollout autopilot takes from a slow candidate's
+ * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
  * first slow answer to the last balancer's acknowledgement of its rollback); soak (the whole system for
  * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
@@ -62,7 +62,7 @@ const progress = (line: string) => process.stdout.write(`  ${line}\n`);
 /** What every benchmark takes from the command line. */
 const common = (options: RunOptions) => ({ smoke: options.smoke, command: options.command, redisUrl, signal: options.signal, progress });
 
-// In the order `npm run bench` runs them: the issue's numbering, then the extra finding.
+// In the order `npm run bench` runs them: the numbering of bench/RESULTS.md, then the extra finding.
 const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   overhead: (options) =>
     report(
@@ -82,9 +82,9 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   // On a private redis-server of its own: REDIS_URL is not used.
   scale: (options) => report('scale', options, runScale(common(options)), { tables: scaleTables, markdown: scaleMarkdown }),
   'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
-  // Issue 18: the rollout autopilot's detection and rollback of a slow candidate.
+  // The rollout autopilot's detection and rollback of a slow candidate.
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
-  // Issue 19; runs only when named (30 minutes by default: --minutes N).
+  // Runs only when named (30 minutes by default: --minutes N).
   soak: (options) =>
     report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
 };

@@ -9,7 +9,7 @@
  *      The main thread's CPU per worker-second, per balancer-second and per task is the model's input.
  * The model: Redis runs commands on one thread, so a deployment fits while the sum of those costs
  * stays under a share of one core.
- *   3. fleet scale (issue 14; scale/fleet-scale.ts): the old ledger's scripts (a frozen copy) and
+ *   3. fleet scale (scale/fleet-scale.ts): the old ledger's scripts (a frozen copy) and
  *      the new ones, one after the other, each on a fresh private redis-server, with 4,000
  *      simulated workers of 30 slots and 20 simulated balancers sending what real ones send, each on
  *      its own connection, under tasks of seconds: per task, per idle and per busy worker-second,
@@ -90,7 +90,7 @@ export const fullSettings: ScaleSettings = {
     repetitions: 3,
   },
   plannedShareOfCore: 0.5,
-  // The issue's fleet, each ledger at 2,000 tasks/s (the old scripts' half thread is near 2,300), then at
+  // The target fleet, each ledger at 2,000 tasks/s (the old scripts' half thread is near 2,300), then at
   // the rate its costs say takes half the thread. The harness (one Node process, 4,040 connections, on a
   // 2-core machine shared with Redis and other work) drives about 20,000 as a real fleet sends them (balancers batching): above
   // that it says so, and the figure at half a thread is extrapolated from the highest rate it drove.
@@ -207,7 +207,7 @@ export interface ScaleResult extends RunHeader<'scale', ScaleSettings> {
   perBalancerSecondUs: Spread;
   perTaskUs: Spread;
   capacity: CapacityRow[];
-  /** Issue 14: old scripts against new at 4,000 workers (part 3). */
+  /** Old scripts against new at 4,000 workers (part 3). */
   fleetScale: FleetScaleResult;
   goals: Goal[];
 }

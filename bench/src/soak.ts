@@ -1,5 +1,5 @@
 /**
- * soak (issue 19): the fault suite's soak (faults/src/soak.ts) for `minutes`, in a process of its
+ * soak: the fault suite's soak (faults/src/soak.ts) for `minutes`, in a process of its
  * own (`node --test faults/dist/test/soak.test.js`, as the tests run it for 2 minutes), then its
  * report: every sampled series with its slope per hour, the faults, latency by quarter.
  */

@@ -1,6 +1,6 @@
 /**
  * How the fleet-scale mode judges "tasks/s one Redis carries at the planned share of its thread"
- * (issue 14): from a load the harness drove at the goal's rate within the share, else linearly
+ *: from a load the harness drove at the goal's rate within the share, else linearly
  * from the costs. Synthetic loads: no Redis, no timing.
  */
 import { test } from 'node:test';

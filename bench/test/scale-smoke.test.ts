@@ -2,7 +2,7 @@
  * Keeps the scale benchmark from rotting: runs it in smoke mode (a private redis-server, a few
  * calls of each script, a tiny fleet) as its own process, as `npm run bench -- scale --smoke` would,
  * and checks the JSON it writes: every script and the fleet measured, the model filled in. Its
- * fleet-scale mode (issue 14) ran a few hundred simulated workers with the old ledger and the new:
+ * fleet-scale mode ran a few hundred simulated workers with the old ledger and the new:
  * checks what must hold whatever the timing (tasks reserved and released, cost figures finite and
  * positive, the ledger's counts in agreement with the simulated fleet: free = capacity - in flight
  * on every worker, with tasks running and once every task ended), and that the load with everything

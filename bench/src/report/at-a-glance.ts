@@ -9,7 +9,7 @@ import { formatMeasured, formatMet, type Goal } from './goals';
 import { resultsDir } from './results-file';
 import { markdownTable } from './table';
 
-/** The issue's benchmarks, by its numbering; `goalsFrom`: a later issue that replaced the item's goals. */
+/** The benchmarks, by their numbering in bench/RESULTS.md; `goalsFrom`: where the item's current goals come from. */
 export const issueItems: readonly { item: number; benchmark: string; goalsFrom?: string }[] = [
   { item: 1, benchmark: 'overhead' },
   // Against what teams run without Headroom (no shared count, workers queueing), not ledger-admitting round-robin.

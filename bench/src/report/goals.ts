@@ -1,13 +1,13 @@
 import { markdownTable } from './table';
 
-/** One of the issue's targets, and whether this run met it (never a reason to fail). */
+/** One of the benchmark's targets, and whether this run met it (never a reason to fail). */
 export interface Goal {
   name: string;
   target: string;
   measured: number;
   /** Decimals the measured figure is shown with. @default 2 for a target in ms, else 0 */
   digits?: number;
-  /** 'stated': the issue asks for the figure itself, with no target to meet. */
+  /** 'stated': the figure is asked for itself, with no target to meet. */
   met: boolean | 'stated';
 }
 

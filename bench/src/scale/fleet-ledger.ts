@@ -57,7 +57,7 @@ export interface FleetLedger {
 }
 
 export interface FleetLedgerKind {
-  /** 'old': the frozen copy of the scripts before issue 14; 'new': @headroom/fleet as built now. */
+  /** 'old': the frozen copy of the scripts before the redesign; 'new': @headroom/fleet as built now. */
   readonly scripts: 'old' | 'new';
   /**
    * Who releases a task's lease when it ends: the worker on its own connection (old), or the

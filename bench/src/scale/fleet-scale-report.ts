@@ -27,7 +27,7 @@ function insideScriptsPerWorkerSecond(run: FleetScaleRun, busyWorkers: number, w
   return { idle, busy: idle + (scriptUsecPerSecond(run.busy) - scriptUsecPerSecond(run.fleetIdle)) / busyWorkers };
 }
 
-/** Part 3 of the scale benchmark: old scripts against new with the fleet. */
+/** Part 3 of the scale benchmark: old scripts against new with the target fleet. */
 export function fleetScaleTables(result: FleetScaleResult): string {
   const { settings } = result;
   const s = settings.sim;

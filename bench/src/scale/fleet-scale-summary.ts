@@ -1,4 +1,4 @@
-/** A ledger's repetitions pooled into one run, and the issue's goals from them. */
+/** A ledger's repetitions pooled into one run, and the goals judged from them. */
 import type { Goal } from '../report/goals';
 import { spread } from '../report/stats';
 import { median, type FleetLoad, type FleetScaleResult, type FleetScaleRun, type FleetScaleSettings } from './fleet-scale';
@@ -117,7 +117,7 @@ export function poolRuns(runs: readonly FleetScaleRun[], settings: FleetScaleSet
   };
 }
 
-/** Issue 14's goals, from the new ledger's run; the old one's figures beside them, stated. */
+/** The fleet-scale goals, from the new ledger's run; the old one's figures beside them, stated. */
 export function fleetScaleGoals(result: FleetScaleResult): Goal[] {
   const { settings } = result;
   const fleet = `${settings.sim.workers.toLocaleString('en-US')} workers x ${settings.sim.slotsPerWorker}, ${settings.sim.balancers} balancers`;

@@ -53,7 +53,7 @@ export interface FleetScaleSettings {
   plannedShareOfThread: number;
   /** Each ledger this many times, in turn (old, new, old, new): the figures pool the windows of all. */
   repetitions: number;
-  /** The fleet: tasks/s it asks one Redis to carry at plannedShareOfThread. */
+  /** The target fleet: tasks/s it asks one Redis to carry at plannedShareOfThread. */
   goalTasksPerSecond: number;
 }
 

@@ -305,7 +305,7 @@ export class FleetSim {
   /**
    * On: every simulated process also sends what a real one sends besides the ledger (see the top of
    * this file), through the same classes: worker reports, latency summaries, balancer heartbeats.
-   * Off: only the ledger's calls, the figures the issue's goals are about.
+   * Off: only the ledger's calls, the figures the goals are about.
    */
   sendOthers(on: boolean): void {
     if (on === this.othersOn) return;

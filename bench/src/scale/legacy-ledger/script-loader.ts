@@ -1,4 +1,4 @@
-// FROZEN COPY of fleet/src/script-loader.ts as it was before issue 14's redesign of the ledger (the "old
+// FROZEN COPY of fleet/src/script-loader.ts as it was before the ledger's redesign around lease records (the "old
 // scripts"). Used only by the scale benchmark's fleet-scale mode to compare old against new in one
 // run; not production code, never imported outside bench/src/scale/. Do not change or fix it.
 import * as fs from 'node:fs';
