@@ -70,6 +70,22 @@ const optionSpecs: readonly OptionSpec[] = [
     description: 'share of capacity only user-present tasks may use, 0..1',
   },
   {
+    key: 'defaultIntegrationLimit',
+    flag: 'default-integration-limit',
+    env: 'HEADROOM_DEFAULT_INTEGRATION_LIMIT',
+    valueName: 'JSON',
+    description:
+      'in-flight limit of each integration with no limit of its own in the ledger, per cluster: {"shareOfCapacity": x, "minInFlight": n} or {"off": true}; every balancer and proxyless client should agree on it',
+    defaultText: '{"shareOfCapacity":0.5,"minInFlight":8}',
+  },
+  {
+    key: 'maxQueuedShareAtLimit',
+    flag: 'max-queued-share-at-limit',
+    env: 'HEADROOM_MAX_QUEUED_SHARE_AT_LIMIT',
+    valueName: 'S',
+    description: "share of this balancer's queue the tasks of one integration at its limit may take; more get HR_ERR_INTEGRATION_AT_LIMIT, (0, 1]",
+  },
+  {
     key: 'ledgerBatchWindowMs',
     flag: 'ledger-batch-window-ms',
     env: 'HEADROOM_LEDGER_BATCH_WINDOW_MS',
@@ -215,9 +231,20 @@ const optionSpecs: readonly OptionSpec[] = [
   ...flagOptionSpecs,
 ];
 
+/** A JSON option's text as its value; text that is not JSON is left for the schema to refuse. */
+function parseJsonText(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    return value;
+  }
+}
+
 const cliSchema = z
   .object({
     ...balancerOptionsSchema.shape,
+    defaultIntegrationLimit: z.preprocess(parseJsonText, balancerOptionsSchema.shape.defaultIntegrationLimit),
     baselineCluster: settings.name().default('baseline'),
     candidateCluster: settings.name().default('candidate'),
     keptForUserPresentShare: settings.share().default(0.1),

@@ -112,6 +112,13 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--policy: got "fastest", expected one of least-loaded/);
 
+  result = run(balancerCli, ['--default-integration-limit', '{"share": 1}']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /--default-integration-limit: got "\{\\"share\\": 1\}", expected \{"shareOfCapacity": x, "minInFlight": n\} or \{"off": true\}/);
+  result = run(balancerCli, [], { HEADROOM_MAX_QUEUED_SHARE_AT_LIMIT: '0' });
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(result.stderr, /HEADROOM_MAX_QUEUED_SHARE_AT_LIMIT \(env\): got "0", expected a number above 0/);
+
   result = run(balancerCli, [], { HEADROOM_MAX_QUEUED_TASKS: 'lots' });
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /HEADROOM_MAX_QUEUED_TASKS \(env\): got "lots", expected a whole number/);

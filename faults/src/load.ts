@@ -63,6 +63,7 @@ export class TaskLog {
 
 export interface DemoTaskOptions {
   priority?: Priority;
+  /** Default: bank-a to bank-d in turn, as one integration may hold only half of a cluster's slots (the ledger's default limit). */
   integration?: string;
   sleepMs?: number;
   cpuMs?: number;
@@ -70,9 +71,19 @@ export interface DemoTaskOptions {
   deadlineMs?: number;
 }
 
+const demoIntegrations = ['bank-a', 'bank-b', 'bank-c', 'bank-d'];
+let demoTasksMade = 0;
+
 /** A task for the demo handlers (sim/src/handlers/demo.ts). */
 export function demoTask(options: DemoTaskOptions = {}): Task {
-  const { priority = 'BACKGROUND', integration = 'bank-a', sleepMs = 50, cpuMs, idempotent = false, deadlineMs = 10_000 } = options;
+  const {
+    priority = 'BACKGROUND',
+    integration = demoIntegrations[demoTasksMade++ % demoIntegrations.length]!,
+    sleepMs = 50,
+    cpuMs,
+    idempotent = false,
+    deadlineMs = 10_000,
+  } = options;
   return task({ priority, integration, idempotent, payload: json({ sleepMs, ...(cpuMs ? { cpuMs } : {}) }), deadlineUnixMs: Date.now() + deadlineMs });
 }
 

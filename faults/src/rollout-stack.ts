@@ -137,7 +137,9 @@ export async function startRolloutStack(
     }
   }
   const { flags } = await stack.newFlagClient();
-  await fleet.addBalancer({}, flags);
+  // The rollouts here move one or two integrations onto a candidate of one worker: the default
+  // integration limit (half of a cluster) would cap the parallelism they search and judge.
+  await fleet.addBalancer({ defaultIntegrationLimit: { off: true } }, flags);
 
   const { integrations, lanes, payload = {} } = options.load;
   const tally: BankLoadTally = { sent: 0, ok: 0, failed: {} };

@@ -73,8 +73,12 @@ function watchMarks(stack: FaultStack, cluster: string, everyMs: number, maxMs: 
  * More tasks at once than the fleet has slots, so the invariant's "some worker was full" can hold
  * after a case run at half load (user-present: background tasks leave the slots kept for them).
  */
-async function burst(stack: FaultStack, log: TaskLog, tasks: number, taskFor: () => Task): Promise<void> {
-  await Promise.all(Array.from({ length: tasks }, (_, i) => log.submit(stack.balancers[i % stack.balancers.length]!, taskFor())));
+/**
+ * Enough tasks at once to fill a worker, spread over integrations: one integration may hold only
+ * half of a cluster's slots (the ledger's default limit).
+ */
+async function burst(stack: FaultStack, log: TaskLog, tasks: number, taskFor: (i: number) => Task): Promise<void> {
+  await Promise.all(Array.from({ length: tasks }, (_, i) => log.submit(stack.balancers[i % stack.balancers.length]!, taskFor(i))));
 }
 
 /** The sum of a counter over every balancer of the stack. */
@@ -108,7 +112,9 @@ test('a worker that fails fast is ejected by every balancer: after the first 10 
   await load.stop();
   await marks.stop();
   const measured = [...log.submissions];
-  await burst(stack, log, 3 * slotsPerWorker + 6, () => demoTask({ sleepMs: 600, integration: 'bank-a', priority: 'USER_PRESENT' }));
+  await burst(stack, log, 3 * slotsPerWorker + 6, (i) =>
+    demoTask({ sleepMs: 600, integration: ['bank-a', 'bank-b', 'bank-c'][i % 3]!, priority: 'USER_PRESENT' }),
+  );
 
   const early = measured.filter((s) => s.submittedAtMs < loadStartedAtMs + settleMs);
   const late = measured.filter((s) => s.submittedAtMs >= loadStartedAtMs + settleMs);
@@ -189,7 +195,9 @@ test('an upstream outage that fails on every worker ejects none', async (t) => {
   t.diagnostic(
     `bank-a failed share in the outage ${round3(bankAFailedShare)} of ${duringOutage.length}; workers marked ${new Set(marks.samples.map((s) => s.workerId)).size}`,
   );
-  await burst(stack, log, 4 * 4 * slotsPerWorker, () => task({ integration: 'bank-b', payload: json({ maxPages: 4 }), deadlineUnixMs: Date.now() + 10_000 }));
+  await burst(stack, log, 4 * 4 * slotsPerWorker, (i) =>
+    task({ integration: ['bank-b', 'bank-c', 'bank-d'][i % 3]!, payload: json({ maxPages: 4 }), deadlineUnixMs: Date.now() + 10_000 }),
+  );
   const result = await finishCase(t, stack, log, watch, {
     name: 'an upstream outage on every worker',
     startedAtMs,

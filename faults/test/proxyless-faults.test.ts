@@ -29,6 +29,9 @@ const threeWorkers: WorkerSpec[] = ['w0', 'w1', 'w2'].map((workerId) => ({ worke
 /** An answer slower than this counts as degraded service (tasks here run 40 to 120 ms). */
 const healthyLatencyMs = 1500;
 
+/** The integrations the lanes take in turn. */
+const laneIntegrations = ['bank-a', 'bank-b', 'bank-c', 'bank-d'];
+
 test('kill -9 a proxyless client process mid-load: the other callers are unaffected, the slots it held come back, nothing is over-admitted', async (t) => {
   const startedAtMs = performance.now();
   const stack = await startStack(t, { workers: threeWorkers, balancerCount: 1 });
@@ -40,7 +43,13 @@ test('kill -9 a proxyless client process mid-load: the other callers are unaffec
   const load = startClosedLoad(t, log, {
     lanes: 8,
     balancerFor: () => balancer,
-    taskFor: (lane, seq) => demoTask({ priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND', sleepMs: 40 + (seq % 5) * 20 }),
+    // Over four integrations: one may hold only half of the cluster's slots (the ledger's default limit).
+    taskFor: (lane, seq) =>
+      demoTask({
+        integration: laneIntegrations[lane % laneIntegrations.length]!,
+        priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND',
+        sleepMs: 40 + (seq % 5) * 20,
+      }),
   });
   // Killed once it is served (through the ledger and straight to the workers) and holds slots
   // while no slot is free.

@@ -85,6 +85,9 @@ function print(line: object): void {
   process.stdout.write(`${JSON.stringify(line)}\n`);
 }
 
+/** The integrations the lanes take in turn. */
+const laneIntegrations = ['bank-a', 'bank-b', 'bank-c', 'bank-d'];
+
 async function main(): Promise<void> {
   const parsed = readOptions(cliSchema, flags, process.argv.slice(2), process.env);
   if (parsed.help) {
@@ -114,7 +117,8 @@ async function main(): Promise<void> {
         await client.submit({
           id: `${config.clientId}-${seq}`,
           key: `account-${seq}`,
-          integration: 'bank-a',
+          // Over four integrations: one may hold only half of a cluster's slots (the ledger's default limit).
+          integration: laneIntegrations[lane % laneIntegrations.length]!,
           priority: lane % 4 === 0 ? 'USER_PRESENT' : 'BACKGROUND',
           payload: JSON.stringify({ sleepMs: config.sleepMs[seq % config.sleepMs.length] }),
           deadlineMs: config.taskDeadlineMs,
