@@ -74,7 +74,7 @@ export class Autopilot {
   private readonly intents: IntentRunner;
 
   constructor(private readonly deps: AutopilotDeps) {
-    this.intents = new IntentRunner({ store: deps.store, service: deps.service, audit: deps.audit, holdLease: () => this.holdLease() });
+    this.intents = new IntentRunner({ store: deps.store, service: deps.service, audit: deps.audit, holdLease: (leaseValue) => this.holdLease(leaseValue) });
   }
 
   /** Whether this control plane holds the lease now. */
@@ -314,12 +314,13 @@ export class Autopilot {
   /**
    * Renews the lease right before an action: a control plane that stalled past its lease (and
    * so may have been replaced) does not act on what it read before the stall. Not held by the
-   * operator's start of a rollout (finishIntent without a lease, see rollout-service.ts).
+   * operator's start of a rollout (finishIntent without a lease, see rollout-service.ts): that
+   * one goes on whatever this process's autopilot holds, and its clear is checked by version.
    */
-  private async holdLease(): Promise<void> {
-    if (this.leaseValue === null) return;
+  private async holdLease(leaseValue: string): Promise<void> {
+    if (leaseValue === '') return;
     const renewed = await this.deps.store.lease(this.deps.options.leaseMs);
-    if (renewed !== this.leaseValue) {
+    if (renewed !== leaseValue) {
       this.leaseValue = null;
       throw new Error('autopilot: the lease passed to another control plane before this one acted; it does not act');
     }

@@ -41,8 +41,8 @@ export interface IntentRunnerDeps {
   store: RolloutStore;
   service: ControlService;
   audit: AuditLog;
-  /** Renews the lease right before an action; rejects when it passed to another control plane. */
-  holdLease(): Promise<void>;
+  /** Renews `leaseValue` right before an action ("" holds none); rejects when it passed to another control plane. */
+  holdLease(leaseValue: string): Promise<void>;
 }
 
 export class IntentRunner {
@@ -56,15 +56,15 @@ export class IntentRunner {
   async finish(stored: StoredRollout, leaseValue: string): Promise<'finished' | 'lost-lease'> {
     const intent = stored.rollout.pending;
     if (!intent) return 'finished';
-    for (const [index, action] of intent.actions.entries()) await this.apply(action, `${intent.id}:action:${index}`);
+    for (const [index, action] of intent.actions.entries()) await this.apply(action, `${intent.id}:action:${index}`, leaseValue);
     for (const [index, decision] of intent.decisions.entries()) await this.record(stored.rollout, intent, decision, index);
     return this.clear(stored, intent.id, leaseValue);
   }
 
-  private async apply(action: RolloutAction, idempotencyKey: string): Promise<void> {
+  private async apply(action: RolloutAction, idempotencyKey: string, leaseValue: string): Promise<void> {
     // A predecessor that died after this action leaves its effect in place: not applied again.
     if (await this.inPlace(action)) return;
-    await this.deps.holdLease();
+    await this.deps.holdLease(leaseValue);
     const { service } = this.deps;
     switch (action.kind) {
       case 'traffic':
