@@ -290,7 +290,9 @@ test('a spike sends background tasks at factor x their rate, and the report show
   assert.equal(spike.targetRatePerS, 10 + 30 * 10);
   const background = (phase: typeof steady) => phase.priorities.BACKGROUND.sentPerS;
   const ratio = background(spike) / background(steady);
-  assert.ok(ratio > 8 && ratio < 12, `background ${background(spike)}/s in the spike, ${background(steady)}/s steady`);
+  // Phases of a second or less: a loaded machine's late timers, caught up in bursts, move each
+  // rate by a quarter or so (seen: 284/s against 36/s). Without the spike the ratio is 1.
+  assert.ok(ratio > 6 && ratio < 14, `background ${background(spike)}/s in the spike, ${background(steady)}/s steady`);
   assert.ok(Math.abs(steady.priorities.USER_PRESENT.sentPerS - 10) < 2, `user-present ${steady.priorities.USER_PRESENT.sentPerS}/s steady`);
   assert.ok(Math.abs(spike.priorities.USER_PRESENT.sentPerS - 10) < 4, `user-present ${spike.priorities.USER_PRESENT.sentPerS}/s in the spike`);
   assert.equal(steady.sent + spike.sent, report.total.sent);
