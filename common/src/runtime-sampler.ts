@@ -58,8 +58,14 @@ export function oldGenerationLimitBytes(heapSizeLimitBytes: number, flags: reado
  */
 export class RuntimeSampler {
   private gcMs = 0;
+  // Only the part of a pause inside the current sample counts: an entry is delivered after it
+  // ends, so one that began before the previous sample would otherwise count in full against a
+  // short interval and read as a share of 1 on a busy process.
   private readonly gcObserver = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) this.gcMs += entry.duration;
+    for (const entry of list.getEntries()) {
+      const endMs = entry.startTime + entry.duration;
+      this.gcMs += Math.max(0, endMs - Math.max(entry.startTime, this.lastSampleAtMs));
+    }
   });
   private readonly delay: IntervalHistogram = monitorEventLoopDelay({ resolution: 10 });
   private lastUtilization: EventLoopUtilization = performance.eventLoopUtilization();

@@ -45,3 +45,34 @@ test('a leaking process reaches a heap share near 1 before it runs out of memory
   assert.ok(highest > 0.7, `highest share before running out of memory: ${highest}`);
   assert.ok(highest <= 1.05, `highest share before running out of memory: ${highest}`);
 });
+
+test('a GC pause that ended before a sample does not count against the next, short one', { timeout: 60_000 }, async () => {
+  // A child with a big heap runs a full GC, samples before the GC's entry is delivered, waits
+  // for the entry, then samples again 1-2 ms later: that window held no GC.
+  const script = `
+    const { PerformanceObserver } = require('node:perf_hooks');
+    const { RuntimeSampler } = require(${JSON.stringify(require.resolve('../src/index'))});
+    const sampler = new RuntimeSampler();
+    const kept = Array.from({ length: 300000 }, (_, i) => ({ i, text: 'x' + i }));
+    let pauseMs = 0;
+    const seen = new Promise((resolve) => new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) pauseMs += entry.duration;
+      resolve();
+    }).observe({ entryTypes: ['gc'] }));
+    const alive = setInterval(() => {}, 1000);
+    global.gc();
+    sampler.sample();
+    seen.then(() => {
+      const share = sampler.sample().gcTimeRatio;
+      process.stdout.write(JSON.stringify({ share, pauseMs, kept: kept.length }));
+      clearInterval(alive);
+    });`;
+  const child = spawn(process.execPath, ['--expose-gc', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exitCode = await new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  assert.equal(exitCode, 0);
+  const { share, pauseMs } = JSON.parse(output) as { share: number; pauseMs: number };
+  assert.ok(pauseMs > 0, 'the child should have seen its GC pause');
+  assert.equal(share, 0, `GC share of a window after the pause (the pause took ${pauseMs} ms)`);
+});
