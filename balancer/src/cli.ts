@@ -15,6 +15,7 @@ import {
   stopSignal,
   usageText,
   type OptionSpec,
+  clusterOptionSpecs,
 } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import {
@@ -48,20 +49,7 @@ const optionSpecs: readonly OptionSpec[] = [
     valueName: 'NAME',
     description: `${policyNames.join(' | ')} (plain-round-robin, least-request and least-request-p2c take no slot in the ledger: what balancers without Headroom do, for comparison, with workers run --overflow queue)`,
   },
-  {
-    key: 'baselineCluster',
-    flag: 'baseline-cluster',
-    env: 'HEADROOM_BASELINE_CLUSTER',
-    valueName: 'NAME',
-    description: 'the cluster that runs what is not sent to the candidate',
-  },
-  {
-    key: 'candidateCluster',
-    flag: 'candidate-cluster',
-    env: 'HEADROOM_CANDIDATE_CLUSTER',
-    valueName: 'NAME',
-    description: 'the cluster that takes the candidate share',
-  },
+  ...clusterOptionSpecs,
   {
     key: 'keptForUserPresentShare',
     flag: 'kept-for-user-present-share',

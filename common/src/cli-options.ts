@@ -24,6 +24,24 @@ export interface OptionSpec {
   secret?: boolean;
 }
 
+/** The two clusters a balancer routes between and a control plane manages: named alike in both. */
+export const clusterOptionSpecs: readonly OptionSpec[] = [
+  {
+    key: 'baselineCluster',
+    flag: 'baseline-cluster',
+    env: 'HEADROOM_BASELINE_CLUSTER',
+    valueName: 'NAME',
+    description: 'the cluster that runs what is not sent to the candidate',
+  },
+  {
+    key: 'candidateCluster',
+    flag: 'candidate-cluster',
+    env: 'HEADROOM_CANDIDATE_CLUSTER',
+    valueName: 'NAME',
+    description: 'the cluster that takes the candidate share',
+  },
+];
+
 export type ParsedOptions<T> = { help: true } | { help: false; config: T };
 
 /**

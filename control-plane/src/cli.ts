@@ -19,6 +19,7 @@ import {
   stopSignal,
   usageText,
   type OptionSpec,
+  clusterOptionSpecs,
 } from '@headroom/common';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import { workerTlsFromOptions, workerTlsOptionSpecs, workerTlsOptionsShape } from '@headroom/proto';
@@ -35,20 +36,7 @@ const optionSpecs: readonly OptionSpec[] = [
     valueName: 'A,B,...',
     description: 'integrations with a traffic share of their own; with none, only the default share',
   },
-  {
-    key: 'baselineCluster',
-    flag: 'baseline-cluster',
-    env: 'HEADROOM_BASELINE_CLUSTER',
-    valueName: 'NAME',
-    description: 'the cluster that runs what is not sent to the candidate',
-  },
-  {
-    key: 'candidateCluster',
-    flag: 'candidate-cluster',
-    env: 'HEADROOM_CANDIDATE_CLUSTER',
-    valueName: 'NAME',
-    description: 'the cluster that takes the candidate share',
-  },
+  ...clusterOptionSpecs,
   { key: 'unleashUrl', flag: 'unleash-url', env: 'UNLEASH_URL', valueName: 'URL', description: 'Unleash server, e.g. http://127.0.0.1:4242 (required)' },
   {
     key: 'unleashAdminToken',
