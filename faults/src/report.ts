@@ -28,12 +28,15 @@ export interface RunReport {
   cases: Record<string, CaseReport & { at: string }>;
 }
 
-/** HEADROOM_FAULTS_REPORT, or <tmp>/headroom-faults/run-<test runner pid>.json. */
+/** HEADROOM_FAULTS_REPORT, or <tmp>/headroom-faults/run-<pid of the test file's `node --test`>.json. */
 export function reportPath(): string {
   return process.env.HEADROOM_FAULTS_REPORT ?? path.join(os.tmpdir(), 'headroom-faults', `run-${process.ppid}.json`);
 }
 
-/** Adds the case to this run's file (test files run one at a time, so no two write at once). */
+/**
+ * Adds the case to this run's file. Without HEADROOM_FAULTS_REPORT each test file has a file of
+ * its own, so files that run at once do not write the same one; with it, run them one at a time.
+ */
 export function recordCase(report: CaseReport): string {
   const file = reportPath();
   fs.mkdirSync(path.dirname(file), { recursive: true });
