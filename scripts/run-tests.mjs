@@ -8,6 +8,8 @@
 // opened). `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
 // under a heavy folder (see heavyFolders) start whole fleets of processes, and at most two of
 // them run at once, beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
+// `--lint` also runs `npm run lint` as the first light job, so that its minute overlaps the tests;
+// its problems fail the run like a failed file.
 import { readdirSync, existsSync, statSync, readFileSync } from 'node:fs';
 import { join, resolve, relative } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -37,16 +39,18 @@ function parseArgs(argv) {
   const rest = [];
   let concurrency = Number(process.env.HEADROOM_TEST_CONCURRENCY ?? Math.min(3, availableParallelism() + 1));
   let unitOnly = false;
+  let lint = false;
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--concurrency') concurrency = Number(argv[++i]);
     else if (argv[i] === '--unit') unitOnly = true;
+    else if (argv[i] === '--lint') lint = true;
     else rest.push(argv[i]);
   }
   if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) {
     console.error(`run-tests: --concurrency (or HEADROOM_TEST_CONCURRENCY) must be a whole number from 1 to 16, got ${JSON.stringify(String(concurrency))}`);
     process.exit(2);
   }
-  return { concurrency, unitOnly, rest };
+  return { concurrency, unitOnly, lint, rest };
 }
 
 function collect(dir) {
@@ -87,7 +91,9 @@ function readTap(output) {
   };
 }
 
-const { concurrency, unitOnly, rest } = parseArgs(process.argv.slice(2));
+const { concurrency, unitOnly, lint, rest } = parseArgs(process.argv.slice(2));
+/** Not a test file: the job that runs the linters, named so in the summary. */
+const lintJob = 'npm run lint';
 // Unit test files (*.unit.test.js) start no process and open no connection: the quick tier.
 const files = listFiles(rest).filter((file) => !unitOnly || file.endsWith('.unit.test.js'));
 if (files.length === 0) {
@@ -102,7 +108,7 @@ const running = new Map();
 const results = [];
 const byStartRank = (a, b) => startRank(a) - startRank(b);
 const waitingHeavy = files.filter(isHeavy).sort(byStartRank);
-const waitingLight = files.filter((file) => !isHeavy(file)).sort(byStartRank);
+const waitingLight = [...(lint ? [lintJob] : []), ...files.filter((file) => !isHeavy(file)).sort(byStartRank)];
 const startedAt = performance.now();
 const parentPid = process.ppid;
 let stopping = false;
@@ -135,8 +141,9 @@ function nextFile() {
 }
 
 function startFile(file) {
-  const child = spawn(process.execPath, ['--test', '--test-reporter=tap', file], { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  const run = { file, heavy: isHeavy(file), startedAt: performance.now(), chunks: [], bytes: 0, timedOut: false };
+  const [command, args] = file === lintJob ? ['npm', ['run', 'lint']] : [process.execPath, ['--test', '--test-reporter=tap', file]];
+  const child = spawn(command, args, { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const run = { file, heavy: file !== lintJob && isHeavy(file), startedAt: performance.now(), chunks: [], bytes: 0, timedOut: false };
   const keep = (chunk) => {
     run.chunks.push(chunk);
     run.bytes += chunk.length;
@@ -170,9 +177,10 @@ function finishFile(run, code, signal) {
   const tap = readTap(output);
   const ok = code === 0 && !run.timedOut;
   if (run.timedOut) tap.failed.push(`the file ran past ${fileTimeoutMs} ms (HEADROOM_TEST_FILE_TIMEOUT_MS) and was stopped`);
+  else if (!ok && run.file === lintJob) tap.failed.push('the linters found problems (their output is above; `npm run format` fixes the formatting)');
   else if (!ok && tap.failed.length === 0) tap.failed.push(`the file exited with ${code ?? signal}`);
-  results.push({ file: relative(root, run.file), durationMs, ok, ...tap });
-  const name = relative(root, run.file);
+  const name = run.file === lintJob ? lintJob : relative(root, run.file);
+  results.push({ file: name, durationMs, ok, ...tap });
   process.stdout.write(`# ━━ ${name}: ${ok ? 'ok' : 'FAILED'}, ${tap.pass} passed, ${tap.fail} failed, ${(durationMs / 1000).toFixed(1)} s\n${output}\n`);
 }
 
