@@ -137,6 +137,12 @@ export interface ControlKeys {
   readonly autopilotLease: string;
   /** STRING counter: the fencing token, raised at each new holder of the lease. */
   readonly autopilotFence: string;
+  /** HASH: `<cluster>|<integration>` -> JSON of the auto limit's state (the control plane's `AutoLimitState` and its last decision). */
+  readonly autoLimits: string;
+  /** LIST per integration in auto mode: its decisions, newest first, capped (the Limits page's chart). */
+  readonly autoLimitHistory: (cluster: string, integration: string) => string;
+  /** STRING with an expiry: the control plane whose auto limiter acts. */
+  readonly autoLimitLease: string;
 }
 
 export function controlKeys(prefix: string): ControlKeys {
@@ -160,6 +166,9 @@ export function controlKeys(prefix: string): ControlKeys {
     rolloutHistory: key('rollout-history'),
     autopilotLease: key('autopilot-lease'),
     autopilotFence: key('autopilot-fence'),
+    autoLimits: key('auto-limits'),
+    autoLimitHistory: (cluster, integration) => key(`auto-limit-history:${cluster}|${integration}`),
+    autoLimitLease: key('auto-limit-lease'),
   };
 }
 

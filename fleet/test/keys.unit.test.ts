@@ -9,7 +9,7 @@ import { controlKeys, keyspacePattern, latencyKeys, reportKeys } from '../src/in
 test('control keys share the hash tag {<prefix>:control}', () => {
   const keys = controlKeys('hr');
   assert.deepEqual(
-    { ...keys, profile: keys.profile('p-1') },
+    { ...keys, profile: keys.profile('p-1'), autoLimitHistory: keys.autoLimitHistory('baseline', 'bank-a') },
     {
       hashTag: '{hr:control}',
       override: '{hr:control}:override',
@@ -28,6 +28,9 @@ test('control keys share the hash tag {<prefix>:control}', () => {
       rolloutHistory: '{hr:control}:rollout-history',
       autopilotLease: '{hr:control}:autopilot-lease',
       autopilotFence: '{hr:control}:autopilot-fence',
+      autoLimits: '{hr:control}:auto-limits',
+      autoLimitHistory: '{hr:control}:auto-limit-history:baseline|bank-a',
+      autoLimitLease: '{hr:control}:auto-limit-lease',
     },
   );
 });

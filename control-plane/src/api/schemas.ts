@@ -19,6 +19,7 @@ export const auditActions = [
   'rollout.resume',
   'rollout.abort',
   'rollout.decision',
+  'limit.auto',
 ] as const satisfies readonly AuditAction[];
 
 const percent = z
