@@ -134,6 +134,11 @@ export async function ledgerDisagreement(stack: FaultStack): Promise<string | un
     if (snapshot.totalCapacity !== capacity || snapshot.totalFree !== free)
       problems.push(`totals capacity ${snapshot.totalCapacity} free ${snapshot.totalFree}, expected ${capacity} and ${free}`);
     if (snapshot.leases !== inflight) problems.push(`${snapshot.leases} leases for ${inflight} tasks in flight`);
+    // Per integration, a count without a running task behind it is a leak its limit would keep.
+    const byIntegration = await stack.ledger.integrationLimits(cluster);
+    const countedByIntegration = byIntegration.reduce((sum, state) => sum + state.inflight, 0);
+    if (countedByIntegration > inflight || byIntegration.some((state) => state.inflight < 0))
+      problems.push(`integrations count ${byIntegration.map((s) => `${s.integration} ${s.inflight}`).join(', ')} for ${inflight} tasks in flight`);
     if (snapshot.waitingBalancers.length > 0) problems.push(`balancers still marked waiting: ${snapshot.waitingBalancers.join(',')}`);
     if (problems.length > 0) return `${cluster}: ${problems.join('; ')}`;
   }
