@@ -19,8 +19,9 @@ import { EventHub } from './event-hub';
 import { FleetView } from './fleet-view';
 import { ProfileService } from './profiles/profile-service';
 import { latencySeries, latencyView } from './latency-view';
+import { integrationHealth } from './integration-health';
 import { adminUi } from './admin-ui';
-import { createControlMetrics, registerLedgerDriftGauge } from './metrics';
+import { createControlMetrics, registerIntegrationTroubleGauges, registerLedgerDriftGauge } from './metrics';
 import { OverrideControl } from './override-control';
 import { AuditStore } from './record/audit-store';
 import { ChangeLock } from './record/change-lock';
@@ -116,6 +117,8 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     keyPrefix,
   });
   registerLedgerDriftGauge(registry, () => fleet.ledgerDrift(), logger);
+  const readIntegrationHealth = () => integrationHealth(deps.redis, keyPrefix, { settleMs: config.latencySettleMs });
+  registerIntegrationTroubleGauges(registry, readIntegrationHealth, logger);
   const profiles = new ProfileService({
     redis: deps.redis,
     keyPrefix,
@@ -252,6 +255,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
       latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
+      integrationHealth: readIntegrationHealth,
     }),
   );
   app.use('/api', (_request, _response, next) => next(new HeadroomError(apiErrorCodes.notFound, 'no such API resource; see /api/v1/openapi.json')));

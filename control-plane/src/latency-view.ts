@@ -71,7 +71,22 @@ export interface LatencySeries {
     candidate: SlotFigures;
     /** candidate / baseline per integration; null where one cluster ran none of it in the slot. */
     integrations: Record<string, { p50: number | null; p95: number | null }>;
+    /** The clusters compared like with like: see `sameMixFigures`. */
+    sameMix: SameMixFigures;
   }[];
+  /** Which integrations each cluster ran over the window: the mixes the charts compare. */
+  mix: { compared: string[]; baselineOnly: string[]; candidateOnly: string[] };
+}
+
+/**
+ * Latency of each cluster over only the integrations both ran in the slot, the candidate's
+ * weighted to the baseline's mix: a cluster that runs only a fast bank must not look faster.
+ */
+export interface SameMixFigures {
+  baselineP50Ms: number | null;
+  baselineP95Ms: number | null;
+  candidateP50Ms: number | null;
+  candidateP95Ms: number | null;
 }
 
 /**
@@ -109,8 +124,51 @@ export async function latencySeries(
         const c = summarise(candidate?.get(integration));
         integrations[integration] = b && c ? { p50: ratio(c.p50Ms, b.p50Ms), p95: ratio(c.p95Ms, b.p95Ms) } : { p50: null, p95: null };
       }
-      return { startUnixMs: slot.startUnixMs, baseline: figures(baseline), candidate: figures(candidate), integrations };
+      return {
+        startUnixMs: slot.startUnixMs,
+        baseline: figures(baseline),
+        candidate: figures(candidate),
+        integrations,
+        sameMix: sameMixFigures(baseline, candidate),
+      };
     }),
+    mix: mixOf(slots.map((slot) => ({ baseline: slot.clusters.get(clusters.baseline), candidate: slot.clusters.get(clusters.candidate) }))),
+  };
+}
+
+type ByIntegration = Map<string, LatencyHistogram> | undefined;
+
+function sameMixFigures(baseline: ByIntegration, candidate: ByIntegration): SameMixFigures {
+  const b = new LatencyHistogram();
+  const c = new LatencyHistogram();
+  for (const [integration, ofBaseline] of baseline ?? []) {
+    const ofCandidate = candidate?.get(integration);
+    if (!ofCandidate || ofCandidate.total === 0 || ofBaseline.total === 0) continue;
+    b.merge(ofBaseline);
+    // Scaled so that the candidate counts as many tasks of this integration as the baseline ran.
+    const weight = ofBaseline.total / ofCandidate.total;
+    for (const [bucket, count] of ofCandidate.counts) c.add(bucket, count * weight);
+  }
+  const baselineSummary = summarise(b);
+  const candidateSummary = summarise(c);
+  return {
+    baselineP50Ms: baselineSummary?.p50Ms ?? null,
+    baselineP95Ms: baselineSummary?.p95Ms ?? null,
+    candidateP50Ms: candidateSummary?.p50Ms ?? null,
+    candidateP95Ms: candidateSummary?.p95Ms ?? null,
+  };
+}
+
+/** The integrations with a finished task on both clusters over the window, and on only one. */
+function mixOf(slots: { baseline: ByIntegration; candidate: ByIntegration }[]): LatencySeries['mix'] {
+  const ran = (pick: (slot: (typeof slots)[number]) => ByIntegration) =>
+    new Set(slots.flatMap((slot) => [...(pick(slot) ?? [])].filter(([, histogram]) => histogram.total > 0).map(([name]) => name)));
+  const onBaseline = ran((slot) => slot.baseline);
+  const onCandidate = ran((slot) => slot.candidate);
+  return {
+    compared: [...onBaseline].filter((name) => onCandidate.has(name)).sort(),
+    baselineOnly: [...onBaseline].filter((name) => !onCandidate.has(name)).sort(),
+    candidateOnly: [...onCandidate].filter((name) => !onBaseline.has(name)).sort(),
   };
 }
 

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import type { Logger } from '@headroom/common';
+import type { IntegrationHealthView } from './integration-health';
 
 export interface ControlMetrics {
   flagChanges: Counter<'flag' | 'outcome'>;
@@ -93,4 +94,53 @@ export function registerLedgerDriftGauge(
       }
     },
   });
+}
+
+/**
+ * The verdicts of integration-health.ts, read from Redis at each scrape (one read for the three
+ * gauges). Only what the control plane computes: the integrations' latency and errors themselves
+ * are the workers' and balancers' metrics. Labelled by the integrations the Overview shows, at
+ * most its cap (8), so the label set stays bounded however many integrations run.
+ */
+export function registerIntegrationTroubleGauges(registry: Registry, readHealth: () => Promise<IntegrationHealthView>, logger: Logger): void {
+  let last: { atMs: number; health: Promise<IntegrationHealthView | null> } | null = null;
+  const health = () => {
+    if (!last || Date.now() - last.atMs > 1000) {
+      const read = readHealth().catch((error: unknown) => {
+        logger.debug({ err: error }, 'could not read the integrations’ health for the metrics');
+        return null;
+      });
+      last = { atMs: Date.now(), health: read };
+    }
+    return last.health;
+  };
+  const gauge = (name: string, help: string, value: (item: IntegrationHealthView['integrations'][number]) => number | null) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['integration'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const item of (await health())?.integrations ?? []) {
+          const figure = value(item);
+          if (figure !== null) this.set({ integration: item.integration }, figure);
+        }
+      },
+    });
+  gauge(
+    'headroom_control_integration_in_trouble',
+    "1 when an integration's recent p99 or error share crossed its line against its own previous 10 minutes (both clusters together), else 0; no series without enough tasks",
+    (item) => (item.verdict.state === 'not-enough-data' ? null : item.verdict.state === 'trouble' ? 1 : 0),
+  );
+  gauge(
+    'headroom_control_integration_p99_vs_own_baseline_ratio',
+    "An integration's p99 over the last minute divided by its p99 over the 10 minutes before, both clusters together",
+    (item) => item.verdict.p99Ratio,
+  );
+  gauge(
+    'headroom_control_integration_error_ratio',
+    "Failed / all tasks of an integration over the last minute, both clusters together, the balancers' failures included",
+    (item) => item.verdict.errorShare,
+  );
 }

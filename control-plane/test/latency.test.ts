@@ -144,3 +144,37 @@ test('end to end: real workers report what they ran, and the ratio shows the slo
   assert.ok(view.candidate.p95Ms >= 55, `candidate p95 ${view.candidate.p95Ms}`);
   assert.ok(view.ratio.p95 > 1.3, `ratio ${JSON.stringify(view.ratio)}`);
 });
+
+test('GET /latency/series: the clusters compared over the integrations both ran, the candidate weighted to the baseline mix', async (t) => {
+  const stack = await startStack(t, unleash, { latencySettleMs: 1000 });
+  const keyPrefix = stack.fleet.ledgerOptions.keyPrefix!;
+  const baseline = new LatencyRecorder(stack.fleet.redis, { keyPrefix, cluster: 'baseline' });
+  const candidate = new LatencyRecorder(stack.fleet.redis, { keyPrefix, cluster: 'candidate' });
+  // One slot, 30 s ago. Same banks, same speeds on both; the mixes alone differ:
+  // the baseline runs mostly the fast bank-a, the candidate mostly the slow bank-c. bank-b is the baseline's only.
+  const at = Date.now() - 30_000;
+  for (let i = 0; i < 90; i++) {
+    baseline.record('bank-a', 100, at);
+    candidate.record('bank-c', 1000, at);
+    baseline.record('bank-b', 5000, at);
+  }
+  for (let i = 0; i < 10; i++) {
+    baseline.record('bank-c', 1000, at);
+    candidate.record('bank-a', 100, at);
+  }
+  await Promise.all([baseline.flush(), candidate.flush()]);
+
+  const series = await eventually('the slot complete', 10_000, async () => {
+    const body = (await stack.api('GET', '/latency/series?window=1m')).body;
+    return body.slots.some((slot: { candidate: { tasksPerSecond: number } }) => slot.candidate.tasksPerSecond > 0) ? body : undefined;
+  });
+  const slot = series.slots.find((s: { candidate: { tasksPerSecond: number } }) => s.candidate.tasksPerSecond > 0);
+  // Over all its tasks the candidate's p50 is ten times the like-for-like one: it ran mostly the slow bank.
+  within(slot.candidate.p50Ms, 1000);
+  // Over the same integrations at the same weights, both clusters have the same latency.
+  within(slot.sameMix.baselineP50Ms, 100);
+  within(slot.sameMix.candidateP50Ms, 100);
+  within(slot.sameMix.baselineP95Ms, 1000);
+  within(slot.sameMix.candidateP95Ms, 1000);
+  assert.deepEqual(series.mix, { compared: ['bank-a', 'bank-c'], baselineOnly: ['bank-b'], candidateOnly: [] });
+});

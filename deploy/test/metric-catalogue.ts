@@ -55,6 +55,9 @@ export const metricCatalogue: Readonly<Record<string, MetricType>> = {
   headroom_control_audit_outbox_entries: 'gauge',
   headroom_control_audit_outbox_dropped_total: 'counter',
   headroom_control_ledger_drift_slots: 'gauge',
+  headroom_control_integration_in_trouble: 'gauge',
+  headroom_control_integration_p99_vs_own_baseline_ratio: 'gauge',
+  headroom_control_integration_error_ratio: 'gauge',
 };
 
 /** The series names a metric gives Prometheus: a histogram's _bucket, _sum and _count. */

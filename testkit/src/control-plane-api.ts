@@ -10,6 +10,7 @@ import type {
   BalancerView,
   Caller,
   ClusterSummary,
+  IntegrationHealthView,
   LatencySeries,
   OverrideChangeRecord,
   ParallelismByCluster,
@@ -206,6 +207,11 @@ export class ControlPlaneApi {
   /** GET /latency/series over `window` ("30s", "5m", "1h"; the control plane's default 5m when absent). */
   latencySeries(window?: string): Promise<LatencySeries> {
     return this.call('GET', `/latency/series${window === undefined ? '' : `?window=${encodeURIComponent(window)}`}`);
+  }
+
+  /** GET /latency/integrations: each integration against its own recent past. */
+  integrationHealth(): Promise<IntegrationHealthView> {
+    return this.call('GET', '/latency/integrations');
   }
 
   /** One page of the audit log, newest first. */

@@ -9,6 +9,7 @@ import type {
   BalancerView,
   Caller,
   ClusterSummary,
+  IntegrationHealthView,
   LatencySeries,
   OverrideChangeRecord,
   ProfileRecord,
@@ -33,7 +34,8 @@ export const apiTypesFit: [
   Fits<OverrideChangeRecord, Ui.OverrideChangeRecord>,
   Fits<AuditEntry, Ui.AuditEntry>,
   Fits<LatencySeries, Ui.LatencySeries>,
+  Fits<IntegrationHealthView, Ui.IntegrationHealthView>,
   Fits<ProfileRecord, Ui.ProfileRecord>,
   Fits<Rollout, Ui.Rollout>,
   Fits<RolloutsView, Ui.RolloutsView>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true];

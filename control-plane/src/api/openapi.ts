@@ -133,9 +133,73 @@ const latencySeries: JsonSchema = {
             type: 'object',
             additionalProperties: { type: 'object', properties: { p50: { type: ['number', 'null'] }, p95: { type: ['number', 'null'] } } },
           },
+          sameMix: {
+            type: 'object',
+            description: 'p50/p95 per cluster over only the integrations both ran in the slot, the candidate weighted to the baseline’s mix',
+            properties: Object.fromEntries(
+              ['baselineP50Ms', 'baselineP95Ms', 'candidateP50Ms', 'candidateP95Ms'].map((name) => [name, { type: ['number', 'null'] }]),
+            ),
+          },
         },
       },
     },
+    mix: {
+      type: 'object',
+      description: 'Integrations with a finished task on both clusters over the window, and on only one',
+      properties: Object.fromEntries(['compared', 'baselineOnly', 'candidateOnly'].map((name) => [name, { type: 'array', items: { type: 'string' } }])),
+    },
+  },
+};
+
+const windowFigures: JsonSchema = {
+  type: 'object',
+  properties: {
+    tasks: { type: 'integer', description: 'Successful tasks' },
+    errors: { type: 'integer', description: 'Failed tasks, the balancers’ included' },
+    p50Ms: { type: ['number', 'null'] },
+    p99Ms: { type: ['number', 'null'] },
+  },
+};
+
+const integrationHealth: JsonSchema = {
+  type: 'object',
+  properties: {
+    slotSeconds: { type: 'integer' },
+    rule: { type: 'object', description: 'The lines of the trouble rule (docs/control-plane.md)' },
+    integrations: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          integration: { type: 'string' },
+          recent: windowFigures,
+          previous: windowFigures,
+          verdict: {
+            type: 'object',
+            properties: {
+              state: { type: 'string', enum: ['trouble', 'ok', 'not-enough-data'] },
+              p99Ratio: { type: ['number', 'null'] },
+              errorShare: { type: ['number', 'null'] },
+              reasons: { type: 'array', items: { type: 'string' } },
+            },
+          },
+          slots: {
+            type: 'array',
+            items: {
+              type: 'object',
+              properties: {
+                startUnixMs: { type: 'integer' },
+                p50Ms: { type: ['number', 'null'] },
+                p99Ms: { type: ['number', 'null'] },
+                errorShare: { type: ['number', 'null'] },
+              },
+            },
+          },
+        },
+      },
+    },
+    hiddenIntegrations: { type: 'integer' },
+    hiddenInTrouble: { type: 'integer' },
   },
 };
 
@@ -418,6 +482,13 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
             'Per 10 s slot over a window (complete slots, oldest first): tasks and errors per second and p50/p95 per cluster, and the candidate/baseline ratio per integration',
           parameters: [{ name: 'window', in: 'query', schema: { type: 'string', pattern: '^\\d{1,5}[smh]$', default: '5m' }, description: '10s to 1h' }],
           responses: { 200: ok('Latency series', latencySeries), ...read, ...errors(400) },
+        },
+      },
+      '/latency/integrations': {
+        get: {
+          summary:
+            'Each integration’s own latency and errors (both clusters together) over the last minute against the 10 minutes before, and which are in trouble; in trouble first, at most 8',
+          responses: { 200: ok('Integrations’ health', integrationHealth), ...read },
         },
       },
       '/balancers': {

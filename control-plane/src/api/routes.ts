@@ -7,6 +7,7 @@ import type { EventHub } from '../event-hub';
 import type { FleetView } from '../fleet-view';
 import type { AuditLog } from '../audit';
 import type { LatencySeries, LatencyView } from '../latency-view';
+import type { IntegrationHealthView } from '../integration-health';
 import { parseRequest, type RequestSchemas } from './schemas';
 import { profileRoutes } from './profile-routes';
 import type { ProfileService } from '../profiles/profile-service';
@@ -28,6 +29,8 @@ export interface RouteDeps {
   latency(windowMs: number): Promise<LatencyView>;
   /** The same per time slot, with tasks and errors per second, for charts. */
   latencySeries(windowMs: number): Promise<LatencySeries>;
+  /** Each integration's own latency and errors against its recent past, and which are in trouble. */
+  integrationHealth(): Promise<IntegrationHealthView>;
 }
 
 /** The authenticated part of /api/v1. */
@@ -101,6 +104,9 @@ export function apiRoutes(deps: RouteDeps): express.Router {
   router.get('/latency/series', async (request, response) => {
     const query = parseRequest(deps.schemas.latencyQuery, request.query, 'query');
     response.json(await deps.latencySeries(query.window));
+  });
+  router.get('/latency/integrations', async (_request, response) => {
+    response.json(await deps.integrationHealth());
   });
 
   router.get('/audit', async (request, response) => {

@@ -189,11 +189,40 @@ export interface LatencySlot {
   candidate: ClusterSlotFigures;
   /** candidate / baseline latency per integration; null when one cluster ran none of it. */
   integrations: Record<string, { p50: number | null; p95: number | null }>;
+  /** Each cluster over only the integrations both ran in the slot, the candidate weighted to the baseline's mix. */
+  sameMix: { baselineP50Ms: number | null; baselineP95Ms: number | null; candidateP50Ms: number | null; candidateP95Ms: number | null };
 }
 
 export interface LatencySeries {
   slotSeconds: number;
   slots: LatencySlot[];
+  /** Integrations with a finished task on both clusters over the window, and on only one. */
+  mix: { compared: string[]; baselineOnly: string[]; candidateOnly: string[] };
+}
+
+/** One integration over one window of GET /latency/integrations, both clusters together. */
+export interface IntegrationWindowFigures {
+  tasks: number;
+  errors: number;
+  p50Ms: number | null;
+  p99Ms: number | null;
+}
+
+export interface IntegrationHealth {
+  integration: string;
+  recent: IntegrationWindowFigures;
+  previous: IntegrationWindowFigures;
+  verdict: { state: 'trouble' | 'ok' | 'not-enough-data'; p99Ratio: number | null; errorShare: number | null; reasons: string[] };
+  slots: { startUnixMs: number; p50Ms: number | null; p99Ms: number | null; errorShare: number | null }[];
+}
+
+/** GET /latency/integrations. */
+export interface IntegrationHealthView {
+  slotSeconds: number;
+  rule: { recentMs: number; previousMs: number; p99RatioAtLeast: number; p99RiseAtLeastMs: number; errorShareAtLeast: number; minTasks: number };
+  integrations: IntegrationHealth[];
+  hiddenIntegrations: number;
+  hiddenInTrouble: number;
 }
 
 export interface ProfileFunction {

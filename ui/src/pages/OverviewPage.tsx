@@ -7,6 +7,7 @@ import { useSession } from '../session';
 import { formatTime } from '../format';
 import { ActiveRollout } from './overview/ActiveRollout';
 import { ClusterCards } from './overview/ClusterCards';
+import { IntegrationTrouble } from './overview/IntegrationTrouble';
 import { ChartsNote, ClusterCharts, RatioCharts, useLatencyCharts } from './overview/LatencyCharts';
 import { QueueDepths } from './overview/QueueDepths';
 import { TrafficSplit } from './overview/TrafficSplit';
@@ -27,6 +28,10 @@ export function OverviewPage() {
       <ActiveRollout />
       <section aria-label="Clusters" className="section">
         <ClusterCards clusters={figures?.clusters} />
+      </section>
+      <section aria-labelledby="integrations-title" className="section">
+        <h2 id="integrations-title">Integrations against their own recent past</h2>
+        <IntegrationTrouble />
       </section>
       <section aria-labelledby="ratio-title" className="section">
         <h2 id="ratio-title">Latency ratio, last 10 minutes</h2>

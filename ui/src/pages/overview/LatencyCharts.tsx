@@ -55,22 +55,58 @@ export function RatioCharts({ charts }: { charts: LatencyCharts }) {
   );
 }
 
-/** Latency and throughput of each cluster. */
+/**
+ * Latency and throughput of each cluster. The latency compares like with like: only the
+ * integrations both clusters ran, the candidate weighted to the baseline's mix.
+ */
 export function ClusterCharts({ charts }: { charts: LatencyCharts }) {
   const { data } = charts;
   if (!data) return <ChartsPending charts={charts} />;
   return (
-    <div className="chart-grid">
-      <TimeChart title="Latency by cluster" series={latencySeries} timesUnixMs={data.timesUnixMs} values={data.latency} formatValue={formatMs} />
-      <TimeChart
-        title="Tasks and errors per second"
-        series={throughputSeries}
-        timesUnixMs={data.timesUnixMs}
-        values={data.throughput}
-        formatValue={formatRate}
-      />
-    </div>
+    <>
+      <MixNote mix={data.mix} />
+      <div className="chart-grid">
+        <TimeChart
+          title="Latency by cluster, same integrations"
+          series={latencySeries}
+          timesUnixMs={data.timesUnixMs}
+          values={data.latency}
+          formatValue={formatMs}
+        />
+        <TimeChart
+          title="Tasks and errors per second"
+          series={throughputSeries}
+          timesUnixMs={data.timesUnixMs}
+          values={data.throughput}
+          formatValue={formatRate}
+        />
+      </div>
+    </>
   );
+}
+
+/** Says plainly when the clusters ran different integrations, and what the latency chart leaves out. */
+function MixNote({ mix }: { mix: LatencySeries['mix'] }) {
+  const onlyOn = [
+    mix.baselineOnly.length > 0 ? `only the baseline ran ${names(mix.baselineOnly)}` : null,
+    mix.candidateOnly.length > 0 ? `only the candidate ran ${names(mix.candidateOnly)}` : null,
+  ].filter((part) => part !== null);
+  if (onlyOn.length === 0) return null;
+  const compared =
+    mix.compared.length === 0
+      ? 'They ran no integration in common, so their latency is not compared.'
+      : `The latency chart compares ${names(mix.compared)} only, the candidate weighted to the baseline's mix.`;
+  return (
+    <p className="notice notice-warning mix-note">
+      The clusters' integration mixes differ: {onlyOn.join('; ')}. {compared} Tasks and errors count every integration.
+    </p>
+  );
+}
+
+/** At most five names, then how many more: a fleet may run hundreds of integrations. */
+function names(list: string[]): string {
+  const shown = list.slice(0, 5).join(', ');
+  return list.length > 5 ? `${shown} and ${list.length - 5} more` : shown;
 }
 
 function ChartsPending({ charts }: { charts: LatencyCharts }) {
@@ -118,11 +154,12 @@ function chartData(series: LatencySeries) {
     ratioP50: integrations.map((name) => slots.map((slot) => slot.integrations[name]?.p50 ?? null)),
     ratioP95: integrations.map((name) => slots.map((slot) => slot.integrations[name]?.p95 ?? null)),
     latency: [
-      slots.map((slot) => slot.baseline.p50Ms),
-      slots.map((slot) => slot.baseline.p95Ms),
-      slots.map((slot) => slot.candidate.p50Ms),
-      slots.map((slot) => slot.candidate.p95Ms),
+      slots.map((slot) => slot.sameMix.baselineP50Ms),
+      slots.map((slot) => slot.sameMix.baselineP95Ms),
+      slots.map((slot) => slot.sameMix.candidateP50Ms),
+      slots.map((slot) => slot.sameMix.candidateP95Ms),
     ],
+    mix: series.mix,
     throughput: [
       slots.map((slot) => slot.baseline.tasksPerSecond),
       slots.map((slot) => slot.candidate.tasksPerSecond),
