@@ -33,6 +33,8 @@ import { TrafficFlag } from './unleash/traffic-flag';
 import { Autopilot } from './rollouts/autopilot';
 import { RolloutService } from './rollouts/rollout-service';
 import { RolloutStore } from './rollouts/rollout-store';
+import { LimitService } from './limits/limit-service';
+import { LimitStore } from './limits/limit-store';
 
 export interface ControlPlaneDependencies {
   /** Not closed by the control plane. */
@@ -138,6 +140,22 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     options: { tickMs: config.autopilotTickMs, leaseMs: config.autopilotLeaseMs, settleMs: config.latencySettleMs },
   });
   const rollouts = new RolloutService({ store: rolloutStore, autopilot, audit });
+  const limits = new LimitService({
+    ledger: new Ledger(deps.redis, { keyPrefix }),
+    store: new LimitStore(database),
+    audit,
+    metrics,
+    logger,
+    clusters: config.clusters,
+    integrations: config.integrations,
+    seenIntegrations: async () => (await latencyView(deps.redis, keyPrefix, config.clusters, limitsSeenWindowMs)).integrations.map((i) => i.integration),
+    capacity: async () => Object.fromEntries((await fleet.clusterSummaries()).map((c) => [c.name, c.capacity])),
+  });
+  const reapplyLimits = (why: 'start' | 'check') =>
+    limits.reapply(why).catch((error: unknown) => logger.warn({ err: error }, 'could not compare the integration limits with PostgreSQL; retrying'));
+  await reapplyLimits('start');
+  const limitsTimer = setInterval(() => void reapplyLimits('check'), config.limitsCheckIntervalMs);
+  limitsTimer.unref();
   const events = new EventHub(config.maxEventStreams, metrics);
   const schemas = requestSchemas(config.integrations, clusters);
   const auth = new TokenAuth(config.tokens);
@@ -249,6 +267,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       maxBodyBytes: config.maxBodyBytes,
       profiles,
       rollouts,
+      limits,
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
       latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
@@ -282,6 +301,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearInterval(figuresTimer);
     clearInterval(overrideTimer);
     clearInterval(pruneTimer);
+    clearInterval(limitsTimer);
     await autopilot.stop();
     // A rollback answered just before is still being written to Unleash: let it finish (bounded).
     await service.settle(closeSettleMs);
@@ -298,6 +318,9 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   });
   return { url, port, registry, service, audit, close };
 }
+
+/** Integrations whose tasks ran this recently are listed by GET /limits. */
+const limitsSeenWindowMs = 3_600_000;
 
 /** How often audit entries past their retention are deleted. */
 const auditPruneIntervalMs = 3_600_000;

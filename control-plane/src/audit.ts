@@ -17,7 +17,10 @@ export type AuditAction =
   | 'rollout.pause'
   | 'rollout.resume'
   | 'rollout.abort'
-  | 'rollout.decision';
+  | 'rollout.decision'
+  | 'limit.set'
+  | 'limit.remove'
+  | 'limit.reapply';
 
 export interface AuditEntry {
   /** PostgreSQL's id, a whole number as text: orders entries as they were written, usable as a cursor. */
