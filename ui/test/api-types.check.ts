@@ -10,6 +10,7 @@ import type {
   Caller,
   ClusterSummary,
   LatencySeries,
+  LimitsView,
   OverrideChangeRecord,
   ProfileRecord,
   RollbackRecord,
@@ -24,6 +25,7 @@ type Fits<Server, Client> = Server extends Client ? true : never;
 
 export const apiTypesFit: [
   Fits<Caller, Ui.Session>,
+  Fits<LimitsView, Ui.LimitsView>,
   Fits<ClusterSummary, Ui.ClusterSummary>,
   Fits<WorkerSummary, Ui.WorkerSummary>,
   Fits<BalancerView, Ui.BalancerView>,
@@ -36,4 +38,4 @@ export const apiTypesFit: [
   Fits<ProfileRecord, Ui.ProfileRecord>,
   Fits<Rollout, Ui.Rollout>,
   Fits<RolloutsView, Ui.RolloutsView>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true];
