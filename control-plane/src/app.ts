@@ -6,7 +6,7 @@ import type { RedisConnection } from '@headroom/fleet';
 import { Registry } from 'prom-client';
 import { channelSecurity } from '@headroom/proto';
 import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, WorkerReports, ledgerErrorCodes, waitUntilReady } from '@headroom/fleet';
+import { Ledger, OverrideStore, WorkerReports, ledgerErrorCodes, readBalancerErrors, waitUntilReady } from '@headroom/fleet';
 import { openApiDocument } from './api/openapi';
 import { apiRoutes } from './api/routes';
 import { requestSchemas } from './api/schemas';
@@ -16,7 +16,7 @@ import { controlPlaneOptionsSchema, type ControlPlaneOptions } from './config';
 import { ControlService } from './control-service';
 import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } from './errors';
 import { EventHub } from './event-hub';
-import { FleetView } from './fleet-view';
+import { balancerErrorWindowMs, FleetView } from './fleet-view';
 import { ProfileService } from './profiles/profile-service';
 import { latencySeries, latencyView } from './latency-view';
 import { adminUi } from './admin-ui';
@@ -149,6 +149,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clusters: config.clusters,
     integrations: config.integrations,
     seenIntegrations: async () => (await latencyView(deps.redis, keyPrefix, config.clusters, limitsSeenWindowMs)).integrations.map((i) => i.integration),
+    refusedCounts: async () => (await readBalancerErrors(deps.redis, keyPrefix, balancerErrorWindowMs)).counts,
     capacity: async () => Object.fromEntries((await fleet.clusterSummaries()).map((c) => [c.name, c.capacity])),
   });
   const reapplyLimits = (why: 'start' | 'check') =>

@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { clusterKeys } from '@headroom/fleet';
+import { BalancerErrorRecorder, clusterKeys } from '@headroom/fleet';
 import { eventually, startStack, viewerToken, type Stack } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 
@@ -10,7 +10,7 @@ before(async () => {
 });
 after(() => unleash.stop());
 
-type Row = { integration: string; source: string; limit: unknown; maxInFlight: number | null; inflight: number };
+type Row = { integration: string; source: string; limit: unknown; maxInFlight: number | null; inflight: number; refused: number | null };
 const rowOf = async (stack: Stack, cluster: string, integration: string): Promise<Row | undefined> => {
   const view = (await stack.api('GET', '/limits')).body as { clusters: { cluster: string; integrations: Row[] }[] };
   return view.clusters.find((c) => c.cluster === cluster)?.integrations.find((i) => i.integration === integration);
@@ -31,7 +31,7 @@ async function limitsStack(t: Parameters<typeof startStack>[0]): Promise<Stack> 
   return stack;
 }
 
-test('an operator sets, reads and removes a limit; the ledger enforces it; each change is audited; a viewer reads but cannot change', async (t) => {
+test('an operator sets, reads and removes a limit; the ledger holds it; each change is audited; a viewer reads but cannot change', async (t) => {
   const stack = await limitsStack(t);
   const put = await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 3 }, reason: 'bank-a is slow today' });
   assert.equal(put.status, 200, JSON.stringify(put.body));
@@ -43,8 +43,14 @@ test('an operator sets, reads and removes a limit; the ledger enforces it; each 
     maxInFlight: 3,
     inflight: 0,
     waiting: null,
-    refused: null,
+    refused: 0,
   });
+  // Balancers count refused tasks in Redis as errors of their cluster and integration.
+  const recorder = new BalancerErrorRecorder(stack.fleet.redis, { keyPrefix: stack.fleet.ledgerOptions.keyPrefix! });
+  for (let i = 0; i < 3; i++) recorder.record('baseline', 'bank-a', 'HR_ERR_INTEGRATION_AT_LIMIT');
+  recorder.record('baseline', 'bank-a', 'HR_ERR_DEADLINE_EXCEEDED');
+  await recorder.flush();
+  assert.equal((await rowOf(stack, 'baseline', 'bank-a'))?.refused, 3, 'only the refusals at the limit');
   const share = await stack.api('PUT', '/limits/candidate/bank-b', { limit: { shareOfCapacity: 0.5 } });
   assert.equal(share.status, 200, JSON.stringify(share.body));
   assert.equal((await rowOf(stack, 'candidate', 'bank-b'))?.maxInFlight, 2, 'half of 4 slots');

@@ -13,6 +13,9 @@ import { apiErrorCodes, InvalidRequestError } from '../errors';
 import type { ControlMetrics } from '../metrics';
 import type { LimitStore } from './limit-store';
 
+/** The balancers' code for a task refused at its integration's limit (balancer/src/errors.ts). */
+const integrationAtLimitCode = 'HR_ERR_INTEGRATION_AT_LIMIT';
+
 /** Integrations listed per cluster at most, and limits of their own per cluster at most (a bounded label set). */
 export const maxIntegrationsPerCluster = 200;
 
@@ -25,8 +28,9 @@ export interface IntegrationLimitView {
   /** Tasks in flight it may have now; null: no limit. */
   maxInFlight: number | null;
   inflight: number;
-  /** Tasks waiting for its limit, and refused at it, as balancers report them; null: not reported. */
+  /** Tasks waiting for its limit; null: balancers do not report it to Redis (Prometheus only). */
   waiting: number | null;
+  /** Tasks balancers refused at its limit over the last 10-20 s (their error counts in Redis). */
   refused: number | null;
 }
 
@@ -53,6 +57,8 @@ export interface LimitServiceDeps {
   integrations: readonly string[];
   /** Integrations seen lately in the workers' latency histograms. */
   seenIntegrations(): Promise<string[]>;
+  /** Tasks balancers refused at an integration's limit lately, per cluster and integration. */
+  refusedCounts(): Promise<{ cluster: string; integration: string; code: string; count: number }[]>;
   /** Slots of live workers per cluster. */
   capacity(): Promise<Record<string, number>>;
 }
@@ -65,7 +71,8 @@ export class LimitService {
   constructor(private readonly deps: LimitServiceDeps) {}
 
   async view(): Promise<LimitsView> {
-    const [seen, capacity] = await Promise.all([this.deps.seenIntegrations(), this.deps.capacity()]);
+    const [seen, capacity, errors] = await Promise.all([this.deps.seenIntegrations(), this.deps.capacity(), this.deps.refusedCounts()]);
+    const refused = new Map(errors.filter((e) => e.code === integrationAtLimitCode).map((e) => [`${e.cluster}/${e.integration}`, e.count]));
     const clusters: ClusterLimitsView[] = [];
     for (const role of ['baseline', 'candidate'] as const) {
       const cluster = this.deps.clusters[role];
@@ -85,7 +92,7 @@ export class LimitService {
           maxInFlight: Number.isFinite(max) ? max : null,
           inflight: state?.inflight ?? 0,
           waiting: null,
-          refused: null,
+          refused: refused.get(`${cluster}/${integration}`) ?? 0,
         };
       });
       clusters.push({ cluster, role, capacitySlots, integrations });

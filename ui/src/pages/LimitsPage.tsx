@@ -72,7 +72,9 @@ export function LimitsPage() {
                   <th scope="col">Max in flight</th>
                   <th scope="col">In flight</th>
                   <th scope="col">Waiting</th>
-                  <th scope="col">Refused</th>
+                  <th scope="col" title="Refused at the limit by balancers over the last 10-20 s">
+                    Refused (10 s)
+                  </th>
                   {whyReadOnly === undefined && <th scope="col">Change</th>}
                 </tr>
               </thead>
