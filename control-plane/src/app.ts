@@ -6,7 +6,7 @@ import type { RedisConnection } from '@headroom/fleet';
 import { Registry } from 'prom-client';
 import { channelSecurity } from '@headroom/proto';
 import { HeadroomError, isHeadroomError, once, parseConfig, silentLogger, type Logger } from '@headroom/common';
-import { Ledger, OverrideStore, WorkerReports, ledgerErrorCodes, waitUntilReady } from '@headroom/fleet';
+import { Ledger, OverrideStore, WorkerReports, ledgerErrorCodes, readBalancerErrors, waitUntilReady } from '@headroom/fleet';
 import { openApiDocument } from './api/openapi';
 import { apiRoutes } from './api/routes';
 import { requestSchemas } from './api/schemas';
@@ -16,7 +16,7 @@ import { controlPlaneOptionsSchema, type ControlPlaneOptions } from './config';
 import { ControlService } from './control-service';
 import { apiErrorCodes, httpStatusOf, InvalidRequestError, UnleashFailedError } from './errors';
 import { EventHub } from './event-hub';
-import { FleetView } from './fleet-view';
+import { balancerErrorWindowMs, FleetView } from './fleet-view';
 import { ProfileService } from './profiles/profile-service';
 import { latencySeries, latencyView } from './latency-view';
 import { integrationHealth } from './integration-health';
@@ -34,6 +34,8 @@ import { TrafficFlag } from './unleash/traffic-flag';
 import { Autopilot } from './rollouts/autopilot';
 import { RolloutService } from './rollouts/rollout-service';
 import { RolloutStore } from './rollouts/rollout-store';
+import { LimitService } from './limits/limit-service';
+import { LimitStore } from './limits/limit-store';
 
 export interface ControlPlaneDependencies {
   /** Not closed by the control plane. */
@@ -141,6 +143,23 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     options: { tickMs: config.autopilotTickMs, leaseMs: config.autopilotLeaseMs, settleMs: config.latencySettleMs },
   });
   const rollouts = new RolloutService({ store: rolloutStore, autopilot, audit });
+  const limits = new LimitService({
+    ledger: new Ledger(deps.redis, { keyPrefix }),
+    store: new LimitStore(database),
+    audit,
+    metrics,
+    logger,
+    clusters: config.clusters,
+    integrations: config.integrations,
+    seenIntegrations: async () => (await latencyView(deps.redis, keyPrefix, config.clusters, limitsSeenWindowMs)).integrations.map((i) => i.integration),
+    refusedCounts: async () => (await readBalancerErrors(deps.redis, keyPrefix, balancerErrorWindowMs)).counts,
+    capacity: async () => Object.fromEntries((await fleet.clusterSummaries()).map((c) => [c.name, c.capacity])),
+  });
+  const reapplyLimits = (why: 'start' | 'check') =>
+    limits.reapply(why).catch((error: unknown) => logger.warn({ err: error }, 'could not compare the integration limits with PostgreSQL; retrying'));
+  await reapplyLimits('start');
+  const limitsTimer = setInterval(() => void reapplyLimits('check'), config.limitsCheckIntervalMs);
+  limitsTimer.unref();
   const events = new EventHub(config.maxEventStreams, metrics);
   const schemas = requestSchemas(config.integrations, clusters);
   const auth = new TokenAuth(config.tokens);
@@ -252,6 +271,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       maxBodyBytes: config.maxBodyBytes,
       profiles,
       rollouts,
+      limits,
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
       latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
@@ -286,6 +306,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearInterval(figuresTimer);
     clearInterval(overrideTimer);
     clearInterval(pruneTimer);
+    clearInterval(limitsTimer);
     await autopilot.stop();
     // A rollback answered just before is still being written to Unleash: let it finish (bounded).
     await service.settle(closeSettleMs);
@@ -302,6 +323,9 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
   });
   return { url, port, registry, service, audit, close };
 }
+
+/** Integrations whose tasks ran this recently are listed by GET /limits. */
+const limitsSeenWindowMs = 3_600_000;
 
 /** How often audit entries past their retention are deleted. */
 const auditPruneIntervalMs = 3_600_000;

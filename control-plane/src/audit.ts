@@ -18,6 +18,9 @@ export type AuditAction =
   | 'rollout.resume'
   | 'rollout.abort'
   | 'rollout.decision'
+  | 'limit.set'
+  | 'limit.remove'
+  | 'limit.reapply'
   | 'limit.auto';
 
 export interface AuditEntry {

@@ -112,6 +112,8 @@ export const controlPlaneOptionsSchema = z
     uiDirectory: z.string().min(1).optional(),
     /** How often the override is checked (and rebuilt from Unleash after Redis lost it). @default 2000 */
     overrideCheckIntervalMs: settings.positiveInt(600_000).default(2000),
+    /** How often the ledger's integration limits are compared with PostgreSQL's (and re-applied). @default 5000 */
+    limitsCheckIntervalMs: settings.positiveInt(600_000).default(5000),
     /** Largest request body. @default 65536 */
     maxBodyBytes: settings.positiveInt(16 * 1024 * 1024).default(64 * 1024),
     /** How long a CPU profile is kept. @default 3600000 (1 h) */

@@ -18,3 +18,4 @@ export type { RolloutsView } from './rollouts/rollout-service';
 export type { PlanInput, Plan, PlanStep, Gates, GateName } from './rollouts/plan';
 export { defaultGates, gateNames } from './rollouts/plan';
 export type { GatesReading, GateReading, GateStatus, IntegrationReading } from './rollouts/gates';
+export type { LimitsView, ClusterLimitsView, IntegrationLimitView } from './limits/limit-service';

@@ -14,6 +14,12 @@ export interface ControlMetrics {
   /** Audit entries dropped because the outbox was full. */
   outboxDropped: Counter;
   requests: Counter<'method' | 'status'>;
+  /** Integration limit changes by operators. */
+  limitChanges: Counter<'action' | 'outcome'>;
+  /** Stored limits written back to a ledger that had lost them. */
+  limitReapplies: Counter<'outcome'>;
+  /** The limit in tasks per cluster and integration as last read (-1: none); names are validated and capped. */
+  integrationLimit: Gauge<'cluster' | 'integration'>;
 }
 
 /** The control plane's metrics, on `registry` (never the global one). */
@@ -65,6 +71,24 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
       name: 'headroom_control_http_requests_total',
       help: 'API requests by method and status',
       labelNames: ['method', 'status'],
+      registers: [registry],
+    }),
+    limitChanges: new Counter({
+      name: 'headroom_control_integration_limit_changes_total',
+      help: 'Integration limit changes by action (limit.set, limit.remove) and outcome',
+      labelNames: ['action', 'outcome'],
+      registers: [registry],
+    }),
+    limitReapplies: new Counter({
+      name: 'headroom_control_integration_limit_reapplies_total',
+      help: 'Limits stored in PostgreSQL written back to the ledger after Redis lost them, by outcome (failed: retried at the next check)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    integrationLimit: new Gauge({
+      name: 'headroom_control_integration_limit_tasks',
+      help: 'Tasks in flight an integration may have per cluster, as last read by the control plane (-1: no limit)',
+      labelNames: ['cluster', 'integration'],
       registers: [registry],
     }),
   };

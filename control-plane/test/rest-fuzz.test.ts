@@ -198,7 +198,15 @@ function operationsOf(document: {
 /** Bad requests for one operation: its body (changes) and its path and query parameters. */
 function badRequests(operation: Operation): fc.Arbitrary<BadRequest> {
   const goodPath = operation.path.replace(/\{(\w+)\}/g, (_, name: string) =>
-    name === 'workerId' ? 'no-such-worker' : name === 'rolloutId' ? 'ro-0000000000' : '1700000000000-0000abcd',
+    name === 'workerId'
+      ? 'no-such-worker'
+      : name === 'rolloutId'
+        ? 'ro-0000000000'
+        : name === 'cluster'
+          ? 'baseline'
+          : name === 'integration'
+            ? 'bank-a'
+            : '1700000000000-0000abcd',
   );
   const choices: fc.Arbitrary<BadRequest>[] = [];
   if (operation.method !== 'GET') {
@@ -241,7 +249,7 @@ function badRequests(operation: Operation): fc.Arbitrary<BadRequest> {
 /** What must not change: read through the API (the split and parallelism come from Unleash). */
 async function observable(stack: Stack) {
   const [traffic, parallelism, audit, profiles] = await Promise.all(
-    ['/traffic', '/parallelism', '/audit?limit=1000', '/profiles'].map((path) => stack.api('GET', path)),
+    ['/traffic', '/parallelism', '/audit?limit=1000', '/profiles', '/limits'].map((path) => stack.api('GET', path)),
   );
   const { balancers: _balancers, ...split } = traffic!.body;
   return { split, parallelism: parallelism!.body, auditEntries: audit!.body.entries.length, profiles: profiles!.body };

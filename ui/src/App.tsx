@@ -4,6 +4,7 @@ import { AuditPage } from './pages/AuditPage';
 import { LoginPage } from './pages/LoginPage';
 import { OverviewPage } from './pages/OverviewPage';
 import { ParallelismPage } from './pages/ParallelismPage';
+import { LimitsPage } from './pages/LimitsPage';
 import { RollbackPage } from './pages/RollbackPage';
 import { RolloutsPage } from './pages/RolloutsPage';
 import { TrafficPage } from './pages/TrafficPage';
@@ -17,6 +18,7 @@ const pages: Record<RoutePath, () => React.JSX.Element> = {
   '/rollouts': RolloutsPage,
   '/rollback': RollbackPage,
   '/parallelism': ParallelismPage,
+  '/limits': LimitsPage,
   '/workers': WorkersPage,
   '/audit': AuditPage,
 };

@@ -10,6 +10,7 @@ export const routes = [
   { path: '/rollouts', title: 'Rollouts' },
   { path: '/rollback', title: 'Rollback' },
   { path: '/parallelism', title: 'Parallelism' },
+  { path: '/limits', title: 'Limits' },
   { path: '/workers', title: 'Workers' },
   { path: '/audit', title: 'Audit' },
 ] as const;

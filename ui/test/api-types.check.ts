@@ -11,6 +11,7 @@ import type {
   ClusterSummary,
   IntegrationHealthView,
   LatencySeries,
+  LimitsView,
   OverrideChangeRecord,
   ProfileRecord,
   RollbackRecord,
@@ -25,6 +26,7 @@ type Fits<Server, Client> = Server extends Client ? true : never;
 
 export const apiTypesFit: [
   Fits<Caller, Ui.Session>,
+  Fits<LimitsView, Ui.LimitsView>,
   Fits<ClusterSummary, Ui.ClusterSummary>,
   Fits<WorkerSummary, Ui.WorkerSummary>,
   Fits<BalancerView, Ui.BalancerView>,

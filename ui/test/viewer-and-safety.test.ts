@@ -22,7 +22,7 @@ after(() => unleash.stop());
 const hostileWorkerId = '<img src=x onerror=window.__pwned=1>';
 const hostileBalancerId = '<script>window.__pwned=2</script>';
 const longWorkerId = 'worker-with-a-rather-long-name-0123456789-abcdefghij-klmnopqrstuvwxyz-0123456789';
-const pages = ['Overview', 'Traffic', 'Rollback', 'Parallelism', 'Workers', 'Audit'];
+const pages = ['Overview', 'Traffic', 'Rollback', 'Parallelism', 'Limits', 'Workers', 'Audit'];
 
 test('viewers, hostile names, API errors, narrow windows, the keyboard, a restart', { timeout: 240_000 }, async (t) => {
   const stack = await startUiStack(t, unleash);

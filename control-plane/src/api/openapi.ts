@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { auditActions, type RequestSchemas } from './schemas';
 import { profilePaths } from './profile-openapi';
 import { rolloutPaths } from './rollout-openapi';
+import { limitPaths } from './limit-openapi';
 import { profileRequestSchemas } from './profile-schemas';
 
 type JsonSchema = Record<string, unknown>;
@@ -516,6 +517,7 @@ export function openApiDocument(schemas: RequestSchemas): JsonSchema {
       },
       ...profilePaths({ ok, errors, body, read, write }, profileRequestSchemas(schemas.workerId)),
       ...rolloutPaths({ ok, errors, body, read, write }, schemas),
+      ...limitPaths({ ok, errors, body, read, write }, schemas),
       '/events': {
         get: {
           summary:

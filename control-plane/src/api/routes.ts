@@ -2,7 +2,7 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { HeadroomError } from '@headroom/common';
 import type { TokenAuth, Caller } from '../auth';
 import type { ControlService } from '../control-service';
-import { apiErrorCodes } from '../errors';
+import { apiErrorCodes, InvalidRequestError } from '../errors';
 import type { EventHub } from '../event-hub';
 import type { FleetView } from '../fleet-view';
 import type { AuditLog } from '../audit';
@@ -12,6 +12,7 @@ import { parseRequest, type RequestSchemas } from './schemas';
 import { profileRoutes } from './profile-routes';
 import type { ProfileService } from '../profiles/profile-service';
 import type { RolloutService } from '../rollouts/rollout-service';
+import type { LimitService } from '../limits/limit-service';
 
 export interface RouteDeps {
   service: ControlService;
@@ -23,6 +24,7 @@ export interface RouteDeps {
   maxBodyBytes: number;
   profiles: ProfileService;
   rollouts: RolloutService;
+  limits: LimitService;
   /** Sends the first figures to a new event stream. */
   welcome(response: Response): Promise<void>;
   /** Latency per integration per cluster over the last `windowMs`, and the ratio. */
@@ -117,6 +119,25 @@ export function apiRoutes(deps: RouteDeps): express.Router {
   router.get('/events', async (_request, response) => {
     deps.events.open(response);
     await deps.welcome(response);
+  });
+
+  router.get('/limits', async (_request, response) => {
+    response.json(await deps.limits.view());
+  });
+
+  router.put('/limits/:cluster/:integration', async (request, response) => {
+    const cluster = parseRequest(deps.schemas.limitCluster, request.params.cluster, 'path.cluster');
+    const integration = parseRequest(deps.schemas.limitIntegration, request.params.integration, 'path.integration');
+    const { limit, reason } = parseRequest(deps.schemas.limitChange, bodyOf(request), 'body');
+    if (limit === null) throw new InvalidRequestError([{ field: 'body.limit', message: 'got null; to remove a limit use DELETE; nothing was changed' }]);
+    response.json(await deps.limits.set(cluster, integration, limit, actor(response), reason));
+  });
+
+  router.delete('/limits/:cluster/:integration', async (request, response) => {
+    const cluster = parseRequest(deps.schemas.limitCluster, request.params.cluster, 'path.cluster');
+    const integration = parseRequest(deps.schemas.limitIntegration, request.params.integration, 'path.integration');
+    const { reason } = parseRequest(deps.schemas.limitRemoval, bodyOf(request), 'body');
+    response.json(await deps.limits.set(cluster, integration, null, actor(response), reason));
   });
 
   router.use(profileRoutes(deps.profiles, deps.schemas));

@@ -19,6 +19,9 @@ export const auditActions = [
   'rollout.resume',
   'rollout.abort',
   'rollout.decision',
+  'limit.set',
+  'limit.remove',
+  'limit.reapply',
   'limit.auto',
 ] as const satisfies readonly AuditAction[];
 
@@ -97,6 +100,22 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
     workerId: z.string().regex(/^[A-Za-z0-9._-]{1,128}$/, 'expected 1-128 characters of A-Z, a-z, 0-9, ".", "_", "-"'),
     rolloutPlan: planSchema(integrations),
     rolloutId: z.string().regex(/^ro-[0-9a-f]{10}$/, 'expected a rollout id such as ro-0123456789'),
+    limitCluster: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a cluster name (1-64 characters of A-Z, a-z, 0-9, ".", "_", "-")'),
+    limitIntegration: z
+      .string()
+      .regex(/^[a-z0-9][a-z0-9._-]{0,63}$/, 'expected 1-64 characters of a-z, 0-9, ".", "_", "-" such as "bank-a"')
+      .refine((name) => !(name in Object.prototype), 'expected an integration name, not a name JavaScript objects reserve'),
+    limitChange: z
+      .object({
+        limit: z.unknown().describe('One of {"maxInFlight": n}, {"shareOfCapacity": x} with x in (0, 1], {"off": true}'),
+        reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log'),
+      })
+      .strict()
+      .refine((body) => body.limit !== undefined, {
+        message: 'required: expected one of {"maxInFlight": n}, {"shareOfCapacity": x}, {"off": true}',
+        path: ['limit'],
+      }),
+    limitRemoval: z.object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') }).strict(),
     rolloutAction: z.object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') }).strict(),
   };
 }

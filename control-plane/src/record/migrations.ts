@@ -40,6 +40,18 @@ export const migrations: readonly { name: string; sql: (schema: string) => strin
     name: '0003-idempotency-key',
     sql: (schema) => `ALTER TABLE ${schema}.audit_entries ADD COLUMN idempotency_key text UNIQUE;`,
   },
+  {
+    // The integration limits operators set: Redis keeps no data across a restart, this copy does.
+    name: '0004-integration-limits',
+    sql: (schema) => `
+      CREATE TABLE ${schema}.integration_limits (
+        cluster text NOT NULL,
+        integration text NOT NULL,
+        spec text NOT NULL,
+        updated_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (cluster, integration)
+      );`,
+  },
 ];
 
 /** Which migrations a schema has: umzug's storage, in the same transaction as the migrations. */

@@ -74,7 +74,7 @@ export class ApiClient {
     return this.request<T>('GET', path, undefined, signal);
   }
 
-  send<T>(method: 'PUT' | 'POST', path: string, body: unknown = {}): Promise<T> {
+  send<T>(method: 'PUT' | 'POST' | 'DELETE', path: string, body: unknown = {}): Promise<T> {
     return this.request<T>(method, path, body);
   }
 

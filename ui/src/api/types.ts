@@ -369,3 +369,22 @@ export interface RolloutsView {
   /** Whether the autopilot of the control plane that answered holds the lease. */
   actingHere: boolean;
 }
+
+/** An integration's own limit (or the default's form, with minInFlight). */
+export type IntegrationLimit = { maxInFlight: number } | { shareOfCapacity: number; minInFlight?: number } | { off: true };
+
+export interface IntegrationLimitView {
+  integration: string;
+  source: 'own' | 'default';
+  limit: IntegrationLimit;
+  /** null: no limit. */
+  maxInFlight: number | null;
+  inflight: number;
+  waiting: number | null;
+  refused: number | null;
+}
+
+export interface LimitsView {
+  default: IntegrationLimit;
+  clusters: { cluster: string; role: 'baseline' | 'candidate'; capacitySlots: number; integrations: IntegrationLimitView[] }[];
+}

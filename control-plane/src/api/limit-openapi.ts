@@ -1,0 +1,85 @@
+import type { OpenApiParts } from './profile-openapi';
+import type { RequestSchemas } from './schemas';
+
+type JsonSchema = Record<string, unknown>;
+
+const limitForm: JsonSchema = {
+  oneOf: [
+    { type: 'object', properties: { maxInFlight: { type: 'integer', minimum: 1 } }, required: ['maxInFlight'], additionalProperties: false },
+    {
+      type: 'object',
+      properties: { shareOfCapacity: { type: 'number', exclusiveMinimum: 0, maximum: 1 } },
+      required: ['shareOfCapacity'],
+      additionalProperties: false,
+    },
+    { type: 'object', properties: { off: { const: true } }, required: ['off'], additionalProperties: false },
+    { type: 'object', properties: { shareOfCapacity: { type: 'number' }, minInFlight: { type: 'integer' } }, description: 'The default' },
+  ],
+};
+
+const limitsView: JsonSchema = {
+  type: 'object',
+  properties: {
+    default: limitForm,
+    clusters: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          cluster: { type: 'string' },
+          role: { type: 'string', enum: ['baseline', 'candidate'] },
+          capacitySlots: { type: 'integer' },
+          integrations: {
+            type: 'array',
+            maxItems: 200,
+            items: {
+              type: 'object',
+              properties: {
+                integration: { type: 'string' },
+                source: { type: 'string', enum: ['own', 'default'] },
+                limit: limitForm,
+                maxInFlight: { type: ['integer', 'null'], description: 'null: no limit' },
+                inflight: { type: 'integer' },
+                waiting: { type: ['integer', 'null'], description: 'null: not reported' },
+                refused: { type: ['integer', 'null'], description: 'null: not reported' },
+              },
+            },
+          },
+        },
+      },
+    },
+  },
+};
+
+const pathParameters = [
+  { name: 'cluster', in: 'path', required: true, schema: { type: 'string' }, description: 'The baseline or candidate cluster' },
+  { name: 'integration', in: 'path', required: true, schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' } },
+];
+
+/** The integration limit routes of the OpenAPI document. */
+export function limitPaths(parts: OpenApiParts, schemas: RequestSchemas): Record<string, JsonSchema> {
+  const { ok, errors, body, read, write } = parts;
+  return {
+    '/limits': {
+      get: {
+        summary: 'Per cluster and integration: the limit in flight (own or default), its effective count, tasks in flight now',
+        responses: { 200: ok('Limits', limitsView), ...read },
+      },
+    },
+    '/limits/{cluster}/{integration}': {
+      put: {
+        summary:
+          'Set an integration’s own limit in one cluster; stored in PostgreSQL and enforced by the ledger. A count above the cluster’s capacity is refused',
+        parameters: pathParameters,
+        requestBody: body(schemas.limitChange),
+        responses: { 200: ok('Limits after the change', limitsView), ...write, ...errors(404) },
+      },
+      delete: {
+        summary: 'Remove an integration’s own limit in one cluster: the default applies again',
+        parameters: pathParameters,
+        requestBody: { ...body(schemas.limitRemoval), required: false },
+        responses: { 200: ok('Limits after the change', limitsView), ...write, ...errors(404) },
+      },
+    },
+  };
+}

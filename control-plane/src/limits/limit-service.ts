@@ -1,0 +1,211 @@
+import { HeadroomError, type Logger } from '@headroom/common';
+import {
+  decodeIntegrationLimit,
+  defaultIntegrationLimit,
+  encodeIntegrationLimit,
+  InvalidIntegrationLimitError,
+  limitInFlight,
+  type IntegrationLimit,
+  type Ledger,
+} from '@headroom/fleet';
+import type { AuditLog } from '../audit';
+import { apiErrorCodes, InvalidRequestError } from '../errors';
+import type { ControlMetrics } from '../metrics';
+import type { LimitStore } from './limit-store';
+
+/** The balancers' code for a task refused at its integration's limit (balancer/src/errors.ts). */
+const integrationAtLimitCode = 'HR_ERR_INTEGRATION_AT_LIMIT';
+
+/** Integrations listed per cluster at most, and limits of their own per cluster at most (a bounded label set). */
+export const maxIntegrationsPerCluster = 200;
+
+export interface IntegrationLimitView {
+  integration: string;
+  /** 'own': set by an operator; 'default': the ledger's default applies. */
+  source: 'own' | 'default';
+  /** Its own limit, or the default's form. */
+  limit: IntegrationLimit | typeof defaultIntegrationLimit;
+  /** Tasks in flight it may have now; null: no limit. */
+  maxInFlight: number | null;
+  inflight: number;
+  /** Tasks waiting for its limit; null: balancers do not report it to Redis (Prometheus only). */
+  waiting: number | null;
+  /** Tasks balancers refused at its limit over the last 10-20 s (their error counts in Redis). */
+  refused: number | null;
+}
+
+export interface ClusterLimitsView {
+  cluster: string;
+  role: 'baseline' | 'candidate';
+  capacitySlots: number;
+  integrations: IntegrationLimitView[];
+}
+
+export interface LimitsView {
+  default: typeof defaultIntegrationLimit;
+  clusters: ClusterLimitsView[];
+}
+
+export interface LimitServiceDeps {
+  ledger: Ledger;
+  store: LimitStore;
+  audit: AuditLog;
+  metrics: ControlMetrics;
+  logger: Logger;
+  clusters: { baseline: string; candidate: string };
+  /** The integrations the control plane is configured with: listed even before their first task. */
+  integrations: readonly string[];
+  /** Integrations seen lately in the workers' latency histograms. */
+  seenIntegrations(): Promise<string[]>;
+  /** Tasks balancers refused at an integration's limit lately, per cluster and integration. */
+  refusedCounts(): Promise<{ cluster: string; integration: string; code: string; count: number }[]>;
+  /** Slots of live workers per cluster. */
+  capacity(): Promise<Record<string, number>>;
+}
+
+/**
+ * Per-integration limits for operators: PostgreSQL holds what they set, the ledger enforces it.
+ * A change is written to both in one PostgreSQL transaction, so either both have it or neither.
+ */
+export class LimitService {
+  constructor(private readonly deps: LimitServiceDeps) {}
+
+  async view(): Promise<LimitsView> {
+    const [seen, capacity, errors] = await Promise.all([this.deps.seenIntegrations(), this.deps.capacity(), this.deps.refusedCounts()]);
+    const refused = new Map(errors.filter((e) => e.code === integrationAtLimitCode).map((e) => [`${e.cluster}/${e.integration}`, e.count]));
+    const clusters: ClusterLimitsView[] = [];
+    for (const role of ['baseline', 'candidate'] as const) {
+      const cluster = this.deps.clusters[role];
+      const capacitySlots = capacity[cluster] ?? 0;
+      const states = await this.deps.ledger.integrationLimits(cluster);
+      const byName = new Map(states.map((s) => [s.integration, s]));
+      const names = [...new Set([...states.map((s) => s.integration), ...this.deps.integrations, ...seen])].sort().slice(0, maxIntegrationsPerCluster);
+      const integrations = names.map((integration): IntegrationLimitView => {
+        const state = byName.get(integration);
+        const limit = state?.limit ?? null;
+        const max = state ? state.maxInFlight : limitInFlight(null, defaultIntegrationLimit, capacitySlots);
+        this.deps.metrics.integrationLimit.set({ cluster, integration }, Number.isFinite(max) ? max : -1);
+        return {
+          integration,
+          source: limit ? 'own' : 'default',
+          limit: limit ?? defaultIntegrationLimit,
+          maxInFlight: Number.isFinite(max) ? max : null,
+          inflight: state?.inflight ?? 0,
+          waiting: null,
+          refused: refused.get(`${cluster}/${integration}`) ?? 0,
+        };
+      });
+      clusters.push({ cluster, role, capacitySlots, integrations });
+    }
+    return { default: defaultIntegrationLimit, clusters };
+  }
+
+  /** Sets (or with null removes) one integration's own limit; validates first, changes nothing on error. */
+  async set(cluster: string, integration: string, limit: unknown, actor: string, reason: string | undefined): Promise<LimitsView> {
+    const spec = limit === null ? null : this.encode(integration, limit);
+    this.checkCluster(cluster);
+    if (spec !== null && (await this.deps.store.count(cluster)) >= maxIntegrationsPerCluster) {
+      const own = await this.deps.ledger.integrationLimits(cluster);
+      if (!own.some((s) => s.integration === integration && s.limit))
+        throw new InvalidRequestError([
+          { field: 'path.integration', message: `cluster ${cluster} has ${maxIntegrationsPerCluster} limits of their own already; remove one first` },
+        ]);
+    }
+    const decoded = spec === null ? null : decodeIntegrationLimit(spec);
+    let written = false;
+    let before: string | null = null;
+    const action = spec === null ? 'limit.remove' : 'limit.set';
+    try {
+      before = await this.deps.store.change(cluster, integration, spec, async (stored) => {
+        before = stored;
+        await this.deps.ledger.setIntegrationLimit(cluster, integration, decoded);
+        written = true;
+      });
+    } catch (error) {
+      // The ledger has it but PostgreSQL did not commit: put the ledger back.
+      if (written)
+        await this.deps.ledger.setIntegrationLimit(cluster, integration, before === null ? null : decodeIntegrationLimit(before)).catch(() => undefined);
+      this.deps.metrics.limitChanges.inc({ action, outcome: 'failed' });
+      if (error instanceof InvalidIntegrationLimitError) throw new InvalidRequestError([{ field: fieldOf(error.field), message: stripField(error) }]);
+      throw error;
+    }
+    this.deps.metrics.limitChanges.inc({ action, outcome: 'ok' });
+    await this.deps.audit.record({
+      actor,
+      action,
+      target: `${cluster}/${integration}`,
+      request: { limit },
+      before: before === null ? null : decodeIntegrationLimit(before),
+      after: decoded,
+      outcome: 'ok',
+      ...(reason === undefined ? {} : { reason }),
+    });
+    return this.view();
+  }
+
+  /**
+   * Writes every stored limit the ledger lacks or holds otherwise (Redis lost its data, or was
+   * replaced). Limits in the ledger that PostgreSQL does not hold are left alone. Returns how
+   * many were re-applied.
+   */
+  async reapply(why: 'start' | 'check'): Promise<number> {
+    const stored = await this.deps.store.list();
+    let reapplied = 0;
+    for (const cluster of [this.deps.clusters.baseline, this.deps.clusters.candidate]) {
+      const inLedger = new Map((await this.deps.ledger.integrationLimits(cluster)).map((s) => [s.integration, s.limit]));
+      for (const row of stored.filter((r) => r.cluster === cluster && r.spec !== '')) {
+        const held = inLedger.get(row.integration);
+        if (held && encodeIntegrationLimit(row.integration, held).spec === row.spec) continue;
+        const limit = decodeIntegrationLimit(row.spec);
+        if (!limit) continue;
+        try {
+          await this.deps.ledger.setIntegrationLimit(cluster, row.integration, limit);
+        } catch (error) {
+          // Above a capacity that shrank (workers gone): retried on the next check.
+          this.deps.metrics.limitReapplies.inc({ outcome: 'failed' });
+          this.deps.logger.warn({ err: error, cluster, integration: row.integration }, 'could not re-apply a stored integration limit to the ledger');
+          continue;
+        }
+        reapplied++;
+        this.deps.metrics.limitReapplies.inc({ outcome: 'ok' });
+        this.deps.logger.warn({ cluster, integration: row.integration, spec: row.spec, why }, 're-applied a stored integration limit the ledger had lost');
+        await this.deps.audit.record({
+          actor: 'control-plane',
+          action: 'limit.reapply',
+          target: `${cluster}/${row.integration}`,
+          before: held ?? null,
+          after: limit,
+          outcome: 'ok',
+        });
+      }
+    }
+    return reapplied;
+  }
+
+  private checkCluster(cluster: string): void {
+    const { baseline, candidate } = this.deps.clusters;
+    if (cluster !== baseline && cluster !== candidate)
+      throw new HeadroomError(
+        apiErrorCodes.notFound,
+        `no cluster ${JSON.stringify(cluster.slice(0, 80))}; accepted: ${baseline}, ${candidate}; nothing was changed`,
+      );
+  }
+
+  private encode(integration: string, limit: unknown): string {
+    try {
+      return encodeIntegrationLimit(integration, limit).spec;
+    } catch (error) {
+      if (error instanceof InvalidIntegrationLimitError) throw new InvalidRequestError([{ field: fieldOf(error.field), message: stripField(error) }]);
+      throw error;
+    }
+  }
+}
+
+/** The ledger names 'integration' and 'limit.x'; the API names where they came from. */
+function fieldOf(field: string): string {
+  return field === 'integration' ? 'path.integration' : `body.${field}`;
+}
+
+function stripField(error: InvalidIntegrationLimitError): string {
+  return `${error.message.slice(error.field.length + 2)}; nothing was changed`;
+}

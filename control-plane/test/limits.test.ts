@@ -1,0 +1,154 @@
+import { after, before, test } from 'node:test';
+import * as assert from 'node:assert/strict';
+import { BalancerErrorRecorder, clusterKeys } from '@headroom/fleet';
+import { eventually, startStack, viewerToken, type Stack } from '@headroom/testkit';
+import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
+
+let unleash: TestUnleash;
+before(async () => {
+  unleash = await startTestUnleash();
+});
+after(() => unleash.stop());
+
+type Row = { integration: string; source: string; limit: unknown; maxInFlight: number | null; inflight: number; refused: number | null };
+const rowOf = async (stack: Stack, cluster: string, integration: string): Promise<Row | undefined> => {
+  const view = (await stack.api('GET', '/limits')).body as { clusters: { cluster: string; integrations: Row[] }[] };
+  return view.clusters.find((c) => c.cluster === cluster)?.integrations.find((i) => i.integration === integration);
+};
+const ownLimit = async (stack: Stack, cluster: string, integration: string) =>
+  (await stack.fleet.ledger.integrationLimits(cluster)).find((s) => s.integration === integration)?.limit ?? null;
+const auditOf = async (stack: Stack, action: string) => (await stack.api('GET', `/audit?action=${action}`)).body.entries as Record<string, unknown>[];
+
+/** A stack with 10 baseline slots and 4 candidate slots, as the ledger counts them. */
+async function limitsStack(t: Parameters<typeof startStack>[0]): Promise<Stack> {
+  const stack = await startStack(t, unleash, { limitsCheckIntervalMs: 200 });
+  await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 10 });
+  await stack.fleet.addWorker({ cluster: 'candidate', maxParallelism: 4 });
+  await eventually('both clusters have capacity', 5000, async () => {
+    const view = (await stack.api('GET', '/limits')).body as { clusters: { capacitySlots: number }[] };
+    return view.clusters.every((c) => c.capacitySlots > 0) ? true : undefined;
+  });
+  return stack;
+}
+
+test('an operator sets, reads and removes a limit; the ledger holds it; each change is audited; a viewer reads but cannot change', async (t) => {
+  const stack = await limitsStack(t);
+  const put = await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 3 }, reason: 'bank-a is slow today' });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 3 });
+  assert.deepEqual(await rowOf(stack, 'baseline', 'bank-a'), {
+    integration: 'bank-a',
+    source: 'own',
+    limit: { maxInFlight: 3 },
+    maxInFlight: 3,
+    inflight: 0,
+    waiting: null,
+    refused: 0,
+  });
+  // Balancers count refused tasks in Redis as errors of their cluster and integration.
+  const recorder = new BalancerErrorRecorder(stack.fleet.redis, { keyPrefix: stack.fleet.ledgerOptions.keyPrefix! });
+  for (let i = 0; i < 3; i++) recorder.record('baseline', 'bank-a', 'HR_ERR_INTEGRATION_AT_LIMIT');
+  recorder.record('baseline', 'bank-a', 'HR_ERR_DEADLINE_EXCEEDED');
+  await recorder.flush();
+  assert.equal((await rowOf(stack, 'baseline', 'bank-a'))?.refused, 3, 'only the refusals at the limit');
+  const share = await stack.api('PUT', '/limits/candidate/bank-b', { limit: { shareOfCapacity: 0.5 } });
+  assert.equal(share.status, 200, JSON.stringify(share.body));
+  assert.equal((await rowOf(stack, 'candidate', 'bank-b'))?.maxInFlight, 2, 'half of 4 slots');
+
+  const [entry] = await auditOf(stack, 'limit.set');
+  assert.equal(entry?.target, 'candidate/bank-b');
+  const first = (await auditOf(stack, 'limit.set')).find((e) => e.target === 'baseline/bank-a');
+  assert.deepEqual(
+    { actor: first?.actor, before: first?.before, after: first?.after, reason: first?.reason, outcome: first?.outcome },
+    { actor: 'olga', before: null, after: { maxInFlight: 3 }, reason: 'bank-a is slow today', outcome: 'ok' },
+  );
+
+  const viewer = await stack.api('GET', '/limits', undefined, viewerToken);
+  assert.equal(viewer.status, 200);
+  assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 5 } }, viewerToken)).status, 403);
+  assert.equal((await stack.api('DELETE', '/limits/baseline/bank-a', undefined, viewerToken)).status, 403);
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 3 }, 'a viewer changed nothing');
+
+  const removed = await stack.api('DELETE', '/limits/baseline/bank-a', { reason: 'recovered' });
+  assert.equal(removed.status, 200, JSON.stringify(removed.body));
+  assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null);
+  const row = await rowOf(stack, 'baseline', 'bank-a');
+  assert.equal(row?.source, 'default');
+  assert.equal(row?.maxInFlight, 8, 'half of 10 slots, at least 8');
+  const [removal] = await auditOf(stack, 'limit.remove');
+  assert.deepEqual(
+    { before: removal?.before, after: removal?.after, reason: removal?.reason },
+    { before: { maxInFlight: 3 }, after: null, reason: 'recovered' },
+  );
+});
+
+test('bad limits, names and fields are refused with 400 naming the field, and change nothing', async (t) => {
+  const stack = await limitsStack(t);
+  assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 3 } })).status, 200);
+  const stateBefore = (await stack.api('GET', '/limits')).body;
+  const auditBefore = (await stack.api('GET', '/audit?limit=1000')).body.entries.length;
+  const cases: { path: string; body: unknown; field: string }[] = [
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: 0 } }, field: 'body.limit.maxInFlight' },
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: -2 } }, field: 'body.limit.maxInFlight' },
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: 1.5 } }, field: 'body.limit.maxInFlight' },
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: '4' } }, field: 'body.limit.maxInFlight' },
+    { path: 'baseline/bank-a', body: '{"limit": {"maxInFlight": NaN}}', field: 'body' },
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: 11 } }, field: 'body.limit.maxInFlight' },
+    { path: 'baseline/bank-a', body: { limit: { shareOfCapacity: 1.5 } }, field: 'body.limit.shareOfCapacity' },
+    { path: 'baseline/bank-a', body: { limit: { off: false } }, field: 'body.limit.off' },
+    { path: 'baseline/bank-a', body: '{"limit": {"__proto__": {"maxInFlight": 2}}}', field: 'body.limit' },
+    { path: 'baseline/bank-a', body: { limit: { constructor: 2 } }, field: 'body.limit' },
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: 2, shareOfCapacity: 0.5 } }, field: 'body.limit' },
+    { path: 'baseline/bank-a', body: { limit: 'max:2' }, field: 'body.limit' },
+    { path: 'baseline/bank-a', body: { limit: null }, field: 'body.limit' },
+    { path: 'baseline/bank-a', body: {}, field: 'body.limit' },
+    { path: 'baseline/bank-a', body: { limit: { maxInFlight: 2 }, frobnicate: 1 }, field: 'body.frobnicate' },
+    { path: 'baseline/bank-a', body: '{"limit": {"maxInFlight": 2}, "__proto__": {"x": 1}}', field: 'body.__proto__' },
+    { path: 'baseline/Bank_A', body: { limit: { maxInFlight: 2 } }, field: 'path.integration' },
+    { path: 'baseline/constructor', body: { limit: { maxInFlight: 2 } }, field: 'path.integration' },
+    { path: 'baseline/__proto__', body: { limit: { maxInFlight: 2 } }, field: 'path.integration' },
+    { path: `baseline/${'a'.repeat(65)}`, body: { limit: { maxInFlight: 2 } }, field: 'path.integration' },
+  ];
+  for (const bad of cases) {
+    const answer = await stack.api('PUT', `/limits/${bad.path}`, bad.body);
+    const where = `PUT ${bad.path} ${JSON.stringify(bad.body)} → ${answer.status} ${JSON.stringify(answer.body)}`;
+    assert.equal(answer.status, 400, where);
+    assert.equal(answer.body.error.code, 'HR_ERR_INVALID_REQUEST', where);
+    assert.ok(
+      (answer.body.error.fields as { field: string }[]).some((f) => f.field === bad.field),
+      `${where}: expected the field ${bad.field}`,
+    );
+  }
+  const unknownCluster = await stack.api('PUT', '/limits/nope/bank-a', { limit: { maxInFlight: 2 } });
+  assert.equal(unknownCluster.status, 404, JSON.stringify(unknownCluster.body));
+  assert.equal((await stack.api('DELETE', '/limits/nope/bank-a')).status, 404);
+  assert.deepEqual((await stack.api('GET', '/limits')).body, stateBefore);
+  assert.equal((await stack.api('GET', '/audit?limit=1000')).body.entries.length, auditBefore);
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 3 });
+});
+
+test('a limit the ledger lost (Redis lost its data) is re-applied from PostgreSQL, counted and audited', async (t) => {
+  const stack = await limitsStack(t);
+  assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 4 } })).status, 200);
+  assert.equal((await stack.api('PUT', '/limits/candidate/bank-b', { limit: { off: true } })).status, 200);
+  const prefix = stack.fleet.ledgerOptions.keyPrefix!;
+  await stack.fleet.redis.del(clusterKeys(prefix, 'baseline').integrationLimits, clusterKeys(prefix, 'candidate').integrationLimits);
+  assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null, 'the ledger lost it');
+  await eventually('the limits are back in the ledger', 10_000, async () =>
+    (await ownLimit(stack, 'baseline', 'bank-a')) && (await ownLimit(stack, 'candidate', 'bank-b')) ? true : undefined,
+  );
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 4 });
+  assert.deepEqual(await ownLimit(stack, 'candidate', 'bank-b'), { off: true });
+  const metrics = String((await stack.api('GET', '/metrics')).body);
+  const reapplied = /headroom_control_integration_limit_reapplies_total\{outcome="ok"\} (\d+)/.exec(metrics);
+  assert.ok(reapplied && Number(reapplied[1]) >= 2, metrics.slice(0, 200));
+  assert.match(metrics, /headroom_control_integration_limit_changes_total\{action="limit.set",outcome="ok"\} 2/);
+  const entries = await auditOf(stack, 'limit.reapply');
+  assert.deepEqual(entries.map((e) => e.target).sort(), ['baseline/bank-a', 'candidate/bank-b']);
+
+  // A removed limit is removed from PostgreSQL too: a later loss does not bring it back.
+  assert.equal((await stack.api('DELETE', '/limits/baseline/bank-a')).status, 200);
+  await stack.fleet.redis.del(clusterKeys(prefix, 'candidate').integrationLimits);
+  await eventually('bank-b is back', 10_000, async () => ((await ownLimit(stack, 'candidate', 'bank-b')) ? true : undefined));
+  assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null);
+});
