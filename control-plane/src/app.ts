@@ -35,6 +35,7 @@ import { Autopilot } from './rollouts/autopilot';
 import { RolloutService } from './rollouts/rollout-service';
 import { RolloutStore } from './rollouts/rollout-store';
 import { LimitService } from './limits/limit-service';
+import { AutoLimiter, defaultAutoLimiterOptions } from './limits/auto-limiter';
 import { LimitStore } from './limits/limit-store';
 
 export interface ControlPlaneDependencies {
@@ -143,8 +144,9 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     options: { tickMs: config.autopilotTickMs, leaseMs: config.autopilotLeaseMs, settleMs: config.latencySettleMs },
   });
   const rollouts = new RolloutService({ store: rolloutStore, autopilot, audit });
-  const limits = new LimitService({
-    ledger: new Ledger(deps.redis, { keyPrefix }),
+  const ledger = new Ledger(deps.redis, { keyPrefix });
+  const limits: LimitService = new LimitService({
+    ledger,
     store: new LimitStore(database),
     audit,
     metrics,
@@ -154,7 +156,19 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     seenIntegrations: async () => (await latencyView(deps.redis, keyPrefix, config.clusters, limitsSeenWindowMs)).integrations.map((i) => i.integration),
     refusedCounts: async () => (await readBalancerErrors(deps.redis, keyPrefix, balancerErrorWindowMs)).counts,
     capacity: async () => Object.fromEntries((await fleet.clusterSummaries()).map((c) => [c.name, c.capacity])),
+    leftAuto: (cluster, integration) => autoLimiter.forget(cluster, integration),
   });
+  const autoLimiter: AutoLimiter = new AutoLimiter({
+    redis: deps.redis,
+    keyPrefix,
+    ledger,
+    entries: () => limits.autoEntries(),
+    audit,
+    metrics: { limitChanges: metrics.autoLimitChanges, limitInFlight: metrics.autoLimitInFlight },
+    logger,
+    options: { ...defaultAutoLimiterOptions, tickMs: config.autoLimitTickMs, leaseMs: 3 * config.autoLimitTickMs },
+  });
+  autoLimiter.start();
   const reapplyLimits = (why: 'start' | 'check') =>
     limits.reapply(why).catch((error: unknown) => logger.warn({ err: error }, 'could not compare the integration limits with PostgreSQL; retrying'));
   await reapplyLimits('start');
@@ -272,6 +286,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       profiles,
       rollouts,
       limits,
+      autoLimiter,
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
       latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
@@ -307,6 +322,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearInterval(overrideTimer);
     clearInterval(pruneTimer);
     clearInterval(limitsTimer);
+    await autoLimiter.close();
     await autopilot.stop();
     // A rollback answered just before is still being written to Unleash: let it finish (bounded).
     await service.settle(closeSettleMs);

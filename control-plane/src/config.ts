@@ -114,6 +114,8 @@ export const controlPlaneOptionsSchema = z
     overrideCheckIntervalMs: settings.positiveInt(600_000).default(2000),
     /** How often the ledger's integration limits are compared with PostgreSQL's (and re-applied). @default 5000 */
     limitsCheckIntervalMs: settings.positiveInt(600_000).default(5000),
+    /** How often the auto limiter reads the latency of integrations in auto mode and moves their limits. @default 5000 */
+    autoLimitTickMs: settings.positiveInt(60_000).default(5000),
     /** Largest request body. @default 65536 */
     maxBodyBytes: settings.positiveInt(16 * 1024 * 1024).default(64 * 1024),
     /** How long a CPU profile is kept. @default 3600000 (1 h) */

@@ -20,6 +20,8 @@ export interface ControlMetrics {
   limitReapplies: Counter<'outcome'>;
   /** The limit in tasks per cluster and integration as last read (-1: none); names are validated and capped. */
   integrationLimit: Gauge<'cluster' | 'integration'>;
+  autoLimitChanges: Counter<'cluster' | 'integration' | 'reason'>;
+  autoLimitInFlight: Gauge<'cluster' | 'integration'>;
 }
 
 /** The control plane's metrics, on `registry` (never the global one). */
@@ -88,6 +90,18 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     integrationLimit: new Gauge({
       name: 'headroom_control_integration_limit_tasks',
       help: 'Tasks in flight an integration may have per cluster, as last read by the control plane (-1: no limit)',
+      labelNames: ['cluster', 'integration'],
+      registers: [registry],
+    }),
+    autoLimitChanges: new Counter({
+      name: 'headroom_control_auto_limit_changes_total',
+      help: 'Limits in auto mode moved by the auto limiter, by why (in trouble, recovering, new normal, ...)',
+      labelNames: ['cluster', 'integration', 'reason'],
+      registers: [registry],
+    }),
+    autoLimitInFlight: new Gauge({
+      name: 'headroom_control_auto_limit_tasks',
+      help: 'The count the auto limiter set last per integration in auto mode',
       labelNames: ['cluster', 'integration'],
       registers: [registry],
     }),

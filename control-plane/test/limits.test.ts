@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { BalancerErrorRecorder, clusterKeys } from '@headroom/fleet';
+import { BalancerErrorRecorder, LatencyRecorder, clusterKeys } from '@headroom/fleet';
 import { eventually, startStack, viewerToken, type Stack } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 
@@ -151,4 +151,63 @@ test('a limit the ledger lost (Redis lost its data) is re-applied from PostgreSQ
   await stack.fleet.redis.del(clusterKeys(prefix, 'candidate').integrationLimits);
   await eventually('bank-b is back', 10_000, async () => ((await ownLimit(stack, 'candidate', 'bank-b')) ? true : undefined));
   assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null);
+});
+
+test('auto mode: bounds are validated; the control plane lowers the limit when the integration runs slow and shows why', async (t) => {
+  const stack = await startStack(t, unleash, { limitsCheckIntervalMs: 200, autoLimitTickMs: 200 });
+  await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 10 });
+  await eventually('capacity', 5000, async () =>
+    (await rowOf(stack, 'baseline', 'bank-a')) && (await stack.fleet.ledger.snapshot('baseline')).totalCapacity === 10 ? true : undefined,
+  );
+  const bad: [unknown, string][] = [
+    [{ auto: { minInFlight: 6, maxInFlight: 4 } }, 'body.limit.auto.minInFlight'],
+    [{ auto: { minInFlight: 1, maxInFlight: 11 } }, 'body.limit.auto.maxInFlight'],
+    [{ auto: { minInFlight: 0, maxInFlight: 4 } }, 'body.limit.auto.minInFlight'],
+    [{ auto: { minInFlight: 1, maxInFlight: 4.5 } }, 'body.limit.auto.maxInFlight'],
+    [{ auto: { minInFlight: 1, maxInFlight: 4, step: 2 } }, 'body.limit.auto'],
+    [{ auto: { minInFlight: 1, maxInFlight: 4 }, maxInFlight: 3 }, 'body.limit.auto'],
+    [{ auto: [1, 4] }, 'body.limit.auto'],
+  ];
+  for (const [limit, field] of bad) {
+    const answer = await stack.api('PUT', '/limits/baseline/bank-a', { limit });
+    assert.equal(answer.status, 400, JSON.stringify(answer.body));
+    assert.ok(
+      (answer.body.error.fields as { field: string }[]).some((f) => f.field === field),
+      `${JSON.stringify(answer.body)}: expected ${field}`,
+    );
+  }
+  assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null, 'nothing was changed');
+
+  const put = await stack.api('PUT', '/limits/baseline/bank-a', { limit: { auto: { minInFlight: 2, maxInFlight: 8 } }, reason: 'follow the bank' });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  assert.deepEqual((await rowOf(stack, 'baseline', 'bank-a'))?.limit, { auto: { minInFlight: 2, maxInFlight: 8 } });
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 8 }, 'it starts at its maximum');
+  // bank-a's tasks ran in 100 ms, now they take 2 s: the limiter lowers the limit to its minimum.
+  const recorder = new LatencyRecorder(stack.fleet.redis, { keyPrefix: stack.fleet.ledgerOptions.keyPrefix!, cluster: 'baseline' });
+  for (let i = 0; i < 40; i++) recorder.record('bank-a', 100);
+  await recorder.flush();
+  await eventually('a baseline', 10_000, async () =>
+    ((await stack.api('GET', '/limits/baseline/bank-a/history')).body.points as { reason: string }[]).some((p) => p.reason === 'first reading')
+      ? true
+      : undefined,
+  );
+  // Three times as many slow ones: the window's p50 is theirs.
+  for (let i = 0; i < 120; i++) recorder.record('bank-a', 2000);
+  await recorder.flush();
+  await eventually('the limit at its minimum', 20_000, async () => {
+    const limit = await ownLimit(stack, 'baseline', 'bank-a');
+    return limit && 'maxInFlight' in limit && limit.maxInFlight === 2 ? true : undefined;
+  });
+  const points = (await stack.api('GET', '/limits/baseline/bank-a/history')).body.points as { limitInFlight: number; reason: string; runTimeP50Ms: number }[];
+  assert.ok(
+    points.some((p) => p.reason === 'in trouble' && p.runTimeP50Ms > 1000),
+    JSON.stringify(points),
+  );
+  const changes = await auditOf(stack, 'limit.auto');
+  assert.ok(changes.length >= 2 && changes.every((e) => e.actor === 'auto-limit' && e.target === 'baseline/bank-a'), JSON.stringify(changes));
+  // A fixed limit takes over: the auto limiter forgets bank-a and leaves the ledger's count alone.
+  assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 5 } })).status, 200);
+  assert.deepEqual((await stack.api('GET', '/limits/baseline/bank-a/history')).body.points, []);
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 5 });
+  assert.deepEqual((await rowOf(stack, 'baseline', 'bank-a'))?.limit, { maxInFlight: 5 });
 });

@@ -13,6 +13,20 @@ const limitForm: JsonSchema = {
       additionalProperties: false,
     },
     { type: 'object', properties: { off: { const: true } }, required: ['off'], additionalProperties: false },
+    {
+      type: 'object',
+      description: 'Auto: the control plane moves the count between the bounds by the integration’s run time against its own baseline',
+      properties: {
+        auto: {
+          type: 'object',
+          properties: { minInFlight: { type: 'integer', minimum: 1 }, maxInFlight: { type: 'integer', minimum: 1 } },
+          required: ['minInFlight', 'maxInFlight'],
+          additionalProperties: false,
+        },
+      },
+      required: ['auto'],
+      additionalProperties: false,
+    },
     { type: 'object', properties: { shareOfCapacity: { type: 'number' }, minInFlight: { type: 'integer' } }, description: 'The default' },
   ],
 };
@@ -51,6 +65,30 @@ const limitsView: JsonSchema = {
   },
 };
 
+const autoLimitHistory: JsonSchema = {
+  type: 'object',
+  properties: {
+    cluster: { type: 'string' },
+    integration: { type: 'string' },
+    points: {
+      type: 'array',
+      maxItems: 720,
+      description: 'The auto limiter’s decisions, oldest first (one a tick; empty when the integration is not in auto mode)',
+      items: {
+        type: 'object',
+        properties: {
+          atUnixMs: { type: 'integer' },
+          limitInFlight: { type: 'integer' },
+          inFlight: { type: 'integer' },
+          runTimeP50Ms: { type: ['number', 'null'] },
+          baselineMs: { type: ['number', 'null'] },
+          reason: { type: 'string' },
+        },
+      },
+    },
+  },
+};
+
 const pathParameters = [
   { name: 'cluster', in: 'path', required: true, schema: { type: 'string' }, description: 'The baseline or candidate cluster' },
   { name: 'integration', in: 'path', required: true, schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' } },
@@ -79,6 +117,13 @@ export function limitPaths(parts: OpenApiParts, schemas: RequestSchemas): Record
         parameters: pathParameters,
         requestBody: { ...body(schemas.limitRemoval), required: false },
         responses: { 200: ok('Limits after the change', limitsView), ...write, ...errors(404) },
+      },
+    },
+    '/limits/{cluster}/{integration}/history': {
+      get: {
+        summary: 'An integration in auto mode: each decision of the auto limiter, with the run time that drove it',
+        parameters: pathParameters,
+        responses: { 200: ok('Auto limit history', autoLimitHistory), ...read },
       },
     },
   };

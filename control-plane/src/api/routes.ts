@@ -13,6 +13,7 @@ import { profileRoutes } from './profile-routes';
 import type { ProfileService } from '../profiles/profile-service';
 import type { RolloutService } from '../rollouts/rollout-service';
 import type { LimitService } from '../limits/limit-service';
+import type { AutoLimiter } from '../limits/auto-limiter';
 
 export interface RouteDeps {
   service: ControlService;
@@ -25,6 +26,7 @@ export interface RouteDeps {
   profiles: ProfileService;
   rollouts: RolloutService;
   limits: LimitService;
+  autoLimiter: Pick<AutoLimiter, 'history'>;
   /** Sends the first figures to a new event stream. */
   welcome(response: Response): Promise<void>;
   /** Latency per integration per cluster over the last `windowMs`, and the ratio. */
@@ -131,6 +133,12 @@ export function apiRoutes(deps: RouteDeps): express.Router {
     const { limit, reason } = parseRequest(deps.schemas.limitChange, bodyOf(request), 'body');
     if (limit === null) throw new InvalidRequestError([{ field: 'body.limit', message: 'got null; to remove a limit use DELETE; nothing was changed' }]);
     response.json(await deps.limits.set(cluster, integration, limit, actor(response), reason));
+  });
+
+  router.get('/limits/:cluster/:integration/history', async (request, response) => {
+    const cluster = parseRequest(deps.schemas.limitCluster, request.params.cluster, 'path.cluster');
+    const integration = parseRequest(deps.schemas.limitIntegration, request.params.integration, 'path.integration');
+    response.json({ cluster, integration, points: await deps.autoLimiter.history(cluster, integration) });
   });
 
   router.delete('/limits/:cluster/:integration', async (request, response) => {

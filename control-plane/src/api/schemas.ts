@@ -107,7 +107,9 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
       .refine((name) => !(name in Object.prototype), 'expected an integration name, not a name JavaScript objects reserve'),
     limitChange: z
       .object({
-        limit: z.unknown().describe('One of {"maxInFlight": n}, {"shareOfCapacity": x} with x in (0, 1], {"off": true}'),
+        limit: z
+          .unknown()
+          .describe('One of {"maxInFlight": n}, {"shareOfCapacity": x} with x in (0, 1], {"off": true}, {"auto": {"minInFlight": n, "maxInFlight": m}}'),
         reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log'),
       })
       .strict()

@@ -189,8 +189,12 @@ export class AutoLimiter {
     return raw.map((line) => JSON.parse(line) as AutoLimitPoint).reverse();
   }
 
-  /** Forgets an integration that left auto mode (its state and history). */
+  /**
+   * Forgets an integration that left auto mode (its state and history), once the tick under way
+   * (which may have read it as auto still) is over: the caller then writes its own limit again.
+   */
   async forget(cluster: string, integration: string): Promise<void> {
+    await this.ticking;
     await this.deps.redis.multi().hdel(this.keys.autoLimits, `${cluster}|${integration}`).del(this.keys.autoLimitHistory(cluster, integration)).exec();
   }
 }

@@ -12,6 +12,8 @@ import type { AuditLog } from '../audit';
 import { apiErrorCodes, InvalidRequestError } from '../errors';
 import type { ControlMetrics } from '../metrics';
 import type { LimitStore } from './limit-store';
+import type { AutoLimitEntry } from './auto-limiter';
+import { decodeAutoLimit, encodeAutoLimit, isAutoLimit, type AutoLimit } from './auto-setting';
 
 /** The balancers' code for a task refused at its integration's limit (balancer/src/errors.ts). */
 const integrationAtLimitCode = 'HR_ERR_INTEGRATION_AT_LIMIT';
@@ -23,8 +25,8 @@ export interface IntegrationLimitView {
   integration: string;
   /** 'own': set by an operator; 'default': the ledger's default applies. */
   source: 'own' | 'default';
-  /** Its own limit, or the default's form. */
-  limit: IntegrationLimit | typeof defaultIntegrationLimit;
+  /** Its own limit (fixed, or auto: the auto limiter moves the count between its bounds), or the default's form. */
+  limit: IntegrationLimit | AutoLimit | typeof defaultIntegrationLimit;
   /** Tasks in flight it may have now; null: no limit. */
   maxInFlight: number | null;
   inflight: number;
@@ -61,6 +63,8 @@ export interface LimitServiceDeps {
   refusedCounts(): Promise<{ cluster: string; integration: string; code: string; count: number }[]>;
   /** Slots of live workers per cluster. */
   capacity(): Promise<Record<string, number>>;
+  /** Called when an integration leaves auto mode: the auto limiter forgets its state. */
+  leftAuto(cluster: string, integration: string): Promise<void>;
 }
 
 /**
@@ -71,7 +75,13 @@ export class LimitService {
   constructor(private readonly deps: LimitServiceDeps) {}
 
   async view(): Promise<LimitsView> {
-    const [seen, capacity, errors] = await Promise.all([this.deps.seenIntegrations(), this.deps.capacity(), this.deps.refusedCounts()]);
+    const [seen, capacity, errors, stored] = await Promise.all([
+      this.deps.seenIntegrations(),
+      this.deps.capacity(),
+      this.deps.refusedCounts(),
+      this.deps.store.list(),
+    ]);
+    const autoLimits = new Map(stored.flatMap((row) => (decodeAutoLimit(row.spec) ? [[`${row.cluster}/${row.integration}`, decodeAutoLimit(row.spec)!]] : [])));
     const refused = new Map(errors.filter((e) => e.code === integrationAtLimitCode).map((e) => [`${e.cluster}/${e.integration}`, e.count]));
     const clusters: ClusterLimitsView[] = [];
     for (const role of ['baseline', 'candidate'] as const) {
@@ -82,7 +92,7 @@ export class LimitService {
       const names = [...new Set([...states.map((s) => s.integration), ...this.deps.integrations, ...seen])].sort().slice(0, maxIntegrationsPerCluster);
       const integrations = names.map((integration): IntegrationLimitView => {
         const state = byName.get(integration);
-        const limit = state?.limit ?? null;
+        const limit = autoLimits.get(`${cluster}/${integration}`) ?? state?.limit ?? null;
         const max = state ? state.maxInFlight : limitInFlight(null, defaultIntegrationLimit, capacitySlots);
         this.deps.metrics.integrationLimit.set({ cluster, integration }, Number.isFinite(max) ? max : -1);
         return {
@@ -102,8 +112,9 @@ export class LimitService {
 
   /** Sets (or with null removes) one integration's own limit; validates first, changes nothing on error. */
   async set(cluster: string, integration: string, limit: unknown, actor: string, reason: string | undefined): Promise<LimitsView> {
-    const spec = limit === null ? null : this.encode(integration, limit);
     this.checkCluster(cluster);
+    const spec =
+      limit === null ? null : isAutoLimit(limit) ? encodeAutoLimit(limit, (await this.deps.capacity())[cluster] ?? 0) : this.encode(integration, limit);
     if (spec !== null && (await this.deps.store.count(cluster)) >= maxIntegrationsPerCluster) {
       const own = await this.deps.ledger.integrationLimits(cluster);
       if (!own.some((s) => s.integration === integration && s.limit))
@@ -111,7 +122,7 @@ export class LimitService {
           { field: 'path.integration', message: `cluster ${cluster} has ${maxIntegrationsPerCluster} limits of their own already; remove one first` },
         ]);
     }
-    const decoded = spec === null ? null : decodeIntegrationLimit(spec);
+    const decoded = spec === null ? null : ledgerLimitOf(spec);
     let written = false;
     let before: string | null = null;
     const action = spec === null ? 'limit.remove' : 'limit.set';
@@ -123,20 +134,24 @@ export class LimitService {
       });
     } catch (error) {
       // The ledger has it but PostgreSQL did not commit: put the ledger back.
-      if (written)
-        await this.deps.ledger.setIntegrationLimit(cluster, integration, before === null ? null : decodeIntegrationLimit(before)).catch(() => undefined);
+      if (written) await this.deps.ledger.setIntegrationLimit(cluster, integration, before === null ? null : ledgerLimitOf(before)).catch(() => undefined);
       this.deps.metrics.limitChanges.inc({ action, outcome: 'failed' });
       if (error instanceof InvalidIntegrationLimitError) throw new InvalidRequestError([{ field: fieldOf(error.field), message: stripField(error) }]);
       throw error;
     }
     this.deps.metrics.limitChanges.inc({ action, outcome: 'ok' });
+    if (before !== null && decodeAutoLimit(before) && (spec === null || !decodeAutoLimit(spec))) {
+      await this.deps.leftAuto(cluster, integration);
+      // A tick that read it as auto before the change may have written its count since.
+      await this.deps.ledger.setIntegrationLimit(cluster, integration, decoded);
+    }
     await this.deps.audit.record({
       actor,
       action,
       target: `${cluster}/${integration}`,
       request: { limit },
-      before: before === null ? null : decodeIntegrationLimit(before),
-      after: decoded,
+      before: before === null ? null : settingOf(before),
+      after: spec === null ? null : settingOf(spec),
       outcome: 'ok',
       ...(reason === undefined ? {} : { reason }),
     });
@@ -155,8 +170,8 @@ export class LimitService {
       const inLedger = new Map((await this.deps.ledger.integrationLimits(cluster)).map((s) => [s.integration, s.limit]));
       for (const row of stored.filter((r) => r.cluster === cluster && r.spec !== '')) {
         const held = inLedger.get(row.integration);
-        if (held && encodeIntegrationLimit(row.integration, held).spec === row.spec) continue;
-        const limit = decodeIntegrationLimit(row.spec);
+        if (held && holds(row.integration, held, row.spec)) continue;
+        const limit = ledgerLimitOf(row.spec);
         if (!limit) continue;
         try {
           await this.deps.ledger.setIntegrationLimit(cluster, row.integration, limit);
@@ -182,6 +197,14 @@ export class LimitService {
     return reapplied;
   }
 
+  /** The integrations in auto mode, for the auto limiter. */
+  async autoEntries(): Promise<AutoLimitEntry[]> {
+    return (await this.deps.store.list()).flatMap((row) => {
+      const auto = decodeAutoLimit(row.spec);
+      return auto ? [{ cluster: row.cluster, integration: row.integration, setting: auto.auto }] : [];
+    });
+  }
+
   private checkCluster(cluster: string): void {
     const { baseline, candidate } = this.deps.clusters;
     if (cluster !== baseline && cluster !== candidate)
@@ -199,6 +222,24 @@ export class LimitService {
       throw error;
     }
   }
+}
+
+/** What the ledger is given for a stored spec: an auto limit starts at its maximum. */
+function ledgerLimitOf(spec: string): IntegrationLimit | null {
+  const auto = decodeAutoLimit(spec);
+  return auto ? { maxInFlight: auto.auto.maxInFlight } : decodeIntegrationLimit(spec);
+}
+
+/** The setting as operators see it (the audit's before and after). */
+function settingOf(spec: string): IntegrationLimit | AutoLimit | null {
+  return decodeAutoLimit(spec) ?? decodeIntegrationLimit(spec);
+}
+
+/** Whether the ledger's limit is what the stored spec asks: for auto, any count between its bounds. */
+function holds(integration: string, held: IntegrationLimit, spec: string): boolean {
+  const auto = decodeAutoLimit(spec);
+  if (!auto) return encodeIntegrationLimit(integration, held).spec === spec;
+  return 'maxInFlight' in held && held.maxInFlight >= auto.auto.minInFlight && held.maxInFlight <= auto.auto.maxInFlight;
 }
 
 /** The ledger names 'integration' and 'limit.x'; the API names where they came from. */

@@ -370,8 +370,9 @@ export interface RolloutsView {
   actingHere: boolean;
 }
 
-/** An integration's own limit (or the default's form, with minInFlight). */
-export type IntegrationLimit = { maxInFlight: number } | { shareOfCapacity: number; minInFlight?: number } | { off: true };
+/** An integration's own limit (or the default's form, with minInFlight); auto: the control plane moves the count between its bounds. */
+export type IntegrationLimit =
+  { maxInFlight: number } | { shareOfCapacity: number; minInFlight?: number } | { off: true } | { auto: { minInFlight: number; maxInFlight: number } };
 
 export interface IntegrationLimitView {
   integration: string;

@@ -8,7 +8,7 @@ import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useSession, useWhyReadOnly } from '../session';
 import { formatCount, formatTime } from '../format';
 
-type Kind = 'maxInFlight' | 'shareOfCapacity' | 'off';
+type Kind = 'maxInFlight' | 'shareOfCapacity' | 'auto' | 'off';
 
 interface LimitChange {
   cluster: string;
@@ -18,7 +18,23 @@ interface LimitChange {
 }
 
 export const describeLimit = (limit: IntegrationLimit): string =>
-  'off' in limit ? 'no limit' : 'maxInFlight' in limit ? `${limit.maxInFlight} in flight` : `${Math.round(limit.shareOfCapacity * 1000) / 10}% of capacity`;
+  'off' in limit
+    ? 'no limit'
+    : 'auto' in limit
+      ? `auto, ${limit.auto.minInFlight}-${limit.auto.maxInFlight} in flight`
+      : 'maxInFlight' in limit
+        ? `${limit.maxInFlight} in flight`
+        : `${Math.round(limit.shareOfCapacity * 1000) / 10}% of capacity`;
+
+/** What the form sends: auto takes "min-max"; the server validates, so its error names the field. */
+function limitOf(kind: Kind, value: string): IntegrationLimit {
+  if (kind === 'off') return { off: true };
+  if (kind === 'auto') {
+    const [min, max] = value.split('-').map((part) => Number(part.trim()));
+    return { auto: { minInFlight: min ?? NaN, maxInFlight: max ?? NaN } };
+  }
+  return { [kind]: Number(value) } as IntegrationLimit;
+}
 
 /** Per-integration limits in flight per cluster: the ledger enforces them, PostgreSQL keeps them. */
 export function LimitsPage() {
@@ -110,8 +126,6 @@ function LimitRow(props: {
   const [value, setValue] = useState('');
   const [reason, setReason] = useState('');
   const id = `limit-${cluster}-${row.integration}`.replace(/[^A-Za-z0-9_-]/g, '_');
-  // The server validates; the page sends what was typed so its error names the field.
-  const limit = (): IntegrationLimit => (kind === 'off' ? { off: true } : ({ [kind]: Number(value) } as IntegrationLimit));
   return (
     <tr data-testid={id}>
       <th scope="row">{row.integration}</th>
@@ -126,12 +140,13 @@ function LimitRow(props: {
             className="limit-form"
             onSubmit={(event) => {
               event.preventDefault();
-              void props.onChange({ cluster, integration: row.integration, limit: limit() }, reason);
+              void props.onChange({ cluster, integration: row.integration, limit: limitOf(kind, value) }, reason);
             }}
           >
             <select aria-label={`Kind of limit for ${row.integration}`} value={kind} onChange={(event) => setKind(event.target.value as Kind)}>
               <option value="maxInFlight">tasks</option>
               <option value="shareOfCapacity">share (0-1]</option>
+              <option value="auto">auto (min-max)</option>
               <option value="off">no limit</option>
             </select>
             {kind !== 'off' && (
