@@ -13,7 +13,9 @@
  * worker, and what one Redis carries; with its fleet-scale mode, the old ledger's scripts
  * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
  * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
- * first slow answer to the last balancer's acknowledgement of its rollback); soak (the whole system for
+ * first slow answer to the last balancer's acknowledgement of its rollback); incidents (issue 35: a slow
+ * bank among four integrations, Headroom with and without per-integration limits against the
+ * alternatives); soak (the whole system for
  * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
@@ -26,6 +28,8 @@ import { parseArgs } from 'node:util';
 import { runAutopilot } from './autopilot';
 import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
+import { runIncidents } from './incidents';
+import { incidentsMarkdown, incidentsTables } from './incidents-report';
 import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
 import { runMemory } from './memory';
 import { memoryMarkdown, memoryTables } from './memory-report';
@@ -84,6 +88,8 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
   // The rollout autopilot's detection and rollback of a slow candidate.
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
+  // Issue 35: one slow bank among four integrations, with and without per-integration limits, against the alternatives.
+  incidents: (options) => report('incidents', options, runIncidents(common(options)), { tables: incidentsTables, markdown: incidentsMarkdown }),
   // Runs only when named (30 minutes by default: --minutes N).
   soak: (options) =>
     report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),

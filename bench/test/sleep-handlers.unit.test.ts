@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { taskRandom } from '../src/fleet/sleep-handlers';
+import { payloadSleepFactor, taskRandom } from '../src/fleet/sleep-handlers';
 
 test('a task-seeded draw depends on the sequence number only, and is uniform in [0, 1)', () => {
   const first = (id: string) => taskRandom(id)();
@@ -14,4 +14,13 @@ test('a task-seeded draw depends on the sequence number only, and is uniform in 
   assert.ok(Math.abs(mean - 0.5) < 0.01, `mean ${mean}`);
   const lowTenth = draws.filter((u) => u < 0.1).length / draws.length;
   assert.ok(Math.abs(lowTenth - 0.1) < 0.01, `share below 0.1: ${lowTenth}`);
+});
+
+test("a task's payload may carry its own slowdown; an empty or other payload changes nothing", () => {
+  assert.equal(payloadSleepFactor(Buffer.alloc(0)), 1);
+  assert.equal(payloadSleepFactor(Buffer.from('hello')), 1);
+  assert.equal(payloadSleepFactor(Buffer.from('{"sleepMs": 30}')), 1);
+  assert.equal(payloadSleepFactor(Buffer.from('{"sleepFactor": 10}')), 10);
+  assert.equal(payloadSleepFactor(Buffer.from('{"sleepFactor": -2}')), 1);
+  assert.equal(payloadSleepFactor(Buffer.from('{not json')), 1);
 });

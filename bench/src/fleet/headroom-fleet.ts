@@ -50,6 +50,10 @@ export interface FleetOptions {
   balancerArgs?: readonly string[];
   /** Node flags for the balancer processes, e.g. --cpu-prof. */
   balancerNodeFlags?: readonly string[];
+  /** How long each process may take to print its ready line. @default 20000 */
+  readyTimeoutMs?: number;
+  /** close() leaves the prefix's Redis keys: balancers started and stopped in front of another fleet's workers. @default false */
+  keepKeysOnClose?: boolean;
 }
 
 /** Balancers and workers, each its own process, on the shared Redis under a key prefix of their own. */
@@ -84,7 +88,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
   const close = async () => {
     await Promise.all(balancerProcesses.map(stopProcess));
     await Promise.all(workerProcesses.map(stopProcess));
-    await (keysDeleted ??= deleteKeys(options.redisUrl, keyPrefix));
+    if (!options.keepKeysOnClose) await (keysDeleted ??= deleteKeys(options.redisUrl, keyPrefix));
   };
   register(close);
 
@@ -110,7 +114,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
         ],
         env: { ...env, ...options.workerEnv, ...group.env },
         logDir: options.logDir,
-        readyTimeoutMs,
+        readyTimeoutMs: options.readyTimeoutMs ?? readyTimeoutMs,
       });
       workerProcesses.push(child);
       pids.set(name, child.pid);
@@ -130,7 +134,7 @@ export async function startProcessFleet(keyPrefix: string, options: FleetOptions
         args: ['--port', '0', '--balancer-id', name, ...(options.balancerArgs ?? []), ...common],
         env,
         logDir: options.logDir,
-        readyTimeoutMs,
+        readyTimeoutMs: options.readyTimeoutMs ?? readyTimeoutMs,
       });
       balancerProcesses.push(child);
       pids.set(name, child.pid);

@@ -66,6 +66,20 @@ function readFactors(name: string): Record<string, number> {
   return parsed as Record<string, number>;
 }
 
+/** A task's own slowdown from its payload ({"sleepFactor": x}, x > 0), 1 when it carries none. */
+export function payloadSleepFactor(payload: Buffer): number {
+  // Cheap test first: the routing benchmark's payloads are empty, and this runs on every task.
+  if (payload.length === 0 || payload[0] !== 0x7b) return 1;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(payload.toString('utf8'));
+  } catch {
+    return 1;
+  }
+  const factor = typeof parsed === 'object' && parsed !== null ? (parsed as { sleepFactor?: unknown }).sleepFactor : undefined;
+  return typeof factor === 'number' && Number.isFinite(factor) && factor > 0 ? factor : 1;
+}
+
 /** A random() for one task, seeded by the sequence number that ends its id ("<run>-<sequence>"). */
 export function taskRandom(taskId: string): () => number {
   return seededRandom(hashSeed(taskId.slice(taskId.lastIndexOf('-') + 1)));
@@ -83,9 +97,11 @@ export const handlers: HandlerMap = {
       factorByIntegration: readFactors(sleepEnv.factorByIntegration),
       byTask: process.env[sleepEnv.byTask] === '1',
     };
-    const factor = profile.factorByIntegration[task.integration] ?? 1;
+    const taskFactor = payloadSleepFactor(task.payload);
+    const factor = (profile.factorByIntegration[task.integration] ?? 1) * taskFactor;
     const random = profile.byTask ? taskRandom(task.id) : Math.random;
-    await sleep(Math.min(profile.maxMs, factor * logNormal(profile.medianMs, profile.sigma, random)), undefined, { signal });
+    // The task's own factor stretches the cap too: an incident slows the bank's tail as well as its median.
+    await sleep(Math.min(profile.maxMs * taskFactor, factor * logNormal(profile.medianMs, profile.sigma, random)), undefined, { signal });
     return '';
   },
 };

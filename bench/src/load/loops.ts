@@ -7,8 +7,8 @@ import { ClosedLoop, OpenLoop } from '@headroom/sim';
 import { LatencyHistogram } from '../report/histogram';
 import { CpuWindow } from './cpu-window';
 import { PhaseFigures } from './phase-figures';
-import type { ClosedLoopSpec, OpenLoopSpec, PhaseResult } from './protocol';
-import type { Call } from './targets';
+import { maxTaskRecords, type ClosedLoopSpec, type OpenLoopSpec, type PhaseResult, type TaskRecord } from './protocol';
+import type { Call, CallOutcome, SlowdownMark } from './targets';
 
 /**
  * `concurrency` lanes, each sending its next call when the previous one is answered. Resolves when
@@ -68,6 +68,11 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
   const cpu = new CpuWindow(spec.cpuOf ?? {});
   let dropped = 0;
   let lastAnsweredAt = Number.NaN;
+  let sentCalls = 0;
+  let answeredCalls = 0;
+  const taskRecords: TaskRecord[] | undefined = spec.keepTaskRecords ? [] : undefined;
+  const incident = spec.incident;
+  const slowdown: SlowdownMark | undefined = incident ? { integration: incident.integration, sleepFactor: incident.sleepFactor } : undefined;
   const loop = new OpenLoop({
     schedules: [
       {
@@ -85,9 +90,14 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
       const dueAt = loop.startedAtMs + sequence * intervalMs;
       const measured = sequence >= warmupCalls;
       if (measured) sendLag.record(performance.now() - dueAt);
-      const outcome = await call(sequence, sequence);
+      const dueMs = sequence * intervalMs;
+      const inIncident = incident !== undefined && dueMs >= incident.fromMs && dueMs < incident.untilMs;
+      sentCalls++;
+      const outcome = await call(sequence, sequence, inIncident ? slowdown : undefined);
       const answeredAt = performance.now();
+      answeredCalls++;
       if (outcome.ok) cpu.taskDone();
+      if (taskRecords && taskRecords.length < maxTaskRecords) taskRecords.push(taskRecord(outcome, dueMs, answeredAt - dueAt));
       if (!measured) return;
       lastAnsweredAt = Number.isNaN(lastAnsweredAt) ? answeredAt : Math.max(lastAnsweredAt, answeredAt);
       measuredCalls.record(outcome, answeredAt - dueAt);
@@ -115,5 +125,18 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
     calls,
     elapsedMs: performance.now() - loop.startedAtMs,
     ...(cpuFigures ? { cpu: cpuFigures } : {}),
+    ...(taskRecords ? { taskRecords, sentCalls, answeredCalls } : {}),
+  };
+}
+
+function taskRecord(outcome: CallOutcome, dueMs: number, latencyMs: number): TaskRecord {
+  const runMs = outcome.ok ? outcome.placement?.runMs : undefined;
+  return {
+    dueMs,
+    integration: outcome.integration,
+    priority: outcome.priority,
+    code: outcome.ok ? '' : outcome.code,
+    latencyMs,
+    ...(runMs !== undefined ? { runMs } : {}),
   };
 }

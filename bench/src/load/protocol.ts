@@ -117,6 +117,39 @@ export interface OpenLoopSpec {
   keepLatencies?: boolean;
   /** Processes (name → pid) whose CPU time over the measured window the result gives (PhaseResult.cpu). */
   cpuOf?: Record<string, number>;
+  /** Balancer target only: a slow bank during part of the phase (see IncidentSpec). */
+  incident?: IncidentSpec;
+  /** Return every task's record (PhaseResult.taskRecords, at most maxTaskRecords, warm-up included), to split the phase by time. */
+  keepTaskRecords?: boolean;
+}
+
+/**
+ * An incident of one integration, per task and in time: its tasks due from `fromMs` to `untilMs`
+ * after the phase starts carry {"sleepFactor": sleepFactor} in their payload, which the sleep
+ * handlers (fleet/sleep-handlers.ts) multiply their wait by. Tasks sent before or after run as usual.
+ */
+export interface IncidentSpec {
+  integration: string;
+  sleepFactor: number;
+  fromMs: number;
+  untilMs: number;
+}
+
+/** Tasks a phase returns one by one at most: some 40 MB of JSON over the IPC channel. */
+export const maxTaskRecords = 400_000;
+
+/** One task of an open-loop phase with `keepTaskRecords`. */
+export interface TaskRecord {
+  /** When it was due, from the phase's start. */
+  dueMs: number;
+  integration: string;
+  priority: Priority;
+  /** '' when it succeeded, else its code (HR_ERR_* or the gRPC status). */
+  code: string;
+  /** From when it was due to its answer. */
+  latencyMs: number;
+  /** The handler's own time (Placement.run_ms), when the answer carried a placement. */
+  runMs?: number;
 }
 
 export type PhaseSpec = ClosedLoopSpec | OpenLoopSpec;
@@ -144,6 +177,11 @@ export interface PhaseResult {
   byPriority: Record<string, IntegrationFigures>;
   /** Where the measured tasks waited (balancer calls). */
   queued: QueuedFigures;
+  /** With `keepTaskRecords` (open loop): every task sent, in the order they were answered. */
+  taskRecords?: TaskRecord[];
+  /** With `keepTaskRecords`: tasks sent, and answered (success or error), warm-up included; taskRecords holds the answered ones up to its cap. */
+  sentCalls?: number;
+  answeredCalls?: number;
   /** With `cpuOf`: the processes' CPU time from the start of the measured window to its end (see cpu-window.ts). */
   cpu?: CpuWindowFigures;
 }

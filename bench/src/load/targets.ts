@@ -9,8 +9,17 @@ export type CallOutcome = ({ ok: true; placement?: PlacementFigures } | { ok: fa
 /** A Balancer.Submit answered: the cluster that ran the task and where, or why it failed (a handler's error counts as a failure). */
 export type SubmitOutcome = { ok: true; cluster: string; placement?: PlacementFigures } | { ok: false; code: string };
 
-/** One call; `route` spreads direct calls over the workers (the same route always reaches the same worker). */
-export type Call = (sequence: number, route: number) => Promise<CallOutcome>;
+/** A task's own slowdown (IncidentSpec): tasks of `integration` carry {"sleepFactor": sleepFactor} as their payload. */
+export interface SlowdownMark {
+  integration: string;
+  sleepFactor: number;
+}
+
+/**
+ * One call; `route` spreads direct calls over the workers (the same route always reaches the same
+ * worker). `slowdown`: honoured by the balancer target only (the incidents benchmark's path).
+ */
+export type Call = (sequence: number, route: number, slowdown?: SlowdownMark) => Promise<CallOutcome>;
 
 export interface CallTarget {
   call: Call;
@@ -101,12 +110,13 @@ function balancerTarget(targets: Targets, { integrationOf, priorityOf, payload, 
   const clients = targets.balancerAddresses.map(connectBalancer);
   if (clients.length === 0) return undefined;
   return {
-    call: async (sequence, route) => {
+    call: async (sequence, route, slowdown) => {
       const integration = integrationOf(sequence);
       const priority = priorityOf(sequence);
+      const body = slowdown?.integration === integration ? Buffer.from(JSON.stringify({ sleepFactor: slowdown.sleepFactor })) : payload;
       const outcome = await submitBenchTask(
         clients[route % clients.length]!,
-        benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, payload, priority),
+        benchTask(`${runId}-${sequence}`, `key-${sequence % 1024}`, integration, body, priority),
         callTimeoutMs,
       );
       if (!outcome.ok) return { ...outcome, integration, priority };
