@@ -1,5 +1,5 @@
 /**
- * incidents: one bad integration must not take the fleet (issue 35, per-integration limits).
+ * incidents: one bad integration must not take the fleet (per-integration limits in the ledger).
  * Slow bank: one integration of four turns 10x slower for a minute at some two thirds of the
  * fleet's capacity. Its tasks sent during the incident carry the slowdown in their payload
  * (IncidentSpec), so the slowdown is per task and in time, and every alternative gets the same one.

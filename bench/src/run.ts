@@ -13,7 +13,7 @@
  * worker, and what one Redis carries; with its fleet-scale mode, the old ledger's scripts
  * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
  * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
- * first slow answer to the last balancer's acknowledgement of its rollback); incidents (issue 35: a slow
+ * first slow answer to the last balancer's acknowledgement of its rollback); incidents (a slow
  * bank among four integrations, Headroom with and without per-integration limits against the
  * alternatives); soak (the whole system for
  * --minutes with faults in turn, judged on what grows).
