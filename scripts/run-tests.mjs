@@ -8,8 +8,8 @@
 // opened). `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
 // under a heavy folder (see heavyFolders) start whole fleets of processes, and at most two of
 // them run at once, beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
-// `--lint` also runs `npm run lint` as the first light job, so that its minute overlaps the tests;
-// its problems fail the run like a failed file.
+// `--lint` also runs `npm run lint` as a heavy job, after the quiet files (it takes more than a
+// core for a minute, so none may run beside it), overlapping the tests; its problems fail the run like a failed file.
 import { readdirSync, existsSync, statSync, readFileSync } from 'node:fs';
 import { join, resolve, relative } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -108,7 +108,8 @@ const running = new Map();
 const results = [];
 const byStartRank = (a, b) => startRank(a) - startRank(b);
 const waitingHeavy = files.filter(isHeavy).sort(byStartRank);
-const waitingLight = [...(lint ? [lintJob] : []), ...files.filter((file) => !isHeavy(file)).sort(byStartRank)];
+if (lint) waitingHeavy.splice(waitingHeavy.findLastIndex(isQuiet) + 1, 0, lintJob);
+const waitingLight = files.filter((file) => !isHeavy(file)).sort(byStartRank);
 const startedAt = performance.now();
 const parentPid = process.ppid;
 let stopping = false;
@@ -143,7 +144,7 @@ function nextFile() {
 function startFile(file) {
   const [command, args] = file === lintJob ? ['npm', ['run', 'lint']] : [process.execPath, ['--test', '--test-reporter=tap', file]];
   const child = spawn(command, args, { cwd: root, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  const run = { file, heavy: file !== lintJob && isHeavy(file), startedAt: performance.now(), chunks: [], bytes: 0, timedOut: false };
+  const run = { file, heavy: file === lintJob || isHeavy(file), startedAt: performance.now(), chunks: [], bytes: 0, timedOut: false };
   const keep = (chunk) => {
     run.chunks.push(chunk);
     run.bytes += chunk.length;
