@@ -80,6 +80,8 @@ export class DemoWorkload {
       `  e.g. make bank-b 4x slower: curl -X POST -H 'content-type: application/json' -d '{"bank":"bank-b","kind":"slow","factor":4}' ${this.bankUrl}/incidents`,
     );
     say(`       for the candidate only: add "cluster":"candidate" (the bank handlers name their worker's cluster in each call)`);
+    say(`       then watch the Overview name it in trouble, and on the Limits page its tasks in flight against its limit`);
+    say(`       (set the limit to auto there, and the control plane lowers it while the bank is slow)`);
     say(`       and end it:            curl -X DELETE ${this.bankUrl}/incidents`);
   }
 }
