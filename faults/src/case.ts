@@ -32,7 +32,7 @@ export interface CaseEnd extends InvariantOptions {
 export async function finishCase(t: TestContext, stack: FaultStack, log: TaskLog, watch: FleetWatch, end: CaseEnd): Promise<InvariantResult> {
   const result = await assertInvariant(stack, log, watch, end);
   const report: CaseReport = {
-    // The suite run again on a Redis Cluster (faults/test/on-cluster/) records its cases apart.
+    // The suite run again on a Redis Cluster (faults-on-cluster.test.ts) records its cases apart.
     case: process.env.HEADROOM_TEST_REDIS === 'cluster' ? `${end.name} [on Redis Cluster]` : end.name,
     tasks: result.tally,
     measuredMs: end.measuredMs,

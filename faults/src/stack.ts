@@ -65,7 +65,7 @@ export interface StackOptions {
    * 'sentinel': a primary, a replica and three sentinels, every process given the
    * redis+sentinel:// URL; 'cluster': a Redis Cluster of 3 primaries with a replica each, given
    * redis+cluster://. @default 'cluster' when HEADROOM_TEST_REDIS=cluster (the suite run again
-   * on a cluster: faults/test/on-cluster/), else 'single'
+   * on a cluster: faults-on-cluster.test.ts), else 'single'
    */
   redis?: 'single' | 'sentinel' | 'cluster';
 }
