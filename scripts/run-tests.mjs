@@ -6,7 +6,7 @@
 // Arguments filter the files by a fragment of their path; an argument that is a .js file runs as
 // is; `--unit` keeps the unit test files alone (*.unit.test.js: no process started, no connection
 // opened). `--concurrency N` (or HEADROOM_TEST_CONCURRENCY) sets how many files run at once; files
-// under a heavy folder (see heavyFolders) start whole fleets of processes, and at most two of
+// under a heavy folder (see heavyFolders) start whole fleets of processes, and at most one per two cores of
 // them run at once, beside the light ones. A test file that leaves an unhandled rejection fails (node's default).
 // `--lint` also runs `npm run lint` as a heavy job, after the quiet files (it takes more than a
 // core for a minute, so none may run beside it), overlapping the tests; its problems fail the run like a failed file.
@@ -19,7 +19,9 @@ const root = new URL('..', import.meta.url).pathname;
 const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces;
 /** Files that start fleets of processes (balancers, workers, Unleash, Chromium): at most maxHeavyAtOnce of them run at once. */
 const heavyFolders = ['faults/', 'bench/', 'ui/', 'demo/', 'deploy/'];
-const maxHeavyAtOnce = 2;
+// One per two cores: on 2 cores two fleets at once starved the fault and rollout tests that judge
+// timing (4 failures in a fresh run), so they run one at a time there, beside light files.
+const maxHeavyAtOnce = Math.max(1, Math.floor(availableParallelism() / 2));
 /** Heavy files whose figures are rates under a set load (an incident's recovery, a failing worker's share): no other heavy file runs beside them. */
 const quietFiles = ['faults/dist/test/incident-recovery', 'faults/dist/test/failing-worker'];
 /** Where the longest files are (the fault suite, the rollout tests): they start first, so that the run does not end waiting on one of them. */
