@@ -35,6 +35,7 @@ import {
 /** An answer slower than this counts as degraded service (tasks here run 30 to 90 ms). */
 const healthyLatencyMs = 1500;
 const candidateMaxParallelism = 3;
+const onRedisCluster = process.env.HEADROOM_TEST_REDIS === 'cluster';
 
 let unleash: UnleashProcess;
 before(async () => {
@@ -182,79 +183,82 @@ for (const fault of ['restart', 'flushall'] as const) {
   });
 }
 
-test('Unleash stopped mid-load: routing and parallelism keep the last flags, a change gets 502, and all converge when it is back', async (t) => {
-  const startedAtMs = performance.now();
-  const { stack, control, log } = await startControlledFleet(t, { 'bank-a': 100, 'bank-b': 0 });
-  const watch = new FleetWatch(stack).start();
-  const load = mixedLoad(t, stack, log);
-  await sleep(800);
+// Unleash's outage is between Unleash and the processes that read it: the same on any Redis, so
+// faults-on-cluster does not run it again.
+if (!onRedisCluster)
+  test('Unleash stopped mid-load: routing and parallelism keep the last flags, a change gets 502, and all converge when it is back', async (t) => {
+    const startedAtMs = performance.now();
+    const { stack, control, log } = await startControlledFleet(t, { 'bank-a': 100, 'bank-b': 0 });
+    const watch = new FleetWatch(stack).start();
+    const load = mixedLoad(t, stack, log);
+    await sleep(800);
 
-  const pausedAtMs = performance.now();
-  await unleash.stop();
-  const noticedMs = await msUntil('every balancer and worker to notice', 10_000, async () => (await flagsReachable(stack)).every((v) => v === 0), pausedAtMs);
-  // Several failed polls (every 200 ms) later, the last flags still hold.
-  await sleep(1000);
-  const candidateMaxDuringOutage = (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).map((w) => w.maxParallelism);
-  const refusal = (call: Promise<unknown>) =>
-    call.then(
-      () => 'accepted',
-      (error: unknown) => error,
+    const pausedAtMs = performance.now();
+    await unleash.stop();
+    const noticedMs = await msUntil('every balancer and worker to notice', 10_000, async () => (await flagsReachable(stack)).every((v) => v === 0), pausedAtMs);
+    // Several failed polls (every 200 ms) later, the last flags still hold.
+    await sleep(1000);
+    const candidateMaxDuringOutage = (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).map((w) => w.maxParallelism);
+    const refusal = (call: Promise<unknown>) =>
+      call.then(
+        () => 'accepted',
+        (error: unknown) => error,
+      );
+    const trafficChange = await refusal(control.api.setTraffic({ integrations: { 'bank-a': 0 } }));
+    const parallelismChange = await refusal(control.api.setParallelism({ candidate: 2 }));
+
+    const restartedAtMs = performance.now();
+    await unleash.start();
+    const resumedAtMs = performance.now();
+    const reconnectedMs = await msUntil(
+      'every balancer and worker to reach Unleash again',
+      30_000,
+      async () => (await flagsReachable(stack)).every((v) => v === 1),
+      resumedAtMs,
     );
-  const trafficChange = await refusal(control.api.setTraffic({ integrations: { 'bank-a': 0 } }));
-  const parallelismChange = await refusal(control.api.setParallelism({ candidate: 2 }));
+    // The same changes now succeed and reach every process.
+    await control.api.setTraffic({ integrations: { 'bank-a': 0 } });
+    await control.api.setParallelism({ candidate: 2 });
+    const changedAtMs = performance.now();
+    const splitConvergedMs = await waitForSplit(stack, log, { 'bank-a': 0, 'bank-b': 0 }, 15_000);
+    const parallelismConvergedMs = await msUntil(
+      'candidate workers at the new max parallelism',
+      15_000,
+      async () => (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2),
+      changedAtMs,
+    );
+    await sleep(500);
+    await load.stop();
 
-  const restartedAtMs = performance.now();
-  await unleash.start();
-  const resumedAtMs = performance.now();
-  const reconnectedMs = await msUntil(
-    'every balancer and worker to reach Unleash again',
-    30_000,
-    async () => (await flagsReachable(stack)).every((v) => v === 1),
-    resumedAtMs,
-  );
-  // The same changes now succeed and reach every process.
-  await control.api.setTraffic({ integrations: { 'bank-a': 0 } });
-  await control.api.setParallelism({ candidate: 2 });
-  const changedAtMs = performance.now();
-  const splitConvergedMs = await waitForSplit(stack, log, { 'bank-a': 0, 'bank-b': 0 }, 15_000);
-  const parallelismConvergedMs = await msUntil(
-    'candidate workers at the new max parallelism',
-    15_000,
-    async () => (await Promise.all(stack.liveWorkers('candidate').map((w) => readWorker(w)))).every((w) => w.maxParallelism === 2),
-    changedAtMs,
-  );
-  await sleep(500);
-  await load.stop();
-
-  await finishCase(t, stack, log, watch, {
-    name: 'Unleash stopped',
-    startedAtMs,
-    measuredMs: {
-      degraded: degradedMs(log, pausedAtMs, healthyLatencyMs),
-      outage: Math.round(resumedAtMs - pausedAtMs),
-      unleashRestart: Math.round(resumedAtMs - restartedAtMs),
-      clientsNoticed: noticedMs,
-      clientsReconnected: reconnectedMs,
-      splitConvergedAfterChange: splitConvergedMs,
-      parallelismConvergedAfterChange: parallelismConvergedMs,
-    },
+    await finishCase(t, stack, log, watch, {
+      name: 'Unleash stopped',
+      startedAtMs,
+      measuredMs: {
+        degraded: degradedMs(log, pausedAtMs, healthyLatencyMs),
+        outage: Math.round(resumedAtMs - pausedAtMs),
+        unleashRestart: Math.round(resumedAtMs - restartedAtMs),
+        clientsNoticed: noticedMs,
+        clientsReconnected: reconnectedMs,
+        splitConvergedAfterChange: splitConvergedMs,
+        parallelismConvergedAfterChange: parallelismConvergedMs,
+      },
+    });
+    for (const change of [trafficChange, parallelismChange]) {
+      assert.ok(change instanceof ControlPlaneApiError, String(change));
+      assert.equal(change.status, 502, change.message);
+      assert.equal(change.code, 'HR_ERR_UNLEASH_FAILED', change.message);
+    }
+    assert.deepEqual(candidateMaxDuringOutage, [candidateMaxParallelism, candidateMaxParallelism], "the workers kept the flag's max parallelism");
+    const duringOutage = log.answeredBetween(pausedAtMs, resumedAtMs).filter((s) => s.answer?.ok);
+    assert.ok(duringOutage.length > 10, `served during the outage: ${duringOutage.length}`);
+    const misrouted = duringOutage.filter((s) => clusterOf(s) !== (s.task.integration === 'bank-a' ? 'candidate' : 'baseline'));
+    assert.deepEqual(
+      misrouted.map((s) => `${s.task.integration} on ${clusterOf(s)}`),
+      [],
+      'routing kept the last flags',
+    );
+    assert.ok(
+      log.submissions.every((s) => s.answer?.ok && !s.answer.response.error),
+      'every task succeeded throughout',
+    );
   });
-  for (const change of [trafficChange, parallelismChange]) {
-    assert.ok(change instanceof ControlPlaneApiError, String(change));
-    assert.equal(change.status, 502, change.message);
-    assert.equal(change.code, 'HR_ERR_UNLEASH_FAILED', change.message);
-  }
-  assert.deepEqual(candidateMaxDuringOutage, [candidateMaxParallelism, candidateMaxParallelism], "the workers kept the flag's max parallelism");
-  const duringOutage = log.answeredBetween(pausedAtMs, resumedAtMs).filter((s) => s.answer?.ok);
-  assert.ok(duringOutage.length > 10, `served during the outage: ${duringOutage.length}`);
-  const misrouted = duringOutage.filter((s) => clusterOf(s) !== (s.task.integration === 'bank-a' ? 'candidate' : 'baseline'));
-  assert.deepEqual(
-    misrouted.map((s) => `${s.task.integration} on ${clusterOf(s)}`),
-    [],
-    'routing kept the last flags',
-  );
-  assert.ok(
-    log.submissions.every((s) => s.answer?.ok && !s.answer.response.error),
-    'every task succeeded throughout',
-  );
-});

@@ -1,5 +1,5 @@
 /**
- * The soak, short: 2 minutes of the whole system at 70% of its slots with every fault of the
+ * The soak, short: 1 minute of the whole system at 70% of its slots with every fault of the
  * soak once (a worker killed and started again, a rollback and its resume, a Redis restart, an
  * Unleash restart), sampled every 5 s. Too short to judge growth (that takes 10 minutes or more:
  * `npm run bench -- soak --minutes N`); it proves the run, its faults and its sampling work, and
@@ -11,7 +11,7 @@ import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
 import { runSoak, startUnleashProcess, type UnleashProcess } from '../src/index';
 
-const minutes = Number(process.env.HEADROOM_SOAK_MINUTES ?? 2);
+const minutes = Number(process.env.HEADROOM_SOAK_MINUTES ?? 1);
 const sampleEveryMs = minutes >= 10 ? 15_000 : 5_000;
 
 let unleash: UnleashProcess;
