@@ -18,6 +18,16 @@ const root = new URL('..', import.meta.url).pathname;
 const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces;
 /** Files that start fleets of processes (balancers, workers, Unleash, Chromium): at most maxHeavyAtOnce of them run at once. */
 const heavyFolders = ['faults/', 'bench/', 'ui/', 'demo/', 'deploy/'];
+/** Files under a heavy folder that start no fleet (one process, or static checks of files): they run as light ones. */
+const noFleetFiles = [
+  'faults/dist/test/ledger-model-long',
+  'faults/dist/test/ledger-watch',
+  'faults/dist/test/heap-snapshot',
+  'deploy/dist/test/compose',
+  'deploy/dist/test/k8s',
+  'deploy/dist/test/promtool',
+  'deploy/dist/test/dockerfile',
+];
 const maxHeavyAtOnce = Math.max(2, Math.floor(availableParallelism() / 2));
 /**
  * Heavy files that judge time or rates under a set load (how soon a fault is over, latency ratios,
@@ -90,8 +100,9 @@ function listFiles(args) {
   return [...explicitFiles, ...collected.filter((file) => filter.length === 0 || filter.some((f) => file.includes(f)))];
 }
 
-const isHeavy = (file) => heavyFolders.some((folder) => relative(root, file).startsWith(folder));
-const judgesTime = (file) => timingFiles.some((prefix) => relative(root, file).startsWith(prefix));
+const startsWithAny = (file, prefixes) => prefixes.some((prefix) => relative(root, file).startsWith(prefix));
+const isHeavy = (file) => startsWithAny(file, heavyFolders) && !startsWithAny(file, noFleetFiles) && !file.endsWith('.unit.test.js');
+const judgesTime = (file) => startsWithAny(file, timingFiles);
 // The files that judge time first: the heavy files left then run two at once to the end.
 const startRank = (file) => {
   const rank = longFirst.findIndex((prefix) => relative(root, file).startsWith(prefix));
