@@ -1,6 +1,14 @@
 import { performance } from 'node:perf_hooks';
 import { HeadroomError, isHeadroomError, type Logger } from '@headroom/common';
-import { ledgerErrorCodes, type ClusterKeys, type Ledger, type LedgerPriority, type QueueDepth } from '@headroom/fleet';
+import {
+  ledgerErrorCodes,
+  maxWaitingAtLimitReported,
+  type ClusterKeys,
+  type IntegrationWaiting,
+  type Ledger,
+  type LedgerPriority,
+  type QueueDepth,
+} from '@headroom/fleet';
 import type { SlotPolicy } from './policies';
 import { Lease, type LeaseEnds } from './lease';
 import { WaitQueue, type Waiter } from './wait-queue';
@@ -172,6 +180,11 @@ export class Admission {
       background += queue.waiters.backgroundCount;
     }
     return { userPresent, background };
+  }
+
+  /** Tasks waiting here because their integration is at its limit, by cluster and integration (the busiest). */
+  waitingAtLimit(): IntegrationWaiting[] {
+    return this.shares.waitingAtLimit(maxWaitingAtLimitReported);
   }
 
   /**

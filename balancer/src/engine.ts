@@ -232,7 +232,7 @@ export async function createDispatchEngine(config: DispatchEngineConfig, deps: D
     balancerId,
     heartbeatIntervalMs: config.balancerHeartbeatIntervalMs,
     logger,
-    describe: () => ({ queued: admission.queuedByPriority(), trafficFlag: deps.flags?.trafficSplit() ?? null }),
+    describe: () => ({ queued: admission.queuedByPriority(), trafficFlag: deps.flags?.trafficSplit() ?? null, waitingAtLimit: admission.waitingAtLimit() }),
     onApplied: (state): Promise<void> => {
       metrics.overrideVersion.set(state.version);
       metrics.overrideActive.set(state.all || state.integrations.length > 0 ? 1 : 0);

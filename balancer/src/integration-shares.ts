@@ -1,4 +1,4 @@
-import type { LedgerPriority } from '@headroom/fleet';
+import type { IntegrationWaiting, LedgerPriority } from '@headroom/fleet';
 
 /**
  * What admission knows of each integration's tasks on this balancer: how many wait, by
@@ -74,6 +74,17 @@ export class IntegrationShares {
       total += which === 'user' ? counts.user : which === 'background' ? counts.background : counts.user + counts.background;
     }
     return total;
+  }
+
+  /** Tasks waiting here per integration marked at its limit, per cluster: the `maxEntries` with the most. */
+  waitingAtLimit(maxEntries: number): IntegrationWaiting[] {
+    const entries: IntegrationWaiting[] = [];
+    for (const [cluster, marks] of this.atLimit)
+      for (const integration of marks.keys()) {
+        const waiting = this.queuedOf(integration);
+        if (waiting > 0) entries.push({ cluster, integration, waiting });
+      }
+    return entries.sort((a, b) => b.waiting - a.waiting).slice(0, maxEntries);
   }
 
   /** Whether a task of `integration` must be refused now: at its limit, with its share of the queue full. */

@@ -254,6 +254,8 @@ test("a task over its integration's limit waits without holding up the tasks of 
   const fast2 = track(order, 'fast2', admission.acquire('baseline', request({ integration: 'fast' })));
   await settle();
   assert.deepEqual(admission.stats().byCluster['baseline'], { userPresent: 22, background: 0 });
+  // What the balancer's heartbeat tells the control plane: the slow tasks wait for their limit, the fast one for a slot.
+  assert.deepEqual(admission.waitingAtLimit(), [{ cluster: 'baseline', integration: 'slow', waiting: 21 }]);
   // The freed slot goes to the fast task behind the slow ones at the head.
   await fast1.abandon();
   await settle();

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as grpc from '@grpc/grpc-js';
 import { eventually, json, mapLimit, startFleet, submit, task } from '@headroom/testkit';
-import { readBalancerErrors, readLatency } from '@headroom/fleet';
+import { OverrideStore, readBalancerErrors, readLatency } from '@headroom/fleet';
 import type { HandlerMap } from '@headroom/worker';
 
 test('a task runs on a worker and the answer says where and how', async (t) => {
@@ -408,6 +408,13 @@ test("a slow integration at its limit does not hold up another integration's tas
     const [state] = await fleet.ledger.integrationLimits('baseline');
     return state?.inflight === 1 && fleet.balancers[0]!.stats().queue.queued === 19 ? true : undefined;
   });
+  // Its heartbeat tells the control plane how many wait for slow's limit (one slow task ends every 1.5 s).
+  const balancers = new OverrideStore(fleet.redis, fleet.ledgerOptions.keyPrefix!);
+  const reported = await eventually('the heartbeat to report the slow tasks waiting at their limit', 5000, async () =>
+    (await balancers.liveBalancers(10_000)).flatMap((b) => b.waitingAtLimit ?? []).find((w) => w.integration === 'slow'),
+  );
+  assert.equal(reported.cluster, 'baseline');
+  assert.ok(reported.waiting >= 16 && reported.waiting <= 19, `${reported.waiting} waiting`);
   // Tasks of another integration arrive behind the queued slow ones, more than the free slots at once.
   const fast = await mapLimit(
     Array.from({ length: 12 }, () => task({ integration: 'fast', payload: json({ sleepMs: 5 }) })),

@@ -155,6 +155,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     integrations: config.integrations,
     seenIntegrations: async () => (await latencyView(deps.redis, keyPrefix, config.clusters, limitsSeenWindowMs)).integrations.map((i) => i.integration),
     refusedCounts: async () => (await readBalancerErrors(deps.redis, keyPrefix, balancerErrorWindowMs)).counts,
+    waitingAtLimit: async () => (await override.liveBalancers()).flatMap((balancer) => balancer.waitingAtLimit ?? []),
     capacity: async () => Object.fromEntries((await fleet.clusterSummaries()).map((c) => [c.name, c.capacity])),
     leftAuto: (cluster, integration) => autoLimiter.forget(cluster, integration),
   });

@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { BalancerErrorRecorder, LatencyRecorder, clusterKeys } from '@headroom/fleet';
+import { BalancerErrorRecorder, LatencyRecorder, OverrideStore, clusterKeys } from '@headroom/fleet';
 import { eventually, startStack, viewerToken, type Stack } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 
@@ -10,7 +10,7 @@ before(async () => {
 });
 after(() => unleash.stop());
 
-type Row = { integration: string; source: string; limit: unknown; maxInFlight: number | null; inflight: number; refused: number | null };
+type Row = { integration: string; source: string; limit: unknown; maxInFlight: number | null; inflight: number; waiting: number; refused: number | null };
 const rowOf = async (stack: Stack, cluster: string, integration: string): Promise<Row | undefined> => {
   const view = (await stack.api('GET', '/limits')).body as { clusters: { cluster: string; integrations: Row[] }[] };
   return view.clusters.find((c) => c.cluster === cluster)?.integrations.find((i) => i.integration === integration);
@@ -42,7 +42,7 @@ test('an operator sets, reads and removes a limit; the ledger holds it; each cha
     limit: { maxInFlight: 3 },
     maxInFlight: 3,
     inflight: 0,
-    waiting: null,
+    waiting: 0,
     refused: 0,
   });
   // Balancers count refused tasks in Redis as errors of their cluster and integration.
@@ -51,6 +51,23 @@ test('an operator sets, reads and removes a limit; the ledger holds it; each cha
   recorder.record('baseline', 'bank-a', 'HR_ERR_DEADLINE_EXCEEDED');
   await recorder.flush();
   assert.equal((await rowOf(stack, 'baseline', 'bank-a'))?.refused, 3, 'only the refusals at the limit');
+  // Balancers say in their heartbeats how many tasks wait for an integration's limit: the view adds up the live ones.
+  const balancers = new OverrideStore(stack.fleet.redis, stack.fleet.ledgerOptions.keyPrefix!);
+  const heartbeat = (balancerId: string, waiting: number) =>
+    balancers.balancerHeartbeat(balancerId, {
+      address: '127.0.0.1:1',
+      queued: { userPresent: 0, background: waiting },
+      trafficFlag: null,
+      waitingAtLimit: [
+        { cluster: 'baseline', integration: 'bank-a', waiting },
+        { cluster: 'candidate', integration: 'bank-a', waiting: 1 },
+      ],
+    });
+  await heartbeat('b1', 4);
+  await heartbeat('b2', 2);
+  assert.equal((await rowOf(stack, 'baseline', 'bank-a'))?.waiting, 6, 'both balancers');
+  assert.equal((await rowOf(stack, 'candidate', 'bank-a'))?.waiting, 2);
+  assert.equal((await rowOf(stack, 'baseline', 'bank-b'))?.waiting, 0);
   const share = await stack.api('PUT', '/limits/candidate/bank-b', { limit: { shareOfCapacity: 0.5 } });
   assert.equal(share.status, 200, JSON.stringify(share.body));
   assert.equal((await rowOf(stack, 'candidate', 'bank-b'))?.maxInFlight, 2, 'half of 4 slots');

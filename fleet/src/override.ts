@@ -51,7 +51,24 @@ export interface BalancerInfo {
    * kept opaque here); null when it routes without flags or has none yet.
    */
   trafficFlag: unknown;
+  /**
+   * Tasks waiting on it because their integration is at its limit in a cluster, most first, at
+   * most maxWaitingAtLimitReported entries; null when it did not say.
+   */
+  waitingAtLimit: IntegrationWaiting[] | null;
 }
+
+export interface IntegrationWaiting {
+  cluster: string;
+  integration: string;
+  waiting: number;
+}
+
+/** What a balancer sends in its heartbeat: one that has no limits to speak of may leave waitingAtLimit out. */
+export type BalancerHeartbeatInfo = Omit<BalancerInfo, 'waitingAtLimit'> & { waitingAtLimit?: IntegrationWaiting[] | null };
+
+/** Most integrations a balancer reports waiting at their limit: the busiest, so that its record stays small. */
+export const maxWaitingAtLimitReported = 50;
 
 export interface BalancerRecord extends BalancerInfo {
   balancerId: string;
@@ -101,7 +118,7 @@ export class OverrideStore {
   }
 
   /** A balancer's heartbeat; returns the current override (undefined when Redis has none). */
-  async balancerHeartbeat(balancerId: string, info: BalancerInfo): Promise<OverrideState | undefined> {
+  async balancerHeartbeat(balancerId: string, info: BalancerHeartbeatInfo): Promise<OverrideState | undefined> {
     const raw = await this.run('balancer-heartbeat', [this.keys.balancers, this.keys.balancerInfo, this.keys.override, balancerId, JSON.stringify(info)]);
     return raw === null || raw === false ? undefined : parseOverride(String(raw));
   }
@@ -190,7 +207,7 @@ export function overrideCovers(state: OverrideState, integration: string): boole
 }
 
 function readInfo(raw: string | null): BalancerInfo {
-  let parsed: { address?: unknown; queued?: { userPresent?: unknown; background?: unknown } | null; trafficFlag?: unknown } = {};
+  let parsed: { address?: unknown; queued?: { userPresent?: unknown; background?: unknown } | null; trafficFlag?: unknown; waitingAtLimit?: unknown } = {};
   try {
     parsed = raw ? JSON.parse(raw) : {};
   } catch {
@@ -204,5 +221,16 @@ function readInfo(raw: string | null): BalancerInfo {
         ? { userPresent: Number(queued.userPresent), background: Number(queued.background) }
         : null,
     trafficFlag: parsed.trafficFlag ?? null,
+    waitingAtLimit: readWaitingAtLimit(parsed.waitingAtLimit),
   };
+}
+
+function readWaitingAtLimit(raw: unknown): IntegrationWaiting[] | null {
+  if (!Array.isArray(raw)) return null;
+  return raw
+    .slice(0, maxWaitingAtLimitReported)
+    .filter(
+      (entry: Partial<IntegrationWaiting>): entry is IntegrationWaiting =>
+        typeof entry?.cluster === 'string' && typeof entry.integration === 'string' && Number.isInteger(entry.waiting) && entry.waiting! > 0,
+    );
 }

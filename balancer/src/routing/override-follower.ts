@@ -1,6 +1,6 @@
 import type { RedisConnection } from '@headroom/fleet';
 import type { Logger } from '@headroom/common';
-import { noOverride, overrideCovers, parseOverride, type BalancerInfo, type OverrideState, type OverrideStore } from '@headroom/fleet';
+import { noOverride, overrideCovers, parseOverride, type BalancerHeartbeatInfo, type OverrideState, type OverrideStore } from '@headroom/fleet';
 
 export interface OverrideFollowerOptions {
   store: OverrideStore;
@@ -15,7 +15,7 @@ export interface OverrideFollowerOptions {
    */
   onApplied(state: OverrideState): Promise<void> | void;
   /** What the balancer says of itself with each heartbeat besides its address: its queues, the traffic flag it has. */
-  describe(): Omit<BalancerInfo, 'address'>;
+  describe(): Omit<BalancerHeartbeatInfo, 'address'>;
   logger: Logger;
 }
 

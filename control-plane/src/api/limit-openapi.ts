@@ -54,7 +54,7 @@ const limitsView: JsonSchema = {
                 limit: limitForm,
                 maxInFlight: { type: ['integer', 'null'], description: 'null: no limit' },
                 inflight: { type: 'integer' },
-                waiting: { type: ['integer', 'null'], description: 'null: not reported' },
+                waiting: { type: 'integer', description: 'Tasks waiting on the live balancers because it is at its limit (their last heartbeats)' },
                 refused: { type: ['integer', 'null'], description: 'null: not reported' },
               },
             },

@@ -30,8 +30,8 @@ export interface IntegrationLimitView {
   /** Tasks in flight it may have now; null: no limit. */
   maxInFlight: number | null;
   inflight: number;
-  /** Tasks waiting for its limit; null: balancers do not report it to Redis (Prometheus only). */
-  waiting: number | null;
+  /** Tasks waiting on the live balancers because it is at its limit (as of their last heartbeats). */
+  waiting: number;
   /** Tasks balancers refused at its limit over the last 10-20 s (their error counts in Redis). */
   refused: number | null;
 }
@@ -61,6 +61,8 @@ export interface LimitServiceDeps {
   seenIntegrations(): Promise<string[]>;
   /** Tasks balancers refused at an integration's limit lately, per cluster and integration. */
   refusedCounts(): Promise<{ cluster: string; integration: string; code: string; count: number }[]>;
+  /** Tasks waiting on the live balancers for an integration's limit, per cluster and integration. */
+  waitingAtLimit(): Promise<{ cluster: string; integration: string; waiting: number }[]>;
   /** Slots of live workers per cluster. */
   capacity(): Promise<Record<string, number>>;
   /** Called when an integration leaves auto mode: the auto limiter forgets its state. */
@@ -75,12 +77,16 @@ export class LimitService {
   constructor(private readonly deps: LimitServiceDeps) {}
 
   async view(): Promise<LimitsView> {
-    const [seen, capacity, errors, stored] = await Promise.all([
+    const [seen, capacity, errors, stored, waitingEntries] = await Promise.all([
       this.deps.seenIntegrations(),
       this.deps.capacity(),
       this.deps.refusedCounts(),
       this.deps.store.list(),
+      this.deps.waitingAtLimit(),
     ]);
+    const waiting = new Map<string, number>();
+    for (const entry of waitingEntries)
+      waiting.set(`${entry.cluster}/${entry.integration}`, (waiting.get(`${entry.cluster}/${entry.integration}`) ?? 0) + entry.waiting);
     const autoLimits = new Map(stored.flatMap((row) => (decodeAutoLimit(row.spec) ? [[`${row.cluster}/${row.integration}`, decodeAutoLimit(row.spec)!]] : [])));
     const refused = new Map(errors.filter((e) => e.code === integrationAtLimitCode).map((e) => [`${e.cluster}/${e.integration}`, e.count]));
     const clusters: ClusterLimitsView[] = [];
@@ -101,7 +107,7 @@ export class LimitService {
           limit: limit ?? defaultIntegrationLimit,
           maxInFlight: Number.isFinite(max) ? max : null,
           inflight: state?.inflight ?? 0,
-          waiting: null,
+          waiting: waiting.get(`${cluster}/${integration}`) ?? 0,
           refused: refused.get(`${cluster}/${integration}`) ?? 0,
         };
       });

@@ -381,7 +381,8 @@ export interface IntegrationLimitView {
   /** null: no limit. */
   maxInFlight: number | null;
   inflight: number;
-  waiting: number | null;
+  /** Tasks waiting on the balancers because it is at its limit. */
+  waiting: number;
   refused: number | null;
 }
 

@@ -132,7 +132,7 @@ function LimitRow(props: {
       <td data-testid={`${id}-setting`}>{row.source === 'own' ? describeLimit(row.limit) : `default (${describeLimit(row.limit)})`}</td>
       <td data-testid={`${id}-max`}>{row.maxInFlight === null ? '∞' : formatCount(row.maxInFlight)}</td>
       <td>{formatCount(row.inflight)}</td>
-      <td>{row.waiting === null ? '—' : formatCount(row.waiting)}</td>
+      <td data-testid={`${id}-waiting`}>{formatCount(row.waiting)}</td>
       <td>{row.refused === null ? '—' : formatCount(row.refused)}</td>
       {props.canChange && (
         <td>
