@@ -20,6 +20,7 @@ export interface ControlMetrics {
   limitReapplies: Counter<'outcome'>;
   /** The limit in tasks per cluster and integration as last read (-1: none); names are validated and capped. */
   integrationLimit: Gauge<'cluster' | 'integration'>;
+  integrationWaitingAtLimit: Gauge<'cluster' | 'integration'>;
   autoLimitChanges: Counter<'cluster' | 'integration' | 'reason'>;
   autoLimitInFlight: Gauge<'cluster' | 'integration'>;
 }
@@ -90,6 +91,12 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     integrationLimit: new Gauge({
       name: 'headroom_control_integration_limit_tasks',
       help: 'Tasks in flight an integration may have per cluster, as last read by the control plane (-1: no limit)',
+      labelNames: ['cluster', 'integration'],
+      registers: [registry],
+    }),
+    integrationWaitingAtLimit: new Gauge({
+      name: 'headroom_control_integration_waiting_at_limit_tasks',
+      help: 'Tasks waiting on the live balancers because their integration is at its limit, per cluster, as last read by the control plane',
       labelNames: ['cluster', 'integration'],
       registers: [registry],
     }),

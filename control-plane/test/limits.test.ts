@@ -68,6 +68,10 @@ test('an operator sets, reads and removes a limit; the ledger holds it; each cha
   assert.equal((await rowOf(stack, 'baseline', 'bank-a'))?.waiting, 6, 'both balancers');
   assert.equal((await rowOf(stack, 'candidate', 'bank-a'))?.waiting, 2);
   assert.equal((await rowOf(stack, 'baseline', 'bank-b'))?.waiting, 0);
+  assert.match(
+    (await stack.api('GET', '/metrics', undefined, null)).body as string,
+    /^headroom_control_integration_waiting_at_limit_tasks\{cluster="baseline",integration="bank-a"\} 6$/m,
+  );
   const share = await stack.api('PUT', '/limits/candidate/bank-b', { limit: { shareOfCapacity: 0.5 } });
   assert.equal(share.status, 200, JSON.stringify(share.body));
   assert.equal((await rowOf(stack, 'candidate', 'bank-b'))?.maxInFlight, 2, 'half of 4 slots');

@@ -100,14 +100,16 @@ export class LimitService {
         const state = byName.get(integration);
         const limit = autoLimits.get(`${cluster}/${integration}`) ?? state?.limit ?? null;
         const max = state ? state.maxInFlight : limitInFlight(null, defaultIntegrationLimit, capacitySlots);
+        const waitingHere = waiting.get(`${cluster}/${integration}`) ?? 0;
         this.deps.metrics.integrationLimit.set({ cluster, integration }, Number.isFinite(max) ? max : -1);
+        this.deps.metrics.integrationWaitingAtLimit.set({ cluster, integration }, waitingHere);
         return {
           integration,
           source: limit ? 'own' : 'default',
           limit: limit ?? defaultIntegrationLimit,
           maxInFlight: Number.isFinite(max) ? max : null,
           inflight: state?.inflight ?? 0,
-          waiting: waiting.get(`${cluster}/${integration}`) ?? 0,
+          waiting: waitingHere,
           refused: refused.get(`${cluster}/${integration}`) ?? 0,
         };
       });
