@@ -1,6 +1,5 @@
 /** The paths the overhead benchmark compares in one run, and what each costs in CPU per task. */
-import type { CpuWindowFigures } from './load/protocol';
-import type { TargetName } from './load/targets';
+import type { CpuWindowFigures, TargetName } from './load/protocol';
 
 export interface OverheadPath {
   target: TargetName;

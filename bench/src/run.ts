@@ -10,8 +10,8 @@
  * fleet of unlike workers), priority (3, user-present tasks under a background spike), rollback (4,
  * how fast a rollback reaches every balancer), parallelism (5, one bank worker at max parallelism
  * 1..50), memory (6, 100,000 tasks queued at a balancer), scale (7, Redis's cost per task and per
- * worker, and what one Redis carries; with its fleet-scale mode, the old ledger's scripts
- * against the new with 4,000 simulated workers); gc-semispace (a parallel worker's GC time at two V8
+ * worker, and what one Redis carries; with its fleet-scale mode, 4,000 simulated workers);
+ * gc-semispace (a parallel worker's GC time at two V8
  * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
  * first slow answer to the last balancer's acknowledgement of its rollback); incidents (a slow
  * bank among four integrations, Headroom with and without per-integration limits against the

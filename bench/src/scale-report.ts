@@ -91,7 +91,7 @@ export function scaleTables(result: ScaleResult): string {
     '',
     `One Redis thread alone would carry ${whole(1e6 / t)} tasks/s with no workers or balancers, or ${whole(1e6 / w)} busy workers (${whole(1e6 / idle)} idle ones) and no tasks.`,
     '',
-    `### Fleet scale (issue 14): old scripts against new, ${whole(result.fleetScale.settings.sim.workers)} workers`,
+    `### Fleet scale (issue 14): ${whole(result.fleetScale.settings.sim.workers)} workers`,
     '',
     fleetScaleTables(result.fleetScale),
     '',
@@ -105,7 +105,7 @@ export function scaleMarkdown(result: ScaleResult): string {
 ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n\n' : ''}- Date: ${result.startedAt}
 - Machine: ${formatMachine(result.machine)}; a private redis-server ${result.privateRedisVersion} on 127.0.0.1 started by the benchmark (no persistence), so that only our commands count
 - Command: \`${result.command}\` (from the repository root)
-- Setup: first the ledger's scripts called directly from the benchmark's process through the real \`Ledger\` (\`fleet/\`), then real worker and balancer processes (demo handlers, each task sleeping ${result.settings.fleet.taskSleepMs} ms) and a load-generator process, and last the fleet-scale mode (old scripts and new, each with 4,000 simulated workers on a fresh private redis-server; its own section below). Redis's own accounting: \`INFO commandstats\` (time inside each command; scripts arrive as EVALSHA) and \`INFO cpu\` (\`used_cpu_user_main_thread\` + \`used_cpu_sys_main_thread\`: parsing and network included). Everything shares the ${result.machine.nproc} cores, Redis included.
+- Setup: first the ledger's scripts called directly from the benchmark's process through the real \`Ledger\` (\`fleet/\`), then real worker and balancer processes (demo handlers, each task sleeping ${result.settings.fleet.taskSleepMs} ms) and a load-generator process, and last the fleet-scale mode (${result.fleetScale.settings.sim.workers.toLocaleString('en-US')} simulated workers on a fresh private redis-server; its own section below). Redis's own accounting: \`INFO commandstats\` (time inside each command; scripts arrive as EVALSHA) and \`INFO cpu\` (\`used_cpu_user_main_thread\` + \`used_cpu_sys_main_thread\`: parsing and network included). Everything shares the ${result.machine.nproc} cores, Redis included.
 
 ${scaleTables(result)}
 `;

@@ -9,8 +9,7 @@
  *      The main thread's CPU per worker-second, per balancer-second and per task is the model's input.
  * The model: Redis runs commands on one thread, so a deployment fits while the sum of those costs
  * stays under a share of one core.
- *   3. fleet scale (scale/fleet-scale.ts): the old ledger's scripts (a frozen copy) and
- *      the new ones, one after the other, each on a fresh private redis-server, with 4,000
+ *   3. fleet scale (scale/fleet-scale.ts): the ledger on a fresh private redis-server, with 4,000
  *      simulated workers of 30 slots and 20 simulated balancers sending what real ones send, each on
  *      its own connection, under tasks of seconds: per task, per idle and per busy worker-second,
  *      and what one Redis carries at half its thread.
@@ -26,11 +25,9 @@ import { LoadGenerator } from './load/generator';
 import type { Goal } from './report/goals';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
 import { failedCalls, spread, type Spread } from './report/stats';
-import { currentLedgerKind } from './scale/current-adapter';
 import type { FleetScaleResult, FleetScaleSettings } from './scale/fleet-scale';
 import { runFleetScale } from './scale/fleet-scale-runner';
 import { fleetScaleGoals } from './scale/fleet-scale-summary';
-import { legacyLedgerKind } from './scale/legacy-adapter';
 import { realFleetTimings } from './scale/real-timings';
 import { readAccounting, spentBetween, type RedisSpent } from './scale/redis-accounting';
 
@@ -90,17 +87,15 @@ export const fullSettings: ScaleSettings = {
     repetitions: 3,
   },
   plannedShareOfCore: 0.5,
-  // The target fleet, each ledger at 2,000 tasks/s (the old scripts' half thread is near 2,300), then at
-  // the rate its costs say takes half the thread. The harness (one Node process, 4,040 connections, on a
+  // The target fleet at rising rates, then at the rate its costs say takes half the thread. The harness (one Node process, 4,040 connections, on a
   // 2-core machine shared with Redis and other work) drives about 20,000 as a real fleet sends them (balancers batching): above
   // that it says so, and the figure at half a thread is extrapolated from the highest rate it drove.
   fleetScale: {
     sim: { ...fleetSim, workers: 4_000, balancers: 20 },
-    // Half the fleet busy: 60,000 leases, as many as 18,000 tasks/s keep in flight (the old scripts' busy fleet alone would take most of the thread).
+    // Half the fleet busy: 60,000 leases, as many as 18,000 tasks/s keep in flight.
     busyWorkers: 2_000,
-    sharedTasksPerSecond: [2_000],
-    // Batches grow with the rate (a balancer's calls carry what came in their window): the new ledger's cost per task falls as it rises.
-    newOnlyTasksPerSecond: [5_000, 10_000, 20_000],
+    // Batches grow with the rate (a balancer's calls carry what came in their window): the cost per task falls as it rises.
+    tasksPerSecond: [2_000, 5_000, 10_000, 20_000],
     loadAtPlannedShare: true,
     othersAtHighestRate: true,
     idleWindowMs: 2_000,
@@ -132,8 +127,7 @@ export const smokeSettings: ScaleSettings = {
   fleetScale: {
     sim: { ...fleetSim, workers: 300, balancers: 4 },
     busyWorkers: 300,
-    sharedTasksPerSecond: [400],
-    newOnlyTasksPerSecond: [800],
+    tasksPerSecond: [400, 800],
     loadAtPlannedShare: false,
     othersAtHighestRate: true,
     idleWindowMs: 500,
@@ -207,7 +201,7 @@ export interface ScaleResult extends RunHeader<'scale', ScaleSettings> {
   perBalancerSecondUs: Spread;
   perTaskUs: Spread;
   capacity: CapacityRow[];
-  /** Old scripts against new at 4,000 workers (part 3). */
+  /** The ledger at 4,000 workers (part 3). */
   fleetScale: FleetScaleResult;
   goals: Goal[];
 }
@@ -444,10 +438,10 @@ export async function runScale(options: ScaleOptions): Promise<ScaleResult> {
       saturatedTasksPerSecond: d.redisShards * tasksPerSecondCarried(costs, d, 1),
     }));
     const medium = capacity.find((row) => row.label === 'medium')!;
-    // Part 3, each ledger on a fresh private redis-server of its own.
+    // Part 3, on a fresh private redis-server of its own.
     await redis.quit().catch(() => undefined);
     await server.stop();
-    const fleetScale = await runFleetScale([legacyLedgerKind, currentLedgerKind], binary, settings.fleetScale, progress, signal);
+    const fleetScale = await runFleetScale(binary, settings.fleetScale, progress, signal);
     return {
       ...run.header(),
       privateRedisVersion,

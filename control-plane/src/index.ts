@@ -7,7 +7,7 @@ export type { ParallelismByCluster } from './unleash/parallelism-flag';
 export type { ClusterSummary, WorkerSummary } from './fleet-view';
 export type { ProfileRecord, ProfileStatus } from './profiles/profile-store';
 export type { ProfileSummary, FunctionSelfTime } from './profiles/cpuprofile';
-export type { AuditEntry, AuditAction } from './audit';
+export type { AuditEntry, AuditAction } from './record/audit-entry';
 export type { Caller } from './auth';
 export type { LatencySeries, LatencyView } from './latency-view';
 export type { IntegrationHealthView } from './integration-health';

@@ -4,7 +4,8 @@ import * as assert from 'node:assert/strict';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { Logger } from '@headroom/common';
 import type { RedisConnection } from '@headroom/fleet';
-import { AuditLog, type AuditEntry, type NewAuditEntry } from '../src/audit';
+import { AuditLog } from '../src/audit';
+import type { AuditEntry, NewAuditEntry } from '../src/record/audit-entry';
 import type { AuditStore, TimedAuditEntry } from '../src/record/audit-store';
 import type { Database } from '../src/record/database';
 

@@ -9,7 +9,7 @@ import { Registry, Counter, Gauge } from 'prom-client';
 import { createLogger } from '@headroom/common';
 import { Ledger, LatencyRecorder, connectRedis, controlKeys } from '@headroom/fleet';
 import { deleteKeysUnder, testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import type { NewAuditEntry } from '../src/audit';
+import type { NewAuditEntry } from '../src/record/audit-entry';
 import { AutoLimiter, defaultAutoLimiterOptions, type AutoLimitEntry } from '../src/limits/auto-limiter';
 
 const tickMs = 10_000;

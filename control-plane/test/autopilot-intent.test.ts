@@ -17,7 +17,7 @@ import { LatencyRecorder } from '@headroom/fleet';
 import { silentLogger } from '@headroom/common';
 import { connected, eventually, operatorToken, startStack, type Stack } from '@headroom/testkit';
 import { createControlPlane, defaultGates, type ControlPlane } from '../src/index';
-import type { AuditEntry } from '../src/audit';
+import type { AuditEntry } from '../src/record/audit-entry';
 import { Autopilot } from '../src/rollouts/autopilot';
 import type { Plan } from '../src/rollouts/plan';
 import { RolloutStore, type Rollout } from '../src/rollouts/rollout-store';

@@ -3,9 +3,10 @@
  * and timing answers never shares an event loop with the benchmark's orchestration.
  * argv[2]: the Targets as JSON. Then it runs the phases it is sent, one at a time.
  */
-import { asTargets, asToGenerator, type FromGenerator, type PhaseSpec, type PhaseResult } from './protocol';
+import type { CallTarget } from './call-target';
+import { asTargets, asToGenerator, targetNames, type FromGenerator, type PhaseSpec, type PhaseResult, type TargetName } from './protocol';
 import { closedLoop, openLoop } from './loops';
-import { createTarget, targetNames, type CallTarget, type TargetName } from './targets';
+import { createTarget } from './targets';
 
 const readyTimeoutMs = 10_000;
 

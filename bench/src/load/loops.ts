@@ -8,7 +8,7 @@ import { LatencyHistogram } from '../report/histogram';
 import { CpuWindow } from './cpu-window';
 import { PhaseFigures } from './phase-figures';
 import { maxTaskRecords, type ClosedLoopSpec, type OpenLoopSpec, type PhaseResult, type TaskRecord } from './protocol';
-import type { Call, CallOutcome, SlowdownMark } from './targets';
+import type { Call, CallOutcome, SlowdownMark } from './call-target';
 
 /**
  * `concurrency` lanes, each sending its next call when the previous one is answered. Resolves when

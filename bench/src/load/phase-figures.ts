@@ -5,7 +5,7 @@
  */
 import { LatencyHistogram } from '../report/histogram';
 import type { IntegrationFigures, PhaseResult, QueuedFigures, TaskTrace } from './protocol';
-import type { CallOutcome } from './targets';
+import type { CallOutcome } from './call-target';
 
 const countError = (errorsByCode: Record<string, number>, code: string) => (errorsByCode[code] = (errorsByCode[code] ?? 0) + 1);
 

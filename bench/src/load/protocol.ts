@@ -4,9 +4,14 @@
  */
 import type { LatencySummary } from '../report/histogram';
 
-import type { TargetName } from './targets';
-
-export type { TargetName };
+/**
+ * The paths a phase can call (targets.ts builds each): direct, the workers straight; haproxy,
+ * HAProxy in front of them; balancer, the balancers; proxyless, the proxyless client on the
+ * balancers' ledger. Named here, in the contract both processes read, so that the phases can say
+ * which without loading the gRPC and Redis clients that call them.
+ */
+export const targetNames = ['balancer', 'direct', 'haproxy', 'proxyless'] as const;
+export type TargetName = (typeof targetNames)[number];
 
 export interface Targets {
   /** Balancer calls go to these in turn (the call's route picks one). */

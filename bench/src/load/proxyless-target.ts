@@ -7,7 +7,7 @@ import { HeadroomClientError } from '@headroom/client';
 import { createProxylessClient, type ProxylessClient } from '@headroom/client/proxyless';
 import { connectRedis, waitUntilReady } from '@headroom/fleet';
 import type { Targets } from './protocol';
-import type { CallSettings, CallTarget } from './targets';
+import type { CallSettings, CallTarget } from './call-target';
 
 /**
  * A client with two Redis connections of its own (ledger, pub/sub), the balancer's default

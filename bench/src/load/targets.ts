@@ -1,31 +1,12 @@
 import * as grpc from '@grpc/grpc-js';
 import { WorkerService, type BalancerClient, type Task, type WorkerClient } from '@headroom/proto';
 import { connectBalancer, errorCodeOf, submitTask, type PlacementFigures, type SubmitAnswer } from '@headroom/sim';
+import type { CallSettings, CallTarget } from './call-target';
+import type { Priority, TargetName, Targets, TaskTemplate } from './protocol';
 import { proxylessTarget } from './proxyless-target';
-import type { Priority, Targets, TaskTemplate } from './protocol';
 
-/** How a call ended, the integration and priority of its task, and (through a balancer) its placement. */
-export type CallOutcome = ({ ok: true; placement?: PlacementFigures } | { ok: false; code: string }) & { integration: string; priority: Priority };
 /** A Balancer.Submit answered: the cluster that ran the task and where, or why it failed (a handler's error counts as a failure). */
 export type SubmitOutcome = { ok: true; cluster: string; placement?: PlacementFigures } | { ok: false; code: string };
-
-/** A task's own slowdown (IncidentSpec): tasks of `integration` carry {"sleepFactor": sleepFactor} as their payload. */
-export interface SlowdownMark {
-  integration: string;
-  sleepFactor: number;
-}
-
-/**
- * One call; `route` spreads direct calls over the workers (the same route always reaches the same
- * worker). `slowdown`: honoured by the balancer target only (the incidents benchmark's path).
- */
-export type Call = (sequence: number, route: number, slowdown?: SlowdownMark) => Promise<CallOutcome>;
-
-export interface CallTarget {
-  call: Call;
-  waitForReady(timeoutMs: number): Promise<void>;
-  close(): void;
-}
 
 export function waitForReady(client: grpc.Client, timeoutMs: number): Promise<void> {
   return new Promise((resolve, reject) => client.waitForReady(Date.now() + timeoutMs, (error) => (error ? reject(error) : resolve())));
@@ -68,19 +49,10 @@ export function priorityPicker(task: TaskTemplate): (sequence: number) => Priori
   return (sequence) => cycle[sequence % cycle.length]!;
 }
 
-export interface CallSettings {
-  integrationOf: (sequence: number) => string;
-  priorityOf: (sequence: number) => Priority;
-  payload: Buffer;
-  runId: string;
-  callTimeoutMs: number;
-}
-
 /**
- * How the generator calls each target (direct: the workers straight; haproxy: HAProxy in front of
- * them; balancer: the balancers; proxyless: the proxyless client on the balancers' ledger);
- * undefined when `targets` gives it nothing to call. A new path (another proxy, a client library)
- * is one more entry here.
+ * How the generator calls each target (protocol.ts names them); undefined when `targets` gives it
+ * nothing to call. A new path (another proxy, a client library) is one more name in protocol.ts
+ * and its entry here.
  */
 const targetFactories = {
   balancer: balancerTarget,
@@ -90,10 +62,7 @@ const targetFactories = {
   // The same calls through HAProxy naming no worker: HAProxy picks one (leastconn), the workers accept unaddressed tasks.
   haproxy: (targets, settings) => (targets.haproxy ? workerTarget(targets, settings, targets.haproxy) : undefined),
   proxyless: (targets, settings) => (targets.ledger ? proxylessTarget(targets.ledger, settings) : undefined),
-} satisfies Record<string, (targets: Targets, settings: CallSettings) => CallTarget | undefined>;
-
-export type TargetName = keyof typeof targetFactories;
-export const targetNames = Object.keys(targetFactories) as TargetName[];
+} satisfies Record<TargetName, (targets: Targets, settings: CallSettings) => CallTarget | undefined>;
 
 /** The target `name` of `targets`; undefined when it has nothing to call. */
 export function createTarget(name: TargetName, targets: Targets): CallTarget | undefined {

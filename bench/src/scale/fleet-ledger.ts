@@ -1,11 +1,12 @@
 /**
- * What the fleet-scale harness needs of a slot ledger, as real workers and balancers call it:
- * one small interface, two adapters (legacy-adapter.ts: the frozen old scripts;
- * current-adapter.ts: the `Ledger` of @headroom/fleet), so that both run on the same harness in
- * the same run. Each simulated process opens its own adapter on its own connection, as a real
- * process builds its own `Ledger` on its own Redis connection.
+ * The slot ledger as the fleet-scale harness calls it: the `Ledger` of @headroom/fleet, called as
+ * today's workers and balancers call it, behind the few calls the simulated fleet (fleet-sim.ts)
+ * makes, so that the harness's hot loop handles plain values and no Ledger result types. Each
+ * simulated process opens its own on its own connection, as a real process builds its own `Ledger`
+ * on its own Redis connection.
  */
 import type { Redis } from 'ioredis';
+import { Ledger } from '@headroom/fleet';
 
 export type TaskPriority = 'user' | 'background';
 
@@ -34,16 +35,15 @@ export interface LedgerCounts {
 /** One simulated process's view of the ledger (one connection). */
 export interface FleetLedger {
   /**
-   * A worker's periodic heartbeat with what it runs: `running` holds the lease ids of its running
-   * tasks (the old scripts renew each one; the new ledger drops the leases it does not hold).
-   * Resolves to what the worker multiplies its period by until its next heartbeat (the new
-   * ledger's HeartbeatReply.heartbeatScale; 1 with the old scripts).
+   * A worker's periodic heartbeat with the lease ids of its running tasks (the ledger drops the
+   * leases it does not hold). Resolves to what the worker multiplies its period by until its next
+   * heartbeat (HeartbeatReply.heartbeatScale).
    */
-  heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>, answeredTasks: number): Promise<number>;
+  heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>): Promise<number>;
   reserve(cluster: string, request: { priority: TaskPriority; balancerId: string; waitIfNone: boolean; targetWorkerId?: string }): Promise<SimReservation>;
-  /** `answered`: released by the balancer that received the worker's answer (see FleetLedgerKind.releasedBy). */
-  release(cluster: string, leaseId: string, answered: boolean): Promise<boolean>;
-  /** A balancer's periodic sweep; leasesExpired is 0 where the ledger no longer expires leases. */
+  /** Sent by the balancer that received the worker's answer, batched with its reservations. */
+  release(cluster: string, leaseId: string): Promise<boolean>;
+  /** A balancer's periodic sweep; leasesExpired stays 0, as leases no longer expire one by one (a worker's go with it). */
   sweep(cluster: string, heartbeatTimeoutMs: number): Promise<{ workersRemoved: number; leasesExpired: number }>;
   /** A balancer's periodic read of the worker directory (balancer/src/worker-directory.ts); returns the workers it holds. */
   readDirectory(cluster: string): Promise<number>;
@@ -56,15 +56,56 @@ export interface FleetLedger {
   slotFreedChannel(cluster: string): string;
 }
 
-export interface FleetLedgerKind {
-  /** 'old': the frozen copy of the scripts before the redesign; 'new': @headroom/fleet as built now. */
-  readonly scripts: 'old' | 'new';
-  /**
-   * Who releases a task's lease when it ends: the worker on its own connection (old), or the
-   * balancer that gets the worker's answer, batched with its reservations (new; the worker's
-   * heartbeat then counts its answers).
-   */
-  readonly releasedBy: 'worker' | 'balancer';
-  readonly description: string;
-  open(redis: Redis, keyPrefix: string): FleetLedger;
+/** What a run measured, for its JSON. */
+export const fleetLedgerDescription =
+  'the ledger of @headroom/fleet (fleet/src/ledger.ts and fleet/lua/ as built for this run: heartbeats carry the lease ids the worker holds; balancers release the leases of answered tasks, batched with their reservations)';
+
+export function openFleetLedger(redis: Redis, keyPrefix: string): FleetLedger {
+  const ledger = new Ledger(redis, { keyPrefix });
+  // A balancer's directory: the version it last read, and how many workers it holds, per cluster.
+  const directory = new Map<string, { version: string; workers: number }>();
+  return {
+    async heartbeat(cluster, worker, running) {
+      return (
+        await ledger.heartbeat(cluster, {
+          workerId: worker.workerId,
+          address: worker.address,
+          capacity: worker.capacity,
+          draining: false,
+          heldLeaseIds: running,
+          addressUnchanged: true,
+        })
+      ).heartbeatScale;
+    },
+    async reserve(cluster, request) {
+      const reservation = await ledger.reserve(cluster, request);
+      return reservation.ok ? { ok: true, leaseId: reservation.leaseId, workerId: reservation.workerId } : reservation;
+    },
+    release: (cluster, leaseId) => ledger.release(cluster, leaseId),
+    async sweep(cluster, heartbeatTimeoutMs) {
+      const swept = await ledger.sweep(cluster, heartbeatTimeoutMs);
+      return { workersRemoved: swept.workersRemoved, leasesExpired: 0 };
+    },
+    async readDirectory(cluster) {
+      // What the balancer's WorkerDirectory reads each period: the whole list only when it changed.
+      const known = directory.get(cluster);
+      const read = await ledger.addressesIfChanged(cluster, known?.version);
+      if (!read.changed) return known?.workers ?? 0;
+      directory.set(cluster, { version: read.version, workers: read.addresses.size });
+      return read.addresses.size;
+    },
+    stopWaiting: (cluster, balancerId) => ledger.stopWaiting(cluster, balancerId, 'all'),
+    async counts(cluster) {
+      const snapshot = await ledger.snapshot(cluster);
+      return {
+        workers: snapshot.workers.map((w) => ({ workerId: w.workerId, capacity: w.capacity, inflight: w.inflight, freeSlots: w.freeSlots })),
+        totalCapacity: snapshot.totalCapacity,
+        totalFree: snapshot.totalFree,
+      };
+    },
+    async deregister(cluster, workerId) {
+      await ledger.deregister(cluster, workerId);
+    },
+    slotFreedChannel: (cluster) => ledger.keys(cluster).slotFreedChannel,
+  };
 }

@@ -1,18 +1,13 @@
 /**
- * One ledger's fleet-scale run in a process of its own (forked by runFleetScale): the simulated
- * fleet's heap (4,000 connections, tens of thousands of leases) starts empty for each ledger, so
- * that neither inherits the other's garbage, and a young generation large enough that the
- * short-lived objects of each call die young (full collections of a swollen heap stalled the
- * harness for a second). Takes { scripts, redisServerBinary, settings } over IPC; sends progress
- * lines, then the run or an error. SIGTERM or SIGINT stops it cleanly (its redis-server too).
+ * One repetition of the fleet-scale mode in a process of its own (forked by runFleetScale): the
+ * simulated fleet's heap (4,000 connections, tens of thousands of leases) starts empty for each
+ * repetition, so that none inherits another's garbage, and a young generation large enough that
+ * the short-lived objects of each call die young (full collections of a swollen heap stalled the
+ * harness for a second). Takes { redisServerBinary, settings, plannedShareRate } over IPC; sends
+ * progress lines, then the run or an error. SIGTERM or SIGINT stops it cleanly (its redis-server too).
  */
-import type { FleetLedgerKind } from './fleet-ledger';
-import { currentLedgerKind } from './current-adapter';
 import { runOne } from './fleet-scale';
 import type { FleetScaleMessage, FleetScaleRequest } from './fleet-scale-runner';
-import { legacyLedgerKind } from './legacy-adapter';
-
-const kinds: Record<FleetLedgerKind['scripts'], FleetLedgerKind> = { old: legacyLedgerKind, new: currentLedgerKind };
 
 if (require.main === module) {
   const stop = new AbortController();
@@ -20,14 +15,7 @@ if (require.main === module) {
   for (const name of ['SIGTERM', 'SIGINT'] as const) process.once(name, () => stop.abort(new Error(`stopped by ${name}`)));
   process.once('message', (request: FleetScaleRequest) => {
     const send = (message: FleetScaleMessage) => new Promise<void>((resolve) => process.send!(message, () => resolve()));
-    runOne(
-      kinds[request.scripts],
-      request.redisServerBinary,
-      request.settings,
-      (line) => void send({ type: 'progress', line }),
-      stop.signal,
-      request.plannedShareRate,
-    ).then(
+    runOne(request.redisServerBinary, request.settings, (line) => void send({ type: 'progress', line }), stop.signal, request.plannedShareRate).then(
       async (run) => {
         await send({ type: 'result', run });
         process.exit(0);

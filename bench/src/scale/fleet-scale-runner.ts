@@ -1,18 +1,15 @@
 /**
- * Runs the fleet-scale mode (fleet-scale.ts): each ledger in turn, old then new, `repetitions`
- * times, each time in a process of its own (fleet-scale-process.ts), then pools each ledger's
- * repetitions (fleet-scale-summary.ts).
+ * Runs the fleet-scale mode (fleet-scale.ts) `repetitions` times, each time in a process of its
+ * own (fleet-scale-process.ts), then pools the repetitions (fleet-scale-summary.ts).
  */
 import { fork } from 'node:child_process';
 import * as path from 'node:path';
-import type { FleetLedgerKind } from './fleet-ledger';
 import type { FleetScaleResult, FleetScaleRun, FleetScaleSettings } from './fleet-scale';
 import { poolRuns } from './fleet-scale-summary';
 import { meanDurationMs } from './task-durations';
 
 /** What runFleetScale asks of a run's process (fleet-scale-process.ts), and what it answers. */
 export interface FleetScaleRequest {
-  scripts: FleetLedgerKind['scripts'];
   redisServerBinary: string;
   settings: FleetScaleSettings;
   plannedShareRate: number | undefined;
@@ -23,9 +20,8 @@ export type FleetScaleMessage = { type: 'progress'; line: string } | { type: 're
 /** Node flags of each run's process: a young generation large enough that each call's short-lived objects die young. */
 const childNodeFlags = ['--max-semi-space-size=64'];
 
-/** Runs the fleet-scale mode with each ledger in turn, each in a process of its own (fleet-scale-process.ts) on a fresh private redis-server. */
+/** Runs the fleet-scale mode, each repetition in a process of its own (fleet-scale-process.ts) on a fresh private redis-server. */
 export async function runFleetScale(
-  kinds: readonly FleetLedgerKind[],
   redisServerBinary: string,
   settings: FleetScaleSettings,
   progress: (line: string) => void,
@@ -33,27 +29,17 @@ export async function runFleetScale(
 ): Promise<FleetScaleResult> {
   const repetitions: FleetScaleRun[] = [];
   for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
-    for (const kind of kinds) {
-      signal.throwIfAborted();
-      const first = repetitions.find((run) => run.scripts === kind.scripts);
-      const plannedShareRate = first?.loads.find((load) => load.chosenAs !== 'fixed')?.targetTasksPerSecond;
-      progress(`fleet-scale ${kind.scripts}, repetition ${repetition} of ${settings.repetitions}`);
-      repetitions.push(await runInChild({ scripts: kind.scripts, redisServerBinary, settings, plannedShareRate }, progress, signal));
-    }
+    signal.throwIfAborted();
+    const plannedShareRate = repetitions[0]?.loads.find((load) => load.chosenAs !== 'fixed')?.targetTasksPerSecond;
+    progress(`fleet-scale, repetition ${repetition} of ${settings.repetitions}`);
+    repetitions.push(await runInChild({ redisServerBinary, settings, plannedShareRate }, progress, signal));
   }
-  const runs = kinds.map((kind) =>
-    poolRuns(
-      repetitions.filter((run) => run.scripts === kind.scripts),
-      settings,
-    ),
-  );
   return {
     settings,
     meanTaskDurationMs: meanDurationMs(settings.sim.durations),
-    runs,
-    // Their windows are in `runs`; each repetition's own figures, to see how far they spread.
+    run: poolRuns(repetitions, settings),
+    // Their windows are in `run`; each repetition's own figures, to see how far they spread.
     repetitions: repetitions.map((run) => ({
-      scripts: run.scripts,
       durationSeconds: run.durationSeconds,
       perIdleWorkerSecondUs: run.perIdleWorkerSecondUs,
       perBusyWorkerSecondUs: run.perBusyWorkerSecondUs,
@@ -85,10 +71,10 @@ function runInChild(request: FleetScaleRequest, progress: (line: string) => void
     child.on('message', (message: FleetScaleMessage) => {
       if (message.type === 'progress') progress(message.line);
       else if (message.type === 'result') finish(undefined, message.run);
-      else finish(new Error(`fleet-scale ${request.scripts}: ${message.message}`));
+      else finish(new Error(`fleet-scale: ${message.message}`));
     });
     child.once('error', (error) => finish(error));
-    child.once('exit', (code, signalName) => finish(new Error(`fleet-scale ${request.scripts}: its process exited (${signalName ?? code}) without a result`)));
+    child.once('exit', (code, signalName) => finish(new Error(`fleet-scale: its process exited (${signalName ?? code}) without a result`)));
     child.send(request);
   });
 }

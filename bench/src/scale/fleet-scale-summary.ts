@@ -1,4 +1,4 @@
-/** A ledger's repetitions pooled into one run, and the goals judged from them. */
+/** The repetitions pooled into one run, and the goals judged from it. */
 import type { Goal } from '../report/goals';
 import { spread } from '../report/stats';
 import { median, type FleetLoad, type FleetScaleResult, type FleetScaleRun, type FleetScaleSettings } from './fleet-scale';
@@ -35,7 +35,7 @@ function poolLoads(same: readonly FleetLoad[], repetitions: number): FleetLoad {
 }
 
 /**
- * A ledger's repetitions as one run: the windows of each state and load together, each figure the
+ * The repetitions as one run: the windows of each state and load together, each figure the
  * median (min..max) over all of them (each window's figure taken against its own repetition's
  * baselines); loads pooled by their place (the same rates in every repetition); the consistency
  * checks' mismatches of all.
@@ -117,59 +117,55 @@ export function poolRuns(runs: readonly FleetScaleRun[], settings: FleetScaleSet
   };
 }
 
-/** The fleet-scale goals, from the new ledger's run; the old one's figures beside them, stated. */
+/** The fleet-scale goals, from the pooled run. */
 export function fleetScaleGoals(result: FleetScaleResult): Goal[] {
-  const { settings } = result;
+  const { settings, run } = result;
   const fleet = `${settings.sim.workers.toLocaleString('en-US')} workers x ${settings.sim.slotsPerWorker}, ${settings.sim.balancers} balancers`;
-  const goals: Goal[] = [];
-  for (const run of result.runs) {
-    const load = measuredLoad(run);
-    const scripts = run.scripts === 'new' ? 'new scripts' : 'old scripts (frozen copy)';
-    const atRate = load ? ` at ${Math.round(load.tasksPerSecond.median).toLocaleString('en-US')} tasks/s` : '';
-    const target = (bound: string) => (run.scripts === 'new' ? bound : 'state it (old, for comparison)');
-    const met = (ok: boolean): Goal['met'] => (run.scripts === 'new' ? ok : 'stated');
-    const perTask = load?.perTaskUs.median ?? Number.NaN;
-    goals.push({
-      name: `issue 14, ${scripts}: Redis thread per task (reserve + release + lease upkeep), ${fleet}${atRate}, µs`,
-      target: target('≤ 20'),
+  const load = measuredLoad(run);
+  const atRate = load ? ` at ${Math.round(load.tasksPerSecond.median).toLocaleString('en-US')} tasks/s` : '';
+  const perTask = load?.perTaskUs.median ?? Number.NaN;
+  const carried = carriedAtPlannedShare(run, settings);
+  const goals: Goal[] = [
+    {
+      name: `issue 14: Redis thread per task (reserve + release + lease upkeep), ${fleet}${atRate}, µs`,
+      target: '≤ 20',
       measured: perTask,
       digits: 1,
-      met: met(perTask <= 20),
-    });
-    goals.push({
-      name: `issue 14, ${scripts}: Redis thread per idle worker-second (heartbeats on the worker's own connection, one every ${Math.round(run.heartbeatPeriodMs)} ms for this fleet), µs`,
-      target: target('≤ 25'),
+      met: perTask <= 20,
+    },
+    {
+      name: `issue 14: Redis thread per idle worker-second (heartbeats on the worker's own connection, one every ${Math.round(run.heartbeatPeriodMs)} ms for this fleet), µs`,
+      target: '≤ 25',
       measured: run.perIdleWorkerSecondUs.median,
       digits: 1,
-      met: met(run.perIdleWorkerSecondUs.median <= 25),
-    });
-    goals.push({
-      name: `issue 14, ${scripts}: Redis thread per busy worker-second (${settings.sim.slotsPerWorker} tasks running), µs`,
-      target: target('≤ 25'),
+      met: run.perIdleWorkerSecondUs.median <= 25,
+    },
+    {
+      name: `issue 14: Redis thread per busy worker-second (${settings.sim.slotsPerWorker} tasks running), µs`,
+      target: '≤ 25',
       measured: run.perBusyWorkerSecondUs.median,
       digits: 1,
-      met: met(run.perBusyWorkerSecondUs.median <= 25),
-    });
-    const carried = carriedAtPlannedShare(run, settings);
-    goals.push({
-      name: `issue 14, ${scripts}: tasks/s one Redis carries at ≤ ${settings.plannedShareOfThread * 100}% of its thread, ${fleet} (${
+      met: run.perBusyWorkerSecondUs.median <= 25,
+    },
+    {
+      name: `issue 14: tasks/s one Redis carries at ≤ ${settings.plannedShareOfThread * 100}% of its thread, ${fleet} (${
         carried.measured
           ? `measured: driven at ${carried.tasksPerSecond.toLocaleString('en-US')} tasks/s, ${Math.round(carried.reservedPerSecond ?? 0).toLocaleString('en-US')} reserved a second, ${((carried.shareOfThread ?? 0) * 100).toFixed(1)}% of the thread`
           : `extrapolated linearly from the costs measured${atRate}`
       })`,
-      target: target(`≥ ${settings.goalTasksPerSecond.toLocaleString('en-US')}`),
+      target: `≥ ${settings.goalTasksPerSecond.toLocaleString('en-US')}`,
       measured: carried.tasksPerSecond,
-      met: met(carried.tasksPerSecond >= settings.goalTasksPerSecond),
+      met: carried.tasksPerSecond >= settings.goalTasksPerSecond,
+    },
+  ];
+  if (run.withOthers) {
+    goals.push({
+      name: `issue 14: share of Redis's thread at ${Math.round(run.withOthers.tasksPerSecond.median).toLocaleString('en-US')} tasks/s with what real processes also send (worker reports, latency summaries, balancer heartbeats), ${fleet}, %`,
+      target: 'state it (no target)',
+      measured: run.withOthers.shareOfThread.median * 100,
+      digits: 1,
+      met: 'stated',
     });
-    if (run.withOthers) {
-      goals.push({
-        name: `issue 14, ${scripts}: share of Redis's thread at ${Math.round(run.withOthers.tasksPerSecond.median).toLocaleString('en-US')} tasks/s with what real processes also send (worker reports, latency summaries, balancer heartbeats), ${fleet}, %`,
-        target: 'state it (no target)',
-        measured: run.withOthers.shareOfThread.median * 100,
-        digits: 1,
-        met: 'stated',
-      });
-    }
   }
   return goals;
 }

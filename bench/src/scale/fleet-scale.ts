@@ -1,15 +1,15 @@
 /**
- * scale, fleet-scale mode: the real ledger (old scripts and new, one after the other in the same
- * run) against a private redis-server holding a fleet of the size Headroom is for, driven by
- * simulated workers and balancers (fleet-sim.ts) that send what real ones send. Redis's own
- * accounting (INFO cpu of its main thread, INFO commandstats) is read over windows of each state:
+ * scale, fleet-scale mode: the ledger of @headroom/fleet against a private redis-server holding a
+ * fleet of the size Headroom is for, driven by simulated workers and balancers (fleet-sim.ts) that
+ * send what real ones send. Redis's own accounting (INFO cpu of its main thread, INFO
+ * commandstats) is read over windows of each state:
  *   empty: Redis with only this reader connected;
  *   workers idle: every worker connected and heartbeating, no balancer, no task;
  *   fleet idle: balancers too (sweeps, directory reads), no task;
  *   busy: fleet idle, with `busyWorkers` workers each running slotsPerWorker tasks that do not end;
  *   load: tasks arriving at a rate, each running a log-normal time, in the steady state
  *     (rate x mean duration in flight) before the first window;
- *   with others (new ledger, after the loads): the highest rate again, every process also sending what a
+ *   with others (after the loads): the highest rate again, every process also sending what a
  *     real one sends besides the ledger (worker reports, latency summaries, balancer heartbeats).
  * Per idle worker-second = (workers idle - empty) / workers; per balancer-second = (fleet idle -
  * workers idle) / balancers; per busy worker-second = per idle one + (busy - fleet idle) /
@@ -21,7 +21,7 @@ import { Redis } from 'ioredis';
 import { sleep } from '@headroom/common';
 import { startPrivateRedis } from '@headroom/testkit';
 import { spread, type Spread } from '../report/stats';
-import type { FleetLedgerKind, LedgerCounts } from './fleet-ledger';
+import { fleetLedgerDescription, type LedgerCounts } from './fleet-ledger';
 import { FleetSim, type FleetSimSettings } from './fleet-sim';
 import { countersBetween, emptyCounters, type SimCounters } from './sim-counters';
 import { readAccounting, spentBetween, type RedisSpent } from './redis-accounting';
@@ -31,14 +31,12 @@ export interface FleetScaleSettings {
   sim: Omit<FleetSimSettings, 'cluster' | 'otherCluster'>;
   /** Workers held full (slotsPerWorker tasks each) in the busy state. */
   busyWorkers: number;
-  /** Rates measured with every ledger (old and new), tasks/s. */
-  sharedTasksPerSecond: number[];
-  /** Rates measured with the new ledger only (the old one cannot carry them), tasks/s. */
-  newOnlyTasksPerSecond: number[];
-  /** Then with each ledger, at the rate its costs say takes plannedShareOfThread (at most goalTasksPerSecond), if the harness kept up so far. */
+  /** Rates measured in turn, lowest first, tasks/s: batches grow with the rate, so the cost per task falls as it rises. */
+  tasksPerSecond: number[];
+  /** Then at the rate the costs measured say takes plannedShareOfThread (at most goalTasksPerSecond), if the harness kept up so far. */
   loadAtPlannedShare: boolean;
   /**
-   * Then, with the new ledger, the highest rate it drove again with everything else real processes
+   * Then the highest rate driven again with everything else real processes
    * send (FleetSim.sendOthers), after a warm-up of a latency-report period: what one Redis's thread
    * carries in all, beside what the ledger alone takes.
    */
@@ -51,7 +49,7 @@ export interface FleetScaleSettings {
   windows: number;
   /** Share of Redis's thread a deployment may plan to use. */
   plannedShareOfThread: number;
-  /** Each ledger this many times, in turn (old, new, old, new): the figures pool the windows of all. */
+  /** Runs, each in a process of its own on a fresh redis-server: the figures pool the windows of all. */
   repetitions: number;
   /** The target fleet: tasks/s it asks one Redis to carry at plannedShareOfThread. */
   goalTasksPerSecond: number;
@@ -125,7 +123,7 @@ export interface ConsistencyCheck {
 }
 
 export interface FleetScaleRun {
-  scripts: 'old' | 'new';
+  /** The ledger measured. */
   description: string;
   redisVersion: string;
   empty: FleetWindow[];
@@ -145,7 +143,7 @@ export interface FleetScaleRun {
   perBusyWorkerSecondUsByWindow: number[];
   commandsPerIdleWorkerSecond: Record<string, number>;
   commandsPerBusyWorkerSecond: Record<string, number>;
-  /** A worker's heartbeat period as the fleet ran: the real default times the scale the ledger answered for its size (1 with the old scripts). */
+  /** A worker's heartbeat period as the fleet ran: the real default times the scale the ledger answered for its size. */
   heartbeatPeriodMs: number;
   /** Tasks/s at plannedShareOfThread: (share x 1,000,000 - empty - workers x idle worker-second - balancers x balancer-second) / per task, per task from the highest rate measured. */
   tasksPerSecondAtPlannedShare: number;
@@ -160,10 +158,10 @@ export interface FleetScaleRun {
 export interface FleetScaleResult {
   settings: FleetScaleSettings;
   meanTaskDurationMs: number;
-  /** One per ledger: its repetitions pooled (windows together, medians over them; see poolRuns). */
-  runs: FleetScaleRun[];
-  /** Each repetition's own figures, in the order they ran (their windows are in `runs`). */
-  repetitions: (Pick<FleetScaleRun, 'scripts' | 'durationSeconds' | 'perIdleWorkerSecondUs' | 'perBusyWorkerSecondUs' | 'perBalancerSecondUs'> & {
+  /** The repetitions pooled (windows together, medians over them; see poolRuns). */
+  run: FleetScaleRun;
+  /** Each repetition's own figures, in the order they ran (their windows are in `run`). */
+  repetitions: (Pick<FleetScaleRun, 'durationSeconds' | 'perIdleWorkerSecondUs' | 'perBusyWorkerSecondUs' | 'perBalancerSecondUs'> & {
     loads: Pick<FleetLoad, 'targetTasksPerSecond' | 'tasksPerSecond' | 'perTaskUs' | 'shareOfThread' | 'keptUp'>[];
   })[];
 }
@@ -242,14 +240,13 @@ function mismatchesOf(counts: LedgerCounts, expectedInflight: (workerId: string)
   return mismatches;
 }
 
-/** One ledger's run, in this process (fleet-scale-process.ts runs it in a process of its own). */
+/** One run, in this process (fleet-scale-process.ts runs it in a process of its own). */
 export async function runOne(
-  kind: FleetLedgerKind,
   binary: string,
   settings: FleetScaleSettings,
   progress: (line: string) => void,
   signal: AbortSignal,
-  /** The rate at the planned share found by this ledger's first repetition: the later ones measure there too, so that their windows pool. */
+  /** The rate at the planned share found by the first repetition: the later ones measure there too, so that their windows pool. */
   plannedShareRate?: number,
 ): Promise<FleetScaleRun> {
   const startedAt = performance.now();
@@ -260,10 +257,10 @@ export async function runOne(
     const redisVersion = /^redis_version:(\S+)/m.exec(await reader.info('server'))?.[1] ?? 'unknown';
     const s = settings.sim;
     const n = settings.windows;
-    const label = `fleet-scale ${kind.scripts}`;
+    const label = 'fleet-scale';
     const empty = await measureWindows(undefined, reader, n, settings.idleWindowMs, signal);
     progress(`${label}: opening ${s.workers} worker and ${s.balancers} x 2 balancer connections to redis-server ${redisVersion} (pid ${server.pid})`);
-    sim = await FleetSim.open(kind, server.url, `bench:fleet-scale:${kind.scripts}`, { ...s, cluster: 'baseline', otherCluster: 'candidate' });
+    sim = await FleetSim.open(server.url, 'bench:fleet-scale', { ...s, cluster: 'baseline', otherCluster: 'candidate' });
     await sim.startWorkers();
     await sleep(sim.heartbeatPeriodMs, signal);
     const workersIdle = await measureWindows(sim, reader, n, settings.idleWindowMs, signal);
@@ -283,7 +280,6 @@ export async function runOne(
     const fleetIdleUs = median(fleetIdle.map((w) => w.redisCpuUsPerSecond));
 
     const meanMs = meanDurationMs(s.durations);
-    const rates = kind.scripts === 'new' ? [...settings.sharedTasksPerSecond, ...settings.newOnlyTasksPerSecond] : settings.sharedTasksPerSecond;
     const planned = settings.plannedShareOfThread * 1e6;
     /** Tasks/s at the planned share of the thread, linearly from the fixed costs and a load's cost per task. */
     const linearAtPlannedShare = (load: FleetLoad) =>
@@ -344,7 +340,7 @@ export async function runOne(
       return load;
     };
     const loads: FleetLoad[] = [];
-    for (const rate of rates) {
+    for (const rate of settings.tasksPerSecond) {
       const load = await measureLoad(rate, 'fixed');
       loads.push(load);
       // A higher rate would not be driven either.
@@ -360,7 +356,7 @@ export async function runOne(
     }
     let withOthers: FleetLoad | null = null;
     const highestDriven = loads.filter((load) => load.keptUp).at(-1);
-    if (settings.othersAtHighestRate && kind.scripts === 'new' && highestDriven) {
+    if (settings.othersAtHighestRate && highestDriven) {
       sim.sendOthers(true);
       // A latency-report period first, so that each worker's flush carries a period's tasks, as in a fleet that runs.
       withOthers = await measureLoad(
@@ -395,8 +391,7 @@ export async function runOne(
     const highest = loads.filter((load) => load.keptUp).at(-1) ?? loads.at(-1);
     const tasksPerSecondAtPlannedShare = highest ? linearAtPlannedShare(highest) : Number.NaN;
     return {
-      scripts: kind.scripts,
-      description: kind.description,
+      description: fleetLedgerDescription,
       redisVersion,
       empty,
       workersIdle,

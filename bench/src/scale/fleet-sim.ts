@@ -2,15 +2,13 @@
  * A simulated fleet in this process: workers and balancers that call the slot ledger exactly as
  * the real ones do, each on its own Redis connection, with none of their other work (no gRPC, no
  * handlers). What each simulated process sends, and when:
- * - a worker (worker/src/worker.ts): a heartbeat every heartbeatIntervalMs with what it runs (and,
- *   with the new ledger, how many tasks it answered), on its own connection; with the old
- *   ledger, the release of each task when it ends, on the same connection;
+ * - a worker (worker/src/worker.ts): a heartbeat every heartbeatIntervalMs (times the scale the
+ *   ledger answers for the cluster's size) with what it runs, on its own connection;
  * - a balancer (balancer/src/balancer.ts, admission.ts, worker-directory.ts): a reserve per
- *   arriving task on its own connection (waitIfNone true, as Admission.tryReserve asks), and
- *   with the new ledger the release of each task it dispatched when the worker answers (the
- *   Ledger batches both, as in a real balancer); a
- *   sweep of each of its two clusters every sweepIntervalMs; a read of each cluster's worker
- *   directory every directoryRefreshIntervalMs after the previous read ended; a subscriber
+ *   arriving task on its own connection (waitIfNone true, as Admission.tryReserve asks), and the
+ *   release of each task it dispatched when the worker answers (the Ledger batches both, as in a
+ *   real balancer); a sweep of each of its two clusters every sweepIntervalMs; a read of each
+ *   cluster's worker directory every directoryRefreshIntervalMs after the previous read ended; a subscriber
  *   connection for slot-freed messages. A task that found no slot waits in the balancer's queue
  *   and is tried again when a slot-freed message comes or every queueRecheckIntervalMs; when its
  *   queue empties the balancer says it no longer waits.
@@ -27,7 +25,7 @@ import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
 import { connectRedis, LatencyRecorder, OverrideStore, waitUntilReady, WorkerReports, type WorkerReport } from '@headroom/fleet';
 import { workerReportTtlMs } from '@headroom/worker';
-import type { FleetLedger, FleetLedgerKind, SimReservation, SimWorkerIdentity, TaskPriority } from './fleet-ledger';
+import { openFleetLedger, type FleetLedger, type SimReservation, type SimWorkerIdentity, type TaskPriority } from './fleet-ledger';
 import { emptyCounters } from './sim-counters';
 import { DurationSampler, meanDurationMs, type LogNormalDurations } from './task-durations';
 
@@ -64,8 +62,6 @@ type ReserveMode = 'task' | 'steady-state' | 'hold';
 
 class SimWorker {
   readonly running = new Set<string>();
-  /** Tasks answered (the new ledger's heartbeat carries it). */
-  answered = 0;
   heartbeatUnderWay = false;
   /** What it sends besides the ledger (sendOthers). */
   reports: WorkerReports | undefined;
@@ -208,17 +204,14 @@ export class FleetSim {
   private longestTickGapMs = 0;
   private lastTickAtMs = Number.NaN;
 
-  private constructor(
-    readonly kind: FleetLedgerKind,
-    readonly settings: FleetSimSettings,
-  ) {
+  private constructor(readonly settings: FleetSimSettings) {
     this.durations = new DurationSampler(settings.durations);
     this.integrationNames = Array.from({ length: settings.integrations }, (_unused, i) => `bank-${String(i + 1).padStart(2, '0')}`);
   }
 
   /** Opens every simulated process's connections (workers' one each, balancers' two each) and builds their ledgers; sends nothing yet. */
-  static async open(kind: FleetLedgerKind, redisUrl: string, keyPrefix: string, settings: FleetSimSettings): Promise<FleetSim> {
-    const sim = new FleetSim(kind, settings);
+  static async open(redisUrl: string, keyPrefix: string, settings: FleetSimSettings): Promise<FleetSim> {
+    const sim = new FleetSim(settings);
     sim.keyPrefix = keyPrefix;
     try {
       const connect = async (options: Parameters<typeof connectRedis>[1] = {}) => {
@@ -235,7 +228,7 @@ export class FleetSim {
         const connections = await Promise.all(batch.map(() => connect({ enableAutoPipelining: false })));
         batch.forEach((index, i) => {
           const identity = { workerId: `w${index}`, address: `10.0.${Math.floor(index / 250)}.${index % 250}:50051`, capacity: settings.slotsPerWorker };
-          sim.workers.push(new SimWorker(index, identity, connections[i]!, kind.open(connections[i]!, keyPrefix), sim));
+          sim.workers.push(new SimWorker(index, identity, connections[i]!, openFleetLedger(connections[i]!, keyPrefix), sim));
           sim.workerIndexById.set(identity.workerId, index);
         });
       }
@@ -243,7 +236,7 @@ export class FleetSim {
         const connection = await connect();
         // As balancer/src/cli.ts opens its subscriber.
         const subscriber = await connect({ enableOfflineQueue: true, enableAutoPipelining: false });
-        const balancer = new SimBalancer(i, `b${i}`, connection, subscriber, kind.open(connection, keyPrefix), sim);
+        const balancer = new SimBalancer(i, `b${i}`, connection, subscriber, openFleetLedger(connection, keyPrefix), sim);
         const channels = new Map([settings.cluster, settings.otherCluster].map((cluster) => [balancer.ledger.slotFreedChannel(cluster), cluster]));
         subscriber.on('message', () => {
           balancer.woken = true;
@@ -276,11 +269,7 @@ export class FleetSim {
     for (let from = 0; from < this.workers.length; from += this.settings.connectConcurrency) {
       await Promise.all(
         this.workers.slice(from, from + this.settings.connectConcurrency).map(async (w) => {
-          this.heartbeatScale = await w.ledger.heartbeat(cluster, w.identity, w.running, w.answered);
-          // A long-running worker's connection has sent its release script long ago: the first call of a
-          // script on a connection goes as EVAL with the whole source (ioredis), which a real fleet does
-          // not pay per task. Releasing a lease that does not exist changes nothing.
-          if (this.kind.releasedBy === 'worker') await w.ledger.release(cluster, `${w.identity.workerId}|00000000-0000-4000-8000-000000000000`, false);
+          this.heartbeatScale = await w.ledger.heartbeat(cluster, w.identity, w.running);
         }),
       );
     }
@@ -359,7 +348,7 @@ export class FleetSim {
     await this.quiesce(signal);
   }
 
-  /** Stops arrivals and ends every running task now (each released by its worker), then waits for every call under way. */
+  /** Stops arrivals and ends every running task now (each released by the balancer that dispatched it), then waits for every call under way. */
   async endAllTasks(signal: AbortSignal): Promise<void> {
     this.setRate(0);
     await this.quiesce(signal);
@@ -514,7 +503,7 @@ export class FleetSim {
       }
       this.counters.heartbeats++;
       this.outstanding++;
-      worker.ledger.heartbeat(cluster, worker.identity, worker.running, worker.answered).then(worker.onHeartbeat, worker.onHeartbeatError);
+      worker.ledger.heartbeat(cluster, worker.identity, worker.running).then(worker.onHeartbeat, worker.onHeartbeatError);
     }
   }
 
@@ -623,10 +612,9 @@ export class FleetSim {
   }
 
   /**
-   * The worker's task ended: it stops counting it as running, and either releases its lease on its
-   * own connection (old ledger) or counts its answer, whose lease the balancer that dispatched the
-   * task releases (new ledger; the answer reaches the balancer at once here). While sendOthers,
-   * the worker counts the task's run time (`ranMs`) in its latency summaries.
+   * The worker's task ended: it stops counting it as running, and the balancer that dispatched the
+   * task releases its lease (the answer reaches the balancer at once here). While sendOthers, the
+   * worker counts the task's run time (`ranMs`) in its latency summaries.
    */
   private release(workerIndex: number, leaseId: string, balancerIndex: number, ranMs: number | undefined): void {
     const worker = this.workers[workerIndex]!;
@@ -634,12 +622,7 @@ export class FleetSim {
     if (this.othersOn && ranMs !== undefined) worker.latency?.record(this.integrationNames[Math.floor(Math.random() * this.integrationNames.length)]!, ranMs);
     this.counters.releaseCalls++;
     this.outstanding++;
-    if (this.kind.releasedBy === 'worker') {
-      worker.ledger.release(this.settings.cluster, leaseId, false).then(this.onReleased, this.onReleaseError);
-      return;
-    }
-    worker.answered++;
-    this.balancers[balancerIndex]!.ledger.release(this.settings.cluster, leaseId, true).then(this.onReleased, this.onReleaseError);
+    this.balancers[balancerIndex]!.ledger.release(this.settings.cluster, leaseId).then(this.onReleased, this.onReleaseError);
   }
 
   private arrivals(now: number): void {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { maxParallelismLimit } from '@headroom/flags';
 import { userKeyedMap } from '@headroom/common';
 import { InvalidRequestError, type FieldProblem } from '../errors';
-import type { AuditAction } from '../audit';
+import type { AuditAction } from '../record/audit-entry';
 import { planSchema } from '../rollouts/plan';
 
 /** The actions an audit entry can have (GET /audit?action=...). */

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { AuditEntry, NewAuditEntry } from '../audit';
+import type { AuditEntry, NewAuditEntry } from './audit-entry';
 import type { Database } from './database';
 
 /** What GET /audit asks for: newest first, `beforeId` pages back, `action` and `actor` filter. */

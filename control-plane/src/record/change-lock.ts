@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import { HeadroomError, type Logger } from '@headroom/common';
-import type { AuditEntry, AuditLog, NewAuditEntry } from '../audit';
+import type { AuditLog } from '../audit';
+import type { AuditEntry, NewAuditEntry } from './audit-entry';
 import { apiErrorCodes } from '../errors';
 import type { AuditStore, TimedAuditEntry } from './audit-store';
 import { advisoryLockKey, databaseUnavailable, type Database } from './database';

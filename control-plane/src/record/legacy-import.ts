@@ -1,6 +1,6 @@
 import type { Logger } from '@headroom/common';
 import { controlKeys, type RedisConnection } from '@headroom/fleet';
-import type { NewAuditEntry } from '../audit';
+import type { NewAuditEntry } from './audit-entry';
 import type { AuditStore } from './audit-store';
 import { advisoryLockKey, type Database } from './database';
 

@@ -29,9 +29,9 @@ import { readLatency, type RedisConnection, type WorkerReport } from '@headroom/
 import type { AuditLog } from '../audit';
 import type { ControlService } from '../control-service';
 import { describeGates, readGates, type GatesReading } from './gates';
-import { autopilotActor, IntentRunner, newIntent, type RolloutAction } from './intent';
+import { autopilotActor, IntentRunner, newIntent } from './intent';
 import type { PlanStep } from './plan';
-import { withDecision, type Decision, type DecisionKind, type Rollout, type RolloutStore, type StoredRollout } from './rollout-store';
+import { withDecision, type Decision, type DecisionKind, type Rollout, type RolloutAction, type RolloutStore, type StoredRollout } from './rollout-store';
 
 export { autopilotActor };
 

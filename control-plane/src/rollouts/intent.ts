@@ -10,25 +10,9 @@
 import { randomBytes } from 'node:crypto';
 import type { AuditLog } from '../audit';
 import type { ControlService } from '../control-service';
-import type { Decision, Rollout, RolloutStatus, RolloutStore, StoredRollout } from './rollout-store';
+import type { Decision, PendingIntent, Rollout, RolloutAction, RolloutStore, StoredRollout } from './rollout-store';
 
 export const autopilotActor = 'autopilot';
-
-/** What a decision does, in absolute values: applying one twice leaves what applying it once did. */
-export type RolloutAction =
-  | { kind: 'traffic'; percentByIntegration: Record<string, number> }
-  | { kind: 'parallelism'; cluster: string; maxParallelism: number }
-  | { kind: 'rollback'; integration: string; reason: string };
-
-export interface PendingIntent {
-  /** Unique; with an action's or decision's index, the idempotency key of its audit entry. */
-  id: string;
-  actions: RolloutAction[];
-  decisions: Decision[];
-  /** What the decisions' audit entries say of the rollout: as decided, whoever records them (an operator may pause it meanwhile). */
-  status: RolloutStatus;
-  maxParallelism: number;
-}
 
 export function newIntent(rollout: Rollout, actions: RolloutAction[], decisions: Decision[]): PendingIntent {
   return { id: `${rollout.id}-${randomBytes(6).toString('hex')}`, actions, decisions, status: rollout.status, maxParallelism: rollout.maxParallelism };

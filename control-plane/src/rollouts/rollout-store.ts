@@ -11,7 +11,6 @@ import { HeadroomError } from '@headroom/common';
 import { controlScripts, type ControlScript } from '../control-scripts';
 import { apiErrorCodes } from '../errors';
 import type { GatesReading } from './gates';
-import type { PendingIntent } from './intent';
 import type { Plan } from './plan';
 
 export type RolloutStatus = 'running' | 'paused' | 'completed' | 'rolled-back' | 'aborted';
@@ -29,6 +28,23 @@ export interface Decision {
   message: string;
   /** Who: "autopilot", or the operator's token name. */
   actor: string;
+}
+
+/** What a decision does, in absolute values: applying one twice leaves what applying it once did. */
+export type RolloutAction =
+  | { kind: 'traffic'; percentByIntegration: Record<string, number> }
+  | { kind: 'parallelism'; cluster: string; maxParallelism: number }
+  | { kind: 'rollback'; integration: string; reason: string };
+
+/** A decision written before it is acted on, stored in the rollout; intent.ts applies it. */
+export interface PendingIntent {
+  /** Unique; with an action's or decision's index, the idempotency key of its audit entry. */
+  id: string;
+  actions: RolloutAction[];
+  decisions: Decision[];
+  /** What the decisions' audit entries say of the rollout: as decided, whoever records them (an operator may pause it meanwhile). */
+  status: RolloutStatus;
+  maxParallelism: number;
 }
 
 export interface ParallelismSearch {
