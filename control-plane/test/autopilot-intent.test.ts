@@ -11,7 +11,6 @@
  */
 import { after, before, test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { LatencyRecorder } from '@headroom/fleet';
 import { silentLogger } from '@headroom/common';
@@ -20,6 +19,7 @@ import { createControlPlane, defaultGates, type ControlPlane } from '../src/inde
 import type { AuditEntry } from '../src/record/audit-entry';
 import { Autopilot } from '../src/rollouts/autopilot';
 import type { Plan } from '../src/rollouts/plan';
+import { newRollout } from '../src/rollouts/rollout-service';
 import { RolloutStore, type Rollout } from '../src/rollouts/rollout-store';
 import { workerReport } from './worker-report';
 
@@ -128,27 +128,7 @@ const plan: Plan = {
 /** Step 1 of `plan`, begun an hour ago and held since: the next tick decides on the figures in Redis now. */
 function heldRollout(): Rollout {
   const longAgo = Date.now() - 3_600_000;
-  return {
-    id: `ro-${randomBytes(5).toString('hex')}`,
-    plan,
-    status: 'running',
-    createdBy: 'olga',
-    createdAtUnixMs: longAgo,
-    updatedAtUnixMs: longAgo,
-    finishedAtUnixMs: null,
-    step: 0,
-    stepStartedAtUnixMs: longAgo,
-    maxParallelism: 2,
-    search: null,
-    baselineUntilUnixMs: null,
-    heldSinceUnixMs: longAgo,
-    closeSinceUnixMs: null,
-    rolledBack: [],
-    waitingFor: null,
-    closeGates: null,
-    lastReading: null,
-    decisions: [],
-  };
+  return { ...newRollout(plan, 'olga', longAgo), heldSinceUnixMs: longAgo };
 }
 
 /**

@@ -7,7 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { HeadroomError } from '@headroom/common';
 import type { AuditLog } from '../audit';
 import { apiErrorCodes } from '../errors';
-import { autopilotActor, describeStep, type Autopilot } from './autopilot';
+import { autopilotActor, type Autopilot } from './autopilot';
+import { describeStep } from './decide';
 import { newIntent } from './intent';
 import { completePlan, type Plan } from './plan';
 import {
@@ -73,27 +74,7 @@ export class RolloutService {
     }
     const now = Date.now();
     const first = plan.steps[0]!;
-    let rollout: Rollout = {
-      id: `ro-${randomBytes(5).toString('hex')}`,
-      plan,
-      status: 'running',
-      createdBy: actor,
-      createdAtUnixMs: now,
-      updatedAtUnixMs: now,
-      finishedAtUnixMs: null,
-      step: 0,
-      stepStartedAtUnixMs: now,
-      maxParallelism: first.search ? first.search.from : first.maxParallelism!,
-      search: first.search ? { current: first.search.from, highestHeld: null } : null,
-      baselineUntilUnixMs: first.candidatePercent === 100 ? now : null,
-      heldSinceUnixMs: null,
-      closeSinceUnixMs: null,
-      rolledBack: [],
-      waitingFor: null,
-      closeGates: null,
-      lastReading: null,
-      decisions: [],
-    };
+    let rollout = newRollout(plan, actor, now);
     rollout = withDecision(rollout, {
       atUnixMs: now,
       kind: 'start',
@@ -189,6 +170,32 @@ export class RolloutService {
     }
     throw new HeadroomError(apiErrorCodes.notFound, `no rollout ${id}; nothing was changed`);
   }
+}
+
+/** A rollout of `plan` started at `nowUnixMs`, in its first step, with nothing decided yet. */
+export function newRollout(plan: Plan, createdBy: string, nowUnixMs: number): Rollout {
+  const first = plan.steps[0]!;
+  return {
+    id: `ro-${randomBytes(5).toString('hex')}`,
+    plan,
+    status: 'running',
+    createdBy,
+    createdAtUnixMs: nowUnixMs,
+    updatedAtUnixMs: nowUnixMs,
+    finishedAtUnixMs: null,
+    step: 0,
+    stepStartedAtUnixMs: nowUnixMs,
+    maxParallelism: first.search ? first.search.from : first.maxParallelism!,
+    search: first.search ? { current: first.search.from, highestHeld: null } : null,
+    baselineUntilUnixMs: first.candidatePercent === 100 ? nowUnixMs : null,
+    heldSinceUnixMs: null,
+    closeSinceUnixMs: null,
+    rolledBack: [],
+    waitingFor: null,
+    closeGates: null,
+    lastReading: null,
+    decisions: [],
+  };
 }
 
 /** What an audit entry keeps of a rollout besides the decision (the plan is in rollout.start's request). */
