@@ -18,10 +18,10 @@ import * as path from 'node:path';
 import { Cleanups } from './fleet/cleanups';
 import { sampleMachineCpu } from './fleet/cpu-usage';
 import { benchPlace, startProcessFleet, type BalancerEndpoint, type ProcessFleet } from './fleet/headroom-fleet';
-import { sleepHandlersEnv, type SleepProfile } from './fleet/sleep-handlers';
+import type { SleepFleetSettings } from './fleet/sleep-fleet-settings';
+import { sleepHandlersEnv } from './fleet/sleep-handlers';
 import { summariseIncident, type IncidentSummary } from './incidents-figures';
 import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
-import type { TaskTemplate } from './load/protocol';
 import type { Goal } from './report/goals';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
 
@@ -34,14 +34,7 @@ export interface Alternative {
   defaultIntegrationLimit?: { shareOfCapacity: number; minInFlight: number } | { off: true };
 }
 
-export interface IncidentsSettings {
-  workersPerCluster: number;
-  maxParallelismPerWorker: number;
-  /** The alternatives' workers (`--overflow queue`): tasks that may wait in one at once. */
-  maxLocalQueuedTasksPerWorker: number;
-  sleep: SleepProfile;
-  integrationMix: NonNullable<TaskTemplate['integrationMix']>;
-  priorityMix: NonNullable<TaskTemplate['priorityMix']>;
+export interface IncidentsSettings extends SleepFleetSettings {
   /** Balancers of each alternative (the fronts): coprime with both mixes' cycles so that each balancer sees every integration and priority. */
   frontsPerAlternative: number;
   slowIntegration: string;
@@ -50,16 +43,11 @@ export interface IncidentsSettings {
   utilisation: number;
   /** headroom-limits' share of a cluster's capacity any one integration may hold. */
   limitedShareOfCapacity: number;
-  capacityProbe: { slotsMultiple: number; warmupMs: number; durationMs: number };
-  repetitions: number;
-  /** Load before the measured part: the fleet settles. */
-  leadInMs: number;
   /** Measured before the incident. */
   beforeMs: number;
   incidentMs: number;
   /** Each task's own deadline, from when it is sent. */
   taskDeadlineMs: number;
-  maxOutstanding: number;
 }
 
 export const fullSettings: IncidentsSettings = {

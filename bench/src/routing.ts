@@ -24,10 +24,11 @@ import { Ledger } from '@headroom/fleet';
 import { Cleanups } from './fleet/cleanups';
 import { sampleCpu, sampleMachineCpu } from './fleet/cpu-usage';
 import { benchPlace, startProcessFleet, type ProcessFleet, type WorkerEndpoint } from './fleet/headroom-fleet';
-import { sleepHandlersEnv, type SleepProfile } from './fleet/sleep-handlers';
+import type { SleepFleetSettings } from './fleet/sleep-fleet-settings';
+import { sleepHandlersEnv } from './fleet/sleep-handlers';
 import { sampleWorkerLoad, type WorkerLoadFigures } from './fleet/worker-load';
 import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
-import type { PhaseResult, Priority, QueuedFigures, TaskTemplate, TaskTrace } from './load/protocol';
+import type { PhaseResult, Priority, QueuedFigures, TaskTrace } from './load/protocol';
 import type { Goal } from './report/goals';
 import type { LatencySummary } from './report/histogram';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
@@ -46,30 +47,14 @@ export const clusterOf = (policy: Policy) => (policy === headroomPolicy ? 'basel
 const overflowOf = (cluster: string) => (cluster === 'baseline' ? 'refuse' : 'queue');
 const clusters = ['baseline', 'candidate'] as const;
 
-export interface RoutingSettings {
-  /** Workers in each of the two clusters. */
-  workersPerCluster: number;
-  maxParallelismPerWorker: number;
-  /** The candidate cluster's workers (`--overflow queue`): tasks that may wait in one at once. */
-  maxLocalQueuedTasksPerWorker: number;
-  /** How long tasks take, drawn in the worker (fleet/sleep-handlers.ts). */
-  sleep: SleepProfile;
-  /** Integrations in a fixed cycle (its length coprime with the priority cycle's and the balancer count, so that no balancer or priority gets one integration only). */
-  integrationMix: NonNullable<TaskTemplate['integrationMix']>;
-  priorityMix: NonNullable<TaskTemplate['priorityMix']>;
+export interface RoutingSettings extends SleepFleetSettings {
   balancersPerPolicy: number;
   /** Shares of the fleet's measured capacity offered as load. */
   utilisations: readonly number[];
-  /** The capacity is measured first (measureCarriedTasksPerSecond), through Headroom's balancers, with this many times the cluster's slots in flight. */
-  capacityProbe: { slotsMultiple: number; warmupMs: number; durationMs: number };
-  repetitions: number;
-  /** Load before each window: queues of the previous window are gone and the new one settles. */
-  leadInMs: number;
   windowMs: number;
   /** How often each worker's in-flight and queued counts are read during a window. */
   loadSampleIntervalMs: number;
   callTimeoutMs: number;
-  maxOutstanding: number;
 }
 
 export const fullSettings: RoutingSettings = {
