@@ -6,6 +6,7 @@ import {
   InvalidIntegrationLimitError,
   limitInFlight,
   type IntegrationLimit,
+  type IntegrationWaiting,
   type Ledger,
 } from '@headroom/fleet';
 import type { AuditLog } from '../audit';
@@ -62,7 +63,7 @@ export interface LimitServiceDeps {
   /** Tasks balancers refused at an integration's limit lately, per cluster and integration. */
   refusedCounts(): Promise<{ cluster: string; integration: string; code: string; count: number }[]>;
   /** Tasks waiting on the live balancers for an integration's limit, per cluster and integration. */
-  waitingAtLimit(): Promise<{ cluster: string; integration: string; waiting: number }[]>;
+  waitingAtLimit(): Promise<IntegrationWaiting[]>;
   /** Slots of live workers per cluster. */
   capacity(): Promise<Record<string, number>>;
   /** Called when an integration leaves auto mode: the auto limiter forgets its state. */
@@ -85,8 +86,10 @@ export class LimitService {
       this.deps.waitingAtLimit(),
     ]);
     const waiting = new Map<string, number>();
-    for (const entry of waitingEntries)
-      waiting.set(`${entry.cluster}/${entry.integration}`, (waiting.get(`${entry.cluster}/${entry.integration}`) ?? 0) + entry.waiting);
+    for (const entry of waitingEntries) {
+      const key = `${entry.cluster}/${entry.integration}`;
+      waiting.set(key, (waiting.get(key) ?? 0) + entry.waiting);
+    }
     const autoLimits = new Map(stored.flatMap((row) => (decodeAutoLimit(row.spec) ? [[`${row.cluster}/${row.integration}`, decodeAutoLimit(row.spec)!]] : [])));
     const refused = new Map(errors.filter((e) => e.code === integrationAtLimitCode).map((e) => [`${e.cluster}/${e.integration}`, e.count]));
     const clusters: ClusterLimitsView[] = [];
