@@ -207,6 +207,11 @@ test('the schedule: user-present at a constant rate, background x factor during 
   // 2.1 s: 1.75 s steady at 90/s + 0.35 s spiking at 900/s.
   assert.equal(periodic.dueBy('BACKGROUND', 2100), 157 + 315);
   assert.equal(periodic.dueBy('USER_PRESENT', 2100), 21);
+  // 90 background tasks fall due in the first second: the 89th (sequence 88) before the first spike,
+  // the 91st (90) in it. Each counts in the phase it fell due in, whenever it was sent.
+  assert.equal(periodic.phaseAt(periodic.dueAtMs('BACKGROUND', 88, 2100)), 'steady');
+  assert.equal(periodic.phaseAt(periodic.dueAtMs('BACKGROUND', 90, 2100)), 'spike');
+  assert.ok(Math.abs(periodic.dueAtMs('BACKGROUND', 90 + 225 - 1, 2100) - 1250) <= 1, 'the 225 spike tasks fall due by 1.25 s');
   assert.equal(periodic.targetRatePerS('spike'), 910);
 
   // A one-shot spike that overlaps a periodic one is counted once.

@@ -2,7 +2,7 @@
  * Open-loop load: tasks are sent on a fixed schedule whatever the answers do, as real
  * clients would, so a slow system shows up as latency and errors, not as a lower rate.
  * Calls awaiting answers are bounded; a task due beyond the bound is dropped and counted.
- * Each task counts in the phase (steady or spike) it was sent in.
+ * Each task counts in the phase (steady or spike) it fell due in.
  */
 import { setMaxListeners } from 'node:events';
 import { once, parseConfig } from '@headroom/common';
@@ -29,7 +29,7 @@ export interface LoadReport {
   outstandingCalls: number;
   /** The phase tasks are being sent in now. */
   phase: LoadPhase;
-  /** Since the start, by the phase each task was sent in: `spike` stays empty (0 s) without spikes. */
+  /** Since the start, by the phase each task fell due in: `spike` stays empty (0 s) without spikes. */
   phases: Record<LoadPhase, PhaseFigures>;
 }
 
@@ -87,6 +87,10 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
     count(phase, (c) => c.countCompleted(cluster, priority, latencyMs, errorCode));
   };
 
+  // A task counts in the phase it fell due in: a late timer that sends a spike's tasks after the
+  // spike ended (a loaded machine) must not count them as steady ones.
+  const phaseDue = (index: number, sequence: number, sentAtMs: number): LoadPhase =>
+    schedule.hasSpikes ? schedule.phaseAt(schedule.dueAtMs(priorities[index]!, sequence, sentAtMs)) : 'steady';
   // User-present first: when the outstanding limit bites, background tasks are the ones dropped.
   const loop = new OpenLoop({
     schedules: priorities.map((priority) => ({
@@ -96,8 +100,9 @@ export function startLoadGenerator(options: LoadGeneratorOptions, dependencies: 
     })),
     maxOutstandingCalls: config.maxOutstandingCalls,
     tickMs,
-    send: ({ schedule: index, elapsedMs }: DueCall) => send(workload.next(Date.now(), priorities[index]!), schedule.phaseAt(elapsedMs)),
-    onDropped: ({ reason, calls, elapsedMs }: DroppedCalls) => count(schedule.phaseAt(elapsedMs), (c) => c.countDropped(reason, calls)),
+    send: ({ schedule: index, sequence, elapsedMs }: DueCall) => send(workload.next(Date.now(), priorities[index]!), phaseDue(index, sequence, elapsedMs)),
+    onDropped: ({ schedule: index, firstSequence, reason, calls, elapsedMs }: DroppedCalls) =>
+      count(phaseDue(index, firstSequence, elapsedMs), (c) => c.countDropped(reason, calls)),
   });
   const startedAtMs = loop.startedAtMs;
   let windowStartedAtMs = startedAtMs;

@@ -84,6 +84,21 @@ export class SendSchedule {
     return { steady: (elapsedMs - spikeMs) / 1000, spike: spikeMs / 1000 };
   }
 
+  /**
+   * When the `sequence`-th task of one priority (from 0) fell due, to within a millisecond: the
+   * first time dueBy counts it. `notAfterMs` is a time by which it was due (when it was sent).
+   */
+  dueAtMs(priority: TaskPriority, sequence: number, notAfterMs: number): number {
+    let low = 0;
+    let high = notAfterMs;
+    while (high - low > 1) {
+      const middle = (low + high) / 2;
+      if (this.dueBy(priority, middle) > sequence) high = middle;
+      else low = middle;
+    }
+    return high;
+  }
+
   /** Tasks of one priority due from the start to `elapsedMs` (whole tasks). */
   dueBy(priority: TaskPriority, elapsedMs: number): number {
     const seconds = this.phaseSeconds(elapsedMs);
