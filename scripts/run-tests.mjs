@@ -18,9 +18,12 @@ const root = new URL('..', import.meta.url).pathname;
 const packages = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).workspaces;
 /** Files that start fleets of processes (balancers, workers, Unleash, Chromium): at most maxHeavyAtOnce of them run at once. */
 const heavyFolders = ['faults/', 'bench/', 'ui/', 'demo/', 'deploy/'];
-/** Files under a heavy folder that start no fleet (one process, or static checks of files): they run as light ones. */
+/**
+ * Files under a heavy folder that start no fleet (a process or two, or static checks of files): they
+ * run as light ones. Not the long ledger model: it takes a whole core for a minute, and beside it a
+ * fault test that judges time failed (a worker marked in an outage that hit every worker alike).
+ */
 const noFleetFiles = [
-  'faults/dist/test/ledger-model-long',
   'faults/dist/test/ledger-watch',
   'faults/dist/test/heap-snapshot',
   'deploy/dist/test/compose',
