@@ -127,8 +127,9 @@ export const balancerOptionsSchema = z
     ejectFailureWindowMs: settings.positiveInt(600_000).default(10_000),
     /**
      * A worker is ejected as failing when its share of failed tasks on an integration is at least
-     * this much above the other workers' share on the same integration (an outage that fails on
-     * every worker ejects none). @default 0.5
+     * this much above the other workers' share on the same integration, and their share of tasks
+     * done at least this much above its own (an outage that fails on every worker ejects none).
+     * @default 0.5
      */
     ejectFailureShareAbovePeers: z.coerce
       .number({ error: 'expected a number above 0 and at most 1' })

@@ -5,8 +5,7 @@ import type { DispatchOutcome } from './worker-channels';
  * and the handlers' own; the balancer reads them from the answer and never from message text.
  */
 const notCountedErrorCodes: ReadonlySet<string> = new Set([
-  // The clock or the client ended these, not the worker: a slow upstream shows as deadlines everywhere.
-  'HR_ERR_DEADLINE_EXCEEDED',
+  // The client ended it, not the worker.
   'HR_ERR_CANCELLED',
   // The worker is going away; its drain, not a fault, ended the task.
   'HR_ERR_WORKER_STOPPED',
@@ -16,26 +15,32 @@ const notCountedErrorCodes: ReadonlySet<string> = new Set([
 const failingRefusalCodes: ReadonlySet<string> = new Set(['HR_ERR_NO_HANDLER']);
 
 /**
- * Whether a dispatch's outcome counts as a failure (true), a success (false), or not at all
- * (undefined). Every error a handler answers counts, upstream errors too: the comparison with
- * the worker's peers on the same integration is what keeps an upstream outage from ejecting
- * anyone (it fails on every worker alike). Refusals for lack of room (full, draining) do not
- * count, nor deadlines and cancels.
+ * What a dispatch's outcome says of the worker: it failed the task, ran it, ran out of time on it,
+ * or nothing (undefined). Every error a handler answers is a failure, upstream errors too: the
+ * comparison with the worker's peers on the same integration is what keeps an upstream outage
+ * from ejecting anyone (it fails on every worker alike). A deadline is no failure (a slow upstream
+ * shows as deadlines everywhere), but no success either: see FailureRate's judge. Refusals for
+ * lack of room (full, draining) and cancels say nothing.
  */
-export function countsAsFailure(outcome: DispatchOutcome): boolean | undefined {
+export type TaskJudgement = 'failure' | 'success' | 'timeout';
+
+export function judgeOutcome(outcome: DispatchOutcome): TaskJudgement | undefined {
   switch (outcome.kind) {
     case 'done': {
       const code = outcome.response.error?.code;
-      if (code === undefined) return false;
-      return notCountedErrorCodes.has(code) ? undefined : true;
+      if (code === undefined) return 'success';
+      if (code === 'HR_ERR_DEADLINE_EXCEEDED') return 'timeout';
+      return notCountedErrorCodes.has(code) ? undefined : 'failure';
     }
     case 'not-started':
-      return !outcome.unreachable && failingRefusalCodes.has(outcome.code) ? true : undefined;
+      return !outcome.unreachable && failingRefusalCodes.has(outcome.code) ? 'failure' : undefined;
     case 'lost':
       // Started and then the connection broke: the worker died under the task (a crash loop fails fast too).
-      return true;
-    case 'cancelled':
+      return 'failure';
     case 'deadline':
+      // Only a task the worker had started says something of it; one that never left the balancer does not.
+      return outcome.started ? 'timeout' : undefined;
+    case 'cancelled':
       return undefined;
   }
 }
@@ -60,22 +65,33 @@ export type FailureVerdict =
 /** Buckets a window is cut into: the window slides by one bucket (a tenth of it) at a time. */
 const bucketsPerWindow = 10;
 
-/** Tasks and failures per time bucket, over the last window (a ring of buckets). */
+/** Over a window: tasks that ended with an answer (failed or not), failed ones, and those that ran out of time. */
+interface WindowSum {
+  tasks: number;
+  failures: number;
+  timeouts: number;
+}
+
+/** Tasks, failures and timeouts per time bucket, over the last window (a ring of buckets). */
 class WindowCounts {
   private readonly bucketIds = new Array<number>(bucketsPerWindow).fill(-1);
   private readonly taskCounts = new Array<number>(bucketsPerWindow).fill(0);
   private readonly failureCounts = new Array<number>(bucketsPerWindow).fill(0);
+  private readonly timeoutCounts = new Array<number>(bucketsPerWindow).fill(0);
   lastBucket = -1;
 
-  add(bucket: number, tasks: number, failures: number): void {
+  /** Counts one task: its judgement, in `bucket`. */
+  add(bucket: number, judgement: TaskJudgement): void {
     const at = bucket % bucketsPerWindow;
     if (this.bucketIds[at] !== bucket) {
       this.bucketIds[at] = bucket;
       this.taskCounts[at] = 0;
       this.failureCounts[at] = 0;
+      this.timeoutCounts[at] = 0;
     }
-    this.taskCounts[at]! += tasks;
-    this.failureCounts[at]! += failures;
+    if (judgement === 'timeout') this.timeoutCounts[at]!++;
+    else this.taskCounts[at]!++;
+    if (judgement === 'failure') this.failureCounts[at]!++;
     if (bucket > this.lastBucket) this.lastBucket = bucket;
   }
 
@@ -85,20 +101,21 @@ class WindowCounts {
       if (other.bucketIds[at] === this.bucketIds[at]) {
         this.taskCounts[at]! -= other.taskCounts[at]!;
         this.failureCounts[at]! -= other.failureCounts[at]!;
+        this.timeoutCounts[at]! -= other.timeoutCounts[at]!;
       }
     }
   }
 
-  sum(nowBucket: number): { tasks: number; failures: number } {
-    let tasks = 0;
-    let failures = 0;
+  sum(nowBucket: number): WindowSum {
+    const sum = { tasks: 0, failures: 0, timeouts: 0 };
     for (let at = 0; at < bucketsPerWindow; at++) {
       if (this.bucketIds[at]! > nowBucket - bucketsPerWindow) {
-        tasks += this.taskCounts[at]!;
-        failures += this.failureCounts[at]!;
+        sum.tasks += this.taskCounts[at]!;
+        sum.failures += this.failureCounts[at]!;
+        sum.timeouts += this.timeoutCounts[at]!;
       }
     }
-    return { tasks, failures };
+    return sum;
   }
 
   isStale(nowBucket: number): boolean {
@@ -111,6 +128,11 @@ interface IntegrationCounts {
   readonly cluster: string;
   readonly total: WindowCounts;
   readonly byWorker: Map<string, WindowCounts>;
+}
+
+/** The share of tasks done without an error, of all that ended (answered or out of time). */
+function successShare(sum: WindowSum): number {
+  return (sum.tasks - sum.failures) / (sum.tasks + sum.timeouts);
 }
 
 /** Series (integrations of a cluster, and workers within them) followed at once; outcomes of more are not counted (see `untracked`). */
@@ -149,7 +171,7 @@ export class FailureRate {
    * (back from an ejection for failing) is judged on half the minimum of its own tasks: it is
    * the freest worker when it returns, so least-loaded sends it nearly every task until judged.
    */
-  record(cluster: string, workerId: string, integration: string, failed: boolean, nowMs: number, onProbation = false): FailureVerdict {
+  record(cluster: string, workerId: string, integration: string, judgement: TaskJudgement, nowMs: number, onProbation = false): FailureVerdict {
     if (this.options.minTasks === 0) return { kind: 'unknown' };
     const bucket = Math.floor(nowMs / this.bucketMs);
     if (bucket - this.lastSweepBucket >= bucketsPerWindow) this.sweep(bucket);
@@ -158,8 +180,8 @@ export class FailureRate {
       this.untrackedCount++;
       return { kind: 'unknown' };
     }
-    counts.worker.add(bucket, 1, failed ? 1 : 0);
-    counts.integration.total.add(bucket, 1, failed ? 1 : 0);
+    counts.worker.add(bucket, judgement);
+    counts.integration.total.add(bucket, judgement);
     const minWorkerTasks = onProbation ? Math.ceil(this.options.minTasks / 2) : this.options.minTasks;
     return this.judge(counts.worker.sum(bucket), counts.integration.total.sum(bucket), integration, minWorkerTasks);
   }
@@ -177,20 +199,22 @@ export class FailureRate {
     }
   }
 
-  private judge(
-    worker: { tasks: number; failures: number },
-    all: { tasks: number; failures: number },
-    integration: string,
-    minWorkerTasks: number,
-  ): FailureVerdict {
+  /**
+   * An outlier fails far more of its answered tasks than its peers, and its peers also get far
+   * more of theirs done. The second half matters when the peers' tasks run out of time: a
+   * deadline is no failure, so peers whose outage tasks hang until their deadline keep only
+   * their older successes in the failure share, and a worker whose outage tasks fail at once
+   * would look far worse than them.
+   */
+  private judge(worker: WindowSum, all: WindowSum, integration: string, minWorkerTasks: number): FailureVerdict {
     const { minTasks, shareAbovePeers } = this.options;
-    const peerTasks = all.tasks - worker.tasks;
-    const peerFailures = all.failures - worker.failures;
+    const peers = { tasks: all.tasks - worker.tasks, failures: all.failures - worker.failures, timeouts: all.timeouts - worker.timeouts };
     // Envoy's minimum request volume, on both sides: without peers' tasks an outage and a bad worker look alike.
-    if (worker.tasks < minWorkerTasks || peerTasks < minTasks) return { kind: 'unknown' };
-    const aboveShare = worker.failures / worker.tasks - peerFailures / peerTasks;
-    if (aboveShare < shareAbovePeers) return { kind: 'in-line' };
-    return { kind: 'outlier', integration, tasks: worker.tasks, failures: worker.failures, peerTasks, peerFailures };
+    if (worker.tasks < minWorkerTasks || peers.tasks < minTasks) return { kind: 'unknown' };
+    const failuresAbovePeers = worker.failures / worker.tasks - peers.failures / peers.tasks;
+    const successesBelowPeers = successShare(peers) - successShare(worker);
+    if (failuresAbovePeers < shareAbovePeers || successesBelowPeers < shareAbovePeers) return { kind: 'in-line' };
+    return { kind: 'outlier', integration, tasks: worker.tasks, failures: worker.failures, peerTasks: peers.tasks, peerFailures: peers.failures };
   }
 
   private countsOf(cluster: string, workerId: string, integration: string): { worker: WindowCounts; integration: IntegrationCounts } | undefined {

@@ -2,7 +2,7 @@ import type { Counter } from 'prom-client';
 import type { Logger } from '@headroom/common';
 import type { EjectionReason, UnreachableMark } from '@headroom/fleet';
 import { checkHealth, type ChannelSecurity } from '@headroom/proto';
-import { countsAsFailure, type FailureRate } from './failure-rate';
+import { judgeOutcome, type FailureRate } from './failure-rate';
 import type { DispatchOutcome } from './worker-channels';
 
 export interface WorkerEjectionOptions {
@@ -108,12 +108,12 @@ export class WorkerEjection {
     if (outcome.kind === 'not-started' && outcome.ownFault) return;
     if (outcome.kind === 'not-started' && outcome.unreachable) return this.connectFailed(cluster, workerId, address, outcome.message);
     if (outcome.kind === 'done' || outcome.kind === 'not-started') this.answered(cluster, workerId);
-    const failed = countsAsFailure(outcome);
-    if (failed === undefined || this.closed) return;
+    const judgement = judgeOutcome(outcome);
+    if (judgement === undefined || this.closed) return;
     const known = this.followed.get(keyOf(cluster, workerId));
     const onProbation = known?.state === 'watching' && known.reason === 'failing' && known.ejectionsInARow > 0;
-    const verdict = this.deps.failureRate.record(cluster, workerId, integration, failed, this.helper.nowMs(), onProbation);
-    if (verdict.kind === 'in-line' && !failed) this.performedWell(cluster, workerId);
+    const verdict = this.deps.failureRate.record(cluster, workerId, integration, judgement, this.helper.nowMs(), onProbation);
+    if (verdict.kind === 'in-line' && judgement === 'success') this.performedWell(cluster, workerId);
     if (verdict.kind !== 'outlier') return;
     const followed = this.follow(cluster, workerId, address);
     if (!followed || followed.state !== 'watching') return;

@@ -1,39 +1,42 @@
 /** FailureRate without a network: the clock is passed in, so the window is driven by hand. */
 import { test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { FailureRate, countsAsFailure, maxFailureSeries, type FailureVerdict } from '../src/failure-rate';
+import { FailureRate, judgeOutcome, maxFailureSeries, type FailureVerdict, type TaskJudgement } from '../src/failure-rate';
 import type { DispatchOutcome } from '../src/worker-channels';
 
 const options = { windowMs: 10_000, minTasks: 10, shareAbovePeers: 0.5 };
 
-function record(rate: FailureRate, workerId: string, integration: string, tasks: number, failures: number, atMs: number) {
+/** Records `tasks` answered tasks, the first `failures` of them failed, then `timeouts` that ran out of time. */
+function record(rate: FailureRate, workerId: string, integration: string, tasks: number, failures: number, atMs: number, timeouts = 0) {
   let verdict: FailureVerdict = { kind: 'unknown' };
-  for (let i = 0; i < tasks; i++) verdict = rate.record('c', workerId, integration, i < failures, atMs);
+  for (let i = 0; i < tasks; i++) verdict = rate.record('c', workerId, integration, i < failures ? 'failure' : 'success', atMs);
+  for (let i = 0; i < timeouts; i++) verdict = rate.record('c', workerId, integration, 'timeout', atMs);
   return verdict;
 }
 
-test('which outcomes count: handler errors (upstream ones too), lost tasks and NO_HANDLER refusals fail; deadlines, cancels, full and unreachable do not count', () => {
+test('which outcomes count: handler errors (upstream ones too), lost tasks and NO_HANDLER refusals fail; started tasks past their deadline timed out; cancels, full and unreachable do not count', () => {
   const done = (code?: string): DispatchOutcome => ({
     kind: 'done',
     response: { workerId: 'w', runMs: 1, queueWaitMs: 0, ...(code ? { error: { code, message: '', retryAfterMs: 0 } } : {}) },
   });
   const refused = (code: string, unreachable = false): DispatchOutcome => ({ kind: 'not-started', unreachable, code, message: '' });
-  const table: [DispatchOutcome, boolean | undefined][] = [
-    [done(), false],
-    [done('HR_ERR_HANDLER_FAILED'), true],
-    [done('HR_ERR_UPSTREAM_UNAVAILABLE'), true],
-    [done('HR_ERR_DEADLINE_EXCEEDED'), undefined],
+  const table: [DispatchOutcome, TaskJudgement | undefined][] = [
+    [done(), 'success'],
+    [done('HR_ERR_HANDLER_FAILED'), 'failure'],
+    [done('HR_ERR_UPSTREAM_UNAVAILABLE'), 'failure'],
+    [done('HR_ERR_DEADLINE_EXCEEDED'), 'timeout'],
     [done('HR_ERR_CANCELLED'), undefined],
     [done('HR_ERR_WORKER_STOPPED'), undefined],
-    [refused('HR_ERR_NO_HANDLER'), true],
+    [refused('HR_ERR_NO_HANDLER'), 'failure'],
     [refused('HR_ERR_WORKER_FULL'), undefined],
     [refused('HR_ERR_WORKER_DRAINING'), undefined],
     [refused('', true), undefined],
-    [{ kind: 'lost', message: 'reset' }, true],
-    [{ kind: 'deadline', started: true }, undefined],
+    [{ kind: 'lost', message: 'reset' }, 'failure'],
+    [{ kind: 'deadline', started: true }, 'timeout'],
+    [{ kind: 'deadline', started: false }, undefined],
     [{ kind: 'cancelled', started: false }, undefined],
   ];
-  for (const [outcome, expected] of table) assert.equal(countsAsFailure(outcome), expected, JSON.stringify(outcome));
+  for (const [outcome, expected] of table) assert.equal(judgeOutcome(outcome), expected, JSON.stringify(outcome));
 });
 
 test('an outlier needs the minimum volume on both sides and a failure share far above its peers', () => {
@@ -46,7 +49,7 @@ test('an outlier needs the minimum volume on both sides and a failure share far 
   const probation = new FailureRate(options);
   record(probation, 'w2', 'a', 10, 0, 0);
   assert.equal(record(probation, 'w1', 'a', 4, 4, 0).kind, 'unknown');
-  assert.equal(probation.record('c', 'w1', 'a', true, 0, true).kind, 'outlier');
+  assert.equal(probation.record('c', 'w1', 'a', 'failure', 0, true).kind, 'outlier');
   // 40% above its peers is not enough at 0.5.
   const mild = new FailureRate(options);
   record(mild, 'w2', 'a', 20, 2, 0);
@@ -64,6 +67,29 @@ test('an outage fails everyone alike: no outlier, whatever the volume; other int
   assert.equal(record(rate, 'w1', 'bank-b', 10, 10, 1000).kind, 'outlier');
 });
 
+test('an outage whose tasks fail at once on one worker and run out of time on its peers ejects none: the peers get no more done', () => {
+  const rate = new FailureRate(options);
+  // Before the outage every worker ran its tasks; then the upstream failed them at once on w1
+  // while the peers' calls hung until their deadlines (a starved machine, a connection pool full).
+  record(rate, 'w2', 'bank-a', 12, 0, 0, 30);
+  assert.equal(record(rate, 'w1', 'bank-a', 12, 10, 0).kind, 'in-line', 'w1 fails more of what it answers, but its peers finish less');
+  // A bad deploy beside peers that time out some tasks is still an outlier: they get most done.
+  const badDeploy = new FailureRate(options);
+  record(badDeploy, 'w2', 'bank-a', 30, 0, 0, 5);
+  assert.deepEqual(record(badDeploy, 'w1', 'bank-a', 12, 12, 0), {
+    kind: 'outlier',
+    integration: 'bank-a',
+    tasks: 12,
+    failures: 12,
+    peerTasks: 30,
+    peerFailures: 0,
+  });
+  // Timeouts alone on one worker (a slow upstream there) make it no failing outlier.
+  const slow = new FailureRate(options);
+  record(slow, 'w2', 'bank-a', 30, 0, 0);
+  assert.equal(record(slow, 'w1', 'bank-a', 10, 0, 0, 30).kind, 'in-line');
+});
+
 test('the window slides: failures older than windowMs no longer count; forgetWorker drops a worker from its peers too', () => {
   const rate = new FailureRate(options);
   record(rate, 'w2', 'a', 20, 0, 0);
@@ -78,10 +104,10 @@ test('the window slides: failures older than windowMs no longer count; forgetWor
 
 test('bounded: at most maxFailureSeries series; outcomes beyond are counted as untracked; series with nothing in the window are swept', () => {
   const rate = new FailureRate(options);
-  for (let i = 0; i < maxFailureSeries + 10; i++) rate.record('c', `w${i}`, 'a', false, 0);
+  for (let i = 0; i < maxFailureSeries + 10; i++) rate.record('c', `w${i}`, 'a', 'success', 0);
   assert.equal(rate.series, maxFailureSeries);
   assert.equal(rate.untracked, 11);
-  rate.record('c', 'w0', 'b', false, 20_000);
+  rate.record('c', 'w0', 'b', 'success', 20_000);
   assert.equal(rate.series, 2, 'the stale ones were swept when the window moved on');
   const off = new FailureRate({ ...options, minTasks: 0 });
   assert.equal(record(off, 'w1', 'a', 50, 50, 0).kind, 'unknown');

@@ -210,5 +210,11 @@ test('an upstream outage that fails on every worker ejects none', async (t) => {
   });
   t.diagnostic(JSON.stringify(result.tally.taskErrors));
   assert.ok(bankAFailedShare >= 0.9, `the outage failed bank-a's tasks: ${round3(bankAFailedShare)}`);
-  assert.deepEqual([...new Set(marks.samples.map((s) => s.workerId))], [], 'no worker was marked');
+  // What the balancers logged when they marked one: which integration, and the counts on both sides.
+  const ejectionLines = stack.balancers.flatMap((b) => b.process.child.recentOutput().filter((line) => line.includes('eject')));
+  assert.deepEqual(
+    [...new Set(marks.samples.map((s) => `${s.workerId} (${s.reason})`))],
+    [],
+    `no worker was marked; the balancers logged:\n${ejectionLines.join('\n')}`,
+  );
 });
