@@ -29,6 +29,8 @@ import { runAutopilot } from './autopilot';
 import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
 import { runIncidents } from './incidents';
+import { runLimitsCost } from './limits-cost';
+import { limitsCostMarkdown, limitsCostTables } from './limits-cost-report';
 import { incidentsMarkdown, incidentsTables } from './incidents-report';
 import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
 import { runMemory } from './memory';
@@ -90,6 +92,8 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
   // Issue 35: one slow bank among four integrations, with and without per-integration limits, against the alternatives.
   incidents: (options) => report('incidents', options, runIncidents(common(options)), { tables: incidentsTables, markdown: incidentsMarkdown }),
+  // What keeping to per-integration limits costs Redis per task, on the scale benchmark's harness.
+  'limits-cost': (options) => report('limits-cost', options, runLimitsCost(common(options)), { tables: limitsCostTables, markdown: limitsCostMarkdown }),
   // Runs only when named (30 minutes by default: --minutes N).
   soak: (options) =>
     report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),

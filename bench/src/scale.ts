@@ -68,6 +68,7 @@ const fleetSim = {
   durations: { medianMs: 2_000, p99OverMedian: 10 },
   // Latency summaries count per integration: a fleet of bank integrations has a few dozen; each worker's tasks spread over them.
   integrations: 20,
+  integrationLimits: 'none' as const,
   maxOutstandingReserves: 8_000,
   connectConcurrency: 200,
 };
@@ -210,7 +211,7 @@ export interface ScaleResult extends RunHeader<'scale', ScaleSettings> {
 export type ScaleOptions = BenchmarkOptions;
 
 /** Runs `fn(i)` for i < count with `concurrency` calls in flight; bounded by count and by `timeoutMs`. */
-async function runCalls(count: number, concurrency: number, timeoutMs: number, fn: (i: number) => Promise<unknown>): Promise<void> {
+export async function runCalls(count: number, concurrency: number, timeoutMs: number, fn: (i: number) => Promise<unknown>): Promise<void> {
   let next = 0;
   const giveUpAt = performance.now() + timeoutMs;
   const lane = async () => {

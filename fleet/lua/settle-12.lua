@@ -87,23 +87,46 @@ local function readTotals()
   end
 end
 
--- Per integration met in this batch: { inflight, limit } (read once, counted here as leases are taken).
-local integrations = {}
-local function integrationState(integration)
-  local state = integrations[integration]
-  if state then return state end
-  readTotals()
-  local spec = redis.call('HGET', integrationLimitsKey, integration)
-  local limit
-  if spec == 'off' or (not spec and defaultLimitShare <= 0) then limit = math.huge
-  elseif spec and string.sub(spec, 1, 4) == 'max:' then limit = tonumber(string.sub(spec, 5)) or math.huge
-  elseif spec and string.sub(spec, 1, 6) == 'share:' then limit = math.ceil((tonumber(string.sub(spec, 7)) or 1) * totalCapacity)
-  else limit = math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor) end
-  -- The releases of this batch are not written yet: their changes count here.
-  state = { inflight = tonumber(redis.call('HGET', integrationInflightKey, integration) or '0') + (integrationDeltas[integration] or 0), limit = limit }
-  integrations[integration] = state
-  return state
+local function limitOf(spec)
+  if spec == 'off' or (not spec and defaultLimitShare <= 0) then return math.huge
+  elseif spec and string.sub(spec, 1, 4) == 'max:' then return tonumber(string.sub(spec, 5)) or math.huge
+  elseif spec and string.sub(spec, 1, 6) == 'share:' then return math.ceil((tonumber(string.sub(spec, 7)) or 1) * totalCapacity)
+  end
+  return math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor)
 end
+
+-- Per integration of this batch's reservations: { inflight, limit }, counted here as leases are
+-- taken. `countBefore`: every integration whose count this batch changes, as it was before it.
+-- Read in one call per hash for the whole batch, not one per integration: with tasks spread over
+-- many integrations, nearly every reservation names one the batch has not met yet.
+local integrations, countBefore = {}, {}
+local function readIntegrations()
+  local names, limited, from = {}, {}, at
+  for r = 1, reservationCount do
+    local integration = ARGV[from + 6]
+    if integration ~= '' and not integrations[integration] then
+      integrations[integration] = true
+      limited[#limited + 1] = integration
+    end
+    from = from + 7 + tonumber(ARGV[from + 7])
+  end
+  for i = 1, #limited do names[i] = limited[i] end
+  for integration in pairs(integrationDeltas) do
+    if not integrations[integration] then names[#names + 1] = integration end
+  end
+  if #names == 0 then return end
+  local counts = redis.call('HMGET', integrationInflightKey, unpack(names))
+  for i = 1, #names do countBefore[names[i]] = tonumber(counts[i] or '0') end
+  if #limited == 0 then return end
+  readTotals()
+  local specs = redis.call('HMGET', integrationLimitsKey, unpack(limited))
+  for i = 1, #limited do
+    local integration = limited[i]
+    -- The releases of this batch are not written yet: their changes count here.
+    integrations[integration] = { inflight = countBefore[integration] + (integrationDeltas[integration] or 0), limit = limitOf(specs[i] or nil) }
+  end
+end
+readIntegrations()
 for r = 1, reservationCount do
   local priority, balancer, wait = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3] == '1'
   local target, nonce, integration, skipCount = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6], tonumber(ARGV[at + 7])
@@ -112,7 +135,7 @@ for r = 1, reservationCount do
 
   local reason, limited = nil, nil
   if integration ~= '' then
-    limited = integrationState(integration)
+    limited = integrations[integration]
     if limited.inflight >= limited.limit then reason = 'integration-at-limit' end
     nonce = nonce .. '|' .. integration
   end
@@ -197,11 +220,22 @@ for r = 1, reservationCount do
 end
 
 if freedInTotals ~= taken then redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken) end
+-- Every changed count in one write (and one delete for those that reached 0: the hash holds only
+-- integrations with tasks in flight). Nothing else in this call wrote them since they were read.
+local counts, emptied = {}, {}
 for integration, delta in pairs(integrationDeltas) do
-  if delta ~= 0 and redis.call('HINCRBY', integrationInflightKey, integration, delta) <= 0 then
-    redis.call('HDEL', integrationInflightKey, integration)
+  if delta ~= 0 then
+    local count = countBefore[integration] + delta
+    if count > 0 then
+      counts[#counts + 1] = integration
+      counts[#counts + 1] = count
+    else
+      emptied[#emptied + 1] = integration
+    end
   end
 end
+if #counts > 0 then redis.call('HSET', integrationInflightKey, unpack(counts)) end
+if #emptied > 0 then redis.call('HDEL', integrationInflightKey, unpack(emptied)) end
 -- Slots freed that this batch did not take again: tell waiting balancers.
 if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
   redis.call('PUBLISH', slotFreedChannel, freedWorker)

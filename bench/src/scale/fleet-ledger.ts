@@ -6,7 +6,7 @@
  * on its own Redis connection.
  */
 import type { Redis } from 'ioredis';
-import { Ledger } from '@headroom/fleet';
+import { Ledger, type IntegrationLimit } from '@headroom/fleet';
 
 export type TaskPriority = 'user' | 'background';
 
@@ -40,7 +40,12 @@ export interface FleetLedger {
    * heartbeat (HeartbeatReply.heartbeatScale).
    */
   heartbeat(cluster: string, worker: SimWorkerIdentity, running: ReadonlySet<string>): Promise<number>;
-  reserve(cluster: string, request: { priority: TaskPriority; balancerId: string; waitIfNone: boolean; targetWorkerId?: string }): Promise<SimReservation>;
+  reserve(
+    cluster: string,
+    request: { priority: TaskPriority; balancerId: string; waitIfNone: boolean; targetWorkerId?: string; integration?: string },
+  ): Promise<SimReservation>;
+  /** An operator's limit on one integration (as the control plane sets it). */
+  setIntegrationLimit(cluster: string, integration: string, limit: IntegrationLimit): Promise<void>;
   /** Sent by the balancer that received the worker's answer, batched with its reservations. */
   release(cluster: string, leaseId: string): Promise<boolean>;
   /** A balancer's periodic sweep; leasesExpired stays 0, as leases no longer expire one by one (a worker's go with it). */
@@ -82,6 +87,7 @@ export function openFleetLedger(redis: Redis, keyPrefix: string): FleetLedger {
       return reservation.ok ? { ok: true, leaseId: reservation.leaseId, workerId: reservation.workerId } : reservation;
     },
     release: (cluster, leaseId) => ledger.release(cluster, leaseId),
+    setIntegrationLimit: (cluster, integration, limit) => ledger.setIntegrationLimit(cluster, integration, limit),
     async sweep(cluster, heartbeatTimeoutMs) {
       const swept = await ledger.sweep(cluster, heartbeatTimeoutMs);
       return { workersRemoved: swept.workersRemoved, leasesExpired: 0 };

@@ -49,6 +49,12 @@ export interface FleetSimSettings {
   balancerHeartbeatIntervalMs: number;
   /** Integrations the tasks are spread over (latency summaries count per integration). */
   integrations: number;
+  /**
+   * 'every': each reservation names one of `integrations`, and each has an in-flight limit of its
+   * own in the ledger (half the cluster, so that none is reached: the cost of keeping to limits,
+   * not of refusing); 'none': reservations name no integration, and the ledger reads no limit.
+   */
+  integrationLimits: 'every' | 'none';
   userPresentShare: number;
   durations: LogNormalDurations;
   /** Reservations under way at once, all balancers together, beyond which arrivals are dropped (and counted): the harness cannot drive the rate. */
@@ -244,6 +250,10 @@ export class FleetSim {
         });
         await subscriber.subscribe(...channels.keys());
         sim.balancers.push(balancer);
+      }
+      if (settings.integrationLimits === 'every') {
+        for (const integration of sim.integrationNames)
+          await sim.balancers[0]!.ledger.setIntegrationLimit(settings.cluster, integration, { shareOfCapacity: 0.5 });
       }
     } catch (error) {
       sim.close();
@@ -619,7 +629,7 @@ export class FleetSim {
   private release(workerIndex: number, leaseId: string, balancerIndex: number, ranMs: number | undefined): void {
     const worker = this.workers[workerIndex]!;
     worker.running.delete(leaseId);
-    if (this.othersOn && ranMs !== undefined) worker.latency?.record(this.integrationNames[Math.floor(Math.random() * this.integrationNames.length)]!, ranMs);
+    if (this.othersOn && ranMs !== undefined) worker.latency?.record(this.randomIntegration(), ranMs);
     this.counters.releaseCalls++;
     this.outstanding++;
     this.balancers[balancerIndex]!.ledger.release(this.settings.cluster, leaseId).then(this.onReleased, this.onReleaseError);
@@ -641,12 +651,23 @@ export class FleetSim {
     }
   }
 
+  private randomIntegration(): string {
+    return this.integrationNames[Math.floor(Math.random() * this.integrationNames.length)]!;
+  }
+
   private sendReserve(balancer: SimBalancer, priority: TaskPriority, targetWorkerId: string | undefined): void {
     this.counters.reserveCalls++;
     this.outstanding++;
     this.outstandingReserves++;
+    const integration = this.settings.integrationLimits === 'every' ? this.randomIntegration() : undefined;
     balancer.ledger
-      .reserve(this.settings.cluster, { priority, balancerId: balancer.balancerId, waitIfNone: true, ...(targetWorkerId ? { targetWorkerId } : {}) })
+      .reserve(this.settings.cluster, {
+        priority,
+        balancerId: balancer.balancerId,
+        waitIfNone: true,
+        ...(targetWorkerId ? { targetWorkerId } : {}),
+        ...(integration ? { integration } : {}),
+      })
       .then(priority === 'user' ? balancer.onReserveUser : balancer.onReserveBackground, this.onReserveError);
   }
 
