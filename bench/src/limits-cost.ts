@@ -50,9 +50,10 @@ const onlyLoads = { loadAtPlannedShare: false, othersAtHighestRate: false, repet
 
 export const fullSettings: LimitsCostSettings = {
   settle: { workers: 1_000, slotsPerWorker: 30, integrations: 20, heldLeases: 5_000, tasksPerPhase: 4_000, concurrency: 32, rounds: 15 },
-  // The target fleet of the scale benchmark (4,000 workers of 30 slots, 20 balancers), at three of its rates.
-  fleetScale: { ...scaleFull.fleetScale, ...onlyLoads, tasksPerSecond: [5_000, 10_000, 20_000] },
-  pairs: 3,
+  // The target fleet of the scale benchmark (4,000 workers of 30 slots, 20 balancers), at two of its rates.
+  // 20,000 tasks/s is beyond what the harness drives on this machine with other work on it.
+  fleetScale: { ...scaleFull.fleetScale, ...onlyLoads, tasksPerSecond: [5_000, 10_000] },
+  pairs: 2,
   maxCostRatio: 1.15,
 };
 
