@@ -42,4 +42,4 @@ export const apiTypesFit: [
   Fits<ProfileRecord, Ui.ProfileRecord>,
   Fits<Rollout, Ui.Rollout>,
   Fits<RolloutsView, Ui.RolloutsView>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
