@@ -7,6 +7,8 @@ export interface ChartSeries {
   colour: string;
   /** Dash pattern in px, e.g. [6, 4]. */
   dash?: number[];
+  /** Marks each figure with a dot: for sparse series, whose lone figures draw no line. */
+  points?: boolean;
 }
 
 /**
@@ -50,7 +52,7 @@ export function TimeChart(props: {
           width: 1.5,
           ...(s.dash ? { dash: s.dash } : {}),
           spanGaps: false,
-          points: { show: false },
+          points: { show: s.points ?? false },
           value: (_u: uPlot, value: number | null) => (value == null ? '—' : formatValue(value)),
         })),
       ],

@@ -17,8 +17,9 @@ const taskSeries: ChartSeries[] = [
   { label: 'refused / 10 s', colour: '#d62728' },
 ];
 const latencySeries: ChartSeries[] = [
-  { label: 'p50 (auto limit’s signal)', colour: '#2ca02c' },
-  { label: 'p99', colour: '#2ca02c', dash: [6, 4] },
+  // Only slots in which tasks ended have a run time: dots, so that a lone slot shows.
+  { label: 'p50 (auto limit’s signal)', colour: '#2ca02c', points: true },
+  { label: 'p99', colour: '#9467bd', dash: [6, 4], points: true },
 ];
 /** Functions made once: a new one each render would make the chart build itself again. */
 const formatTasks = (value: number) => formatCount(Math.round(value));
@@ -72,7 +73,9 @@ export function LimitChart({ cluster, integration }: { cluster: string; integrat
 }
 
 function chartData(view: LimitSeriesView) {
-  const points = view.points;
+  // Slots before the first sample or task (a control plane that just started) would only stretch the time axis.
+  const first = view.points.findIndex((p) => p.inFlight !== null || p.tasks > 0 || p.refused > 0);
+  const points = first < 0 ? view.points : view.points.slice(first);
   const peak = (values: (number | null)[]) => values.reduce<number | null>((max, value) => (value === null ? max : Math.max(max ?? 0, value)), null);
   const inFlight = points.map((p) => p.inFlight);
   const waiting = points.map((p) => p.waiting);
