@@ -40,62 +40,71 @@ const slotFigures = async (stack: Stack, slotStartMs: number) => {
   return { inflight: Number(fields['baseline\tbank-a\tinflight'] ?? -1), waiting: Number(fields['baseline\tbank-a\twaiting'] ?? -1) };
 };
 
-test('a balancer holding bank-a at its limit: the series shows in flight, waiting and refused in their slots, and the run time', { timeout: 120_000 }, async (t) => {
-  const stack = await startStack(t, unleash, { limitSeriesSampleMs: 200, latencySettleMs: 500 });
-  const held = heldHandlers();
-  await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 10, latencyReportIntervalMs: 200 }, held.handlers);
-  // Two tasks of one integration may wait here at its limit (half of 4); more are refused.
-  await stack.fleet.addBalancer({ maxQueuedTasks: 4, maxQueuedShareAtLimit: 0.5, balancerHeartbeatIntervalMs: 200 });
-  assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 2 } })).status, 200);
+test(
+  'a balancer holding bank-a at its limit: the series shows in flight, waiting and refused in their slots, and the run time',
+  { timeout: 120_000 },
+  async (t) => {
+    const stack = await startStack(t, unleash, { limitSeriesSampleMs: 200, latencySettleMs: 500 });
+    const held = heldHandlers();
+    await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 10, latencyReportIntervalMs: 200 }, held.handlers);
+    // Two tasks of one integration may wait here at its limit (half of 4); more are refused.
+    await stack.fleet.addBalancer({ maxQueuedTasks: 4, maxQueuedShareAtLimit: 0.5, balancerHeartbeatIntervalMs: 200 });
+    assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 2 } })).status, 200);
 
-  // Everything below happens within a few hundred ms: start early in a slot, so that it is one slot.
-  await eventually('the start of a 10 s slot', 15_000, async () => (Date.now() % slotMs < 2000 ? true : undefined));
-  const busySlot = slotStartOf(Date.now(), slotMs);
-  const answers = Array.from({ length: 7 }, () => submit(stack.fleet.clients[0]!, task({ integration: 'bank-a' })));
-  await eventually('2 in flight and 2 waiting sampled', 10_000, async () => {
-    const figures = await slotFigures(stack, busySlot);
-    return figures.inflight === 2 && figures.waiting === 2 ? true : undefined;
-  });
-  const refusedCodes = (await Promise.all(answers.slice(4))).map((answer) => (answer.ok ? 'ok' : answer.code));
-  assert.deepEqual(refusedCodes, ['HR_ERR_INTEGRATION_AT_LIMIT', 'HR_ERR_INTEGRATION_AT_LIMIT', 'HR_ERR_INTEGRATION_AT_LIMIT']);
-  assert.equal(slotStartOf(Date.now(), slotMs), busySlot, 'the slot ended before the tasks were refused: the machine is too slow for this test');
+    // Everything below happens within a few hundred ms: start early in a slot, so that it is one slot.
+    await eventually('the start of a 10 s slot', 15_000, async () => (Date.now() % slotMs < 2000 ? true : undefined));
+    const busySlot = slotStartOf(Date.now(), slotMs);
+    const answers = Array.from({ length: 7 }, () => submit(stack.fleet.clients[0]!, task({ integration: 'bank-a' })));
+    await eventually('2 in flight and 2 waiting sampled', 10_000, async () => {
+      const figures = await slotFigures(stack, busySlot);
+      return figures.inflight === 2 && figures.waiting === 2 ? true : undefined;
+    });
+    const refusedCodes = (await Promise.all(answers.slice(4))).map((answer) => (answer.ok ? 'ok' : answer.code));
+    assert.deepEqual(refusedCodes, ['HR_ERR_INTEGRATION_AT_LIMIT', 'HR_ERR_INTEGRATION_AT_LIMIT', 'HR_ERR_INTEGRATION_AT_LIMIT']);
+    assert.equal(slotStartOf(Date.now(), slotMs), busySlot, 'the slot ended before the tasks were refused: the machine is too slow for this test');
 
-  // Every task ends (the waiting ones run once the first ones end): nothing in flight, nothing waiting.
-  for (const id of [...held.waiting.keys()]) await held.finish(id);
-  await eventually('the waiting tasks to run', 10_000, async () => (held.waiting.size === 4 ? true : undefined));
-  for (const id of [...held.waiting.keys()]) await held.finish(id);
-  assert.ok((await Promise.all(answers.slice(0, 4))).every((answer) => answer.ok));
-  await eventually('nothing in flight', 5000, async () =>
-    (await stack.fleet.ledger.integrationLimits('baseline')).find((s) => s.integration === 'bank-a')?.inflight === 0 ? true : undefined,
-  );
-  const quietSlot = slotStartOf(Date.now(), slotMs) + slotMs;
+    // Every task ends (the waiting ones run once the first ones end): nothing in flight, nothing waiting.
+    for (const id of [...held.waiting.keys()]) await held.finish(id);
+    await eventually('the waiting tasks to run', 10_000, async () => (held.waiting.size === 4 ? true : undefined));
+    for (const id of [...held.waiting.keys()]) await held.finish(id);
+    assert.ok((await Promise.all(answers.slice(0, 4))).every((answer) => answer.ok));
+    await eventually('nothing in flight', 5000, async () =>
+      (await stack.fleet.ledger.integrationLimits('baseline')).find((s) => s.integration === 'bank-a')?.inflight === 0 ? true : undefined,
+    );
+    const quietSlot = slotStartOf(Date.now(), slotMs) + slotMs;
 
-  const points = await eventually('the quiet slot settled and sampled', 30_000, async () => {
-    const series = await seriesOf(stack);
-    const quiet = series.find((p) => p.startUnixMs === quietSlot);
-    return quiet && quiet.inFlight !== null && series.filter((p) => p.startUnixMs < quietSlot).reduce((sum, p) => sum + p.tasks, 0) === 4 ? series : undefined;
-  });
-  const busy = points.find((p) => p.startUnixMs === busySlot)!;
-  assert.deepEqual(
-    { limit: busy.limitInFlight, inFlight: busy.inFlight, waiting: busy.waiting, refused: busy.refused },
-    { limit: 2, inFlight: 2, waiting: 2, refused: 3 },
-    JSON.stringify(busy),
-  );
-  const quiet = points.find((p) => p.startUnixMs === quietSlot)!;
-  assert.deepEqual(
-    { limit: quiet.limitInFlight, inFlight: quiet.inFlight, waiting: quiet.waiting, refused: quiet.refused, tasks: quiet.tasks },
-    { limit: 2, inFlight: 0, waiting: 0, refused: 0, tasks: 0 },
-    'refusals count per slot, not as a running total',
-  );
-  // The 4 tasks ended between the busy slot and the quiet one; where they ended, the run time shows.
-  const ended = points.filter((p) => p.tasks > 0);
-  assert.ok(ended.length > 0 && ended.every((p) => p.startUnixMs >= busySlot && p.startUnixMs < quietSlot && p.p50Ms !== null && p.p99Ms! >= p.p50Ms!), JSON.stringify(points));
-  assert.ok(
-    points.every((p, i) => i === 0 || p.startUnixMs - points[i - 1]!.startUnixMs === slotMs),
-    'one point per 10 s slot, oldest first',
-  );
-  assert.match(String((await stack.api('GET', '/metrics')).body), /^headroom_control_limit_series_samples_total\{outcome="ok"\} [1-9]/m);
-});
+    const points = await eventually('the quiet slot settled and sampled', 30_000, async () => {
+      const series = await seriesOf(stack);
+      const quiet = series.find((p) => p.startUnixMs === quietSlot);
+      return quiet && quiet.inFlight !== null && series.filter((p) => p.startUnixMs < quietSlot).reduce((sum, p) => sum + p.tasks, 0) === 4
+        ? series
+        : undefined;
+    });
+    const busy = points.find((p) => p.startUnixMs === busySlot)!;
+    assert.deepEqual(
+      { limit: busy.limitInFlight, inFlight: busy.inFlight, waiting: busy.waiting, refused: busy.refused },
+      { limit: 2, inFlight: 2, waiting: 2, refused: 3 },
+      JSON.stringify(busy),
+    );
+    const quiet = points.find((p) => p.startUnixMs === quietSlot)!;
+    assert.deepEqual(
+      { limit: quiet.limitInFlight, inFlight: quiet.inFlight, waiting: quiet.waiting, refused: quiet.refused, tasks: quiet.tasks },
+      { limit: 2, inFlight: 0, waiting: 0, refused: 0, tasks: 0 },
+      'refusals count per slot, not as a running total',
+    );
+    // The 4 tasks ended between the busy slot and the quiet one; where they ended, the run time shows.
+    const ended = points.filter((p) => p.tasks > 0);
+    assert.ok(
+      ended.length > 0 && ended.every((p) => p.startUnixMs >= busySlot && p.startUnixMs < quietSlot && p.p50Ms !== null && p.p99Ms! >= p.p50Ms!),
+      JSON.stringify(points),
+    );
+    assert.ok(
+      points.every((p, i) => i === 0 || p.startUnixMs - points[i - 1]!.startUnixMs === slotMs),
+      'one point per 10 s slot, oldest first',
+    );
+    assert.match(String((await stack.api('GET', '/metrics')).body), /^headroom_control_limit_series_samples_total\{outcome="ok"\} [1-9]/m);
+  },
+);
 
 test('the series route: bad input is refused with 400 naming the field, an unknown cluster is 404, a viewer reads it', async (t) => {
   const stack = await startStack(t, unleash, { limitSeriesSampleMs: 200 });
@@ -117,7 +126,10 @@ test('the series route: bad input is refused with 400 naming the field, an unkno
     const where = `GET ${bad.path} → ${answer.status} ${JSON.stringify(answer.body)}`;
     assert.equal(answer.status, 400, where);
     assert.equal(answer.body.error.code, 'HR_ERR_INVALID_REQUEST', where);
-    assert.ok((answer.body.error.fields as { field: string }[]).some((f) => f.field === bad.field), `${where}: expected the field ${bad.field}`);
+    assert.ok(
+      (answer.body.error.fields as { field: string }[]).some((f) => f.field === bad.field),
+      `${where}: expected the field ${bad.field}`,
+    );
   }
   const unknown = await stack.api('GET', '/limits/nope/bank-a/series');
   assert.equal(unknown.status, 404, JSON.stringify(unknown.body));

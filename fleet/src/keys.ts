@@ -210,7 +210,10 @@ export interface LatencyKeys {
 
 export function latencyKeys(prefix: string): LatencyKeys {
   const hashTag = `{${prefix}:latency}`;
-  return { hashTag, slot: (slotStartMs) => `${hashTag}:${slotStartMs}`, balancerErrorSlot: (slotStartMs) => `${hashTag}:balancer-errors:${slotStartMs}`,
+  return {
+    hashTag,
+    slot: (slotStartMs) => `${hashTag}:${slotStartMs}`,
+    balancerErrorSlot: (slotStartMs) => `${hashTag}:balancer-errors:${slotStartMs}`,
     limitSeriesSlot: (slotStartMs) => `${hashTag}:limit-series:${slotStartMs}`,
   };
 }

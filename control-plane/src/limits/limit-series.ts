@@ -152,7 +152,10 @@ export class LimitSeries {
       for (const key of sampled) {
         const [cluster, integration] = key.split('\t') as [string, string];
         const histogram = slot.clusters.get(cluster)?.get(integration);
-        written.push([fieldOf(cluster, integration, 'refused'), refused.get(key) ?? 0, 'max'], [fieldOf(cluster, integration, 'tasks'), histogram?.total ?? 0, 'max']);
+        written.push(
+          [fieldOf(cluster, integration, 'refused'), refused.get(key) ?? 0, 'max'],
+          [fieldOf(cluster, integration, 'tasks'), histogram?.total ?? 0, 'max'],
+        );
         if (histogram && histogram.total > 0)
           written.push(
             [fieldOf(cluster, integration, 'p50'), Math.round(histogram.quantileMs(0.5)! * 100) / 100, 'set'],
@@ -176,7 +179,9 @@ export class LimitSeries {
     if (cluster !== baseline && cluster !== candidate)
       throw new HeadroomError(apiErrorCodes.notFound, `no cluster ${JSON.stringify(cluster.slice(0, 80))}; accepted: ${baseline}, ${candidate}`);
     const { slotMs, settleMs } = this.deps.options;
-    const starts = slotStartsWithin(Math.min(windowMs, this.deps.options.retentionMs), nowUnixMs, slotMs).filter((start) => start + slotMs + settleMs <= nowUnixMs);
+    const starts = slotStartsWithin(Math.min(windowMs, this.deps.options.retentionMs), nowUnixMs, slotMs).filter(
+      (start) => start + slotMs + settleMs <= nowUnixMs,
+    );
     const fields = figures.map((figure) => fieldOf(cluster, integration, figure));
     let answers: [Error | null, unknown][] | null;
     try {

@@ -36,21 +36,24 @@ export function useOpenCharts(view: LimitsView | undefined) {
   }, [view, closedByHand]);
 
   const isOpen = useCallback((cluster: string, integration: string) => open.has(keyOf(cluster, integration)), [open]);
-  const toggle = useCallback((cluster: string, integration: string) => {
-    const key = keyOf(cluster, integration);
-    const closing = open.has(key);
-    setOpen((current) => {
-      const next = new Set(current);
-      if (closing) next.delete(key);
-      else next.add(key);
-      return next;
-    });
-    setClosedByHand((current) => {
-      const next = new Set(current);
-      if (closing) next.add(key);
-      else next.delete(key);
-      return next;
-    });
-  }, [open]);
+  const toggle = useCallback(
+    (cluster: string, integration: string) => {
+      const key = keyOf(cluster, integration);
+      const closing = open.has(key);
+      setOpen((current) => {
+        const next = new Set(current);
+        if (closing) next.delete(key);
+        else next.add(key);
+        return next;
+      });
+      setClosedByHand((current) => {
+        const next = new Set(current);
+        if (closing) next.add(key);
+        else next.delete(key);
+        return next;
+      });
+    },
+    [open],
+  );
   return { isOpen, toggle };
 }
