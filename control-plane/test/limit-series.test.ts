@@ -102,6 +102,12 @@ test(
       points.every((p, i) => i === 0 || p.startUnixMs - points[i - 1]!.startUnixMs === slotMs),
       'one point per 10 s slot, oldest first',
     );
+    // bank-b, configured but idle, has the default limit: half of 10 slots, at least 8.
+    const bankB = (await stack.api('GET', '/limits/baseline/bank-b/series?minutes=2')).body.points as Point[];
+    assert.deepEqual(
+      bankB.filter((p) => p.startUnixMs === quietSlot).map((p) => [p.limitInFlight, p.inFlight, p.waiting]),
+      [[8, 0, 0]],
+    );
     assert.match(String((await stack.api('GET', '/metrics')).body), /^headroom_control_limit_series_samples_total\{outcome="ok"\} [1-9]/m);
   },
 );

@@ -143,12 +143,12 @@ export class LimitService {
    * the busiest first. Reads Redis only (not PostgreSQL), so that it is cheap every few seconds.
    */
   async samples(): Promise<LimitSamples> {
-    const [capacity, waitingEntries] = await Promise.all([this.deps.capacity(), this.deps.waitingAtLimit()]);
+    const waitingEntries = await this.deps.waitingAtLimit();
     const samples: LimitSample[] = [];
     const leftOut: Record<string, number> = {};
     for (const cluster of [this.deps.clusters.baseline, this.deps.clusters.candidate]) {
       const byName = new Map<string, LimitSample>();
-      const defaultMax = limitInFlight(null, defaultIntegrationLimit, capacity[cluster] ?? 0);
+      const defaultMax = limitInFlight(null, defaultIntegrationLimit, await this.deps.ledger.totalCapacity(cluster));
       const entry = (integration: string) => {
         let sample = byName.get(integration);
         if (!sample) {
