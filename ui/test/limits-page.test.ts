@@ -84,7 +84,7 @@ test('an operator sets and removes a limit on the Limits page; a bad value chang
     const chart = page.getByTestId('limit-chart-baseline-bank-a');
     await chart.waitFor();
     assert.equal(await page.getByRole('button', { name: 'Chart of bank-a' }).first().getAttribute('aria-expanded'), 'true');
-    const answers = Array.from({ length: 6 }, () => submit(stack.fleet.clients[0]!, task({ integration: 'bank-a', payload: json({ sleepMs: 1500 }) }), 30_000));
+    const answers = Array.from({ length: 6 }, () => submit(stack.fleet.clients[0]!, task({ integration: 'bank-a', payload: json({ sleepMs: 3000 }) }), 60_000));
     const summary = page.getByTestId('limit-chart-baseline-bank-a-summary');
     await eventually('the chart summary to show the fleet at the limit', 60_000, async () =>
       /peak in flight 1 \(limit 1\), peak waiting 2, refused 3$/.test((await summary.textContent()) ?? '') ? true : undefined,
@@ -93,7 +93,7 @@ test('an operator sets and removes a limit on the Limits page; a bad value chang
     assert.deepEqual(codes.filter((code) => code === 'ok').length, 3, JSON.stringify(codes));
     const points = (title: string) => chart.locator('figure', { hasText: title }).getAttribute('data-points');
     assert.ok(Number(await points('bank-a on baseline: tasks')) > 0);
-    // The three tasks ran 1.5 s each: their run time reaches the second chart once the worker reports it.
+    // The three tasks ran 3 s each (long enough for samples to see two waiting): their run time reaches the second chart once the worker reports it.
     await eventually('the run time charted', 60_000, async () => (Number(await points('bank-a on baseline: run time')) > 0 ? true : undefined));
     assert.equal(await chart.locator('canvas').count(), 2);
 
