@@ -37,6 +37,7 @@ import { RolloutStore } from './rollouts/rollout-store';
 import { LimitService } from './limits/limit-service';
 import { AutoLimiter, defaultAutoLimiterOptions } from './limits/auto-limiter';
 import { LimitStore } from './limits/limit-store';
+import { LimitSeries, defaultLimitSeriesOptions } from './limits/limit-series';
 
 export interface ControlPlaneDependencies {
   /** Not closed by the control plane. */
@@ -170,6 +171,16 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     options: { ...defaultAutoLimiterOptions, tickMs: config.autoLimitTickMs, leaseMs: 3 * config.autoLimitTickMs },
   });
   autoLimiter.start();
+  const limitSeries = new LimitSeries({
+    redis: deps.redis,
+    keyPrefix,
+    clusters: config.clusters,
+    samples: () => limits.samples(),
+    metrics: { leftOut: metrics.limitSeriesLeftOut, samples: metrics.limitSeriesSamples },
+    logger,
+    options: { ...defaultLimitSeriesOptions, sampleIntervalMs: config.limitSeriesSampleMs, settleMs: config.latencySettleMs },
+  });
+  limitSeries.start();
   const reapplyLimits = (why: 'start' | 'check') =>
     limits.reapply(why).catch((error: unknown) => logger.warn({ err: error }, 'could not compare the integration limits with PostgreSQL; retrying'));
   await reapplyLimits('start');
@@ -288,6 +299,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
       rollouts,
       limits,
       autoLimiter,
+      limitSeries,
       welcome: async (response) => events.send(response, 'figures', await figures()),
       latency: (windowMs) => latencyView(deps.redis, keyPrefix, config.clusters, windowMs),
       latencySeries: (windowMs) => latencySeries(deps.redis, keyPrefix, config.clusters, windowMs, { settleMs: config.latencySettleMs }),
@@ -324,6 +336,7 @@ export async function createControlPlane(options: ControlPlaneOptions, deps: Con
     clearInterval(pruneTimer);
     clearInterval(limitsTimer);
     await autoLimiter.close();
+    await limitSeries.close();
     await autopilot.stop();
     // A rollback answered just before is still being written to Unleash: let it finish (bounded).
     await service.settle(closeSettleMs);

@@ -116,6 +116,8 @@ export const controlPlaneOptionsSchema = z
     limitsCheckIntervalMs: settings.positiveInt(600_000).default(5000),
     /** How often the auto limiter reads the latency of integrations in auto mode and moves their limits. @default 5000 */
     autoLimitTickMs: settings.positiveInt(60_000).default(5000),
+    /** How often the limits' time series samples each integration's limit, in flight and waiting (a slot is 10 s). @default 5000 */
+    limitSeriesSampleMs: settings.positiveInt(60_000).default(5000),
     /** Largest request body. @default 65536 */
     maxBodyBytes: settings.positiveInt(16 * 1024 * 1024).default(64 * 1024),
     /** How long a CPU profile is kept. @default 3600000 (1 h) */

@@ -23,6 +23,10 @@ export interface ControlMetrics {
   integrationWaitingAtLimit: Gauge<'cluster' | 'integration'>;
   autoLimitChanges: Counter<'cluster' | 'integration' | 'reason'>;
   autoLimitInFlight: Gauge<'cluster' | 'integration'>;
+  /** Integrations past the cap that the limits' time series did not sample, per cluster. */
+  limitSeriesLeftOut: Gauge<'cluster'>;
+  /** Samples of the limits' time series, by outcome. */
+  limitSeriesSamples: Counter<'outcome'>;
 }
 
 /** The control plane's metrics, on `registry` (never the global one). */
@@ -110,6 +114,18 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
       name: 'headroom_control_auto_limit_tasks',
       help: 'The count the auto limiter set last per integration in auto mode',
       labelNames: ['cluster', 'integration'],
+      registers: [registry],
+    }),
+    limitSeriesLeftOut: new Gauge({
+      name: 'headroom_control_limit_series_left_out_integrations',
+      help: 'Integrations past the cap of integrations per cluster that the limits time series did not sample at its last sample (the busiest are sampled first)',
+      labelNames: ['cluster'],
+      registers: [registry],
+    }),
+    limitSeriesSamples: new Counter({
+      name: 'headroom_control_limit_series_samples_total',
+      help: 'Samples of the limits time series written to Redis, by outcome',
+      labelNames: ['outcome'],
       registers: [registry],
     }),
   };

@@ -231,6 +231,8 @@ test('the API documents itself; health, readiness and metrics answer without a t
     '/resume',
     '/audit',
     '/events',
+    '/limits',
+    '/limits/{cluster}/{integration}/series',
     '/healthz',
     '/readyz',
     '/metrics',

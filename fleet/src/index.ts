@@ -8,3 +8,4 @@ export * from './latency';
 export * from './balancer-errors';
 export * from './worker-reports';
 export * from './integration-limits';
+export { slotStartOf, slotStartsWithin } from './time-slots';

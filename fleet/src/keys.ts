@@ -200,9 +200,20 @@ export interface LatencyKeys {
    * the balancers failed in that slot before any worker ran them (balancer-errors.ts).
    */
   readonly balancerErrorSlot: (slotStartMs: number) => string;
+  /**
+   * HASH with an expiry, one per time slot like `slot`: `<cluster>\t<integration>\t<figure>` -> the
+   * control plane's figures of that integration's limit in the slot (figures: limit, inflight,
+   * waiting, refused, tasks, p50, p99; the control plane's limit-series.ts).
+   */
+  readonly limitSeriesSlot: (slotStartMs: number) => string;
 }
 
 export function latencyKeys(prefix: string): LatencyKeys {
   const hashTag = `{${prefix}:latency}`;
-  return { hashTag, slot: (slotStartMs) => `${hashTag}:${slotStartMs}`, balancerErrorSlot: (slotStartMs) => `${hashTag}:balancer-errors:${slotStartMs}` };
+  return {
+    hashTag,
+    slot: (slotStartMs) => `${hashTag}:${slotStartMs}`,
+    balancerErrorSlot: (slotStartMs) => `${hashTag}:balancer-errors:${slotStartMs}`,
+    limitSeriesSlot: (slotStartMs) => `${hashTag}:limit-series:${slotStartMs}`,
+  };
 }

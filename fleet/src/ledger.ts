@@ -324,6 +324,12 @@ export class Ledger {
     });
   }
 
+  /** The cluster's slots as the ledger's totals count them: what a share of capacity is taken of. One HGET. */
+  async totalCapacity(cluster: string): Promise<number> {
+    const keys = this.keys(cluster);
+    return Number((await this.guard('total-capacity', () => this.redis.hget(keys.totals, 'capacity'))) ?? 0);
+  }
+
   /**
    * Gives a lease's slot back, batched like reservations; true if the lease was still held.
    * Idempotent. O(1): the lease id names its worker.

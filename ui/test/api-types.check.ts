@@ -12,6 +12,7 @@ import type {
   IntegrationHealthView,
   LatencySeries,
   LimitsView,
+  LimitSeriesView,
   OverrideChangeRecord,
   ProfileRecord,
   RollbackRecord,
@@ -27,6 +28,7 @@ type Fits<Server, Client> = Server extends Client ? true : never;
 export const apiTypesFit: [
   Fits<Caller, Ui.Session>,
   Fits<LimitsView, Ui.LimitsView>,
+  Fits<LimitSeriesView, Ui.LimitSeriesView>,
   Fits<ClusterSummary, Ui.ClusterSummary>,
   Fits<WorkerSummary, Ui.WorkerSummary>,
   Fits<BalancerView, Ui.BalancerView>,
@@ -40,4 +42,4 @@ export const apiTypesFit: [
   Fits<ProfileRecord, Ui.ProfileRecord>,
   Fits<Rollout, Ui.Rollout>,
   Fits<RolloutsView, Ui.RolloutsView>,
-] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+] = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];

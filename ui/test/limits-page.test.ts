@@ -1,11 +1,12 @@
 /**
  * The Limits page in a real Chromium against the real control plane: an operator sets a limit
  * and the table shows it (and the ledger enforces it), a bad value shows the API's error and
- * changes nothing, a removal brings the default back; a viewer sees the table without controls.
+ * changes nothing, a removal brings the default back; a balancer holding an integration at its
+ * limit shows in the integration's chart; a viewer sees the table without controls.
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { eventually } from '@headroom/testkit';
+import { eventually, json, submit, task } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { goTo, openPage, signIn, unexpectedProblems } from '../node/browser';
 import { operatorToken, startUiStack, viewerToken } from './ui-stack';
@@ -17,7 +18,8 @@ before(async () => {
 after(() => unleash.stop());
 
 test('an operator sets and removes a limit on the Limits page; a bad value changes nothing; a viewer cannot change', { timeout: 240_000 }, async (t) => {
-  const stack = await startUiStack(t, unleash);
+  // The limits series sampled often and charted soon after a slot ends, so that a chart fills quickly.
+  const stack = await startUiStack(t, unleash, { limitSeriesSampleMs: 250, latencySettleMs: 500 });
   await stack.fleet.addWorker({ cluster: 'baseline', maxParallelism: 10 });
   await stack.fleet.addWorker({ cluster: 'candidate', maxParallelism: 4 });
   const ownLimit = async () => (await stack.fleet.ledger.integrationLimits('baseline')).find((s) => s.integration === 'bank-a')?.limit ?? null;
@@ -71,6 +73,34 @@ test('an operator sets and removes a limit on the Limits page; a bad value chang
     await page.getByRole('status').filter({ hasText: 'Removed the limit of bank-a on baseline' }).waitFor();
     assert.equal(await max.textContent(), '8');
     assert.equal(await ownLimit(), null);
+    assert.deepEqual(unexpectedProblems(watched), []);
+  });
+
+  await t.test('a balancer holding bank-a at its limit shows in its chart: limit, in flight, waiting, refused and run time', async () => {
+    // Two tasks of one integration may wait on this balancer at its limit (half of 4); more are refused.
+    await stack.fleet.addBalancer({ maxQueuedTasks: 4, maxQueuedShareAtLimit: 0.5, balancerHeartbeatIntervalMs: 250 });
+    assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 1 } })).status, 200);
+    // A limit of its own opens the chart on its own.
+    const chart = page.getByTestId('limit-chart-baseline-bank-a');
+    await chart.waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Chart of bank-a' }).first().getAttribute('aria-expanded'), 'true');
+    const answers = Array.from({ length: 6 }, () => submit(stack.fleet.clients[0]!, task({ integration: 'bank-a', payload: json({ sleepMs: 3000 }) }), 60_000));
+    const summary = page.getByTestId('limit-chart-baseline-bank-a-summary');
+    await eventually('the chart summary to show the fleet at the limit', 60_000, async () =>
+      /peak in flight 1 \(limit 1\), peak waiting 2, refused 3$/.test((await summary.textContent()) ?? '') ? true : undefined,
+    );
+    const codes = (await Promise.all(answers)).map((answer) => (answer.ok ? 'ok' : answer.code));
+    assert.deepEqual(codes.filter((code) => code === 'ok').length, 3, JSON.stringify(codes));
+    const points = (title: string) => chart.locator('figure', { hasText: title }).getAttribute('data-points');
+    assert.ok(Number(await points('bank-a on baseline: tasks')) > 0);
+    // The three tasks ran 3 s each (long enough for samples to see two waiting): their run time reaches the second chart once the worker reports it.
+    await eventually('the run time charted', 60_000, async () => (Number(await points('bank-a on baseline: run time')) > 0 ? true : undefined));
+    assert.equal(await chart.locator('canvas').count(), 2);
+
+    // An operator closes the chart; the table stays.
+    await page.getByRole('button', { name: 'Chart of bank-a' }).first().click();
+    await chart.waitFor({ state: 'detached' });
+    assert.equal(await page.getByTestId('limit-baseline-bank-a-max').textContent(), '1');
     assert.deepEqual(unexpectedProblems(watched), []);
   });
 

@@ -89,6 +89,33 @@ const autoLimitHistory: JsonSchema = {
   },
 };
 
+const limitSeries: JsonSchema = {
+  type: 'object',
+  properties: {
+    cluster: { type: 'string' },
+    integration: { type: 'string' },
+    slotSeconds: { type: 'integer' },
+    points: {
+      type: 'array',
+      maxItems: 361,
+      description: 'Settled 10-second slots, oldest first; a slot no control plane sampled has null in flight and waiting',
+      items: {
+        type: 'object',
+        properties: {
+          startUnixMs: { type: 'integer' },
+          limitInFlight: { type: ['integer', 'null'], description: 'The limit at the slot’s last sample; null: no limit, or not sampled' },
+          inFlight: { type: ['integer', 'null'], description: 'The most in flight among the slot’s samples' },
+          waiting: { type: ['integer', 'null'], description: 'The most waiting at the limit on the live balancers among the slot’s samples' },
+          refused: { type: 'integer', description: 'Refused at the limit by balancers in the slot' },
+          tasks: { type: 'integer', description: 'Tasks that ended successfully in the slot' },
+          p50Ms: { type: ['number', 'null'], description: 'Run time p50 (the auto limiter’s signal); null without tasks' },
+          p99Ms: { type: ['number', 'null'] },
+        },
+      },
+    },
+  },
+};
+
 const pathParameters = [
   { name: 'cluster', in: 'path', required: true, schema: { type: 'string' }, description: 'The baseline or candidate cluster' },
   { name: 'integration', in: 'path', required: true, schema: { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,63}$' } },
@@ -124,6 +151,17 @@ export function limitPaths(parts: OpenApiParts, schemas: RequestSchemas): Record
         summary: 'An integration in auto mode: each decision of the auto limiter, with the run time that drove it',
         parameters: pathParameters,
         responses: { 200: ok('Auto limit history', autoLimitHistory), ...read },
+      },
+    },
+    '/limits/{cluster}/{integration}/series': {
+      get: {
+        summary:
+          'One integration in one cluster per 10-second slot: its limit, in flight, waiting and refused at the limit, and its run time (p50, p99); kept in Redis for 1 h',
+        parameters: [
+          ...pathParameters,
+          { name: 'minutes', in: 'query', schema: { type: 'string', pattern: '^\\d{1,3}$', default: '15' }, description: '1 to 60' },
+        ],
+        responses: { 200: ok('Limit series', limitSeries), ...read, ...errors(404) },
       },
     },
   };

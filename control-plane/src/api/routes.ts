@@ -14,6 +14,7 @@ import type { ProfileService } from '../profiles/profile-service';
 import type { RolloutService } from '../rollouts/rollout-service';
 import type { LimitService } from '../limits/limit-service';
 import type { AutoLimiter } from '../limits/auto-limiter';
+import type { LimitSeries } from '../limits/limit-series';
 
 export interface RouteDeps {
   service: ControlService;
@@ -27,6 +28,7 @@ export interface RouteDeps {
   rollouts: RolloutService;
   limits: LimitService;
   autoLimiter: Pick<AutoLimiter, 'history'>;
+  limitSeries: Pick<LimitSeries, 'read'>;
   /** Sends the first figures to a new event stream. */
   welcome(response: Response): Promise<void>;
   /** Latency per integration per cluster over the last `windowMs`, and the ratio. */
@@ -139,6 +141,13 @@ export function apiRoutes(deps: RouteDeps): express.Router {
     const cluster = parseRequest(deps.schemas.limitCluster, request.params.cluster, 'path.cluster');
     const integration = parseRequest(deps.schemas.limitIntegration, request.params.integration, 'path.integration');
     response.json({ cluster, integration, points: await deps.autoLimiter.history(cluster, integration) });
+  });
+
+  router.get('/limits/:cluster/:integration/series', async (request, response) => {
+    const cluster = parseRequest(deps.schemas.limitCluster, request.params.cluster, 'path.cluster');
+    const integration = parseRequest(deps.schemas.limitIntegration, request.params.integration, 'path.integration');
+    const { minutes } = parseRequest(deps.schemas.limitSeriesQuery, request.query, 'query');
+    response.json(await deps.limitSeries.read(cluster, integration, minutes * 60_000));
   });
 
   router.delete('/limits/:cluster/:integration', async (request, response) => {

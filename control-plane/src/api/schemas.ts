@@ -117,6 +117,17 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
         message: 'required: expected one of {"maxInFlight": n}, {"shareOfCapacity": x}, {"off": true}',
         path: ['limit'],
       }),
+    limitSeriesQuery: z
+      .object({
+        minutes: z
+          .string()
+          .regex(/^\d{1,3}$/, 'expected a whole number of minutes from 1 to 60')
+          .transform(Number)
+          .refine((minutes) => minutes >= 1 && minutes <= 60, 'expected a whole number of minutes from 1 to 60 (the slots kept)')
+          .default(15)
+          .describe('How far back, in minutes: 1 to 60 (default 15)'),
+      })
+      .strict(),
     limitRemoval: z.object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') }).strict(),
     rolloutAction: z.object({ reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log') }).strict(),
   };

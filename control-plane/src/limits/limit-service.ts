@@ -37,6 +37,22 @@ export interface IntegrationLimitView {
   refused: number | null;
 }
 
+/** One integration's limit, in flight and waiting now, as the limits' time series samples them. */
+export interface LimitSample {
+  cluster: string;
+  integration: string;
+  /** null: no limit. */
+  maxInFlight: number | null;
+  inflight: number;
+  waiting: number;
+}
+
+export interface LimitSamples {
+  samples: LimitSample[];
+  /** Integrations past maxIntegrationsPerCluster left out, per cluster. */
+  leftOut: Record<string, number>;
+}
+
 export interface ClusterLimitsView {
   cluster: string;
   role: 'baseline' | 'candidate';
@@ -119,6 +135,40 @@ export class LimitService {
       clusters.push({ cluster, role, capacitySlots, integrations });
     }
     return { default: defaultIntegrationLimit, clusters };
+  }
+
+  /**
+   * What the limits' time series samples: per cluster, the integrations the ledger holds (a limit
+   * or tasks in flight), the configured ones and those waiting, at most maxIntegrationsPerCluster,
+   * the busiest first. Reads Redis only (not PostgreSQL), so that it is cheap every few seconds.
+   */
+  async samples(): Promise<LimitSamples> {
+    const waitingEntries = await this.deps.waitingAtLimit();
+    const samples: LimitSample[] = [];
+    const leftOut: Record<string, number> = {};
+    for (const cluster of [this.deps.clusters.baseline, this.deps.clusters.candidate]) {
+      const byName = new Map<string, LimitSample>();
+      const defaultMax = limitInFlight(null, defaultIntegrationLimit, await this.deps.ledger.totalCapacity(cluster));
+      const entry = (integration: string) => {
+        let sample = byName.get(integration);
+        if (!sample) {
+          sample = { cluster, integration, maxInFlight: Number.isFinite(defaultMax) ? defaultMax : null, inflight: 0, waiting: 0 };
+          byName.set(integration, sample);
+        }
+        return sample;
+      };
+      for (const state of await this.deps.ledger.integrationLimits(cluster)) {
+        Object.assign(entry(state.integration), { maxInFlight: Number.isFinite(state.maxInFlight) ? state.maxInFlight : null, inflight: state.inflight });
+      }
+      for (const waiting of waitingEntries.filter((e) => e.cluster === cluster)) entry(waiting.integration).waiting += waiting.waiting;
+      for (const integration of this.deps.integrations) entry(integration);
+      const busiestFirst = [...byName.values()].sort(
+        (a, b) => Number(b.inflight + b.waiting > 0) - Number(a.inflight + a.waiting > 0) || a.integration.localeCompare(b.integration),
+      );
+      samples.push(...busiestFirst.slice(0, maxIntegrationsPerCluster));
+      leftOut[cluster] = Math.max(0, busiestFirst.length - maxIntegrationsPerCluster);
+    }
+    return { samples, leftOut };
   }
 
   /** Sets (or with null removes) one integration's own limit; validates first, changes nothing on error. */

@@ -390,3 +390,22 @@ export interface LimitsView {
   default: IntegrationLimit;
   clusters: { cluster: string; role: 'baseline' | 'candidate'; capacitySlots: number; integrations: IntegrationLimitView[] }[];
 }
+
+/** GET /limits/{cluster}/{integration}/series: one integration per 10-second slot. */
+export interface LimitSeriesView {
+  cluster: string;
+  integration: string;
+  slotSeconds: number;
+  points: {
+    startUnixMs: number;
+    /** null: no limit, or not sampled. */
+    limitInFlight: number | null;
+    /** null: not sampled. */
+    inFlight: number | null;
+    waiting: number | null;
+    refused: number;
+    tasks: number;
+    p50Ms: number | null;
+    p99Ms: number | null;
+  }[];
+}

@@ -7,6 +7,8 @@ export interface ChartSeries {
   colour: string;
   /** Dash pattern in px, e.g. [6, 4]. */
   dash?: number[];
+  /** Marks each figure with a dot: for sparse series, whose lone figures draw no line. */
+  points?: boolean;
 }
 
 /**
@@ -50,7 +52,7 @@ export function TimeChart(props: {
           width: 1.5,
           ...(s.dash ? { dash: s.dash } : {}),
           spanGaps: false,
-          points: { show: false },
+          points: { show: s.points ?? false },
           value: (_u: uPlot, value: number | null) => (value == null ? '—' : formatValue(value)),
         })),
       ],
@@ -105,8 +107,11 @@ export function TimeChart(props: {
     plot.current?.setData(data);
   }, [data]);
 
+  // The figures drawn, for readers of the DOM (the canvas holds none): a test waits for them.
+  const points = useMemo(() => values.reduce((sum, one) => sum + one.filter((value) => value !== null).length, 0), [values]);
+
   return (
-    <figure className="chart">
+    <figure className="chart" data-points={points}>
       <figcaption className="chart-title">{title}</figcaption>
       <div ref={container} className="chart-plot" role="img" aria-label={title} />
     </figure>

@@ -1,4 +1,4 @@
-import { useCallback, useState } from 'react';
+import { Fragment, useCallback, useState } from 'react';
 import type { IntegrationLimit, IntegrationLimitView, LimitsView } from '../api/types';
 import { ErrorNotice } from '../components/ErrorNotice';
 import { ReadOnlyNote } from '../components/ReadOnlyNote';
@@ -7,6 +7,8 @@ import { usePolled } from '../hooks/usePolled';
 import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useSession, useWhyReadOnly } from '../session';
 import { formatCount, formatTime } from '../format';
+import { LimitChart } from './limits/LimitChart';
+import { useOpenCharts } from './limits/useOpenCharts';
 
 type Kind = 'maxInFlight' | 'shareOfCapacity' | 'auto' | 'off';
 
@@ -44,6 +46,8 @@ export function LimitsPage() {
   const limits = usePolled(load, 2000);
   useRefreshOnChange(['limit.set', 'limit.remove', 'limit.reapply'], limits.refresh);
   const [applied, apply] = useAction<LimitChange>();
+  const charts = useOpenCharts(limits.data);
+  const columns = whyReadOnly === undefined ? 8 : 7;
 
   const change = (planned: LimitChange, reason: string) =>
     apply(async () => {
@@ -92,19 +96,33 @@ export function LimitsPage() {
                     Refused (10 s)
                   </th>
                   {whyReadOnly === undefined && <th scope="col">Change</th>}
+                  <th scope="col">Chart (15 min)</th>
                 </tr>
               </thead>
               <tbody>
-                {cluster.integrations.map((row) => (
-                  <LimitRow
-                    key={row.integration}
-                    cluster={cluster.cluster}
-                    row={row}
-                    busy={applied.status === 'running'}
-                    canChange={whyReadOnly === undefined}
-                    onChange={change}
-                  />
-                ))}
+                {cluster.integrations.map((row) => {
+                  const open = charts.isOpen(cluster.cluster, row.integration);
+                  return (
+                    <Fragment key={row.integration}>
+                      <LimitRow
+                        cluster={cluster.cluster}
+                        row={row}
+                        busy={applied.status === 'running'}
+                        canChange={whyReadOnly === undefined}
+                        onChange={change}
+                        chartOpen={open}
+                        onToggleChart={() => charts.toggle(cluster.cluster, row.integration)}
+                      />
+                      {open && (
+                        <tr className="limit-chart-row">
+                          <td colSpan={columns}>
+                            <LimitChart cluster={cluster.cluster} integration={row.integration} />
+                          </td>
+                        </tr>
+                      )}
+                    </Fragment>
+                  );
+                })}
               </tbody>
             </table>
           </div>
@@ -120,6 +138,8 @@ function LimitRow(props: {
   busy: boolean;
   canChange: boolean;
   onChange(change: LimitChange, reason: string): Promise<void>;
+  chartOpen: boolean;
+  onToggleChart(): void;
 }) {
   const { cluster, row } = props;
   const [kind, setKind] = useState<Kind>('maxInFlight');
@@ -172,6 +192,11 @@ function LimitRow(props: {
           </form>
         </td>
       )}
+      <td>
+        <button type="button" aria-expanded={props.chartOpen} aria-label={`Chart of ${row.integration}`} onClick={props.onToggleChart}>
+          {props.chartOpen ? 'Hide' : 'Show'}
+        </button>
+      </td>
     </tr>
   );
 }
