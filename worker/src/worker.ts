@@ -1,6 +1,5 @@
 import * as os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
 import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
@@ -21,6 +20,7 @@ import { createUpstreamAgent } from './upstream-agent';
 import { ParallelismGate } from './gate';
 import { RunningTasks } from './running-tasks';
 import { ExecuteService } from './execute-service';
+import { HeartbeatLoop } from './heartbeat-loop';
 import { workerErrorCodes } from './errors';
 import { WorkerProfiler } from './profiler';
 import { WorkerReporter } from './reporter';
@@ -148,11 +148,13 @@ export interface Worker {
 }
 
 export { answerNearDeadlineMs, cancelCountsAsDeadlineWithinMs } from './running-tasks';
+export { workerReportTtlMs } from './heartbeat-loop';
 
-/** How long a worker's report lives in Redis: a few missed intervals, then a dead worker's goes away on its own. */
-export const workerReportTtlMs = (reportIntervalMs: number) => Math.max(10_000, 3 * reportIntervalMs);
-
-/** Starts a worker: its gRPC server is listening and it is in the ledger when this resolves. */
+/**
+ * Starts a worker: its gRPC server is listening and it is in the ledger when this resolves. The
+ * composition root: ExecuteService answers tasks, RunningTasks holds their leases, HeartbeatLoop
+ * keeps the ledger told; this function wires them and owns the worker's lifecycle (drain, stop).
+ */
 export async function createWorker(options: WorkerOptions, deps: WorkerDependencies): Promise<Worker> {
   const config = parseConfig('worker options', workerOptionsSchema, options);
   const handlers = checkHandlers(deps.handlers, 'deps.handlers');
@@ -174,46 +176,24 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const httpAgent = createUpstreamAgent(config.maxUpstreamConnections, registry);
   // Run times of successful tasks (and counts of failed ones) per integration, merged in Redis for the latency ratio and error rate.
   const latency = new LatencyRecorder(deps.redis, { keyPrefix: ledger.options.keyPrefix, cluster });
-  const reports = new WorkerReports(deps.redis, ledger.options.keyPrefix);
   const tasks = new RunningTasks({ workerId, releaseLease: (leaseId) => ledger.release(cluster, leaseId), logger });
-  let ownMaxParallelism = config.maxParallelism;
+  // Heap, GC, event loop and task figures, for the admin UI's workers table.
+  const reporter = new WorkerReporter();
   let draining = false;
-  let heartbeatFailures = 0;
   let drained: (() => void) | undefined;
   let markStopped!: () => void;
   const stopped = new Promise<void>((resolve) => (markStopped = resolve));
 
-  const server = new grpc.Server({
-    'grpc.max_receive_message_length': config.maxReceiveMessageBytes,
-    'grpc.keepalive_permit_without_calls': 1,
-    // An Execute message over that limit, or one that does not decode, is the sender's mistake: HR_ERR_INVALID_REQUEST,
-    // not grpc-js's RESOURCE_EXHAUSTED ("full") / INTERNAL (see proto/src/unreadable-requests.ts for why this way).
-    interceptors: [
-      receiveLimitInterceptor({
-        methodPaths: [WorkerService.service.Execute.path, WorkerService.service.Profile.path],
-        errorCodeKey: metadataKeys.errorCode,
-        tooLarge: () => {
-          const metadata = new grpc.Metadata();
-          metadata.set(metadataKeys.errorCode, workerErrorCodes.invalidRequest);
-          return {
-            code: grpc.status.INVALID_ARGUMENT,
-            details: `the message is larger than the limit of ${config.maxReceiveMessageBytes} bytes (maxReceiveMessageBytes); it was not read`,
-            metadata,
-          };
-        },
-      }),
-    ],
-  });
-  const setHealth = addHealthService(server, ['headroom.v1.Worker']);
-
   const execute = new ExecuteService({
     workerId,
     cluster,
-    acceptUnaddressed: config.acceptUnaddressed,
     handlers,
     gate,
     tasks,
     metrics,
+    httpAgent,
+    logger,
+    acceptUnaddressed: config.acceptUnaddressed,
     outcomes: {
       succeeded: (integration, runMs) => {
         latency.record(integration, runMs);
@@ -224,141 +204,61 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
         reporter.taskFailed();
       },
     },
-    httpAgent,
-    logger,
     isDraining: () => draining,
     slotFreed: () => {
       if (draining && gate.inflight === 0) drained?.();
     },
   });
   const profiler = new WorkerProfiler(workerId, logger);
+  const server = createGrpcServer(config.maxReceiveMessageBytes);
+  const setHealth = addHealthService(server, ['headroom.v1.Worker']);
   server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), {
     Execute: execute.handle,
     Profile: profiler.handle,
   } as grpc.UntypedServiceImplementation);
-  const boundPort = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${config.host}:${config.port}`, credentials, (error, port) => (error ? reject(error) : resolve(port))),
-  );
+  const boundPort = await bindServer(server, `${config.host}:${config.port}`, credentials).catch((error: unknown) => {
+    reporter.close();
+    closeProtection();
+    throw error;
+  });
   const advertiseHost = config.advertiseHost ?? config.host;
   const address = `${advertiseHost.includes(':') ? `[${advertiseHost}]` : advertiseHost}:${boundPort}`;
-  // Heap, GC, event loop and task figures, for the admin UI's workers table (tasks run only once the server is bound).
-  const reporter = new WorkerReporter();
 
-  let markedUnreachable = false;
-  /** A heartbeat of this process got through: its address is in the ledger unless the ledger lost the worker (then written anyway). */
-  let heartbeatSucceeded = false;
-  // A large cluster spreads its heartbeats out (the ledger says by how much: LedgerOptions.workersAtFullHeartbeatRate).
-  let heartbeatScale = 1;
-  async function heartbeat(): Promise<void> {
-    const reply = await ledger.heartbeat(cluster, {
+  const heartbeats = new HeartbeatLoop(
+    {
       workerId,
+      cluster,
       address,
-      capacity: gate.maxParallelism,
-      draining,
-      heldLeaseIds: tasks.heldLeaseIds(),
-      // A lease reserved on this worker reaches it within one of its periods, or it was not sent.
-      dispatchGraceMs: config.heartbeatIntervalMs * heartbeatScale,
-      addressUnchanged: heartbeatSucceeded,
-    });
-    heartbeatSucceeded = true;
-    heartbeatScale = reply.heartbeatScale;
-    if (reply.leasesDropped > 0) metrics.ledgerRepairs.inc({ repair: 'dropped' }, reply.leasesDropped);
-    if (reply.leasesRestored > 0) metrics.ledgerRepairs.inc({ repair: 'restored' }, reply.leasesRestored);
-    if (reply.leasesDropped + reply.leasesRestored > 0)
-      logger.debug({ dropped: reply.leasesDropped, restored: reply.leasesRestored }, "heartbeat put this worker's leases right in the ledger");
-    if (reply.markedUnreachable !== markedUnreachable) {
-      markedUnreachable = reply.markedUnreachable;
-      if (markedUnreachable) void warnEjected();
-      else logger.info({ address }, 'balancers send this worker tasks again');
-    }
-    if (applyMaxParallelism()) await heartbeat();
-    if (reply.drainRequested && !draining) {
-      logger.info('an operator asked this worker to drain');
-      void close();
-    }
-  }
-
-  /** Says why balancers ejected this worker (read once per ejection: the heartbeat reply carries only the mark). */
-  async function warnEjected(): Promise<void> {
-    const reason = await ledger.ejectionReason(cluster, workerId).catch(() => null);
-    if (reason === 'failing') {
-      logger.warn(
-        { address, reason },
-        'balancers ejected this worker: its tasks fail far more than those of the other workers on the same integration; they send it no task until their back-off ends (check its handlers, their secrets and config)',
-      );
-    } else {
-      logger.warn(
-        { address, reason: 'unreachable' },
-        'balancers cannot connect to this worker at the address it advertises: they send it no task until a health check passes (check advertiseHost and the network)',
-      );
-    }
-  }
-
-  /**
-   * Sets the gate from the flag (else the worker's own setting); true if it changed. Raising
-   * frees slots at once; lowering lets running tasks finish and admits no more until below.
-   */
-  function applyMaxParallelism(): boolean {
-    const flagged = deps.flags?.maxParallelism(cluster);
-    const wanted = protection.capacity(flagged ?? ownMaxParallelism);
-    if (wanted === gate.maxParallelism) return false;
-    const source = protection.current ? 'self-protection' : flagged === undefined ? 'own' : 'flag';
-    logger.info({ from: gate.maxParallelism, to: wanted, source }, 'max parallelism changed');
-    gate.maxParallelism = wanted;
-    return true;
-  }
-  const advertiseNow = () => {
-    if (!draining && applyMaxParallelism()) heartbeat().catch((error: unknown) => logger.warn({ err: error }, 'heartbeat failed'));
-  };
-  // A flag change is advertised at once rather than at the next heartbeat.
-  const stopFollowingFlags = deps.flags?.onChange(advertiseNow);
-  // So is a change of self-protection: a stalling worker sheds new work within one check.
-  const protectionTimer = protection.enabled
-    ? setInterval(() => {
-        const before = protection.current;
-        if (!protection.check()) return;
-        const now = protection.current;
-        if (now && !before) logger.warn({ ...now }, 'self-protection: advertising fewer slots until the worker recovers');
-        else if (!now) logger.info({ reason: before?.reason }, 'self-protection: recovered, advertising every slot');
-        advertiseNow();
-      }, config.protectCheckIntervalMs)
-    : undefined;
-  protectionTimer?.unref();
-
-  let heartbeatTimer: NodeJS.Timeout | undefined;
-  let heartbeatsStopped = false;
-  const reportTtlMs = workerReportTtlMs(config.reportIntervalMs);
-  let nextReportAtMs = performance.now() + config.reportIntervalMs;
-  const scheduleHeartbeat = () => {
-    if (heartbeatsStopped) return;
-    heartbeatTimer = setTimeout(() => {
-      // The report rides with the heartbeat: sent in the same turn, both go to Redis in one
-      // write on this connection (auto-pipelining), so Redis reads one request, not two.
-      if (performance.now() >= nextReportAtMs) {
-        nextReportAtMs = performance.now() + config.reportIntervalMs - config.heartbeatIntervalMs / 2;
-        reports
-          .publish(workerId, { ...reporter.next(), selfProtection: protection.current }, reportTtlMs)
-          .catch((error: unknown) => logger.debug({ err: error }, 'worker report failed'));
-      }
-      heartbeat()
-        .catch((error: unknown) => {
-          heartbeatFailures++;
-          logger.warn({ err: error }, 'heartbeat failed');
-        })
-        .finally(scheduleHeartbeat);
-    }, config.heartbeatIntervalMs * heartbeatScale);
-    heartbeatTimer.unref();
-  };
-
+      ledger,
+      reporter,
+      gate,
+      tasks,
+      protection,
+      metrics,
+      logger,
+      reports: new WorkerReports(deps.redis, ledger.options.keyPrefix),
+      flags: deps.flags,
+      isDraining: () => draining,
+      drainRequested: () => void close(),
+    },
+    {
+      heartbeatIntervalMs: config.heartbeatIntervalMs,
+      reportIntervalMs: config.reportIntervalMs,
+      protectCheckIntervalMs: config.protectCheckIntervalMs,
+      maxParallelism: config.maxParallelism,
+    },
+  );
+  heartbeats.followChanges();
   try {
-    await heartbeat();
+    await heartbeats.beat();
   } catch (error) {
     server.forceShutdown();
-    reporter.close();
+    heartbeats.stop();
+    closeProtection();
     throw error;
   }
   setHealth('SERVING');
-  scheduleHeartbeat();
+  heartbeats.start();
   const latencyTimer = setInterval(() => {
     latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'latency report failed; kept for the next one'));
   }, config.latencyReportIntervalMs);
@@ -366,14 +266,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
 
   const leave = async () => {
-    stopFollowingFlags?.();
-    clearInterval(protectionTimer);
+    heartbeats.stop();
     closeProtection();
-    heartbeatsStopped = true;
-    clearTimeout(heartbeatTimer);
     clearInterval(latencyTimer);
-    reporter.close();
-    await reports.remove(workerId).catch((error: unknown) => logger.debug({ err: error }, 'could not remove the worker report; it expires'));
+    await heartbeats.removeReport();
     await latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'last latency report failed'));
     await httpAgent.close().catch(() => undefined);
     await ledger
@@ -388,7 +284,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     profiler.stop();
     setHealth('NOT_SERVING');
     // Leave the free set at once so no balancer picks this worker any more.
-    await heartbeat().catch(() => undefined);
+    await heartbeats.beat().catch(() => undefined);
     if (gate.inflight > 0) {
       logger.info({ inflight: gate.inflight }, 'draining: waiting for running tasks');
       await new Promise<void>((resolve) => {
@@ -425,8 +321,7 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     address,
     registry,
     async setMaxParallelism(maxParallelism: number) {
-      ownMaxParallelism = parseConfig('max parallelism', settings.positiveInt(maxParallelismLimit), maxParallelism);
-      await heartbeat();
+      await heartbeats.setOwnMaxParallelism(parseConfig('max parallelism', settings.positiveInt(maxParallelismLimit), maxParallelism));
     },
     stats: () => ({
       workerId,
@@ -440,11 +335,41 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       completed: tasks.completed,
       failed: tasks.failed,
       draining,
-      heartbeatFailures,
+      heartbeatFailures: heartbeats.failures,
       selfProtection: protection.current,
     }),
     stopped,
     close,
     destroy,
   };
+}
+
+/** The worker's gRPC server, its services not yet added. */
+function createGrpcServer(maxReceiveMessageBytes: number): grpc.Server {
+  return new grpc.Server({
+    'grpc.max_receive_message_length': maxReceiveMessageBytes,
+    'grpc.keepalive_permit_without_calls': 1,
+    // An Execute message over that limit, or one that does not decode, is the sender's mistake: HR_ERR_INVALID_REQUEST,
+    // not grpc-js's RESOURCE_EXHAUSTED ("full") / INTERNAL (see proto/src/unreadable-requests.ts for why this way).
+    interceptors: [
+      receiveLimitInterceptor({
+        methodPaths: [WorkerService.service.Execute.path, WorkerService.service.Profile.path],
+        errorCodeKey: metadataKeys.errorCode,
+        tooLarge: () => {
+          const metadata = new grpc.Metadata();
+          metadata.set(metadataKeys.errorCode, workerErrorCodes.invalidRequest);
+          return {
+            code: grpc.status.INVALID_ARGUMENT,
+            details: `the message is larger than the limit of ${maxReceiveMessageBytes} bytes (maxReceiveMessageBytes); it was not read`,
+            metadata,
+          };
+        },
+      }),
+    ],
+  });
+}
+
+/** Binds the server; resolves with the port it got (the one asked for, or a free one for 0). */
+function bindServer(server: grpc.Server, hostPort: string, credentials: grpc.ServerCredentials): Promise<number> {
+  return new Promise<number>((resolve, reject) => server.bindAsync(hostPort, credentials, (error, port) => (error ? reject(error) : resolve(port))));
 }
