@@ -2,7 +2,7 @@ import * as os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { z } from 'zod';
-import { HeadroomError, once, parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
+import { parseConfig, settings, silentLogger, type Logger } from '@headroom/common';
 import { LatencyRecorder, Ledger, WorkerReports, type LedgerOptions } from '@headroom/fleet';
 import {
   WorkerService,
@@ -19,7 +19,8 @@ import { createWorkerMetrics } from './metrics';
 import { createUpstreamAgent } from './upstream-agent';
 import { ParallelismGate } from './gate';
 import { RunningTasks } from './running-tasks';
-import { ExecuteService } from './execute-service';
+import { ExecuteService, type TaskOutcomes } from './execute-service';
+import { WorkerShutdown } from './shutdown';
 import { HeartbeatLoop } from './heartbeat-loop';
 import { workerErrorCodes } from './errors';
 import { WorkerProfiler } from './profiler';
@@ -153,7 +154,7 @@ export { workerReportTtlMs } from './heartbeat-loop';
 /**
  * Starts a worker: its gRPC server is listening and it is in the ledger when this resolves. The
  * composition root: ExecuteService answers tasks, RunningTasks holds their leases, HeartbeatLoop
- * keeps the ledger told; this function wires them and owns the worker's lifecycle (drain, stop).
+ * keeps the ledger told, WorkerShutdown drains and stops; this function wires them.
  */
 export async function createWorker(options: WorkerOptions, deps: WorkerDependencies): Promise<Worker> {
   const config = parseConfig('worker options', workerOptionsSchema, options);
@@ -179,11 +180,21 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
   const tasks = new RunningTasks({ workerId, releaseLease: (leaseId) => ledger.release(cluster, leaseId), logger });
   // Heap, GC, event loop and task figures, for the admin UI's workers table.
   const reporter = new WorkerReporter();
-  let draining = false;
-  let drained: (() => void) | undefined;
-  let markStopped!: () => void;
-  const stopped = new Promise<void>((resolve) => (markStopped = resolve));
-
+  const profiler = new WorkerProfiler(workerId, logger);
+  const server = createGrpcServer(config.maxReceiveMessageBytes);
+  const setHealth = addHealthService(server, ['headroom.v1.Worker']);
+  // Its beat and leave are defined below, before the first heartbeat: no stop can begin before they exist.
+  const shutdown = new WorkerShutdown({
+    gate,
+    tasks,
+    server,
+    setHealth,
+    stopProfiling: () => profiler.stop(),
+    beat: (): Promise<void> => heartbeats.beat(),
+    leave: (): Promise<void> => leave(),
+    drainTimeoutMs: config.drainTimeoutMs,
+    logger,
+  });
   const execute = new ExecuteService({
     workerId,
     cluster,
@@ -194,24 +205,10 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
     httpAgent,
     logger,
     acceptUnaddressed: config.acceptUnaddressed,
-    outcomes: {
-      succeeded: (integration, runMs) => {
-        latency.record(integration, runMs);
-        reporter.taskSucceeded(runMs);
-      },
-      failed: (integration) => {
-        latency.recordFailure(integration);
-        reporter.taskFailed();
-      },
-    },
-    isDraining: () => draining,
-    slotFreed: () => {
-      if (draining && gate.inflight === 0) drained?.();
-    },
+    outcomes: taskOutcomes(latency, reporter),
+    isDraining: (): boolean => shutdown.draining,
+    slotFreed: () => shutdown.slotFreed(),
   });
-  const profiler = new WorkerProfiler(workerId, logger);
-  const server = createGrpcServer(config.maxReceiveMessageBytes);
-  const setHealth = addHealthService(server, ['headroom.v1.Worker']);
   server.addService(withTolerantDeserializers(WorkerService.service, ['Execute', 'Profile']), {
     Execute: execute.handle,
     Profile: profiler.handle,
@@ -238,33 +235,15 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       logger,
       reports: new WorkerReports(deps.redis, ledger.options.keyPrefix),
       flags: deps.flags,
-      isDraining: () => draining,
-      drainRequested: () => void close(),
+      isDraining: (): boolean => shutdown.draining,
+      drainRequested: () => void shutdown.close(),
     },
-    {
-      heartbeatIntervalMs: config.heartbeatIntervalMs,
-      reportIntervalMs: config.reportIntervalMs,
-      protectCheckIntervalMs: config.protectCheckIntervalMs,
-      maxParallelism: config.maxParallelism,
-    },
+    config,
   );
-  heartbeats.followChanges();
-  try {
-    await heartbeats.beat();
-  } catch (error) {
-    server.forceShutdown();
-    heartbeats.stop();
-    closeProtection();
-    throw error;
-  }
-  setHealth('SERVING');
-  heartbeats.start();
   const latencyTimer = setInterval(() => {
     latency.flush().catch((error: unknown) => logger.debug({ err: error }, 'latency report failed; kept for the next one'));
   }, config.latencyReportIntervalMs);
   latencyTimer.unref();
-  logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
-
   const leave = async () => {
     heartbeats.stop();
     closeProtection();
@@ -277,43 +256,20 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       .catch((error: unknown) => logger.warn({ err: error }, 'could not leave the ledger; the sweep will remove this worker'));
   };
 
-  const close = once(async () => {
-    draining = true;
-    // Tasks waiting in the local queue have not started: they go back to their balancers.
-    gate.withdrawAll();
-    profiler.stop();
-    setHealth('NOT_SERVING');
-    // Leave the free set at once so no balancer picks this worker any more.
-    await heartbeats.beat().catch(() => undefined);
-    if (gate.inflight > 0) {
-      logger.info({ inflight: gate.inflight }, 'draining: waiting for running tasks');
-      await new Promise<void>((resolve) => {
-        drained = resolve;
-        setTimeout(resolve, config.drainTimeoutMs).unref();
-      });
-    }
-    await leave();
-    if (gate.inflight > 0) {
-      // drainTimeoutMs passed: stop what still runs rather than hang.
-      logger.warn({ inflight: gate.inflight, drainTimeoutMs: config.drainTimeoutMs }, 'drain timed out: aborting running tasks');
-      tasks.abortAll(new HeadroomError(workerErrorCodes.workerStopped, 'the worker stopped: drain timed out'));
-      server.forceShutdown();
-    } else {
-      await new Promise<void>((resolve) => server.tryShutdown(() => resolve()));
-    }
-    logger.info('worker stopped');
-    markStopped();
-  });
-
-  const destroy = once(async () => {
-    draining = true;
-    gate.withdrawAll();
-    profiler.stop();
-    tasks.abortAll(new HeadroomError(workerErrorCodes.workerStopped, 'the worker is stopping'));
+  heartbeats.followChanges();
+  try {
+    await heartbeats.beat();
+  } catch (error) {
     server.forceShutdown();
-    await leave();
-    markStopped();
-  });
+    heartbeats.stop();
+    closeProtection();
+    clearInterval(latencyTimer);
+    throw error;
+  }
+  // Unless the first heartbeat found an operator's drain request for this worker id: it drains at once.
+  if (!shutdown.draining) setHealth('SERVING');
+  heartbeats.start();
+  logger.info({ workerId, cluster, address, maxParallelism: gate.maxParallelism }, 'worker ready');
 
   return {
     workerId,
@@ -334,13 +290,27 @@ export async function createWorker(options: WorkerOptions, deps: WorkerDependenc
       refusals: gate.refusals,
       completed: tasks.completed,
       failed: tasks.failed,
-      draining,
+      draining: shutdown.draining,
       heartbeatFailures: heartbeats.failures,
       selfProtection: protection.current,
     }),
-    stopped,
-    close,
-    destroy,
+    stopped: shutdown.stopped,
+    close: shutdown.close,
+    destroy: shutdown.destroy,
+  };
+}
+
+/** Where a task's outcome goes besides the metrics: the latency summaries in Redis and the next worker report. */
+function taskOutcomes(latency: LatencyRecorder, reporter: WorkerReporter): TaskOutcomes {
+  return {
+    succeeded: (integration, runMs) => {
+      latency.record(integration, runMs);
+      reporter.taskSucceeded(runMs);
+    },
+    failed: (integration) => {
+      latency.recordFailure(integration);
+      reporter.taskFailed();
+    },
   };
 }
 
