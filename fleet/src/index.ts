@@ -1,5 +1,6 @@
 export * from './ledger';
 export * from './keys';
+export * from './lease-id';
 export * from './errors';
 export * from './redis';
 export { loadScripts, LuaScripts, luaDir } from './script-loader';

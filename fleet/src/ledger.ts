@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisConnection } from './redis';
 import { clusterKeys, type ClusterKeys } from './keys';
+import { leaseNonceOf } from './lease-id';
 import { LuaScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
 import {
@@ -253,8 +254,10 @@ export class Ledger {
       input.dispatchGraceMs ?? defaultDispatchGraceMs,
       input.addressUnchanged ? 1 : 0,
     ];
-    const ownPrefix = `${input.workerId}|`;
-    for (const leaseId of input.heldLeaseIds) if (leaseId.startsWith(ownPrefix)) args.push(leaseId.slice(ownPrefix.length));
+    for (const leaseId of input.heldLeaseIds) {
+      const nonce = leaseNonceOf(leaseId, input.workerId);
+      if (nonce !== undefined) args.push(nonce);
+    }
     const reply = (await this.run('heartbeat', cluster, args)) as [number, number, number, number, number, number];
     return {
       drainRequested: reply[0] === 1,

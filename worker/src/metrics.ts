@@ -13,11 +13,54 @@ export interface WorkerMetrics {
 }
 
 /** The worker's metrics, registered on `registry` (never the global one). */
-export function createWorkerMetrics(
-  registry: Registry,
-  read: () => { inflight: number; maxParallelism: number; highWaterMark: number; queued: number; queueLimit: number },
-  protection: SelfProtection,
-): WorkerMetrics {
+export function createWorkerMetrics(registry: Registry, read: () => GateFigures, protection: SelfProtection): WorkerMetrics {
+  registerSelfProtectionMetrics(registry, protection);
+  registerGateGauges(registry, read);
+  return {
+    taskDuration: new Histogram({
+      name: 'headroom_worker_task_duration_seconds',
+      help: 'Handler run time by cluster and integration (the max parallelism in force is headroom_worker_max_parallelism)',
+      labelNames: ['cluster', 'integration', 'outcome'],
+      buckets: runSecondsBuckets,
+      registers: [registry],
+    }),
+    refusals: new Counter({
+      name: 'headroom_worker_refusals_total',
+      help: 'Tasks refused before they started: all slots busy ("full"), the local queue full ("queue_full"), draining, given up while they waited in it ("cancelled", "deadline"), or for an integration it has no handler for ("no_handler")',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
+    localQueueWait: new Histogram({
+      name: 'headroom_worker_local_queue_wait_seconds',
+      help: 'Time tasks waited in the worker for a slot before they started (--overflow queue only)',
+      buckets: runSecondsBuckets,
+      registers: [registry],
+    }),
+    handlerErrors: new Counter({
+      name: 'headroom_worker_handler_errors_total',
+      help: 'Tasks whose handler failed, by integration and HR_ERR_* code',
+      labelNames: ['integration', 'code'],
+      registers: [registry],
+    }),
+    ledgerRepairs: new Counter({
+      name: 'headroom_worker_ledger_lease_repairs_total',
+      help: 'Leases of this worker its heartbeats put right in the ledger: "dropped" (counted, but neither held here nor released: an answer whose release was lost or never sent), "restored" (held here, but lost by the ledger)',
+      labelNames: ['repair'],
+      registers: [registry],
+    }),
+  };
+}
+
+/** What the gate gauges read at each scrape (ParallelismGate has them). */
+export interface GateFigures {
+  inflight: number;
+  maxParallelism: number;
+  highWaterMark: number;
+  queued: number;
+  queueLimit: number;
+}
+
+function registerSelfProtectionMetrics(registry: Registry, protection: SelfProtection): void {
   new Gauge({
     name: 'headroom_worker_self_protection_slot_share',
     help: 'Share of its slots the worker advertises (1: all; 0.5, 0.25, ...: its event loop stalled or its heap neared the limit, see headroom_worker_self_protection_active)',
@@ -46,6 +89,9 @@ export function createWorkerMetrics(
       for (const reason of protectionReasons) this.inc({ reason }, protection.episodesOf(reason));
     },
   });
+}
+
+function registerGateGauges(registry: Registry, read: () => GateFigures): void {
   new Gauge({
     name: 'headroom_worker_tasks_in_flight',
     help: 'Tasks running now',
@@ -86,37 +132,4 @@ export function createWorkerMetrics(
       this.set(read().queueLimit);
     },
   });
-  return {
-    taskDuration: new Histogram({
-      name: 'headroom_worker_task_duration_seconds',
-      help: 'Handler run time by cluster and integration (the max parallelism in force is headroom_worker_max_parallelism)',
-      labelNames: ['cluster', 'integration', 'outcome'],
-      buckets: runSecondsBuckets,
-      registers: [registry],
-    }),
-    refusals: new Counter({
-      name: 'headroom_worker_refusals_total',
-      help: 'Tasks refused before they started: all slots busy ("full"), the local queue full ("queue_full"), draining, given up while they waited in it ("cancelled", "deadline"), or for an integration it has no handler for ("no_handler")',
-      labelNames: ['reason'],
-      registers: [registry],
-    }),
-    localQueueWait: new Histogram({
-      name: 'headroom_worker_local_queue_wait_seconds',
-      help: 'Time tasks waited in the worker for a slot before they started (--overflow queue only)',
-      buckets: runSecondsBuckets,
-      registers: [registry],
-    }),
-    handlerErrors: new Counter({
-      name: 'headroom_worker_handler_errors_total',
-      help: 'Tasks whose handler failed, by integration and HR_ERR_* code',
-      labelNames: ['integration', 'code'],
-      registers: [registry],
-    }),
-    ledgerRepairs: new Counter({
-      name: 'headroom_worker_ledger_lease_repairs_total',
-      help: 'Leases of this worker its heartbeats put right in the ledger: "dropped" (counted, but neither held here nor released: an answer whose release was lost or never sent), "restored" (held here, but lost by the ledger)',
-      labelNames: ['repair'],
-      registers: [registry],
-    }),
-  };
 }
