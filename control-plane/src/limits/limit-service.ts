@@ -5,6 +5,7 @@ import {
   encodeIntegrationLimit,
   InvalidIntegrationLimitError,
   limitInFlight,
+  startsPerSecondOf,
   type IntegrationLimit,
   type IntegrationWaiting,
   type Ledger,
@@ -30,6 +31,8 @@ export interface IntegrationLimitView {
   limit: IntegrationLimit | AutoLimit | typeof defaultIntegrationLimit;
   /** Tasks in flight it may have now; null: no limit. */
   maxInFlight: number | null;
+  /** The start rate it keeps to (its own, or the default's when it has no limit of its own); null: none. */
+  maxStartsPerSecond: number | null;
   inflight: number;
   /** Tasks waiting on the live balancers because it is at its limit (as of their last heartbeats). */
   waiting: number;
@@ -111,6 +114,7 @@ export class LimitService {
           source: limit ? 'own' : 'default',
           limit: limit ?? defaultIntegrationLimit,
           maxInFlight: Number.isFinite(max) ? max : null,
+          maxStartsPerSecond: state ? state.maxStartsPerSecond : startsPerSecondOf(defaultIntegrationLimit),
           inflight: state?.inflight ?? 0,
           waiting: waitingHere,
           refused: refused.get(`${cluster}/${integration}`) ?? 0,
