@@ -109,12 +109,14 @@ export class LimitService {
         const waitingHere = waiting.get(`${cluster}/${integration}`) ?? 0;
         this.deps.metrics.integrationLimit.set({ cluster, integration }, Number.isFinite(max) ? max : -1);
         this.deps.metrics.integrationWaitingAtLimit.set({ cluster, integration }, waitingHere);
+        const rate = state ? state.maxStartsPerSecond : startsPerSecondOf(defaultIntegrationLimit);
+        this.deps.metrics.integrationMaxStartsPerSecond.set({ cluster, integration }, rate ?? -1);
         return {
           integration,
           source: limit ? 'own' : 'default',
           limit: limit ?? defaultIntegrationLimit,
           maxInFlight: Number.isFinite(max) ? max : null,
-          maxStartsPerSecond: state ? state.maxStartsPerSecond : startsPerSecondOf(defaultIntegrationLimit),
+          maxStartsPerSecond: rate,
           inflight: state?.inflight ?? 0,
           waiting: waitingHere,
           refused: refused.get(`${cluster}/${integration}`) ?? 0,
