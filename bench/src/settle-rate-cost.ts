@@ -49,7 +49,13 @@ const cluster = 'bench';
 
 async function registerWorkers(ledger: Ledger, settings: Settings): Promise<void> {
   for (let i = 0; i < settings.workers; i++) {
-    await ledger.heartbeat(cluster, { workerId: `w${i}`, address: `127.0.0.1:${10_000 + i}`, capacity: settings.slotsPerWorker, draining: false, heldLeaseIds: [] });
+    await ledger.heartbeat(cluster, {
+      workerId: `w${i}`,
+      address: `127.0.0.1:${10_000 + i}`,
+      capacity: settings.slotsPerWorker,
+      draining: false,
+      heldLeaseIds: [],
+    });
   }
 }
 
