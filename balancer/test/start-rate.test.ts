@@ -36,6 +36,10 @@ test("a task held at its integration's start rate does not block another integra
   assert.ok(Number(a3.retryAfterMs) >= 100, `retry after ${a3.retryAfterMs} ms`);
   assert.match(a3.details, /integration bank-a starts 0\.2 tasks per second in cluster baseline, its limit \(maxStartsPerSecond\)/);
   assert.equal(balancer.stats().queue.refusedAtRate, 1);
+  const metrics = await balancer.registry.metrics();
+  assert.match(metrics, /^headroom_balancer_refused_at_limit_total\{reason="rate"\} 1$/m);
+  assert.match(metrics, /^headroom_balancer_refused_at_limit_total\{reason="in-flight"\} 0$/m);
+  assert.match(metrics, /^headroom_ledger_integration_max_starts_per_second\{cluster="baseline",integration="bank-a"\} 0\.2$/m);
 
   // The slot c1 frees goes to b1, behind a2 in the queue: a2 waits for its rate, not for a slot.
   finish('c1');
