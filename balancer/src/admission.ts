@@ -173,6 +173,7 @@ export class Admission {
       refusedQueueFull: this.queueFullCount,
       refusedAtLimit: this.shares.refusedAtLimit,
       refusedAtRate: this.shares.refusedAtRate,
+      integrationMarksDropped: this.shares.marksDropped,
       handoffs,
     };
   }

@@ -1,6 +1,9 @@
 import { performance } from 'node:perf_hooks';
 import type { IntegrationWaiting, LedgerPriority } from '@headroom/fleet';
 
+/** Most integrations marked at their limit or rate per cluster (each mark costs a map entry). */
+export const maxMarksPerCluster = 10_000;
+
 /** Why the ledger last refused an integration's task: its in-flight limit, or its start rate until a time. */
 export type IntegrationHold = { kind: 'in-flight'; limit: number } | { kind: 'rate'; maxStartsPerSecond: number; untilMs: number };
 
@@ -14,7 +17,8 @@ export type IntegrationHold = { kind: 'in-flight'; limit: number } | { kind: 'ra
  *
  * Bounded: an integration is held only while tasks of it wait (at most maxQueuedTasks) or while
  * it is marked in a cluster (in-flight marks cleared at every wake-up of that cluster's queue,
- * rate marks at their time).
+ * rate marks at their time), and at most `maxMarksPerCluster` are marked at once: past that, an
+ * integration is not marked (its tasks wait in turn, as before marks existed) and `marksDropped` counts it.
  */
 export class IntegrationShares {
   private readonly queued = new Map<string, { user: number; background: number }>();
@@ -24,6 +28,8 @@ export class IntegrationShares {
   refusedAtLimit = 0;
   /** Of those, the ones at its start rate. */
   refusedAtRate = 0;
+  /** Marks not made because `maxMarksPerCluster` integrations were marked in the cluster already. */
+  marksDropped = 0;
 
   constructor(
     /** Most tasks of one integration waiting on this balancer while it is at its limit. */
@@ -100,6 +106,14 @@ export class IntegrationShares {
   private mark(cluster: string, integration: string, hold: IntegrationHold): void {
     let marks = this.atLimit.get(cluster);
     if (!marks) this.atLimit.set(cluster, (marks = new Map()));
+    if (!marks.has(integration) && marks.size >= maxMarksPerCluster) {
+      // Rate marks past their time go first; in-flight marks go at the next wake-up.
+      for (const marked of [...marks.keys()]) this.holdOf(cluster, marked);
+      if (marks.size >= maxMarksPerCluster) {
+        this.marksDropped++;
+        return;
+      }
+    }
     marks.set(integration, hold);
   }
 

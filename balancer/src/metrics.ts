@@ -42,6 +42,7 @@ export function createBalancerMetrics(
     refusedQueueFull: number;
     refusedAtLimit: number;
     refusedAtRate: number;
+    integrationMarksDropped: number;
     handoffs: number;
     maxQueued: number;
     maxQueuedBytes: number;
@@ -159,6 +160,15 @@ export function createBalancerMetrics(
       const { refusedAtLimit, refusedAtRate } = readQueue();
       this.inc({ reason: 'in-flight' }, refusedAtLimit - refusedAtRate);
       this.inc({ reason: 'rate' }, refusedAtRate);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_integration_marks_dropped_total',
+    help: 'Integrations at their limit or rate not marked so (their waiting tasks then wait in turn) because 10,000 were marked in the cluster already',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readQueue().integrationMarksDropped);
     },
   });
   new Counter({

@@ -204,7 +204,18 @@ export function testMetrics() {
   const registry = new Registry();
   const metrics = createBalancerMetrics(
     registry,
-    () => ({ byCluster: {}, queuedBytes: 0, shed: 0, refusedQueueFull: 0, refusedAtLimit: 0, refusedAtRate: 0, handoffs: 0, maxQueued: 0, maxQueuedBytes: 0 }),
+    () => ({
+      byCluster: {},
+      queuedBytes: 0,
+      shed: 0,
+      refusedQueueFull: 0,
+      refusedAtLimit: 0,
+      refusedAtRate: 0,
+      integrationMarksDropped: 0,
+      handoffs: 0,
+      maxQueued: 0,
+      maxQueuedBytes: 0,
+    }),
     () => ({ calls: 0, releases: 0, reservations: 0, waiting: 0, refused: 0, maxWaiting: 0 }),
   );
   return { registry, metrics };
