@@ -108,6 +108,7 @@ local oneSecondUs = 1000000
 local function storedTat(stored, state)
   if not stored then return 0, false end
   local colon = string.find(stored, ':', 1, true)
+  if not colon then return 0, false end
   local tat, intervalUs = tonumber(string.sub(stored, 1, colon - 1)), tonumber(string.sub(stored, colon + 1))
   if intervalUs == state.intervalUs then return tat, false end
   local inHand = (math.max(oneSecondUs, intervalUs) - math.max(0, tat - nowUs)) / intervalUs

@@ -123,7 +123,7 @@ export interface ReserveRequest {
   targetWorkerId?: string;
   /** Workers that just refused or could not be reached. At most 32. */
   skipWorkerIds?: readonly string[];
-  /** The task's integration, whose in-flight limit the reservation keeps to; none: no limit. */
+  /** The task's integration, whose in-flight limit and start rate the reservation keeps to; none: no limit. */
   integration?: string;
 }
 
