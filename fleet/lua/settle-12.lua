@@ -40,6 +40,7 @@
 -- (TAT, Redis's clock in us) of its next start, and the interval it was written with; each start moves it on by one emission interval
 -- (1e6 / r us), and a start is refused while it would move it more than the burst tolerance past
 -- now. The tolerance is one second (at least one interval): a burst of one second of the rate.
+-- A background start must leave the kept share (ARGV 2) of the burst in hand, never all of it.
 -- The key expires at the TAT, when the bucket is full again, so an idle integration leaves nothing.
 --@include ledger
 local keptShare, waiterTtlMs, knownDirectory = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
@@ -133,16 +134,20 @@ local function integrationState(integration)
   if rate and rate > 0 then
     state.rate, state.intervalUs = rate, oneSecondUs / rate
     state.toleranceUs = math.max(oneSecondUs, state.intervalUs)
+    -- Kept for user-present tasks, like slots: a share of the burst, but never all of it (a burst of one start keeps none).
+    state.keptUs = math.min(keptShare * state.toleranceUs, state.toleranceUs - state.intervalUs)
     state.tat, state.changed = storedTat(redis.call('GET', integrationRatePrefix .. integration), state)
   end
   integrations[integration] = state
   return state
 end
 
--- The us until the integration's next start is allowed (0: now), by its GCRA.
-local function rateWaitUs(state)
+-- The us until the integration's next start of this priority is allowed (0: now), by its GCRA: a
+-- background start leaves the kept share of the burst in hand, so user-present tasks still go first.
+local function rateWaitUs(state, priority)
   local after = math.max(state.tat, nowUs) + state.intervalUs
-  return math.max(0, after - nowUs - state.toleranceUs)
+  local toleranceUs = state.toleranceUs - (priority == 'user' and 0 or state.keptUs)
+  return math.max(0, after - nowUs - toleranceUs)
 end
 for r = 1, reservationCount do
   local priority, balancer, wait = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3] == '1'
@@ -155,7 +160,7 @@ for r = 1, reservationCount do
     limited = integrationState(integration)
     if limited.inflight >= limited.limit then reason = 'integration-at-limit'
     elseif limited.rate then
-      waitUs = rateWaitUs(limited)
+      waitUs = rateWaitUs(limited, priority)
       if waitUs > 0 then reason = 'integration-at-rate' end
     end
     nonce = nonce .. '|' .. integration

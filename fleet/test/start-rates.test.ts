@@ -158,6 +158,20 @@ test('a user-present task at its rate does not hold back background work, and wa
   assert.deepEqual((await ledger!.snapshot('c')).waitingUserPresentBalancers, []);
 });
 
+test('background starts leave the share kept for user-present tasks in hand: user-present tasks still go first', async (t) => {
+  const [ledger] = await openLedgers(t, 1, { keptForUserPresentShare: 0.2 });
+  await ledger!.setIntegrationLimit('c', 'bank-a', { off: true, maxStartsPerSecond: 10 });
+  // A burst of 10, of which 2 are kept: 8 background starts, then only user-present ones.
+  for (let i = 0; i < 8; i++) assert.equal((await ledger!.reserve('c', task('bank-a', 'background'))).ok, true, `background start ${i + 1}`);
+  atRate(await ledger!.reserve('c', task('bank-a', 'background')), 10);
+  assert.equal((await ledger!.reserve('c', task('bank-a', 'user'))).ok, true);
+  assert.equal((await ledger!.reserve('c', task('bank-a', 'user'))).ok, true);
+  atRate(await ledger!.reserve('c', task('bank-a', 'user')), 10);
+  // A burst of one start keeps none: background work still runs at a rate below one a second.
+  await ledger!.setIntegrationLimit('c', 'bank-b', { off: true, maxStartsPerSecond: 0.5 });
+  assert.equal((await ledger!.reserve('c', task('bank-b', 'background'))).ok, true);
+});
+
 test('the default limit may carry a start rate; it applies to integrations with no limit of their own; the key expires', async (t) => {
   const [ledger] = await openLedgers(t, 1, { defaultIntegrationLimit: { shareOfCapacity: 0.5, minInFlight: 8, maxStartsPerSecond: 2 } });
   await ledger!.setIntegrationLimit('c', 'own', { maxInFlight: 10 });

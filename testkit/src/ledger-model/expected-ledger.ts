@@ -97,7 +97,7 @@ export class ExpectedLedger {
   reservation(priority: 'user' | 'background', integration: string, span: ClockSpan): ExpectedReservation {
     const limit = Math.max(Math.ceil(this.options.integrationLimit.shareOfCapacity * this.totals().capacity), this.options.integrationLimit.minInFlight);
     if ((this.inflightByIntegration().get(integration) ?? 0) >= limit) return { ok: false, reason: 'integration-at-limit' };
-    const rate = this.rateVerdict(integration, span);
+    const rate = this.rateVerdict(integration, span, priority);
     if (rate === 'refuses') return { ok: false, reason: 'integration-at-rate' };
     const answer = this.slotFor(priority);
     return rate === 'undecided' ? { ...answer, orAtRate: true } : answer;
@@ -108,8 +108,8 @@ export class ExpectedLedger {
    * within `span`: refused at the rate, or not (and `started`: it took a slot). Narrows the TAT's
    * bounds; throws when the answer contradicts them (the GCRA broke its contract).
    */
-  rateAnswered(integration: string, span: ClockSpan, refusedAtRate: boolean, started: boolean): void {
-    const gcra = this.gcra();
+  rateAnswered(integration: string, priority: 'user' | 'background', span: ClockSpan, refusedAtRate: boolean, started: boolean): void {
+    const gcra = this.gcra(priority);
     if (!gcra) return;
     const bounds = this.tats.get(integration) ?? { lowUs: 0, highUs: 0 };
     const { fromUs, toUs } = spanUs(span);
@@ -126,8 +126,8 @@ export class ExpectedLedger {
     this.tats.set(integration, bounds);
   }
 
-  private rateVerdict(integration: string, span: ClockSpan): 'allows' | 'refuses' | 'undecided' {
-    const gcra = this.gcra();
+  private rateVerdict(integration: string, span: ClockSpan, priority: 'user' | 'background'): 'allows' | 'refuses' | 'undecided' {
+    const gcra = this.gcra(priority);
     if (!gcra) return 'allows';
     // No key (none yet, or expired when it fell due): a full bucket, as a TAT of 0 is.
     const bounds = this.tats.get(integration) ?? { lowUs: 0, highUs: 0 };
@@ -137,12 +137,17 @@ export class ExpectedLedger {
     return 'undecided';
   }
 
-  /** The start rate's emission interval, and how far ahead of now the TAT may be for a start to go (tolerance - interval), in µs. */
-  private gcra(): { intervalUs: number; slackUs: number } | undefined {
+  /**
+   * The start rate's emission interval, and how far ahead of now the TAT may be for a start of
+   * this priority to go (tolerance - interval, less the share kept for user-present tasks), in µs.
+   */
+  private gcra(priority: 'user' | 'background'): { intervalUs: number; slackUs: number } | undefined {
     const rate = this.options.integrationLimit.maxStartsPerSecond;
     if (rate === undefined) return undefined;
     const intervalUs = 1e6 / rate;
-    return { intervalUs, slackUs: Math.max(1e6, intervalUs) - intervalUs };
+    const toleranceUs = Math.max(1e6, intervalUs);
+    const keptUs = priority === 'user' ? 0 : Math.min(this.options.keptForUserPresentShare * toleranceUs, toleranceUs - intervalUs);
+    return { intervalUs, slackUs: toleranceUs - intervalUs - keptUs };
   }
 
   /** The answer of the priority rules and the free slots (settle-12.lua, after the integration's limits). */

@@ -135,7 +135,7 @@ export class LedgerModelRun {
       // Past the in-flight limit (by the model, and by the ledger's answer: a mismatch is reported below), settle checked the rate.
       if (!(!want.ok && want.reason === 'integration-at-limit') && !(!got.ok && got.reason === 'integration-at-limit')) {
         try {
-          this.expected.rateAnswered(integration, span, !got.ok && got.reason === 'integration-at-rate', got.ok);
+          this.expected.rateAnswered(integration, priorities[i]!, span, !got.ok && got.reason === 'integration-at-rate', got.ok);
         } catch (error) {
           this.fail(error instanceof Error ? error.message : String(error));
         }
