@@ -37,9 +37,10 @@
 -- It is read at each call, so a change holds from the next settle on.
 -- An integration's start rate (its limit's ';rate:<r>', or the default's when it has no limit of its
 -- own) is a GCRA: its key (integrationRatePrefix .. integration) holds the theoretical arrival time
--- (TAT, Redis's clock in us) of its next start, and the interval it was written with; each start moves it on by one emission interval
--- (1e6 / r us), and a start is refused while it would move it more than the burst tolerance past
--- now. The tolerance is one second (at least one interval): a burst of one second of the rate.
+-- (TAT, Redis's clock in us) of its next start, and the interval it was written with. Each start
+-- moves the TAT on by one emission interval (1e6 / r us); a start is refused while it would move it
+-- more than the tolerance past now. The tolerance is one second (at least one interval): a burst
+-- of one second of the rate.
 -- A background start must leave the kept share (ARGV 2) of the burst in hand, never all of it.
 -- The key expires at the TAT, when the bucket is full again, so an idle integration leaves nothing.
 --@include ledger
@@ -257,8 +258,8 @@ for integration, delta in pairs(integrationDeltas) do
     redis.call('HDEL', integrationInflightKey, integration)
   end
 end
--- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept until it falls due
--- (whole us, rounded up: a start is never allowed early).
+-- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept
+-- until it falls due (whole us, rounded up: a start is never allowed early).
 for integration, state in pairs(integrations) do
   if state.rate and state.changed and state.tat > nowUs then
     local tat = math.ceil(state.tat)
