@@ -89,6 +89,9 @@ interface ClusterQueue {
   /** Reservations under way: one that fails records this balancer as waiting, so clearing must wait for them. */
   reservesInFlight: number;
   syncDeferred: boolean;
+  /** Serves the queue again when the first integration held at its start rate may start again (unref'd). */
+  rateTimer: NodeJS.Timeout | undefined;
+  rateTimerDueMs: number;
 }
 
 /**
@@ -127,6 +130,8 @@ export class Admission {
         registeredUser: false,
         reservesInFlight: 0,
         syncDeferred: false,
+        rateTimer: undefined,
+        rateTimerDueMs: Infinity,
       };
       this.queues.set(cluster, queue);
       this.queueByChannel.set(options.ledger.keys(cluster).slotFreedChannel, queue);
@@ -167,6 +172,8 @@ export class Admission {
       shed: this.shedCount,
       refusedQueueFull: this.queueFullCount,
       refusedAtLimit: this.shares.refusedAtLimit,
+      refusedAtRate: this.shares.refusedAtRate,
+      integrationMarksDropped: this.shares.marksDropped,
       handoffs,
     };
   }
@@ -182,7 +189,7 @@ export class Admission {
     return { userPresent, background };
   }
 
-  /** Tasks waiting here because their integration is at its limit, by cluster and integration (the busiest). */
+  /** Tasks waiting here because their integration is at its limit (or start rate), by cluster and integration (the busiest). */
   waitingAtLimit(): IntegrationWaiting[] {
     return this.shares.waitingAtLimit(maxWaitingAtLimitReported);
   }
@@ -243,6 +250,7 @@ export class Admission {
     this.closed = true;
     clearTimeout(this.recheckTimer);
     for (const queue of this.queues.values()) {
+      clearTimeout(queue.rateTimer);
       for (const waiter of queue.waiters.removeAll()) waiter.acquire.fail(shuttingDown());
       await this.syncRegistration(queue);
     }
@@ -278,10 +286,7 @@ export class Admission {
       const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
       // Checked before anything is shed for it: a task refused for its integration takes no one's place.
       if (this.shares.shareFull(queue.cluster, request.integration)) {
-        this.shares.refusedAtLimit++;
-        const limit = this.shares.limitOf(queue.cluster, request.integration);
-        const message = `integration ${request.integration} has ${limit} tasks in flight in cluster ${queue.cluster}, its limit, and ${this.shares.queuedOf(request.integration)} waiting here, its share of the queue (maxQueuedShareAtLimit)`;
-        return resolve({ ok: false, error: new HeadroomError(balancerErrorCodes.integrationAtLimit, message, { retryAfterMs: 1000 }), cluster: queue.cluster });
+        return resolve({ ok: false, error: this.refuseAtLimit(queue.cluster, request.integration), cluster: queue.cluster });
       }
       // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
       while (full() && this.makeRoomFor(request.priority));
@@ -328,6 +333,23 @@ export class Admission {
     });
   }
 
+  /** The error of a task whose integration is held (at its limit or rate) with its share of the queue full; counts it. */
+  private refuseAtLimit(cluster: string, integration: string): HeadroomError {
+    this.shares.refusedAtLimit++;
+    const hold = this.shares.holdOf(cluster, integration);
+    const waiting = `${this.shares.queuedOf(integration)} waiting here, its share of the queue (maxQueuedShareAtLimit)`;
+    if (hold?.kind === 'rate') {
+      this.shares.refusedAtRate++;
+      // The queued tasks of the integration start at its rate: come back once they have.
+      const retryAfterMs = Math.min(60_000, Math.max(100, Math.ceil((1000 * this.shares.queuedOf(integration)) / hold.maxStartsPerSecond)));
+      const message = `integration ${integration} starts ${hold.maxStartsPerSecond} tasks per second in cluster ${cluster}, its limit (maxStartsPerSecond), and has ${waiting}`;
+      return new HeadroomError(balancerErrorCodes.integrationAtLimit, message, { retryAfterMs });
+    }
+    const limit = hold?.kind === 'in-flight' ? hold.limit : undefined;
+    const message = `integration ${integration} has ${limit} tasks in flight in cluster ${cluster}, its limit, and ${waiting}`;
+    return new HeadroomError(balancerErrorCodes.integrationAtLimit, message, { retryAfterMs: 1000 });
+  }
+
   /** When the queue is full, a user-present task takes the place of the newest background one. */
   private makeRoomFor(priority: LedgerPriority): boolean {
     if (priority !== 'user') return false;
@@ -354,7 +376,10 @@ export class Admission {
       if (!reservation.ok) {
         queue.registered = true;
         if (reservation.reason === 'integration-at-limit') this.shares.markAtLimit(queue.cluster, integration, reservation.limit);
-        else if (priority === 'user') queue.registeredUser = true;
+        else if (reservation.reason === 'integration-at-rate') {
+          this.shares.markAtRate(queue.cluster, integration, reservation.maxStartsPerSecond, reservation.retryAfterMs);
+          this.serveWhenRateDue(queue);
+        } else if (priority === 'user') queue.registeredUser = true;
         return undefined;
       }
       return new Lease(queue.cluster, reservation.leaseId, reservation.workerId, reservation.address, this.leaseEnds);
@@ -369,6 +394,27 @@ export class Admission {
         void this.syncRegistration(queue);
       }
     }
+  }
+
+  /**
+   * Serves the queue again when the first integration held at its start rate may start again:
+   * no news of a freed slot comes for a rate. One timer per cluster, for the earliest time.
+   */
+  private serveWhenRateDue(queue: ClusterQueue): void {
+    const inMs = this.shares.msUntilRateDue(queue.cluster);
+    if (inMs === undefined || this.closed) return;
+    const dueMs = performance.now() + inMs;
+    if (queue.rateTimer && queue.rateTimerDueMs <= dueMs) return;
+    clearTimeout(queue.rateTimer);
+    queue.rateTimerDueMs = dueMs;
+    queue.rateTimer = setTimeout(() => {
+      queue.rateTimer = undefined;
+      queue.rateTimerDueMs = Infinity;
+      if (queue.waiters.size > 0) void this.serveQueue(queue);
+      // Another integration may be held until later.
+      this.serveWhenRateDue(queue);
+    }, Math.ceil(inMs));
+    queue.rateTimer.unref();
   }
 
   /** Serves waiters in order while slots are free. One pass per cluster at a time. */

@@ -63,7 +63,7 @@ const optionSpecs: readonly OptionSpec[] = [
     env: 'HEADROOM_DEFAULT_INTEGRATION_LIMIT',
     valueName: 'JSON',
     description:
-      'in-flight limit of each integration with no limit of its own in the ledger, per cluster: {"shareOfCapacity": x, "minInFlight": n} or {"off": true}; every balancer and proxyless client should agree on it',
+      'limit of each integration with no limit of its own in the ledger, per cluster: {"shareOfCapacity": x, "minInFlight": n} or {"off": true} (in flight), either optionally with "maxStartsPerSecond": r (task starts per second, 0.001 to 1000000); every balancer and proxyless client should agree on it',
     defaultText: '{"shareOfCapacity":0.5,"minInFlight":8}',
   },
   {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { settings, userKeyedMap } from '@headroom/common';
 import { clientTlsSchema, serverTlsSchema } from '@headroom/proto';
+import { maxStartsPerSecond, minStartsPerSecond } from '@headroom/fleet';
 import { policyNames } from './policies';
 
 const shareAboveZero = () =>
@@ -9,13 +10,20 @@ const shareAboveZero = () =>
     .gt(0, 'expected a number above 0 and at most 1')
     .max(1, 'expected a number above 0 and at most 1');
 
-/** fleet's DefaultIntegrationLimit: a share of each cluster's capacity with a floor, or off. */
+/** fleet's start rate bounds: a number of starts per second. */
+const startsPerSecond = () =>
+  z
+    .number({ error: `expected maxStartsPerSecond to be a number of task starts per second from ${minStartsPerSecond} to ${maxStartsPerSecond}` })
+    .min(minStartsPerSecond, `expected maxStartsPerSecond to be a number of task starts per second from ${minStartsPerSecond} to ${maxStartsPerSecond}`)
+    .max(maxStartsPerSecond, `expected maxStartsPerSecond to be a number of task starts per second from ${minStartsPerSecond} to ${maxStartsPerSecond}`);
+
+/** fleet's DefaultIntegrationLimit: a share of each cluster's capacity with a floor, or off; either with a start rate. */
 const defaultIntegrationLimitSchema = z.union(
   [
-    z.object({ shareOfCapacity: shareAboveZero(), minInFlight: settings.nonNegativeInt(1_000_000) }).strict(),
-    z.object({ off: z.literal(true, { error: 'expected true' }) }).strict(),
+    z.object({ shareOfCapacity: shareAboveZero(), minInFlight: settings.nonNegativeInt(1_000_000), maxStartsPerSecond: startsPerSecond().optional() }).strict(),
+    z.object({ off: z.literal(true, { error: 'expected true' }), maxStartsPerSecond: startsPerSecond().optional() }).strict(),
   ],
-  { error: 'expected {"shareOfCapacity": x, "minInFlight": n} or {"off": true}' },
+  { error: 'expected {"shareOfCapacity": x, "minInFlight": n} or {"off": true}, either with "maxStartsPerSecond": r' },
 );
 
 const percent = z.coerce
@@ -55,7 +63,8 @@ export const balancerOptionsSchema = z
     maxQueuedShareAtLimit: shareAboveZero().default(0.5),
     /**
      * The in-flight limit, per cluster, of every integration with no limit of its own in the
-     * ledger; every balancer and proxyless client of an installation should agree on it.
+     * ledger, and optionally its start rate (maxStartsPerSecond, per cluster: none by default);
+     * every balancer and proxyless client of an installation should agree on it.
      * @default { shareOfCapacity: 0.5, minInFlight: 8 } (fleet's defaultIntegrationLimit)
      */
     defaultIntegrationLimit: defaultIntegrationLimitSchema.optional(),

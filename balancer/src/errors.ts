@@ -7,7 +7,7 @@ export const balancerErrorCodes = {
   invalidTask: 'HR_ERR_INVALID_TASK',
   queueFull: 'HR_ERR_QUEUE_FULL',
   shed: 'HR_ERR_SHED',
-  /** The task's integration has its limit of tasks in flight, and its share of this balancer's queue waits already; retryable. */
+  /** The task's integration has its limit of tasks in flight (or is at its start rate), and its share of this balancer's queue waits already; retryable. */
   integrationAtLimit: 'HR_ERR_INTEGRATION_AT_LIMIT',
   deadlineExceeded: 'HR_ERR_DEADLINE_EXCEEDED',
   workerLost: 'HR_ERR_WORKER_LOST',

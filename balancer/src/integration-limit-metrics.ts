@@ -51,4 +51,20 @@ export function createIntegrationLimitMetrics(
       }
     },
   });
+  new Gauge({
+    name: 'headroom_ledger_integration_max_starts_per_second',
+    help: 'Most tasks of each integration started per second in each cluster (its start rate), for integrations with a rate and a limit of their own or tasks in flight',
+    labelNames: ['cluster', 'integration'],
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const { cluster, states } of await read()) {
+        for (const state of states) {
+          const integration = integrationLabel(state.integration);
+          if (integration !== state.integration || state.maxStartsPerSecond === null) continue;
+          this.set({ cluster, integration }, state.maxStartsPerSecond);
+        }
+      }
+    },
+  });
 }

@@ -41,6 +41,8 @@ export function createBalancerMetrics(
     shed: number;
     refusedQueueFull: number;
     refusedAtLimit: number;
+    refusedAtRate: number;
+    integrationMarksDropped: number;
     handoffs: number;
     maxQueued: number;
     maxQueuedBytes: number;
@@ -150,11 +152,23 @@ export function createBalancerMetrics(
   });
   new Counter({
     name: 'headroom_balancer_refused_at_limit_total',
-    help: "Tasks refused because their integration was at its in-flight limit and its share of the queue was full (by integration: headroom_balancer_tasks_total's outcome HR_ERR_INTEGRATION_AT_LIMIT)",
+    help: 'Tasks refused because their integration was at its in-flight limit (reason "in-flight") or its start rate ("rate") and its share of the queue was full (by integration: headroom_balancer_tasks_total\'s outcome HR_ERR_INTEGRATION_AT_LIMIT)',
+    labelNames: ['reason'],
     registers: [registry],
     collect() {
       this.reset();
-      this.inc(readQueue().refusedAtLimit);
+      const { refusedAtLimit, refusedAtRate } = readQueue();
+      this.inc({ reason: 'in-flight' }, refusedAtLimit - refusedAtRate);
+      this.inc({ reason: 'rate' }, refusedAtRate);
+    },
+  });
+  new Counter({
+    name: 'headroom_balancer_integration_marks_dropped_total',
+    help: 'Integrations at their limit or rate not marked so (their waiting tasks then wait in turn) because 10,000 were marked in the cluster already',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(readQueue().integrationMarksDropped);
     },
   });
   new Counter({

@@ -290,3 +290,31 @@ test("when its integration's share of the queue is full, a task at the limit get
   leased(await admission.acquire('baseline', request({ integration: 'fast', priority: 'background' })));
   assert.equal(waiting.length, 2);
 });
+
+test("a task at its integration's start rate is passed over until the time the ledger gave, then served with no freed slot to wake the queue", async (t) => {
+  const ledger = new FakeLedger();
+  ledger.addWorker('baseline', 'w1', 8);
+  ledger.integrationsAtRate.set('slow', { maxStartsPerSecond: 5, retryAfterMs: 50 });
+  // The recheck comes every 60 s here: only the rate's own timer can serve the queue in time.
+  const admission = await fakeAdmission(t, ledger, { maxQueuedTasks: 4, maxQueuedShareAtLimit: 0.25 });
+  const slow = admission.acquire('baseline', request({ integration: 'slow' }));
+  await settle();
+  assert.deepEqual(admission.waitingAtLimit(), [{ cluster: 'baseline', integration: 'slow', waiting: 1 }]);
+  leased(await admission.acquire('baseline', request({ integration: 'fast' })));
+  const refused = await admission.acquire('baseline', request({ integration: 'slow' }));
+  assert.ok(!refused.ok && refused.error.code === 'HR_ERR_INTEGRATION_AT_LIMIT');
+  assert.match(
+    refused.error.message,
+    /integration slow starts 5 tasks per second in cluster baseline, its limit \(maxStartsPerSecond\), and has 1 waiting here/,
+  );
+  assert.equal(refused.error.retryAfterMs, 200, 'one queued task at 5 a second');
+  assert.deepEqual([admission.stats().refusedAtLimit, admission.stats().refusedAtRate], [1, 1]);
+  ledger.integrationsAtRate.delete('slow');
+  // The balancer's timers are unref'd (they keep no process alive): this one keeps the test's.
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timed out'>((resolve) => (timer = setTimeout(() => resolve('timed out'), 5_000)));
+  const served = await Promise.race([slow, timeout]);
+  clearTimeout(timer);
+  assert.notEqual(served, 'timed out', 'the queue was not served when the rate allowed');
+  leased(served as Acquired);
+});

@@ -115,6 +115,12 @@ test('the CLIs refuse bad flags and env with exit code 2, naming the setting', (
   result = run(balancerCli, ['--default-integration-limit', '{"share": 1}']);
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /--default-integration-limit: got "\{\\"share\\": 1\}", expected \{"shareOfCapacity": x, "minInFlight": n\} or \{"off": true\}/);
+  result = run(balancerCli, ['--default-integration-limit', '{"shareOfCapacity": 0.5, "minInFlight": 8, "maxStartsPerSecond": -3}']);
+  assert.equal(result.status, 2, result.stderr);
+  assert.match(
+    result.stderr,
+    /--default-integration-limit: got ".*-3}", expected maxStartsPerSecond to be a number of task starts per second from 0\.001 to 1000000/,
+  );
   result = run(balancerCli, [], { HEADROOM_MAX_QUEUED_SHARE_AT_LIMIT: '0' });
   assert.equal(result.status, 2, result.stderr);
   assert.match(result.stderr, /HEADROOM_MAX_QUEUED_SHARE_AT_LIMIT \(env\): got "0", expected a number above 0/);

@@ -53,6 +53,8 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
   private readonly leases = new Map<string, { cluster: string; workerId: string; integration: string }>();
   /** In-flight limits by integration (all clusters alike), as the ledger's integration limits; and the counts held. */
   readonly integrationLimits = new Map<string, number>();
+  /** Start rates by integration: while set, its reservations are refused at its rate, answering `retryAfterMs`. */
+  readonly integrationsAtRate = new Map<string, { maxStartsPerSecond: number; retryAfterMs: number }>();
   private readonly inflightByIntegration = new Map<string, number>();
   private readonly waiting = new Set<string>();
   private leaseCount = 0;
@@ -89,6 +91,11 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
     if (limit !== undefined && (this.inflightByIntegration.get(request.integration) ?? 0) >= limit) {
       if (request.waitIfNone) this.waiting.add(cluster);
       return { ok: false, reason: 'integration-at-limit', limit };
+    }
+    const atRate = this.integrationsAtRate.get(request.integration);
+    if (atRate) {
+      if (request.waitIfNone) this.waiting.add(cluster);
+      return { ok: false, reason: 'integration-at-rate', ...atRate };
     }
     let best: [string, FakeWorker] | undefined;
     for (const entry of this.workers.get(cluster) ?? []) {
@@ -197,7 +204,18 @@ export function testMetrics() {
   const registry = new Registry();
   const metrics = createBalancerMetrics(
     registry,
-    () => ({ byCluster: {}, queuedBytes: 0, shed: 0, refusedQueueFull: 0, refusedAtLimit: 0, handoffs: 0, maxQueued: 0, maxQueuedBytes: 0 }),
+    () => ({
+      byCluster: {},
+      queuedBytes: 0,
+      shed: 0,
+      refusedQueueFull: 0,
+      refusedAtLimit: 0,
+      refusedAtRate: 0,
+      integrationMarksDropped: 0,
+      handoffs: 0,
+      maxQueued: 0,
+      maxQueuedBytes: 0,
+    }),
     () => ({ calls: 0, releases: 0, reservations: 0, waiting: 0, refused: 0, maxWaiting: 0 }),
   );
   return { registry, metrics };

@@ -26,3 +26,28 @@ test('the default integration limit and the queue share at the limit are validat
   }
   assert.throws(() => parseConfig('balancer options', balancerOptionsSchema, { maxQueuedShareAtLimit: 0 }), /maxQueuedShareAtLimit: .*above 0/);
 });
+
+test('the default integration limit may carry a start rate, checked naming the field', () => {
+  const parse = (defaultIntegrationLimit: unknown) =>
+    parseConfig('balancer options', balancerOptionsSchema, { defaultIntegrationLimit }).defaultIntegrationLimit;
+  assert.deepEqual(parse({ shareOfCapacity: 0.5, minInFlight: 8, maxStartsPerSecond: 1000 }), {
+    shareOfCapacity: 0.5,
+    minInFlight: 8,
+    maxStartsPerSecond: 1000,
+  });
+  assert.deepEqual(parse({ off: true, maxStartsPerSecond: 0.5 }), { off: true, maxStartsPerSecond: 0.5 });
+  for (const bad of [-1, 0, 1e7, 0.0001]) {
+    assert.throws(
+      () => parse({ shareOfCapacity: 0.5, minInFlight: 8, maxStartsPerSecond: bad }),
+      /defaultIntegrationLimit\.maxStartsPerSecond: got .*, expected maxStartsPerSecond to be a number of task starts per second from 0\.001 to 1000000/,
+      String(bad),
+    );
+  }
+  for (const bad of ['1000', null, { maxStartsPerSecond: 5 }]) {
+    assert.throws(
+      () => parse(typeof bad === 'object' && bad !== null ? bad : { off: true, maxStartsPerSecond: bad }),
+      /defaultIntegrationLimit/,
+      JSON.stringify(bad),
+    );
+  }
+});

@@ -49,7 +49,7 @@ function codedClass(code: string, runState: RunState) {
 export class QueueFullError extends codedClass('HR_ERR_QUEUE_FULL', 'not-run') {}
 /** A queued background task was shed to make room for a user-present one (HR_ERR_SHED); it did not run. */
 export class ShedError extends codedClass('HR_ERR_SHED', 'not-run') {}
-/** The task's integration had its limit of tasks in flight and its share of the queue waiting (HR_ERR_INTEGRATION_AT_LIMIT); it did not run. */
+/** The task's integration had its limit of tasks in flight (or started its start rate) and its share of the queue waiting (HR_ERR_INTEGRATION_AT_LIMIT); it did not run. */
 export class IntegrationAtLimitError extends codedClass('HR_ERR_INTEGRATION_AT_LIMIT', 'not-run') {}
 /** The task's deadline passed (HR_ERR_DEADLINE_EXCEEDED), queued or while it ran. */
 export class DeadlineExceededError extends codedClass('HR_ERR_DEADLINE_EXCEEDED', 'may-have-run') {}

@@ -20,6 +20,7 @@ export interface ControlMetrics {
   limitReapplies: Counter<'outcome'>;
   /** The limit in tasks per cluster and integration as last read (-1: none); names are validated and capped. */
   integrationLimit: Gauge<'cluster' | 'integration'>;
+  integrationMaxStartsPerSecond: Gauge<'cluster' | 'integration'>;
   integrationWaitingAtLimit: Gauge<'cluster' | 'integration'>;
   autoLimitChanges: Counter<'cluster' | 'integration' | 'reason'>;
   autoLimitInFlight: Gauge<'cluster' | 'integration'>;
@@ -95,6 +96,12 @@ export function createControlMetrics(registry: Registry): ControlMetrics {
     integrationLimit: new Gauge({
       name: 'headroom_control_integration_limit_tasks',
       help: 'Tasks in flight an integration may have per cluster, as last read by the control plane (-1: no limit)',
+      labelNames: ['cluster', 'integration'],
+      registers: [registry],
+    }),
+    integrationMaxStartsPerSecond: new Gauge({
+      name: 'headroom_control_integration_max_starts_per_second',
+      help: 'Tasks an integration may start per second per cluster (its start rate), as last read by the control plane (-1: no rate)',
       labelNames: ['cluster', 'integration'],
       registers: [registry],
     }),

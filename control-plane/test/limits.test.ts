@@ -10,7 +10,16 @@ before(async () => {
 });
 after(() => unleash.stop());
 
-type Row = { integration: string; source: string; limit: unknown; maxInFlight: number | null; inflight: number; waiting: number; refused: number | null };
+type Row = {
+  integration: string;
+  source: string;
+  limit: unknown;
+  maxInFlight: number | null;
+  maxStartsPerSecond: number | null;
+  inflight: number;
+  waiting: number;
+  refused: number | null;
+};
 const rowOf = async (stack: Stack, cluster: string, integration: string): Promise<Row | undefined> => {
   const view = (await stack.api('GET', '/limits')).body as { clusters: { cluster: string; integrations: Row[] }[] };
   return view.clusters.find((c) => c.cluster === cluster)?.integrations.find((i) => i.integration === integration);
@@ -41,6 +50,7 @@ test('an operator sets, reads and removes a limit; the ledger holds it; each cha
     source: 'own',
     limit: { maxInFlight: 3 },
     maxInFlight: 3,
+    maxStartsPerSecond: null,
     inflight: 0,
     waiting: 0,
     refused: 0,
@@ -146,6 +156,63 @@ test('bad limits, names and fields are refused with 400 naming the field, and ch
   assert.deepEqual((await stack.api('GET', '/limits')).body, stateBefore);
   assert.equal((await stack.api('GET', '/audit?limit=1000')).body.entries.length, auditBefore);
   assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 3 });
+});
+
+test('a start rate is set, shown, audited and re-applied over REST; bad rates get a 400 naming the field and change nothing', async (t) => {
+  const stack = await limitsStack(t);
+  const put = await stack.api('PUT', '/limits/baseline/bank-a', {
+    limit: { maxInFlight: 6, maxStartsPerSecond: 1000 },
+    reason: 'the bank allows 1,000 calls/s',
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 6, maxStartsPerSecond: 1000 });
+  const row = await rowOf(stack, 'baseline', 'bank-a');
+  assert.deepEqual([row?.limit, row?.maxInFlight, row?.maxStartsPerSecond], [{ maxInFlight: 6, maxStartsPerSecond: 1000 }, 6, 1000]);
+  // A rate alone keeps the default in flight (half of 10 slots, at least 8).
+  assert.equal((await stack.api('PUT', '/limits/baseline/bank-b', { limit: { maxStartsPerSecond: 2.5 } })).status, 200);
+  const rateAlone = await rowOf(stack, 'baseline', 'bank-b');
+  assert.deepEqual([rateAlone?.source, rateAlone?.maxInFlight, rateAlone?.maxStartsPerSecond], ['own', 8, 2.5]);
+  assert.match(
+    (await stack.api('GET', '/metrics', undefined, null)).body as string,
+    /^headroom_control_integration_max_starts_per_second\{cluster="baseline",integration="bank-a"\} 1000$/m,
+  );
+  const audited = (await auditOf(stack, 'limit.set')).find((e) => e.target === 'baseline/bank-a');
+  assert.deepEqual(
+    { request: audited?.request, after: audited?.after },
+    { request: { limit: { maxInFlight: 6, maxStartsPerSecond: 1000 } }, after: { maxInFlight: 6, maxStartsPerSecond: 1000 } },
+  );
+
+  const stateBefore = (await stack.api('GET', '/limits')).body;
+  const auditBefore = (await stack.api('GET', '/audit?limit=1000')).body.entries.length;
+  const field = 'body.limit.maxStartsPerSecond';
+  const bad: { body: unknown; field: string }[] = [
+    { body: { limit: { maxInFlight: 6, maxStartsPerSecond: -5 } }, field },
+    { body: { limit: { maxInFlight: 6, maxStartsPerSecond: 0 } }, field },
+    { body: { limit: { maxInFlight: 6, maxStartsPerSecond: '1000' } }, field },
+    { body: { limit: { maxInFlight: 6, maxStartsPerSecond: 1e12 } }, field },
+    { body: { limit: { maxStartsPerSecond: null } }, field },
+    { body: '{"limit": {"maxInFlight": 6, "maxStartsPerSecond": NaN}}', field: 'body' },
+    { body: '{"limit": {"maxInFlight": 6, "maxStartsPerSecond": 1e999}}', field },
+    { body: { limit: { maxInFlight: 6, shareOfCapacity: 0.5, maxStartsPerSecond: 10 } }, field: 'body.limit' },
+    { body: { limit: { auto: { minInFlight: 1, maxInFlight: 4 }, maxStartsPerSecond: 10 } }, field: 'body.limit.auto' },
+  ];
+  for (const { body, field: expected } of bad) {
+    const answer = await stack.api('PUT', '/limits/baseline/bank-a', body);
+    const where = `PUT ${JSON.stringify(body)} → ${answer.status} ${JSON.stringify(answer.body)}`;
+    assert.equal(answer.status, 400, where);
+    assert.equal(answer.body.error.code, 'HR_ERR_INVALID_REQUEST', where);
+    assert.ok(
+      (answer.body.error.fields as { field: string }[]).some((f) => f.field === expected),
+      `${where}: expected the field ${expected}`,
+    );
+  }
+  assert.deepEqual((await stack.api('GET', '/limits')).body, stateBefore);
+  assert.equal((await stack.api('GET', '/audit?limit=1000')).body.entries.length, auditBefore);
+
+  // Redis lost it: PostgreSQL gives the rate back.
+  await stack.fleet.redis.del(clusterKeys(stack.fleet.ledgerOptions.keyPrefix!, 'baseline').integrationLimits);
+  await eventually('the rate is back in the ledger', 10_000, async () => ((await ownLimit(stack, 'baseline', 'bank-a')) ? true : undefined));
+  assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 6, maxStartsPerSecond: 1000 });
 });
 
 test('a limit the ledger lost (Redis lost its data) is re-applied from PostgreSQL, counted and audited', async (t) => {

@@ -3,7 +3,8 @@
 -- this script checks it again against the cluster's capacity, atomically, so that a refused
 -- change writes nothing.
 -- KEYS: see includes/ledger.lua
--- ARGV: 1 channel  2 integration  3 spec: 'max:<n>', 'share:<0..1>', 'off', or '' (remove: the default applies)
+-- ARGV: 1 channel  2 integration  3 spec: 'max:<n>', 'share:<0..1>', 'off', each optionally followed by
+--       ';rate:<starts per second>', or 'rate:<r>' alone, or '' (remove: the default applies)
 -- Returns: { 'ok' } | { 'bad-spec' } | { 'above-capacity', capacity (the sum of the cluster's workers' max parallelism) }
 --@include ledger
 local integration, spec = ARGV[2], ARGV[3]
@@ -11,9 +12,12 @@ if spec == '' then
   redis.call('HDEL', integrationLimitsKey, integration)
   return { 'ok' }
 end
-if spec ~= 'off' then
-  local max = string.match(spec, '^max:(%d+)$')
-  local share = string.match(spec, '^share:([%d.]+)$')
+local inFlight, rate = splitLimitSpec(spec)
+if not rate and (not inFlight or string.find(spec, ';', 1, true)) then return { 'bad-spec' } end
+if rate and not (rate >= 0.001 and rate <= 1000000) then return { 'bad-spec' } end
+if inFlight and inFlight ~= 'off' then
+  local max = string.match(inFlight, '^max:(%d+)$')
+  local share = string.match(inFlight, '^share:([%d.]+)$')
   if max then
     local capacity = tonumber(redis.call('HGET', totalsKey, 'capacity') or '0')
     -- A cluster with no workers yet has no capacity to compare with: any count is accepted.

@@ -14,26 +14,38 @@
 --       4 the directory version (see directoryKey) whose addresses the caller holds ('' for none)
 --       5 default integration limit, as a share of the cluster's capacity (0..1; 0: no default limit)
 --       6 the default limit's floor (in flight), so that a small cluster still runs an integration's tasks
---       7 number of releases R, then R lease ids
+--       7 the default limit's start rate (starts per second; 0: none)
+--       8 number of releases R, then R lease ids
 --       then the number of reservations N, then N groups: priority ('user'|'background'),
 --       balancerId, wait (1: on failure, register the balancer as waiting), target worker ('' = least-loaded),
 --       lease nonce (unique, no '|'), integration ('' = none: no limit), number of workers to skip S, then S worker ids
 -- Returns: { { 1|0 per release: whether a lease was released },
 --            { per reservation: { 'ok', worker, address, free slots it had, lease id } or { 'none', reason }
---              or { 'none', 'integration-at-limit', the limit (in flight) } } }
+--              or { 'none', 'integration-at-limit', the limit (in flight) }
+--              or { 'none', 'integration-at-rate', the start rate (text: it may have a fraction), ms until its next start } } }
 --   The address is '' when the caller's directory version is current: it has every address then,
 --   and one read of the version costs less than one of an address per reservation.
 --   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full',
 --   'integration-at-limit' (the task's integration has as many leases as its limit: other
---   integrations' tasks may still get slots, so a balancer keeps serving them)
+--   integrations' tasks may still get slots, so a balancer keeps serving them),
+--   'integration-at-rate' (the task's integration started as many tasks as its start rate allows:
+--   likewise, and the balancer passes it over until the wait given)
 --   The lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>": a release finds the
 --   worker's leases from it, and the integration whose count it lowers.
 -- An integration's limit is its field in integrationLimitsKey ('max:<n>', 'share:<x>' of the
 -- cluster's capacity, rounded up, or 'off'), else the default: max(ceil(share x capacity), floor).
 -- It is read at each call, so a change holds from the next settle on.
+-- An integration's start rate (its limit's ';rate:<r>', or the default's when it has no limit of its
+-- own) is a GCRA: its key (integrationRatePrefix .. integration) holds the theoretical arrival time
+-- (TAT, Redis's clock in us) of its next start, and the interval it was written with. Each start
+-- moves the TAT on by one emission interval (1e6 / r us); a start is refused while it would move it
+-- more than the tolerance past now. The tolerance is one second (at least one interval): a burst
+-- of one second of the rate.
+-- A background start must leave the kept share (ARGV 2) of the burst in hand, never all of it.
+-- The key expires at the TAT, when the bucket is full again, so an idle integration leaves nothing.
 --@include ledger
 local keptShare, waiterTtlMs, knownDirectory = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local defaultLimitShare, defaultLimitFloor = tonumber(ARGV[5]), tonumber(ARGV[6])
+local defaultLimitShare, defaultLimitFloor, defaultStartRate = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local now, nowUs = clock()
 local nowText = string.format('%d', now)  -- each lease's record: written as text once (see freeScore)
 
@@ -43,7 +55,7 @@ local integrationDeltas = {}  -- integration -> change of its count in this batc
 local function countInBatch(integration, delta)
   integrationDeltas[integration] = (integrationDeltas[integration] or 0) + delta
 end
-local at = 7
+local at = 8
 local releaseCount = tonumber(ARGV[at])
 for i = 1, releaseCount do
   local lease = ARGV[at + i]
@@ -87,19 +99,47 @@ local function readTotals()
   end
 end
 
-local function limitOf(spec)
-  if spec == 'off' or (not spec and defaultLimitShare <= 0) then return math.huge
-  elseif spec and string.sub(spec, 1, 4) == 'max:' then return tonumber(string.sub(spec, 5)) or math.huge
-  elseif spec and string.sub(spec, 1, 6) == 'share:' then return math.ceil((tonumber(string.sub(spec, 7)) or 1) * totalCapacity)
-  end
-  return math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor)
-end
-
--- Per integration of this batch's reservations: { inflight, limit }, counted here as leases are
--- taken. `countBefore`: every integration whose count this batch changes, as it was before it.
+-- Per integration of this batch's reservations: { inflight, limit, and with a start rate: rate,
+-- intervalUs, toleranceUs, tat }, counted here as leases are taken (the TATs written at the end).
+-- `countBefore`: every integration whose count this batch changes, as it was before it.
 -- Read in one call per hash for the whole batch, not one per integration: with tasks spread over
 -- many integrations, nearly every reservation names one the batch has not met yet.
 local integrations, countBefore = {}, {}
+local oneSecondUs = 1000000
+-- The TAT stored as "<tat>:<emission interval us>" (false: none, a full bucket). Written under
+-- another rate, it is carried over as the starts it leaves in hand, up to the new burst, so a rate
+-- change holds from the next call without forgiving or inventing a second of debt (and is written
+-- back at once: the old interval would go on refilling at the old rate). Returns the TAT and whether to write it.
+local function storedTat(stored, state)
+  if not stored then return 0, false end
+  local colon = string.find(stored, ':', 1, true)
+  if not colon then return 0, false end
+  local tat, intervalUs = tonumber(string.sub(stored, 1, colon - 1)), tonumber(string.sub(stored, colon + 1))
+  if intervalUs == state.intervalUs then return tat, false end
+  local inHand = (math.max(oneSecondUs, intervalUs) - math.max(0, tat - nowUs)) / intervalUs
+  inHand = math.max(0, math.min(inHand, state.toleranceUs / state.intervalUs))
+  return nowUs + state.toleranceUs - inHand * state.intervalUs, true
+end
+-- An integration's state from its stored spec (false: none, the default applies) and its count.
+local function integrationState(integration, spec, inflight)
+  local inFlight, rate = nil, nil
+  if spec then inFlight, rate = splitLimitSpec(spec)
+  elseif defaultStartRate > 0 then rate = defaultStartRate end
+  local limit
+  if inFlight == 'off' or (not inFlight and defaultLimitShare <= 0) then limit = math.huge
+  elseif inFlight and string.sub(inFlight, 1, 4) == 'max:' then limit = tonumber(string.sub(inFlight, 5)) or math.huge
+  elseif inFlight and string.sub(inFlight, 1, 6) == 'share:' then limit = math.ceil((tonumber(string.sub(inFlight, 7)) or 1) * totalCapacity)
+  else limit = math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor) end
+  local state = { inflight = inflight, limit = limit }
+  if rate and rate > 0 then
+    state.rate, state.intervalUs = rate, oneSecondUs / rate
+    state.toleranceUs = math.max(oneSecondUs, state.intervalUs)
+    -- Kept for user-present tasks, like slots: a share of the burst, but never all of it (a burst of one start keeps none).
+    state.keptUs = math.min(keptShare * state.toleranceUs, state.toleranceUs - state.intervalUs)
+    state.tat, state.changed = storedTat(redis.call('GET', integrationRatePrefix .. integration), state)
+  end
+  return state
+end
 local function readIntegrations()
   local names, limited, from = {}, {}, at
   for r = 1, reservationCount do
@@ -123,20 +163,32 @@ local function readIntegrations()
   for i = 1, #limited do
     local integration = limited[i]
     -- The releases of this batch are not written yet: their changes count here.
-    integrations[integration] = { inflight = countBefore[integration] + (integrationDeltas[integration] or 0), limit = limitOf(specs[i] or nil) }
+    integrations[integration] = integrationState(integration, specs[i], countBefore[integration] + (integrationDeltas[integration] or 0))
   end
 end
 readIntegrations()
+
+-- The us until the integration's next start of this priority is allowed (0: now), by its GCRA: a
+-- background start leaves the kept share of the burst in hand, so user-present tasks still go first.
+local function rateWaitUs(state, priority)
+  local after = math.max(state.tat, nowUs) + state.intervalUs
+  local toleranceUs = state.toleranceUs - (priority == 'user' and 0 or state.keptUs)
+  return math.max(0, after - nowUs - toleranceUs)
+end
 for r = 1, reservationCount do
   local priority, balancer, wait = ARGV[at + 1], ARGV[at + 2], ARGV[at + 3] == '1'
   local target, nonce, integration, skipCount = ARGV[at + 4], ARGV[at + 5], ARGV[at + 6], tonumber(ARGV[at + 7])
   local skipFrom, skipTo = at + 8, at + 7 + skipCount
   at = skipTo
 
-  local reason, limited = nil, nil
+  local reason, limited, waitUs = nil, nil, 0
   if integration ~= '' then
     limited = integrations[integration]
-    if limited.inflight >= limited.limit then reason = 'integration-at-limit' end
+    if limited.inflight >= limited.limit then reason = 'integration-at-limit'
+    elseif limited.rate then
+      waitUs = rateWaitUs(limited, priority)
+      if waitUs > 0 then reason = 'integration-at-rate' end
+    end
     nonce = nonce .. '|' .. integration
   end
   if reason then
@@ -197,15 +249,19 @@ for r = 1, reservationCount do
     if limited then
       limited.inflight = limited.inflight + 1
       countInBatch(integration, 1)
+      if limited.rate then
+        limited.tat = math.max(limited.tat, nowUs) + limited.intervalUs
+        limited.changed = true
+      end
     end
     if addressesKnown == nil then addressesKnown = knownDirectory ~= '' and redis.call('GET', directoryKey) == knownDirectory end
     results[r] = { 'ok', worker, addressesKnown and '' or redis.call('HGET', addressKey, worker), free, worker .. '|' .. nonce }
   else
     if wait then
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
-      -- A user-present task at its integration's limit waits for a release of that integration;
+      -- A user-present task at its integration's limit (or rate) waits for that integration alone;
       -- it does not hold back other integrations' background work.
-      if priority == 'user' and reason ~= 'integration-at-limit' then
+      if priority == 'user' and reason ~= 'integration-at-limit' and reason ~= 'integration-at-rate' then
         redis.call('ZADD', waitingUserKey, now + waiterTtlMs, balancer)
         -- The background reservations after it in this batch hold back too.
         waitingUser = true
@@ -213,6 +269,8 @@ for r = 1, reservationCount do
     end
     if reason == 'integration-at-limit' then
       results[r] = { 'none', reason, limited.limit == math.huge and -1 or limited.limit }
+    elseif reason == 'integration-at-rate' then
+      results[r] = { 'none', reason, string.format('%.15g', limited.rate), math.ceil(waitUs / 1000) }
     else
       results[r] = { 'none', reason }
     end
@@ -236,6 +294,14 @@ for integration, delta in pairs(integrationDeltas) do
 end
 if #counts > 0 then redis.call('HSET', integrationInflightKey, unpack(counts)) end
 if #emptied > 0 then redis.call('HDEL', integrationInflightKey, unpack(emptied)) end
+-- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept
+-- until it falls due (whole us, rounded up: a start is never allowed early).
+for integration, state in pairs(integrations) do
+  if state.rate and state.changed and state.tat > nowUs then
+    local tat = math.ceil(state.tat)
+    redis.call('SET', integrationRatePrefix .. integration, string.format('%d:%.17g', tat, state.intervalUs), 'PX', math.max(1, math.ceil((tat - nowUs) / 1000)))
+  end
+end
 -- Slots freed that this batch did not take again: tell waiting balancers.
 if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
   redis.call('PUBLISH', slotFreedChannel, freedWorker)

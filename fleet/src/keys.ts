@@ -33,10 +33,17 @@ export interface ClusterKeys {
    */
   readonly integrationInflight: string;
   /**
-   * HASH integration -> its limit ('max:<n>', 'share:<x>' or 'off'; see integration-limits.ts),
-   * read by every settle call. Not in `all`: built from `totals` like `integrationInflight`.
+   * HASH integration -> its limit ('max:<n>', 'share:<x>' or 'off', then ';rate:<r>' with a start
+   * rate, or 'rate:<r>' alone; see integration-limits.ts), read by every settle call. Not in `all`:
+   * built from `totals` like `integrationInflight`.
    */
   readonly integrationLimits: string;
+  /**
+   * Not a key: `integrationRatePrefix + integration` is the STRING of that integration's start
+   * rate (its GCRA's theoretical arrival time, Redis's clock in µs), which expires when it falls
+   * due (lua/settle-12.lua). Built from `totals` like `integrationInflight`.
+   */
+  readonly integrationRatePrefix: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
   readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
@@ -54,8 +61,10 @@ export interface ClusterKeys {
  * 3: a worker's count is its lease records, settled by the leases it holds (before: answer counts in `workers`).
  * 4: `workers` also holds "<worker>|held", the leases the worker held at its last heartbeat.
  * 5: a lease record's field names its integration ("<nonce>|<integration>"), counted per integration.
+ * 6: a limit may carry a start rate ('max:<n>;rate:<r>', 'rate:<r>'; layout 5's settle would read
+ *    'max:20;rate:5' as no limit), kept per integration in `integrationRatePrefix` keys.
  */
-export const ledgerLayout = 5;
+export const ledgerLayout = 6;
 
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;
@@ -80,6 +89,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     ejectionReason: `${named.unreachable}:reason`,
     integrationInflight: `${named.totals}:integration-inflight`,
     integrationLimits: `${named.totals}:integration-limits`,
+    integrationRatePrefix: `${named.totals}:integration-rate:`,
     slotFreedChannel: key('slot-freed'),
   };
 }

@@ -10,6 +10,7 @@ import {
   defaultIntegrationLimit,
   defaultLimitArgs,
   encodeIntegrationLimit,
+  startsPerSecondOf,
   type DefaultIntegrationLimit,
   type IntegrationLimit,
 } from './integration-limits';
@@ -123,7 +124,7 @@ export interface ReserveRequest {
   targetWorkerId?: string;
   /** Workers that just refused or could not be reached. At most 32. */
   skipWorkerIds?: readonly string[];
-  /** The task's integration, whose in-flight limit the reservation keeps to; none: no limit. */
+  /** The task's integration, whose in-flight limit and start rate the reservation keeps to; none: no limit. */
   integration?: string;
 }
 
@@ -133,7 +134,9 @@ export type Reservation =
   | { ok: true; leaseId: string; workerId: string; address: string; freeSlotsBefore: number }
   | { ok: false; reason: NoSlotReason }
   /** The integration has `limit` tasks in flight in the cluster already: other integrations may still get slots. */
-  | { ok: false; reason: 'integration-at-limit'; limit: number };
+  | { ok: false; reason: 'integration-at-limit'; limit: number }
+  /** The integration started as many tasks as its start rate allows; its next start is allowed in `retryAfterMs`. */
+  | { ok: false; reason: 'integration-at-rate'; maxStartsPerSecond: number; retryAfterMs: number };
 
 /** One integration's limit and tasks in flight in a cluster, as the ledger holds them. */
 export interface IntegrationLimitState {
@@ -142,6 +145,8 @@ export interface IntegrationLimitState {
   limit: IntegrationLimit | null;
   /** The limit in tasks at the cluster's capacity now (Infinity when off). */
   maxInFlight: number;
+  /** The start rate it keeps to (its own, or the default's when it has no limit of its own); null: none. */
+  maxStartsPerSecond: number | null;
   inflight: number;
 }
 
@@ -223,7 +228,7 @@ export class Ledger {
   /** Calls to Redis that carried releases and reservations, and how many of each: their ratio is the batch size. */
   readonly settleCounts = { calls: 0, releases: 0, reservations: 0 };
   private readonly scripts = LuaScripts.of();
-  private get defaultLimitArgs(): [number, number] {
+  private get defaultLimitArgs(): [number, number, number] {
     return defaultLimitArgs(this.options.defaultIntegrationLimit);
   }
 
@@ -288,6 +293,8 @@ export class Ledger {
       return { ok: true, leaseId: reply[4]!, workerId: reply[1]!, address: reply[2]!, freeSlotsBefore: Number(reply[3]) };
     }
     if (reply[1] === 'integration-at-limit') return { ok: false, reason: 'integration-at-limit', limit: Number(reply[2]) };
+    if (reply[1] === 'integration-at-rate')
+      return { ok: false, reason: 'integration-at-rate', maxStartsPerSecond: Number(reply[2]), retryAfterMs: Number(reply[3]) };
     return { ok: false, reason: reply[1] as NoSlotReason };
   }
 
@@ -301,7 +308,10 @@ export class Ledger {
     if (limit === null) encodeIntegrationLimit(integration, { off: true });
     const reply = (await this.run('integration-limit', cluster, [integration, spec])) as [string, number?];
     if (reply[0] === 'above-capacity')
-      throw new InvalidIntegrationLimitError('limit.maxInFlight', `got ${spec.slice(4)}, above the capacity of cluster ${cluster} (${reply[1]} slots)`);
+      throw new InvalidIntegrationLimitError(
+        'limit.maxInFlight',
+        `got ${/^max:(\d+)/.exec(spec)?.[1] ?? spec}, above the capacity of cluster ${cluster} (${reply[1]} slots)`,
+      );
     if (reply[0] !== 'ok') throw new InvalidIntegrationLimitError('limit', `the ledger refused ${JSON.stringify(spec)}`);
   }
 
@@ -322,6 +332,7 @@ export class Ledger {
         integration,
         limit,
         maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots),
+        maxStartsPerSecond: startsPerSecondOf(limit ?? this.options.defaultIntegrationLimit),
         inflight: Number(inflight[integration] ?? 0),
       };
     });
@@ -591,12 +602,12 @@ export class Ledger {
   }
 }
 
-/** An integration's limit in tasks at a cluster capacity, as settle-12.lua computes it. */
+/** An integration's limit in tasks at a cluster capacity, as settle-12.lua computes it (a start rate alone keeps the default's). */
 export function limitInFlight(limit: IntegrationLimit | null, fallback: DefaultIntegrationLimit, capacitySlots: number): number {
-  if (limit === null) return 'off' in fallback ? Infinity : Math.max(Math.ceil(fallback.shareOfCapacity * capacitySlots), fallback.minInFlight);
-  if ('off' in limit) return Infinity;
-  if ('maxInFlight' in limit) return limit.maxInFlight;
-  return Math.ceil(limit.shareOfCapacity * capacitySlots);
+  if (limit !== null && 'off' in limit) return Infinity;
+  if (limit !== null && 'maxInFlight' in limit) return limit.maxInFlight;
+  if (limit !== null && 'shareOfCapacity' in limit) return Math.ceil(limit.shareOfCapacity * capacitySlots);
+  return 'off' in fallback ? Infinity : Math.max(Math.ceil(fallback.shareOfCapacity * capacitySlots), fallback.minInFlight);
 }
 
 function numberOrNull(value: string | undefined): number | null {

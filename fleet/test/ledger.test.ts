@@ -899,3 +899,17 @@ test('no more workers are marked unreachable at once than the share allows (at l
   await addWorker(single, 'c', 'only', 1);
   assert.equal((await single.markUnreachable('c', 'only', 60_000, 0.1)).result, 'marked', 'one worker can always be marked');
 });
+
+test("a start rate's key lives under the cluster's hash tag, so settle keeps the rate on one shard", async (t) => {
+  const ledger = await openLedger(t, { keptForUserPresentShare: 0 });
+  await addWorker(ledger, 'c', 'w1', 10);
+  await ledger.setIntegrationLimit('c', 'bank-a', { off: true, maxStartsPerSecond: 2 });
+  const task = { priority: 'user' as const, balancerId: 'b1', waitIfNone: false, integration: 'bank-a' };
+  assert.equal((await ledger.reserve('c', task)).ok, true);
+  assert.equal((await ledger.reserve('c', task)).ok, true);
+  const refused = await ledger.reserve('c', task);
+  assert.ok(!refused.ok && refused.reason === 'integration-at-rate', JSON.stringify(refused));
+  const rateKey = `${ledger.keys('c').integrationRatePrefix}bank-a`;
+  assert.ok(rateKey.startsWith(`{${ledger.options.keyPrefix}:c}:`));
+  assert.ok((await ledger.redis.pttl(rateKey)) > 0);
+});

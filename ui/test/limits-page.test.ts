@@ -68,6 +68,38 @@ test('an operator sets and removes a limit on the Limits page; a bad value chang
     assert.equal((await stack.api('GET', '/audit?action=limit.set')).body.entries.length, 1);
   });
 
+  await t.test('a start rate is set beside the count, and alone over the default in flight; a bad rate shows the API’s error and changes nothing', async () => {
+    const row = page.getByTestId('limit-baseline-bank-a');
+    const rate = page.getByTestId('limit-baseline-bank-a-rate');
+    assert.equal(await rate.textContent(), '—');
+    await row.getByLabel('Kind of limit for bank-a').selectOption('maxInFlight');
+    await row.getByLabel('Limit for bank-a', { exact: true }).fill('4');
+    await row.getByLabel('Starts per second for bank-a', { exact: true }).fill('1000');
+    await row.getByRole('button', { name: 'Set' }).click();
+    await page.getByRole('status').filter({ hasText: 'Set bank-a on baseline to 4 in flight, at most 1,000/s starts' }).waitFor();
+    assert.equal(await setting.textContent(), '4 in flight, at most 1,000/s starts');
+    assert.equal(await rate.textContent(), '1,000/s');
+    assert.deepEqual(await ownLimit(), { maxInFlight: 4, maxStartsPerSecond: 1000 });
+
+    await row.getByLabel('Starts per second for bank-a', { exact: true }).fill('-5');
+    await row.getByRole('button', { name: 'Set' }).click();
+    await page
+      .getByRole('alert')
+      .filter({ hasText: /body\.limit\.maxStartsPerSecond: got -5/ })
+      .waitFor();
+    assert.deepEqual(await ownLimit(), { maxInFlight: 4, maxStartsPerSecond: 1000 });
+
+    await row.getByLabel('Kind of limit for bank-a').selectOption('default');
+    await row.getByLabel('Starts per second for bank-a', { exact: true }).fill('2.5');
+    await row.getByRole('button', { name: 'Set' }).click();
+    await page.getByRole('status').filter({ hasText: 'Set bank-a on baseline to default in flight, at most 2.5/s starts' }).waitFor();
+    assert.equal(await max.textContent(), '8', 'the default in flight');
+    assert.equal(await rate.textContent(), '2.5/s');
+    assert.deepEqual(await ownLimit(), { maxStartsPerSecond: 2.5 });
+    const [entry] = (await stack.api('GET', '/audit?action=limit.set')).body.entries as { after: unknown }[];
+    assert.deepEqual(entry?.after, { maxStartsPerSecond: 2.5 });
+  });
+
   await t.test('removing the limit brings the default back', async () => {
     await page.getByTestId('limit-baseline-bank-a').getByRole('button', { name: 'Remove' }).click();
     await page.getByRole('status').filter({ hasText: 'Removed the limit of bank-a on baseline' }).waitFor();

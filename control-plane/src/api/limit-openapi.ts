@@ -3,16 +3,36 @@ import type { RequestSchemas } from './schemas';
 
 type JsonSchema = Record<string, unknown>;
 
+const maxStartsPerSecond: JsonSchema = {
+  type: 'number',
+  minimum: 0.001,
+  maximum: 1_000_000,
+  description:
+    'Optional start rate: most tasks of the integration started per second in the cluster, across every balancer and proxyless client (a GCRA with a burst of one second of the rate)',
+};
+
 const limitForm: JsonSchema = {
   oneOf: [
-    { type: 'object', properties: { maxInFlight: { type: 'integer', minimum: 1 } }, required: ['maxInFlight'], additionalProperties: false },
     {
       type: 'object',
-      properties: { shareOfCapacity: { type: 'number', exclusiveMinimum: 0, maximum: 1 } },
+      properties: { maxInFlight: { type: 'integer', minimum: 1 }, maxStartsPerSecond },
+      required: ['maxInFlight'],
+      additionalProperties: false,
+    },
+    {
+      type: 'object',
+      properties: { shareOfCapacity: { type: 'number', exclusiveMinimum: 0, maximum: 1 }, maxStartsPerSecond },
       required: ['shareOfCapacity'],
       additionalProperties: false,
     },
-    { type: 'object', properties: { off: { const: true } }, required: ['off'], additionalProperties: false },
+    { type: 'object', properties: { off: { const: true }, maxStartsPerSecond }, required: ['off'], additionalProperties: false },
+    {
+      type: 'object',
+      description: 'A start rate alone: the default in-flight limit applies ({"off": true, "maxStartsPerSecond": r} is the rate with no in-flight limit)',
+      properties: { maxStartsPerSecond },
+      required: ['maxStartsPerSecond'],
+      additionalProperties: false,
+    },
     {
       type: 'object',
       description: 'Auto: the control plane moves the count between the bounds by the integration’s run time against its own baseline',
@@ -27,7 +47,11 @@ const limitForm: JsonSchema = {
       required: ['auto'],
       additionalProperties: false,
     },
-    { type: 'object', properties: { shareOfCapacity: { type: 'number' }, minInFlight: { type: 'integer' } }, description: 'The default' },
+    {
+      type: 'object',
+      properties: { shareOfCapacity: { type: 'number' }, minInFlight: { type: 'integer' }, maxStartsPerSecond },
+      description: 'The default',
+    },
   ],
 };
 
@@ -53,6 +77,7 @@ const limitsView: JsonSchema = {
                 source: { type: 'string', enum: ['own', 'default'] },
                 limit: limitForm,
                 maxInFlight: { type: ['integer', 'null'], description: 'null: no limit' },
+                maxStartsPerSecond: { type: ['number', 'null'], description: 'The start rate it keeps to (its own, or the default’s); null: none' },
                 inflight: { type: 'integer' },
                 waiting: { type: 'integer', description: 'Tasks waiting on the live balancers because it is at its limit (their last heartbeats)' },
                 refused: { type: ['integer', 'null'], description: 'null: not reported' },
@@ -127,14 +152,14 @@ export function limitPaths(parts: OpenApiParts, schemas: RequestSchemas): Record
   return {
     '/limits': {
       get: {
-        summary: 'Per cluster and integration: the limit in flight (own or default), its effective count, tasks in flight now',
+        summary: 'Per cluster and integration: the limit in flight (own or default), its effective count, its start rate, tasks in flight now',
         responses: { 200: ok('Limits', limitsView), ...read },
       },
     },
     '/limits/{cluster}/{integration}': {
       put: {
         summary:
-          'Set an integration’s own limit in one cluster; stored in PostgreSQL and enforced by the ledger. A count above the cluster’s capacity is refused',
+          'Set an integration’s own limit in one cluster (in flight, optionally with a start rate); stored in PostgreSQL and enforced by the ledger. A count above the cluster’s capacity is refused',
         parameters: pathParameters,
         requestBody: body(schemas.limitChange),
         responses: { 200: ok('Limits after the change', limitsView), ...write, ...errors(404) },

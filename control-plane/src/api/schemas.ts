@@ -109,12 +109,14 @@ export function requestSchemas(integrations: readonly string[], clusters: readon
       .object({
         limit: z
           .unknown()
-          .describe('One of {"maxInFlight": n}, {"shareOfCapacity": x} with x in (0, 1], {"off": true}, {"auto": {"minInFlight": n, "maxInFlight": m}}'),
+          .describe(
+            'One of {"maxInFlight": n}, {"shareOfCapacity": x} with x in (0, 1], {"off": true}, each optionally with "maxStartsPerSecond": r (0.001 to 1000000), or {"maxStartsPerSecond": r} alone, or {"auto": {"minInFlight": n, "maxInFlight": m}}',
+          ),
         reason: z.string().max(500, 'expected at most 500 characters').optional().describe('Recorded in the audit log'),
       })
       .strict()
       .refine((body) => body.limit !== undefined, {
-        message: 'required: expected one of {"maxInFlight": n}, {"shareOfCapacity": x}, {"off": true}',
+        message: 'required: expected one of {"maxInFlight": n}, {"shareOfCapacity": x}, {"off": true}, each optionally with "maxStartsPerSecond": r',
         path: ['limit'],
       }),
     limitSeriesQuery: z

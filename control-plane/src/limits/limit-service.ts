@@ -5,6 +5,7 @@ import {
   encodeIntegrationLimit,
   InvalidIntegrationLimitError,
   limitInFlight,
+  startsPerSecondOf,
   type IntegrationLimit,
   type IntegrationWaiting,
   type Ledger,
@@ -30,6 +31,8 @@ export interface IntegrationLimitView {
   limit: IntegrationLimit | AutoLimit | typeof defaultIntegrationLimit;
   /** Tasks in flight it may have now; null: no limit. */
   maxInFlight: number | null;
+  /** The start rate it keeps to (its own, or the default's when it has no limit of its own); null: none. */
+  maxStartsPerSecond: number | null;
   inflight: number;
   /** Tasks waiting on the live balancers because it is at its limit (as of their last heartbeats). */
   waiting: number;
@@ -122,11 +125,14 @@ export class LimitService {
         const waitingHere = waiting.get(`${cluster}/${integration}`) ?? 0;
         this.deps.metrics.integrationLimit.set({ cluster, integration }, Number.isFinite(max) ? max : -1);
         this.deps.metrics.integrationWaitingAtLimit.set({ cluster, integration }, waitingHere);
+        const rate = state ? state.maxStartsPerSecond : startsPerSecondOf(defaultIntegrationLimit);
+        this.deps.metrics.integrationMaxStartsPerSecond.set({ cluster, integration }, rate ?? -1);
         return {
           integration,
           source: limit ? 'own' : 'default',
           limit: limit ?? defaultIntegrationLimit,
           maxInFlight: Number.isFinite(max) ? max : null,
+          maxStartsPerSecond: rate,
           inflight: state?.inflight ?? 0,
           waiting: waitingHere,
           refused: refused.get(`${cluster}/${integration}`) ?? 0,

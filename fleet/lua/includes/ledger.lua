@@ -28,7 +28,11 @@ local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix
 local integrationInflightKey = totalsKey .. ':integration-inflight'  -- HASH integration -> its lease records in the
                                  --      cluster: kept exact by every write of a lease record (countLease)
 local integrationLimitsKey = totalsKey .. ':integration-limits'      -- HASH integration -> its limit ('max:<n>',
-                                 --      'share:<0..1>' or 'off'), written by integration-limit-12.lua; none: the default
+                                 --      'share:<0..1>' or 'off', then ';rate:<r>' with a start rate, or 'rate:<r>'
+                                 --      alone), written by integration-limit-12.lua; none: the default
+local integrationRatePrefix = totalsKey .. ':integration-rate:'      -- not a key but the start of one: .. integration
+                                 --      is the STRING of its start rate's GCRA (the theoretical arrival time, us), which
+                                 --      expires when it falls due: a missing key is a full bucket (settle-12.lua)
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
 
@@ -67,6 +71,15 @@ local function leaseIntegration(field)
   local bar = string.find(field, '|', 1, true)
   if bar then return string.sub(field, bar + 1) end
   return nil
+end
+
+-- A stored limit's two parts: the in-flight part ('max:<n>', 'share:<x>', 'off'; nil when the
+-- spec is a start rate alone) and the start rate (a number, nil when none). See integration-limits.ts.
+local function splitLimitSpec(spec)
+  if string.sub(spec, 1, 5) == 'rate:' then return nil, tonumber(string.sub(spec, 6)) end
+  local semi = string.find(spec, ';rate:', 1, true)
+  if not semi then return spec, nil end
+  return string.sub(spec, 1, semi - 1), tonumber(string.sub(spec, semi + 6))
 end
 
 -- Every write that adds or removes a lease record calls this (settle sums its batch's changes

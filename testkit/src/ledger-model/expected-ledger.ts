@@ -15,7 +15,23 @@ export interface ExpectedWorker {
   lastHeartbeat: ClockSpan;
 }
 
-export type ExpectedReservation = { ok: true; freeSlots: number; workerIds: string[] } | { ok: false; reason: NoSlotReason | 'integration-at-limit' };
+/**
+ * What a reservation must get; `orAtRate`: Redis's clock within the call's span decides whether
+ * its integration's start rate refuses it instead ('integration-at-rate' is right too).
+ */
+export type ExpectedReservation = (
+  { ok: true; freeSlots: number; workerIds: string[] } | { ok: false; reason: NoSlotReason | 'integration-at-limit' | 'integration-at-rate' }
+) & { orAtRate?: true };
+
+/**
+ * What the model knows of an integration's GCRA (settle-12.lua): its theoretical arrival time
+ * (Redis's clock, µs) lies in [lowUs, highUs]. Each call's span leaves the script's clock
+ * uncertain by a millisecond or two; each answer of the ledger narrows the bounds again.
+ */
+interface TatBounds {
+  lowUs: number;
+  highUs: number;
+}
 
 /** What the ledger must decide of each record a heartbeat does not hold, and of each worker at a sweep. */
 export interface Verdicts {
@@ -26,8 +42,8 @@ export interface Verdicts {
 
 export interface ExpectedLedgerOptions {
   keptForUserPresentShare: number;
-  /** The default integration limit (settle-12.lua): max(ceil(share x capacity), floor). */
-  integrationLimit: { shareOfCapacity: number; minInFlight: number };
+  /** The default integration limit (settle-12.lua): max(ceil(share x capacity), floor), and its start rate (a GCRA, burst one second). */
+  integrationLimit: { shareOfCapacity: number; minInFlight: number; maxStartsPerSecond?: number };
   dispatchGraceMs: number;
   sweepAfterMs: number;
 }
@@ -41,6 +57,7 @@ export interface ExpectedLedgerOptions {
  */
 export class ExpectedLedger {
   readonly workers = new Map<string, ExpectedWorker>();
+  private readonly tats = new Map<string, TatBounds>();
 
   constructor(private readonly options: ExpectedLedgerOptions) {}
 
@@ -73,10 +90,68 @@ export class ExpectedLedger {
     return counts;
   }
 
-  /** The answer a reservation must get now (settle-12.lua: the integration's limit, priority rules, then the most free slots). */
-  reservation(priority: 'user' | 'background', integration: string): ExpectedReservation {
+  /**
+   * The answer a reservation in a call that ran within `span` must get (settle-12.lua: the
+   * integration's limit, its start rate, priority rules, then the most free slots).
+   */
+  reservation(priority: 'user' | 'background', integration: string, span: ClockSpan): ExpectedReservation {
     const limit = Math.max(Math.ceil(this.options.integrationLimit.shareOfCapacity * this.totals().capacity), this.options.integrationLimit.minInFlight);
     if ((this.inflightByIntegration().get(integration) ?? 0) >= limit) return { ok: false, reason: 'integration-at-limit' };
+    const rate = this.rateVerdict(integration, span, priority);
+    if (rate === 'refuses') return { ok: false, reason: 'integration-at-rate' };
+    const answer = this.slotFor(priority);
+    return rate === 'undecided' ? { ...answer, orAtRate: true } : answer;
+  }
+
+  /**
+   * The ledger's answer to a reservation that passed its integration's in-flight limit, in a call
+   * within `span`: refused at the rate, or not (and `started`: it took a slot). Narrows the TAT's
+   * bounds; throws when the answer contradicts them (the GCRA broke its contract).
+   */
+  rateAnswered(integration: string, priority: 'user' | 'background', span: ClockSpan, refusedAtRate: boolean, started: boolean): void {
+    const gcra = this.gcra(priority);
+    if (!gcra) return;
+    const bounds = this.tats.get(integration) ?? { lowUs: 0, highUs: 0 };
+    const { fromUs, toUs } = spanUs(span);
+    // settle refuses while TAT > now + (tolerance - interval).
+    if (refusedAtRate) bounds.lowUs = Math.max(bounds.lowUs, fromUs + gcra.slackUs);
+    else bounds.highUs = Math.min(bounds.highUs, toUs + gcra.slackUs);
+    if (bounds.lowUs > bounds.highUs)
+      throw new Error(`${integration}'s start rate: the ledger ${refusedAtRate ? 'refused' : 'allowed'} a start its GCRA could not have, by the calls before`);
+    if (started) {
+      // Each start moves the TAT on by one interval from max(TAT, now); settle writes it rounded up to a whole µs.
+      bounds.lowUs = Math.max(bounds.lowUs, fromUs) + gcra.intervalUs;
+      bounds.highUs = Math.max(bounds.highUs, toUs) + gcra.intervalUs + 1;
+    }
+    this.tats.set(integration, bounds);
+  }
+
+  private rateVerdict(integration: string, span: ClockSpan, priority: 'user' | 'background'): 'allows' | 'refuses' | 'undecided' {
+    const gcra = this.gcra(priority);
+    if (!gcra) return 'allows';
+    // No key (none yet, or expired when it fell due): a full bucket, as a TAT of 0 is.
+    const bounds = this.tats.get(integration) ?? { lowUs: 0, highUs: 0 };
+    const { fromUs, toUs } = spanUs(span);
+    if (bounds.lowUs > toUs + gcra.slackUs) return 'refuses';
+    if (bounds.highUs <= fromUs + gcra.slackUs) return 'allows';
+    return 'undecided';
+  }
+
+  /**
+   * The start rate's emission interval, and how far ahead of now the TAT may be for a start of
+   * this priority to go (tolerance - interval, less the share kept for user-present tasks), in µs.
+   */
+  private gcra(priority: 'user' | 'background'): { intervalUs: number; slackUs: number } | undefined {
+    const rate = this.options.integrationLimit.maxStartsPerSecond;
+    if (rate === undefined) return undefined;
+    const intervalUs = 1e6 / rate;
+    const toleranceUs = Math.max(1e6, intervalUs);
+    const keptUs = priority === 'user' ? 0 : Math.min(this.options.keptForUserPresentShare * toleranceUs, toleranceUs - intervalUs);
+    return { intervalUs, slackUs: toleranceUs - intervalUs - keptUs };
+  }
+
+  /** The answer of the priority rules and the free slots (settle-12.lua, after the integration's limits). */
+  private slotFor(priority: 'user' | 'background'): ExpectedReservation {
     if (priority === 'background') {
       const totals = this.totals();
       const kept = Math.min(Math.ceil(this.options.keptForUserPresentShare * totals.capacity), Math.max(0, totals.capacity - 1));
@@ -149,6 +224,11 @@ export class ExpectedLedger {
   remove(workerId: string): void {
     this.workers.delete(workerId);
   }
+}
+
+/** A span of Redis's clock in µs: the script's clock (µs) lies within the ms readings around the call. */
+function spanUs(span: ClockSpan): { fromUs: number; toUs: number } {
+  return { fromUs: span.fromMs * 1000, toUs: span.toMs * 1000 + 999 };
 }
 
 /** A lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>" (settle-12.lua). */

@@ -370,9 +370,17 @@ export interface RolloutsView {
   actingHere: boolean;
 }
 
-/** An integration's own limit (or the default's form, with minInFlight); auto: the control plane moves the count between its bounds. */
+/**
+ * An integration's own limit (or the default's form, with minInFlight); auto: the control plane
+ * moves the count between its bounds. maxStartsPerSecond: a start rate beside the in-flight part,
+ * or alone (the default in-flight limit then applies).
+ */
 export type IntegrationLimit =
-  { maxInFlight: number } | { shareOfCapacity: number; minInFlight?: number } | { off: true } | { auto: { minInFlight: number; maxInFlight: number } };
+  | { maxInFlight: number; maxStartsPerSecond?: number }
+  | { shareOfCapacity: number; minInFlight?: number; maxStartsPerSecond?: number }
+  | { off: true; maxStartsPerSecond?: number }
+  | { maxStartsPerSecond: number }
+  | { auto: { minInFlight: number; maxInFlight: number } };
 
 export interface IntegrationLimitView {
   integration: string;
@@ -380,6 +388,8 @@ export interface IntegrationLimitView {
   limit: IntegrationLimit;
   /** null: no limit. */
   maxInFlight: number | null;
+  /** The start rate it keeps to (its own or the default's); null: none. */
+  maxStartsPerSecond: number | null;
   inflight: number;
   /** Tasks waiting on the balancers because it is at its limit. */
   waiting: number;

@@ -6,11 +6,12 @@ import { useAction } from '../hooks/useAction';
 import { usePolled } from '../hooks/usePolled';
 import { useRefreshOnChange } from '../hooks/useRefreshOnChange';
 import { useSession, useWhyReadOnly } from '../session';
-import { formatCount, formatTime } from '../format';
+import { formatCount, formatTime, missing } from '../format';
 import { LimitChart } from './limits/LimitChart';
 import { useOpenCharts } from './limits/useOpenCharts';
 
-type Kind = 'maxInFlight' | 'shareOfCapacity' | 'auto' | 'off';
+/** The in-flight part the form sets; 'default' keeps the default in flight (for a start rate alone). */
+type Kind = 'maxInFlight' | 'shareOfCapacity' | 'auto' | 'off' | 'default';
 
 interface LimitChange {
   cluster: string;
@@ -19,23 +20,41 @@ interface LimitChange {
   limit: IntegrationLimit | null;
 }
 
-export const describeLimit = (limit: IntegrationLimit): string =>
-  'off' in limit
-    ? 'no limit'
-    : 'auto' in limit
-      ? `auto, ${limit.auto.minInFlight}-${limit.auto.maxInFlight} in flight`
+/** A start rate as set (exact, not rounded like a measured rate). */
+export const formatStartRate = (perSecond: number | null | undefined): string =>
+  typeof perSecond === 'number' && Number.isFinite(perSecond) ? `${perSecond.toLocaleString('en-US', { maximumFractionDigits: 3 })}/s` : missing;
+
+const describeInFlight = (limit: IntegrationLimit, withRate: boolean): string =>
+  'auto' in limit
+    ? `auto, ${limit.auto.minInFlight}-${limit.auto.maxInFlight} in flight`
+    : 'off' in limit
+      ? withRate
+        ? 'no in-flight limit'
+        : 'no limit'
       : 'maxInFlight' in limit
         ? `${limit.maxInFlight} in flight`
-        : `${Math.round(limit.shareOfCapacity * 1000) / 10}% of capacity`;
+        : 'shareOfCapacity' in limit
+          ? `${Math.round(limit.shareOfCapacity * 1000) / 10}% of capacity`
+          : 'default in flight';
 
-/** What the form sends: auto takes "min-max"; the server validates, so its error names the field. */
-function limitOf(kind: Kind, value: string): IntegrationLimit {
-  if (kind === 'off') return { off: true };
+export const describeLimit = (limit: IntegrationLimit): string => {
+  const rate = 'maxStartsPerSecond' in limit ? limit.maxStartsPerSecond : undefined;
+  return rate === undefined ? describeInFlight(limit, false) : `${describeInFlight(limit, true)}, at most ${formatStartRate(rate)} starts`;
+};
+
+/**
+ * What the form sends: auto takes "min-max"; an optional start rate goes beside the in-flight
+ * part (or alone, with 'default'). The server validates, so its error names the field.
+ */
+function limitOf(kind: Kind, value: string, startsPerSecond: string): IntegrationLimit {
+  const rate = startsPerSecond.trim() === '' ? {} : { maxStartsPerSecond: Number(startsPerSecond) };
+  if (kind === 'default') return { maxStartsPerSecond: Number(startsPerSecond) };
+  if (kind === 'off') return { off: true, ...rate };
   if (kind === 'auto') {
     const [min, max] = value.split('-').map((part) => Number(part.trim()));
-    return { auto: { minInFlight: min ?? NaN, maxInFlight: max ?? NaN } };
+    return { auto: { minInFlight: min ?? NaN, maxInFlight: max ?? NaN }, ...rate } as IntegrationLimit;
   }
-  return { [kind]: Number(value) } as IntegrationLimit;
+  return { [kind]: Number(value), ...rate } as IntegrationLimit;
 }
 
 /** Per-integration limits in flight per cluster: the ledger enforces them, PostgreSQL keeps them. */
@@ -65,8 +84,9 @@ export function LimitsPage() {
     <>
       <h1>Limits</h1>
       <p className="lead">
-        How many tasks of one integration may run at once in a cluster, so that a slow bank cannot hold every slot. An integration without a limit of its own
-        gets the default{limits.data ? ` (${describeLimit(limits.data.default)})` : ''}. Tasks over the limit wait without holding up other integrations.
+        How many tasks of one integration may run at once in a cluster, so that a slow bank cannot hold every slot, and optionally how many may start per
+        second, for a bank with a rate limit of its own. An integration without a limit of its own gets the default
+        {limits.data ? ` (${describeLimit(limits.data.default)})` : ''}. Tasks over the limit wait without holding up other integrations.
       </p>
       <ReadOnlyNote />
       {limits.error !== undefined && <ErrorNotice error={limits.error} action="Loading the limits" />}
@@ -90,6 +110,9 @@ export function LimitsPage() {
                   <th scope="col">Integration</th>
                   <th scope="col">Limit</th>
                   <th scope="col">Max in flight</th>
+                  <th scope="col" title="Most task starts per second in the cluster, across every balancer">
+                    Max starts
+                  </th>
                   <th scope="col">In flight</th>
                   <th scope="col">Waiting</th>
                   <th scope="col" title="Refused at the limit by balancers over the last 10-20 s">
@@ -144,6 +167,7 @@ function LimitRow(props: {
   const { cluster, row } = props;
   const [kind, setKind] = useState<Kind>('maxInFlight');
   const [value, setValue] = useState('');
+  const [startsPerSecond, setStartsPerSecond] = useState('');
   const [reason, setReason] = useState('');
   const id = `limit-${cluster}-${row.integration}`.replace(/[^A-Za-z0-9_-]/g, '_');
   return (
@@ -151,6 +175,7 @@ function LimitRow(props: {
       <th scope="row">{row.integration}</th>
       <td data-testid={`${id}-setting`}>{row.source === 'own' ? describeLimit(row.limit) : `default (${describeLimit(row.limit)})`}</td>
       <td data-testid={`${id}-max`}>{row.maxInFlight === null ? '∞' : formatCount(row.maxInFlight)}</td>
+      <td data-testid={`${id}-rate`}>{formatStartRate(row.maxStartsPerSecond)}</td>
       <td>{formatCount(row.inflight)}</td>
       <td data-testid={`${id}-waiting`}>{formatCount(row.waiting)}</td>
       <td>{row.refused === null ? '—' : formatCount(row.refused)}</td>
@@ -160,7 +185,7 @@ function LimitRow(props: {
             className="limit-form"
             onSubmit={(event) => {
               event.preventDefault();
-              void props.onChange({ cluster, integration: row.integration, limit: limitOf(kind, value) }, reason);
+              void props.onChange({ cluster, integration: row.integration, limit: limitOf(kind, value, startsPerSecond) }, reason);
             }}
           >
             <select aria-label={`Kind of limit for ${row.integration}`} value={kind} onChange={(event) => setKind(event.target.value as Kind)}>
@@ -168,10 +193,18 @@ function LimitRow(props: {
               <option value="shareOfCapacity">share (0-1]</option>
               <option value="auto">auto (min-max)</option>
               <option value="off">no limit</option>
+              <option value="default">default (rate only)</option>
             </select>
-            {kind !== 'off' && (
+            {kind !== 'off' && kind !== 'default' && (
               <input aria-label={`Limit for ${row.integration}`} inputMode="decimal" value={value} onChange={(event) => setValue(event.target.value)} />
             )}
+            <input
+              aria-label={`Starts per second for ${row.integration}`}
+              placeholder="starts/s (optional)"
+              inputMode="decimal"
+              value={startsPerSecond}
+              onChange={(event) => setStartsPerSecond(event.target.value)}
+            />
             <input
               aria-label={`Reason for ${row.integration}`}
               placeholder="reason"
@@ -179,7 +212,11 @@ function LimitRow(props: {
               value={reason}
               onChange={(event) => setReason(event.target.value)}
             />
-            <button type="submit" className="button-primary" disabled={props.busy || (kind !== 'off' && value === '')}>
+            <button
+              type="submit"
+              className="button-primary"
+              disabled={props.busy || (kind === 'default' ? startsPerSecond === '' : kind !== 'off' && value === '')}
+            >
               Set
             </button>
             <button
