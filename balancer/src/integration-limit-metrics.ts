@@ -35,36 +35,31 @@ export function createIntegrationLimitMetrics(
       }
     },
   });
-  new Gauge({
-    name: 'headroom_ledger_integration_limit',
-    help: 'Most tasks of each integration in flight in each cluster (+Inf: no limit), for integrations with a limit of their own or tasks in flight',
-    labelNames: ['cluster', 'integration'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { cluster, states } of await read()) {
-        for (const state of states) {
-          const integration = integrationLabel(state.integration);
-          if (integration !== state.integration) continue;
-          this.set({ cluster, integration }, state.maxInFlight);
+  // The limit and the start rate: integrations labelled as themselves only ("other" sums counts, not limits).
+  const ownGauge = (name: string, help: string, valueOf: (state: IntegrationLimitState) => number | null) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ['cluster', 'integration'],
+      registers: [registry],
+      async collect() {
+        this.reset();
+        for (const { cluster, states } of await read()) {
+          for (const state of states) {
+            const value = valueOf(state);
+            if (integrationLabel(state.integration) === state.integration && value !== null) this.set({ cluster, integration: state.integration }, value);
+          }
         }
-      }
-    },
-  });
-  new Gauge({
-    name: 'headroom_ledger_integration_max_starts_per_second',
-    help: 'Most tasks of each integration started per second in each cluster (its start rate), for integrations with a rate and a limit of their own or tasks in flight',
-    labelNames: ['cluster', 'integration'],
-    registers: [registry],
-    async collect() {
-      this.reset();
-      for (const { cluster, states } of await read()) {
-        for (const state of states) {
-          const integration = integrationLabel(state.integration);
-          if (integration !== state.integration || state.maxStartsPerSecond === null) continue;
-          this.set({ cluster, integration }, state.maxStartsPerSecond);
-        }
-      }
-    },
-  });
+      },
+    });
+  ownGauge(
+    'headroom_ledger_integration_limit',
+    'Most tasks of each integration in flight in each cluster (+Inf: no limit), for integrations with a limit of their own or tasks in flight',
+    (state) => state.maxInFlight,
+  );
+  ownGauge(
+    'headroom_ledger_integration_max_starts_per_second',
+    'Most tasks of each integration started per second in each cluster (its start rate), for integrations with a rate and a limit of their own or tasks in flight',
+    (state) => state.maxStartsPerSecond,
+  );
 }

@@ -9,7 +9,7 @@ import { Counter, Gauge, Registry } from 'prom-client';
 import { silentLogger } from '@headroom/common';
 import { BalancerErrorRecorder, LatencyRecorder, latencyKeys, slotStartOf } from '@headroom/fleet';
 import { eventually, heldHandlers, startFleet, startStack, submit, task, viewerToken, type Stack } from '@headroom/testkit';
-import { LimitSeries, defaultLimitSeriesOptions } from '../src/limits/limit-series';
+import { LimitSeries, defaultLimitSeriesOptions, type LimitSeriesPoint as Point } from '../src/limits/limit-series';
 import type { LimitSample } from '../src/limits/limit-service';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 
@@ -20,17 +20,6 @@ before(async () => {
 after(() => unleash.stop());
 
 const slotMs = 10_000;
-
-interface Point {
-  startUnixMs: number;
-  limitInFlight: number | null;
-  inFlight: number | null;
-  waiting: number | null;
-  refused: number;
-  tasks: number;
-  p50Ms: number | null;
-  p99Ms: number | null;
-}
 
 const seriesOf = async (stack: Stack, minutes = 2): Promise<Point[]> => {
   const answer = await stack.api('GET', `/limits/baseline/bank-a/series?minutes=${minutes}`);
