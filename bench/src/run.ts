@@ -14,11 +14,12 @@
  * gc-semispace (a parallel worker's GC time at two V8
  * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
  * first slow answer to the last balancer's acknowledgement of its rollback); incidents (a slow
- * bank among four integrations, Headroom with and without per-integration limits against the
- * alternatives); soak (the whole system for
+ * bank among four integrations, a background spike and high load, Headroom with and without
+ * per-integration limits against the alternatives); soak (the whole system for
  * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
- * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
+ * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead),
+ * --scenario a,b (incidents: slow-bank, background-spike, high-load; all by default), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);
  * scale needs redis-server on the PATH (it starts a private one).
  */
@@ -28,7 +29,7 @@ import { parseArgs } from 'node:util';
 import { runAutopilot } from './autopilot';
 import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
-import { runIncidents } from './incidents';
+import { parseScenarios, runIncidents, scenarioNames, type ScenarioName } from './incidents';
 import { incidentsMarkdown, incidentsTables } from './incidents-report';
 import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
 import { runMemory } from './memory';
@@ -54,6 +55,8 @@ interface RunOptions {
   smoke: boolean;
   /** soak only: how long it runs. */
   minutes: number;
+  /** incidents only: the scenarios to run. */
+  scenarios: ScenarioName[];
   outPath: string | undefined;
   cpuProfileDir: string | undefined;
   command: string;
@@ -88,8 +91,9 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
   // The rollout autopilot's detection and rollback of a slow candidate.
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
-  // Issue 35: one slow bank among four integrations, with and without per-integration limits, against the alternatives.
-  incidents: (options) => report('incidents', options, runIncidents(common(options)), { tables: incidentsTables, markdown: incidentsMarkdown }),
+  // Issue 35: a slow bank, a background spike, high load; Headroom with and without per-integration limits, against the alternatives.
+  incidents: (options) =>
+    report('incidents', options, runIncidents({ ...common(options), scenarios: options.scenarios }), { tables: incidentsTables, markdown: incidentsMarkdown }),
   // Runs only when named (30 minutes by default: --minutes N).
   soak: (options) =>
     report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
@@ -117,7 +121,7 @@ async function report<R>(
   }
 }
 
-const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)]`;
+const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)] [--scenario ${scenarioNames.join(',')} (incidents, default all)]`;
 
 // First Ctrl-C (or SIGTERM): stop the load and clean up (children, Redis keys). Second: leave at once.
 const interrupted = new AbortController();
@@ -131,6 +135,7 @@ async function main(): Promise<number> {
         out: { type: 'string' },
         'cpu-prof-dir': { type: 'string' },
         minutes: { type: 'string', default: '30' },
+        scenario: { type: 'string' },
         help: { type: 'boolean', default: false },
       },
       allowPositionals: true,
@@ -156,7 +161,18 @@ async function main(): Promise<number> {
     process.stderr.write(`--minutes: got ${JSON.stringify(values.minutes)}, expected a whole number of minutes from 1 to 1440\n${usage}\n`);
     return 2;
   }
+  let scenarios: ScenarioName[];
+  try {
+    scenarios = parseScenarios(values.scenario);
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${usage}\n`);
+    return 2;
+  }
   const names = positionals.length > 0 ? positionals : defaultBenchmarks;
+  if (values.scenario !== undefined && !names.includes('incidents')) {
+    process.stderr.write(`--scenario: only the incidents benchmark takes it; name incidents\n${usage}\n`);
+    return 2;
+  }
   if (values.out && names.length > 1) {
     process.stderr.write('--out takes one benchmark: name it\n');
     return 2;
@@ -174,7 +190,7 @@ async function main(): Promise<number> {
   }
   for (const name of names) {
     process.stdout.write(`${name}${values.smoke ? ' (smoke)' : ''}\n`);
-    await benchmarks[name]!({ smoke: values.smoke, minutes, outPath: values.out, cpuProfileDir: values['cpu-prof-dir'], command, signal: interrupted.signal });
+    await benchmarks[name]!({ smoke: values.smoke, minutes, scenarios, outPath: values.out, cpuProfileDir: values['cpu-prof-dir'], command, signal: interrupted.signal });
   }
   return 0;
 }
