@@ -38,7 +38,12 @@ function slowBankGoals(summaries: readonly IncidentSummary[], settings: { limite
       measured: missed,
       met: missed === 0,
     },
-    { name: "slow bank, headroom-limits: the slow bank's failed tasks answered without an HR_ERR_* code", target: '= 0', measured: uncoded, met: uncoded === 0 },
+    {
+      name: "slow bank, headroom-limits: the slow bank's failed tasks answered without an HR_ERR_* code",
+      target: '= 0',
+      measured: uncoded,
+      met: uncoded === 0,
+    },
   ];
 }
 
@@ -55,7 +60,12 @@ function spikeGoals(summaries: readonly SpikeSummary[]): Goal[] {
       digits: 0,
       met: worst.userDuring.queueWaitP99Ms <= goals.userPresentQueueWaitP99Ms,
     },
-    { name: 'background spike, headroom-limits: user-present tasks refused or failed during the spike (every repetition)', target: '= 0', measured: refused, met: refused === 0 },
+    {
+      name: 'background spike, headroom-limits: user-present tasks refused or failed during the spike (every repetition)',
+      target: '= 0',
+      measured: refused,
+      met: refused === 0,
+    },
   ];
 }
 

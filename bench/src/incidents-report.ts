@@ -1,7 +1,7 @@
 import { goalsTable } from './report/goals';
 import { formatMachine } from './report/machine';
 import { markdownTable } from './report/table';
-import { alternativesOf, type IncidentsResult } from './incidents';
+import { alternativesOf, type IncidentsResult, type ScenarioName } from './incidents';
 import { failedCount, type PartFigures } from './incidents-figures';
 
 const ms = (value: number) => (Number.isFinite(value) ? value.toFixed(value < 10 ? 1 : 0) : '–');
@@ -138,11 +138,22 @@ function highLoadTable(result: IncidentsResult): string {
   );
 }
 
+/** Run this time, or carried over from the recorded run (with its date). */
+function shown(result: IncidentsResult, scenario: ScenarioName): string | undefined {
+  if (result.scenarios.includes(scenario)) return '';
+  const carried = result.carriedOver?.find((c) => c.scenario === scenario);
+  return carried ? ` (carried over from the run of ${carried.startedAt})` : undefined;
+}
+
 export function incidentsTables(result: IncidentsResult): string {
+  const section = (scenario: ScenarioName, title: string, tables: (r: IncidentsResult) => string) => {
+    const note = shown(result, scenario);
+    return note === undefined ? [] : [`### ${title}${note}\n\n${tables(result)}`];
+  };
   const parts = [
-    ...(result.scenarios.includes('slow-bank') ? [`### Slow bank\n\n${slowBankTables(result)}`] : []),
-    ...(result.scenarios.includes('background-spike') ? [`### Background spike\n\n${spikeTable(result)}`] : []),
-    ...(result.scenarios.includes('high-load') ? [`### High load\n\n${highLoadTable(result)}`] : []),
+    ...section('slow-bank', 'Slow bank', slowBankTables),
+    ...section('background-spike', 'Background spike', spikeTable),
+    ...section('high-load', 'High load', highLoadTable),
     `### Goals\n\n${goalsTable(result.goals)}`,
   ];
   return parts.join('\n\n');
@@ -167,22 +178,28 @@ function scenarioLines(result: IncidentsResult): string {
   const s = result.settings;
   const offered = result.offeredTasksPerSecond;
   const lines: string[] = [];
-  if (result.scenarios.includes('slow-bank'))
+  const carried = (scenario: ScenarioName) => {
+    const c = result.carriedOver?.find((entry) => entry.scenario === scenario);
+    return c
+      ? ` **Not run this time: its figures are those of the run of ${c.startedAt} (\`${c.command}\`), capacity ${c.capacityTasksPerSecond.toFixed(0)} tasks/s, ${c.frontsPerAlternative} fronts per alternative of which ${c.proxylessFrontsPerHeadroomAlternative} proxyless clients for Headroom's.**`
+      : '';
+  };
+  if (shown(result, 'slow-bank') !== undefined)
     lines.push(
-      `- Slow bank: one integration (${s.slowIntegration}) of ${s.integrationMix.length} turns ${s.slowdownFactor}x slower for ${s.incidentMs / 1000} s at ${percent(s.utilisation)} load (${offered['slow-bank'].toFixed(0)} tasks/s): the load generator marks its tasks due during the incident with \`{"sleepFactor": ${s.slowdownFactor}}\` in their payload, and \`bench/src/fleet/sleep-handlers.ts\` multiplies their wait (and its cap) by it. ${s.leadInMs / 1000} s lead-in, ${s.beforeMs / 1000} s measured before the incident, ${s.incidentMs / 1000} s of incident. Limit chosen for \`headroom-limits\`: ${s.limitedShareOfCapacity} of a cluster's capacity per integration, not the default 0.5. The other three integrations carry three quarters of the load, ${percent(0.75 * s.utilisation)} of capacity: with the slow bank holding half, they would run at ~${percent((0.75 * s.utilisation) / 0.5)} of what is left (long queues); at ${s.limitedShareOfCapacity} they run at ~${percent((0.75 * s.utilisation) / (1 - s.limitedShareOfCapacity))}, about as busy as the whole fleet was before.`,
+      `- Slow bank: one integration (${s.slowIntegration}) of ${s.integrationMix.length} turns ${s.slowdownFactor}x slower for ${s.incidentMs / 1000} s at ${percent(s.utilisation)} load (${offered['slow-bank'].toFixed(0)} tasks/s): the load generator marks its tasks due during the incident with \`{"sleepFactor": ${s.slowdownFactor}}\` in their payload, and \`bench/src/fleet/sleep-handlers.ts\` multiplies their wait (and its cap) by it. ${s.leadInMs / 1000} s lead-in, ${s.beforeMs / 1000} s measured before the incident, ${s.incidentMs / 1000} s of incident. Limit chosen for \`headroom-limits\`: ${s.limitedShareOfCapacity} of a cluster's capacity per integration, not the default 0.5. The other three integrations carry three quarters of the load, ${percent(0.75 * s.utilisation)} of capacity: with the slow bank holding half, they would run at ~${percent((0.75 * s.utilisation) / 0.5)} of what is left (long queues); at ${s.limitedShareOfCapacity} they run at ~${percent((0.75 * s.utilisation) / (1 - s.limitedShareOfCapacity))}, about as busy as the whole fleet was before.${carried('slow-bank')}`,
     );
-  if (result.scenarios.includes('background-spike')) {
+  if (shown(result, 'background-spike') !== undefined) {
     const b = s.backgroundSpike;
     lines.push(
-      `- Background spike: ${percent(b.utilisation)} load (${offered['background-spike'].toFixed(0)} tasks/s), then for ${b.spikeMs / 1000} s the background tasks come ${b.factor}x as fast (a second schedule of background tasks, ${b.factor - 1}x the background rate, over the same integrations) while the user-present ones keep their rate. ${s.leadInMs / 1000} s lead-in, ${b.beforeMs / 1000} s measured before the spike, ${b.spikeMs / 1000} s of spike. Balancers and proxyless clients run with their defaults: 10,000 queued tasks at most per front, 10% of capacity kept for user-present tasks.`,
+      `- Background spike: ${percent(b.utilisation)} load (${offered['background-spike'].toFixed(0)} tasks/s), then for ${b.spikeMs / 1000} s the background tasks come ${b.factor}x as fast (a second schedule of background tasks, ${b.factor - 1}x the background rate, over the same integrations) while the user-present ones keep their rate. ${s.leadInMs / 1000} s lead-in, ${b.beforeMs / 1000} s measured before the spike, ${b.spikeMs / 1000} s of spike. Balancers and proxyless clients run with their defaults: 10,000 queued tasks at most per front, 10% of capacity kept for user-present tasks.${carried('background-spike')}`,
     );
   }
-  if (result.scenarios.includes('high-load'))
+  if (shown(result, 'high-load') !== undefined)
     lines.push(
-      `- High load: ${percent(s.highLoad.utilisation)} load (${offered['high-load'].toFixed(0)} tasks/s) for ${s.highLoad.measuredMs / 1000} s after a ${s.leadInMs / 1000} s lead-in. Queueing time = latency − run time, of every task that ran; its p99 over the lowest of least-request, least-request-p2c and round-robin in the same repetition.`,
+      `- High load: ${percent(s.highLoad.utilisation)} load (${offered['high-load'].toFixed(0)} tasks/s) for ${s.highLoad.measuredMs / 1000} s after a ${s.leadInMs / 1000} s lead-in. Queueing time = latency − run time, of every task that ran; its p99 over the lowest of least-request, least-request-p2c and round-robin in the same repetition.${carried('high-load')}`,
     );
-  const skipped = (['slow-bank', 'background-spike', 'high-load'] as const).filter((name) => !result.scenarios.includes(name));
-  if (skipped.length > 0) lines.push(`- Not run this time (\`--scenario\`): ${skipped.join(', ')}.`);
+  const skipped = (['slow-bank', 'background-spike', 'high-load'] as const).filter((name) => shown(result, name) === undefined);
+  if (skipped.length > 0) lines.push(`- Not run (\`--scenario\`), and no earlier figures: ${skipped.join(', ')}.`);
   return lines.join('\n');
 }
 

@@ -141,7 +141,12 @@ export async function measureSpike(
     who,
     signal,
   );
-  return summariseSpike(counts, result.taskRecords ?? [], { before: { fromMs: settings.leadInMs, untilMs: fromMs }, during: { fromMs, untilMs } }, settings.taskDeadlineMs);
+  return summariseSpike(
+    counts,
+    result.taskRecords ?? [],
+    { before: { fromMs: settings.leadInMs, untilMs: fromMs }, during: { fromMs, untilMs } },
+    settings.taskDeadlineMs,
+  );
 }
 
 export async function measureHighLoad(
@@ -151,7 +156,13 @@ export async function measureHighLoad(
   who: { alternative: string; repetition: number },
   signal: AbortSignal,
 ): Promise<HighLoadSummary> {
-  const { result, counts } = await recordedPhase(generator, { tasksPerSecond: scenario.tasksPerSecond, durationMs: scenario.measuredMs }, settings, who, signal);
+  const { result, counts } = await recordedPhase(
+    generator,
+    { tasksPerSecond: scenario.tasksPerSecond, durationMs: scenario.measuredMs },
+    settings,
+    who,
+    signal,
+  );
   const measured = { fromMs: settings.leadInMs, untilMs: settings.leadInMs + scenario.measuredMs };
   return summariseHighLoad(counts, result.taskRecords ?? [], measured, settings.taskDeadlineMs);
 }

@@ -21,6 +21,7 @@ import { startProxylessFront } from './fleet/proxyless-fronts';
 import type { SleepFleetSettings } from './fleet/sleep-fleet-settings';
 import { sleepHandlersEnv } from './fleet/sleep-handlers';
 import { withRatioToBest, type HighLoadSummary, type IncidentSummary, type SpikeSummary } from './incidents-figures';
+import type { CarriedOver } from './incidents-carry-over';
 import { judge } from './incidents-goals';
 import { measureHighLoad, measureSlowBank, measureSpike, scenarioNames, shareOf, type ScenarioName } from './incidents-scenarios';
 import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
@@ -146,6 +147,8 @@ export const headroomWithLimits = 'headroom-limits';
 export interface IncidentsOptions extends BenchmarkOptions {
   /** The scenarios to run, in the benchmark's order. @default all */
   scenarios?: readonly ScenarioName[];
+  /** Instead of the settings' repetitions (--repetitions: a shorter full run). */
+  repetitions?: number;
 }
 
 export interface IncidentsResult extends RunHeader<'incidents', IncidentsSettings> {
@@ -156,6 +159,8 @@ export interface IncidentsResult extends RunHeader<'incidents', IncidentsSetting
   slowBank: IncidentSummary[];
   backgroundSpike: SpikeSummary[];
   highLoad: HighLoadSummary[];
+  /** Scenarios not run this time whose figures come from the last full run (incidents-carry-over.ts). */
+  carriedOver?: CarriedOver[];
   goals: Goal[];
 }
 
@@ -165,7 +170,8 @@ const frontsStartedAtOnce = 3;
 const startTimeoutMs = 60_000;
 
 export async function runIncidents(options: IncidentsOptions): Promise<IncidentsResult> {
-  const settings = options.smoke ? smokeSettings : fullSettings;
+  const base = options.smoke ? smokeSettings : fullSettings;
+  const settings = { ...base, repetitions: options.repetitions ?? base.repetitions };
   const scenarios = [...(options.scenarios ?? scenarioNames)];
   const run = await startRun('incidents', options, settings);
   const { progress, signal } = options;
@@ -198,7 +204,9 @@ export async function runIncidents(options: IncidentsOptions): Promise<Incidents
       'background-spike': capacity * settings.backgroundSpike.utilisation,
       'high-load': capacity * settings.highLoad.utilisation,
     } satisfies Record<ScenarioName, number>;
-    progress(`capacity ${capacity.toFixed(0)} tasks/s through headroom-no-limits; offering ${JSON.stringify(offered)} tasks/s; ${settings.repetitions} repetition(s)`);
+    progress(
+      `capacity ${capacity.toFixed(0)} tasks/s through headroom-no-limits; offering ${JSON.stringify(offered)} tasks/s; ${settings.repetitions} repetition(s)`,
+    );
     const measured: Measured = { slowBank: [], backgroundSpike: [], highLoad: [] };
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
       const order = alternatives.map((_unused, i) => alternatives[(i + repetition - 1) % alternatives.length]!);
@@ -252,7 +260,13 @@ async function runScenarios(run: {
     if (scenario === 'slow-bank') {
       const summary = await measureSlowBank(
         generator,
-        { slowIntegration: s.slowIntegration, slowdownFactor: s.slowdownFactor, tasksPerSecond: offered['slow-bank'], beforeMs: s.beforeMs, incidentMs: s.incidentMs },
+        {
+          slowIntegration: s.slowIntegration,
+          slowdownFactor: s.slowdownFactor,
+          tasksPerSecond: offered['slow-bank'],
+          beforeMs: s.beforeMs,
+          incidentMs: s.incidentMs,
+        },
         s,
         who,
         signal,

@@ -19,7 +19,8 @@
  * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead),
- * --scenario a,b (incidents: slow-bank, background-spike, high-load; all by default), REDIS_URL.
+ * --scenario a,b (incidents: slow-bank, background-spike, high-load; all by default; the others
+ * keep the recorded run's figures), --repetitions N (incidents), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);
  * scale needs redis-server on the PATH (it starts a private one).
  */
@@ -30,6 +31,7 @@ import { runAutopilot } from './autopilot';
 import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
 import { parseScenarios, runIncidents, scenarioNames, type ScenarioName } from './incidents';
+import { carryOverScenarios } from './incidents-carry-over';
 import { incidentsMarkdown, incidentsTables } from './incidents-report';
 import { gcSemiSpaceMarkdown, gcSemiSpaceTables } from './gc-semispace-report';
 import { runMemory } from './memory';
@@ -55,8 +57,9 @@ interface RunOptions {
   smoke: boolean;
   /** soak only: how long it runs. */
   minutes: number;
-  /** incidents only: the scenarios to run. */
+  /** incidents only: the scenarios to run, and how many times (undefined: its settings'). */
   scenarios: ScenarioName[];
+  repetitions: number | undefined;
   outPath: string | undefined;
   cpuProfileDir: string | undefined;
   command: string;
@@ -93,7 +96,15 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
   // Issue 35: a slow bank, a background spike, high load; Headroom with and without per-integration limits, against the alternatives.
   incidents: (options) =>
-    report('incidents', options, runIncidents({ ...common(options), scenarios: options.scenarios }), { tables: incidentsTables, markdown: incidentsMarkdown }),
+    report(
+      'incidents',
+      options,
+      runIncidents({ ...common(options), scenarios: options.scenarios, ...(options.repetitions ? { repetitions: options.repetitions } : {}) }).then((result) =>
+        // Scenarios not run keep the recorded run's figures (only when this run becomes the record).
+        options.outPath ? result : carryOverScenarios(result, path.join(resultsDir, 'incidents.json')),
+      ),
+      { tables: incidentsTables, markdown: incidentsMarkdown },
+    ),
   // Runs only when named (30 minutes by default: --minutes N).
   soak: (options) =>
     report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),
@@ -121,7 +132,7 @@ async function report<R>(
   }
 }
 
-const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)] [--scenario ${scenarioNames.join(',')} (incidents, default all)]`;
+const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)] [--scenario ${scenarioNames.join(',')} (incidents, default all)] [--repetitions N (incidents, default 2)]`;
 
 // First Ctrl-C (or SIGTERM): stop the load and clean up (children, Redis keys). Second: leave at once.
 const interrupted = new AbortController();
@@ -136,6 +147,7 @@ async function main(): Promise<number> {
         'cpu-prof-dir': { type: 'string' },
         minutes: { type: 'string', default: '30' },
         scenario: { type: 'string' },
+        repetitions: { type: 'string' },
         help: { type: 'boolean', default: false },
       },
       allowPositionals: true,
@@ -169,9 +181,16 @@ async function main(): Promise<number> {
     return 2;
   }
   const names = positionals.length > 0 ? positionals : defaultBenchmarks;
-  if (values.scenario !== undefined && !names.includes('incidents')) {
-    process.stderr.write(`--scenario: only the incidents benchmark takes it; name incidents\n${usage}\n`);
+  const repetitions = values.repetitions === undefined ? undefined : Number(values.repetitions);
+  if (repetitions !== undefined && !(Number.isInteger(repetitions) && repetitions >= 1 && repetitions <= 10)) {
+    process.stderr.write(`--repetitions: got ${JSON.stringify(values.repetitions)}, expected a whole number from 1 to 10\n${usage}\n`);
     return 2;
+  }
+  for (const option of ['scenario', 'repetitions'] as const) {
+    if (values[option] !== undefined && !names.includes('incidents')) {
+      process.stderr.write(`--${option}: only the incidents benchmark takes it; name incidents\n${usage}\n`);
+      return 2;
+    }
   }
   if (values.out && names.length > 1) {
     process.stderr.write('--out takes one benchmark: name it\n');
@@ -190,7 +209,16 @@ async function main(): Promise<number> {
   }
   for (const name of names) {
     process.stdout.write(`${name}${values.smoke ? ' (smoke)' : ''}\n`);
-    await benchmarks[name]!({ smoke: values.smoke, minutes, scenarios, outPath: values.out, cpuProfileDir: values['cpu-prof-dir'], command, signal: interrupted.signal });
+    await benchmarks[name]!({
+      smoke: values.smoke,
+      minutes,
+      scenarios,
+      repetitions,
+      outPath: values.out,
+      cpuProfileDir: values['cpu-prof-dir'],
+      command,
+      signal: interrupted.signal,
+    });
   }
   return 0;
 }

@@ -20,7 +20,10 @@ test('the incidents benchmark runs end to end in smoke mode and measures every a
   assert.deepEqual(result.scenarios, [...scenarioNames]);
   assert.ok(result.capacityTasksPerSecond > 0);
   const alternatives = alternativesOf(result.settings);
-  assert.ok(alternatives.some((a) => a.proxylessFronts > 0), 'some fronts are proxyless clients');
+  assert.ok(
+    alternatives.some((a) => a.proxylessFronts > 0),
+    'some fronts are proxyless clients',
+  );
   const names = alternatives.map((a) => a.name);
   const runs = names.length * result.settings.repetitions;
   for (const summaries of [result.slowBank, result.backgroundSpike, result.highLoad]) {
@@ -53,7 +56,11 @@ test('the incidents benchmark runs end to end in smoke mode and measures every a
   }
   // Every alternative's ratio is over the best non-Headroom one's: that one's is 1 exactly.
   const ratios = result.highLoad.filter((s) => s.queueWaitP99OverBest !== undefined).map((s) => s.queueWaitP99OverBest!);
-  if (ratios.length > 0) assert.ok(ratios.some((r) => Math.abs(r - 1) < 1e-9), `a best alternative: ${JSON.stringify(ratios)}`);
+  if (ratios.length > 0)
+    assert.ok(
+      ratios.some((r) => Math.abs(r - 1) < 1e-9),
+      `a best alternative: ${JSON.stringify(ratios)}`,
+    );
   assert.ok(result.goals.length >= 4);
   for (const goal of result.goals) assert.equal(typeof goal.met, 'boolean');
 });

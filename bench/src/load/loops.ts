@@ -7,7 +7,15 @@ import { ClosedLoop, OpenLoop } from '@headroom/sim';
 import { LatencyHistogram } from '../report/histogram';
 import { CpuWindow } from './cpu-window';
 import { PhaseFigures } from './phase-figures';
-import { maxTaskRecords, spikeSequenceBase, type BackgroundSpikeSpec, type ClosedLoopSpec, type OpenLoopSpec, type PhaseResult, type TaskRecord } from './protocol';
+import {
+  maxTaskRecords,
+  spikeSequenceBase,
+  type BackgroundSpikeSpec,
+  type ClosedLoopSpec,
+  type OpenLoopSpec,
+  type PhaseResult,
+  type TaskRecord,
+} from './protocol';
 import type { Call, CallMarks, CallOutcome, SlowdownMark } from './call-target';
 
 /**
@@ -140,7 +148,8 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
  * never (not at untilMs, already past: the loop would wake at once, again and again).
  */
 function spikeSchedule({ extraTasksPerSecond, fromMs, untilMs }: BackgroundSpikeSpec) {
-  if (!(extraTasksPerSecond > 0) || !(untilMs > fromMs)) throw new RangeError(`background spike ${extraTasksPerSecond}/s from ${fromMs} to ${untilMs} ms: expected a rate > 0 and untilMs > fromMs`);
+  if (!(extraTasksPerSecond > 0) || !(untilMs > fromMs))
+    throw new RangeError(`background spike ${extraTasksPerSecond}/s from ${fromMs} to ${untilMs} ms: expected a rate > 0 and untilMs > fromMs`);
   const intervalMs = 1000 / extraTasksPerSecond;
   const totalCalls = Math.max(1, Math.round((untilMs - fromMs) / intervalMs));
   return {
