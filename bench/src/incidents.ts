@@ -120,8 +120,8 @@ export const smokeSettings: IncidentsSettings = {
   beforeMs: 1_000,
   incidentMs: 1_500,
   taskDeadlineMs: 2_000,
-  backgroundSpike: { ...fullSettings.backgroundSpike, beforeMs: 1_000, spikeMs: 1_500 },
-  highLoad: { ...fullSettings.highLoad, measuredMs: 1_500 },
+  backgroundSpike: { ...fullSettings.backgroundSpike, beforeMs: 800, spikeMs: 1_000 },
+  highLoad: { ...fullSettings.highLoad, measuredMs: 1_000 },
 };
 
 export function alternativesOf(settings: IncidentsSettings): Alternative[] {
