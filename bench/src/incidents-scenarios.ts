@@ -76,10 +76,19 @@ async function recordedPhase(
   signal: AbortSignal,
 ): Promise<{ result: PhaseResult; counts: PhaseCounts }> {
   const machineCpu = sampleMachineCpu(os.availableParallelism());
-  const result = await generator.run(
-    { kind: 'open', target: 'balancer', warmupMs: settings.leadInMs, maxOutstanding: settings.maxOutstanding, keepTaskRecords: true, ...spec },
-    signal,
-  );
+  const full: OpenLoopSpec = {
+    kind: 'open',
+    target: 'balancer',
+    warmupMs: settings.leadInMs,
+    maxOutstanding: settings.maxOutstanding,
+    keepTaskRecords: true,
+    ...spec,
+  };
+  // The last tasks' answers come up to a deadline (and the call's margin) after the load ends,
+  // later still from a generator that fell behind a spike on a busy machine: 30 s of slack was
+  // too little for one (run of 2026-11-29 05:47, machine load average 14).
+  const limitMs = full.warmupMs + full.durationMs + 4 * settings.taskDeadlineMs + 60_000;
+  const result = await generator.run(full, signal, undefined, limitMs);
   return {
     result,
     counts: {
