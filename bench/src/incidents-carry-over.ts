@@ -36,6 +36,9 @@ interface EarlierRun {
   highLoad?: HighLoadSummary[];
 }
 
+/** How judge() starts each scenario's goal names. */
+const goalPrefix = { 'slow-bank': 'slow bank,', 'background-spike': 'background spike,', 'high-load': 'high load,' } as const;
+
 const fieldOf = { 'slow-bank': 'slowBank', 'background-spike': 'backgroundSpike', 'high-load': 'highLoad' } as const;
 
 function summariesOf(earlier: EarlierRun, scenario: ScenarioName): unknown[] {
@@ -76,5 +79,10 @@ export function carryOverScenarios(result: IncidentsResult, recordPath: string):
     (carried as unknown as Record<string, unknown>)[fieldOf[scenario]] = summaries;
   }
   const present = scenarioNames.filter((s) => result.scenarios.includes(s) || carried.carriedOver!.some((c) => c.scenario === s));
-  return { ...carried, goals: judge(carried, result.settings, present) };
+  // A carried-over goal says so: the at-a-glance table dates each row by this run.
+  const goals = judge(carried, result.settings, present).map((goal) => {
+    const from = carried.carriedOver!.find((c) => goal.name.startsWith(goalPrefix[c.scenario]));
+    return from ? { ...goal, name: `${goal.name} (carried over from the run of ${from.startedAt.slice(0, 10)})` } : goal;
+  });
+  return { ...carried, goals };
 }
