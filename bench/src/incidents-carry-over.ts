@@ -7,18 +7,7 @@ import * as fs from 'node:fs';
 import type { HighLoadSummary, IncidentSummary, SpikeSummary } from './incidents-figures';
 import { judge } from './incidents-goals';
 import { scenarioNames, type ScenarioName } from './incidents-scenarios';
-import type { IncidentsResult } from './incidents';
-
-/** A scenario's figures taken from an earlier run. */
-export interface CarriedOver {
-  scenario: ScenarioName;
-  startedAt: string;
-  command: string;
-  capacityTasksPerSecond: number;
-  offeredTasksPerSecond: number;
-  frontsPerAlternative: number;
-  proxylessFrontsPerHeadroomAlternative: number;
-}
+import type { CarriedOver, IncidentsResult } from './incidents';
 
 /** What an earlier run's JSON may hold: this shape, or the one before the spike and high load (slow bank in `summaries`). */
 interface EarlierRun {

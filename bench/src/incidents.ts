@@ -21,7 +21,6 @@ import { startProxylessFront } from './fleet/proxyless-fronts';
 import type { SleepFleetSettings } from './fleet/sleep-fleet-settings';
 import { sleepHandlersEnv } from './fleet/sleep-handlers';
 import { withRatioToBest, type HighLoadSummary, type IncidentSummary, type SpikeSummary } from './incidents-figures';
-import type { CarriedOver } from './incidents-carry-over';
 import { judge } from './incidents-goals';
 import { measureHighLoad, measureSlowBank, measureSpike, scenarioNames, shareOf, type ScenarioName } from './incidents-scenarios';
 import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
@@ -149,6 +148,18 @@ export interface IncidentsOptions extends BenchmarkOptions {
   scenarios?: readonly ScenarioName[];
   /** Instead of the settings' repetitions (--repetitions: a shorter full run). */
   repetitions?: number;
+}
+
+/** A scenario's figures taken from an earlier run. */
+/** See incidents-carry-over.ts. */
+export interface CarriedOver {
+  scenario: ScenarioName;
+  startedAt: string;
+  command: string;
+  capacityTasksPerSecond: number;
+  offeredTasksPerSecond: number;
+  frontsPerAlternative: number;
+  proxylessFrontsPerHeadroomAlternative: number;
 }
 
 export interface IncidentsResult extends RunHeader<'incidents', IncidentsSettings> {
