@@ -150,8 +150,7 @@ export interface IncidentsOptions extends BenchmarkOptions {
   repetitions?: number;
 }
 
-/** A scenario's figures taken from an earlier run. */
-/** See incidents-carry-over.ts. */
+/** A scenario's figures taken from an earlier run (incidents-carry-over.ts). */
 export interface CarriedOver {
   scenario: ScenarioName;
   startedAt: string;
