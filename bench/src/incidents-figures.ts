@@ -103,6 +103,11 @@ export interface PhaseCounts {
   /** Calls due while maxOutstanding were out, never sent (measured part only). */
   dropped: number;
   machineCpuPercentOfCore: number | undefined;
+  /**
+   * How late the generator sent the measured tasks, p99: latency counts from when a task was due,
+   * so a generator that falls behind (a busy machine) adds this to every queue wait.
+   */
+  sendLagP99Ms?: number;
 }
 
 /** Background spike: user-present tasks before and during the spike, background ones during it. */

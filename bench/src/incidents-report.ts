@@ -68,6 +68,7 @@ function slowBankTables(result: IncidentsResult): string {
 }
 
 const cpu = (s: { machineCpuPercentOfCore: number | undefined }) => String(s.machineCpuPercentOfCore ?? '?');
+const sendLag = (s: { sendLagP99Ms?: number }) => (s.sendLagP99Ms === undefined ? '–' : ms(s.sendLagP99Ms));
 const waits = (part: PartFigures) => `${ms(part.queueWaitP50Ms)} / ${ms(part.queueWaitP99Ms)}`;
 
 function spikeTable(result: IncidentsResult): string {
@@ -85,6 +86,7 @@ function spikeTable(result: IncidentsResult): string {
       'background: queue wait p99 ms during',
       'lost',
       'dropped',
+      'generator send lag p99 ms',
       'machine CPU %',
     ],
     result.backgroundSpike.map((s) => [
@@ -100,6 +102,7 @@ function spikeTable(result: IncidentsResult): string {
       ms(s.backgroundDuring.queueWaitP99Ms),
       String(s.lostTasks),
       String(s.dropped),
+      sendLag(s),
       cpu(s),
     ]),
   );
@@ -119,6 +122,7 @@ function highLoadTable(result: IncidentsResult): string {
       'refused or failed (by code)',
       'lost',
       'dropped',
+      'generator send lag p99 ms',
       'machine CPU %',
     ],
     result.highLoad.map((s) => [
@@ -133,6 +137,7 @@ function highLoadTable(result: IncidentsResult): string {
       codes(s.all),
       String(s.lostTasks),
       String(s.dropped),
+      sendLag(s),
       cpu(s),
     ]),
   );
@@ -217,7 +222,7 @@ ${setupLine(result)}
 - Tasks: log-normal waits drawn in the worker from each task's sequence number (every alternative runs the same tasks): median ${s.sleep.medianMs} ms, sigma ${s.sleep.sigma}, at most ${s.sleep.maxMs} ms; integrations in the cycle ${mix}; priorities in the cycle ${priorities}; each task's deadline ${s.taskDeadlineMs} ms after it is sent.
 - Load: capacity measured first through \`headroom-no-limits\` (closed loop, ${s.capacityProbe.slotsMultiple}x the cluster's slots in flight): ${result.capacityTasksPerSecond.toFixed(0)} tasks/s. Every scenario is one open-loop phase per alternative, latency from when each task was due; its parts are the tasks due in each. A phase ends when every task sent has its answer; the next scenario then starts on the same fronts.
 ${scenarioLines(result)}
-- Figures: p99 over every answer (failed ones too); queue wait (queueing time) = latency − the handler's run time (Placement.run_ms), tasks that ran; "missed" = answered with an error, or later than the deadline; "refused or failed" = answered with an error code (HR_ERR_* from Headroom, GRPC_* a bare gRPC status).
+- Figures: p99 over every answer (failed ones too); queue wait (queueing time) = latency − the handler's run time (Placement.run_ms), tasks that ran; "missed" = answered with an error, or later than the deadline; "refused or failed" = answered with an error code (HR_ERR_* from Headroom, GRPC_* a bare gRPC status); "generator send lag" = how late the load generator sent the measured tasks (p99; it counts in every latency and queue wait, '–' where not recorded).
 
 ${incidentsTables(result)}
 `;

@@ -96,6 +96,7 @@ async function recordedPhase(
       lostTasks: (result.sentCalls ?? 0) - (result.answeredCalls ?? 0),
       dropped: result.dropped,
       machineCpuPercentOfCore: machineCpu(),
+      sendLagP99Ms: result.sendLag.p99Ms,
     },
   };
 }
