@@ -1,42 +1,49 @@
 /**
- * incidents: one bad integration must not take the fleet (per-integration limits in the ledger).
- * Slow bank: one integration of four turns 10x slower for a minute at some two thirds of the
- * fleet's capacity. Its tasks sent during the incident carry the slowdown in their payload
- * (IncidentSpec), so the slowdown is per task and in time, and every alternative gets the same one.
- * The alternatives, each behind the same number of balancers of its own, one at a time (its balancers
- * up only for its own phase: idle balancers cost CPU), in an order rotated every repetition:
+ * incidents: what one bad integration, a spike of background work, or high load do to the fleet.
+ * Three scenarios (incidents-scenarios.ts), chosen with --scenario:
+ *   slow-bank:        one integration of four 10x slower for a minute at some two thirds of
+ *                     capacity: the others' p99 and deadlines (per-integration limits in the ledger);
+ *   background-spike: 10x the background rate for a minute: user-present queue wait and refusals;
+ *   high-load:        90% of capacity: queueing time (latency - run time) against the alternatives.
+ * The alternatives, each behind the same number of fronts of its own, one at a time (its fronts up
+ * only for its own phases: idle processes cost CPU), in an order rotated every repetition:
  *   headroom-limits:    least-loaded on the ledger, workers `--overflow refuse`, each integration
- *                       at most `limitedShareOfCapacity` of the cluster in flight;
+ *                       at most `limitedShareOfCapacity` of the cluster in flight; its fronts are
+ *                       balancers and proxyless clients (fleet/proxyless-front.ts);
  *   headroom-no-limits: the same with `--default-integration-limit '{"off":true}'`;
- *   least-request, least-request-p2c, plain-round-robin: no shared view, workers `--overflow queue`
- *                       (as in the routing benchmark).
- * Measured from every task's record: the other integrations' p99 and queue wait during the
- * incident against before it, their deadline misses, and the slow integration's answers.
+ *   least-request, least-request-p2c, plain-round-robin: balancer policies with no shared view,
+ *                       workers `--overflow queue` (as in the routing benchmark); balancers only.
  */
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { Cleanups } from './fleet/cleanups';
-import { sampleMachineCpu } from './fleet/cpu-usage';
 import { benchPlace, startProcessFleet, type BalancerEndpoint, type ProcessFleet } from './fleet/headroom-fleet';
+import { startProxylessFront } from './fleet/proxyless-fronts';
 import type { SleepFleetSettings } from './fleet/sleep-fleet-settings';
 import { sleepHandlersEnv } from './fleet/sleep-handlers';
-import { summariseIncident, type IncidentSummary } from './incidents-figures';
+import { withRatioToBest, type HighLoadSummary, type IncidentSummary, type SpikeSummary } from './incidents-figures';
+import { judge } from './incidents-goals';
+import { measureHighLoad, measureSlowBank, measureSpike, scenarioNames, shareOf, type ScenarioName } from './incidents-scenarios';
 import { LoadGenerator, measureCarriedTasksPerSecond } from './load/generator';
 import type { Goal } from './report/goals';
 import { startRun, type BenchmarkOptions, type RunHeader } from './report/run-header';
 
-export type { IncidentSummary } from './incidents-figures';
+export type { IncidentSummary, SpikeSummary, HighLoadSummary } from './incidents-figures';
+export { scenarioNames, parseScenarios, type ScenarioName } from './incidents-scenarios';
 
 export interface Alternative {
   name: string;
+  /** Of the alternative's fronts, these are proxyless clients (Headroom's only); the rest balancers. */
+  proxylessFronts: number;
   policy: 'least-loaded' | 'plain-round-robin' | 'least-request' | 'least-request-p2c';
   /** Headroom's only: the balancers' --default-integration-limit. */
   defaultIntegrationLimit?: { shareOfCapacity: number; minInFlight: number } | { off: true };
 }
 
 export interface IncidentsSettings extends SleepFleetSettings {
-  /** Balancers of each alternative (the fronts): coprime with both mixes' cycles so that each balancer sees every integration and priority. */
+  /** Fronts (balancers and proxyless clients) of each alternative: coprime with both mixes' cycles so that each front sees every integration and priority. */
   frontsPerAlternative: number;
+  /** Of a Headroom alternative's fronts, these are proxyless clients, each its own process. */
+  proxylessFrontsPerHeadroomAlternative: number;
   slowIntegration: string;
   slowdownFactor: number;
   /** Share of the measured capacity offered as load. */
@@ -48,6 +55,10 @@ export interface IncidentsSettings extends SleepFleetSettings {
   incidentMs: number;
   /** Each task's own deadline, from when it is sent. */
   taskDeadlineMs: number;
+  /** background-spike: steady load (share of capacity), then the background rate times `factor` for `spikeMs`. */
+  backgroundSpike: { utilisation: number; factor: number; beforeMs: number; spikeMs: number };
+  /** high-load: this share of capacity for `measuredMs`. */
+  highLoad: { utilisation: number; measuredMs: number };
 }
 
 export const fullSettings: IncidentsSettings = {
@@ -71,6 +82,7 @@ export const fullSettings: IncidentsSettings = {
     { priority: 'BACKGROUND', weight: 4 },
   ],
   frontsPerAlternative: 11,
+  proxylessFrontsPerHeadroomAlternative: 3,
   slowIntegration: 'bank-d',
   slowdownFactor: 10,
   utilisation: 0.65,
@@ -86,6 +98,10 @@ export const fullSettings: IncidentsSettings = {
   incidentMs: 60_000,
   // Well above the others' slowest task (5 s) and their queueing before the incident.
   taskDeadlineMs: 15_000,
+  // A spike at the slow bank's load: 10x background is then 5.3x capacity (0.65 x (0.2 + 0.8 x 10)).
+  backgroundSpike: { utilisation: 0.65, factor: 10, beforeMs: 30_000, spikeMs: 60_000 },
+  highLoad: { utilisation: 0.9, measuredMs: 60_000 },
+  // A spike keeps some 270 extra tasks/s out for up to the 15 s deadline: 4,000 outstanding.
   maxOutstanding: 8_192,
 };
 
@@ -95,47 +111,78 @@ export const smokeSettings: IncidentsSettings = {
   repetitions: 1,
   sleep: { ...fullSettings.sleep, medianMs: 20, maxMs: 200 },
   workersPerCluster: 2,
-  frontsPerAlternative: 1,
+  // One balancer and one proxyless front for Headroom's alternatives.
+  frontsPerAlternative: 2,
+  proxylessFrontsPerHeadroomAlternative: 1,
   capacityProbe: { slotsMultiple: 2, warmupMs: 200, durationMs: 600 },
   leadInMs: 300,
   beforeMs: 1_000,
   incidentMs: 1_500,
   taskDeadlineMs: 2_000,
+  backgroundSpike: { ...fullSettings.backgroundSpike, beforeMs: 800, spikeMs: 1_000 },
+  highLoad: { ...fullSettings.highLoad, measuredMs: 1_000 },
 };
 
 export function alternativesOf(settings: IncidentsSettings): Alternative[] {
+  const proxylessFronts = settings.proxylessFrontsPerHeadroomAlternative;
   return [
-    { name: 'headroom-limits', policy: 'least-loaded', defaultIntegrationLimit: { shareOfCapacity: settings.limitedShareOfCapacity, minInFlight: 8 } },
-    { name: 'headroom-no-limits', policy: 'least-loaded', defaultIntegrationLimit: { off: true } },
-    { name: 'least-request', policy: 'least-request' },
-    { name: 'least-request-p2c', policy: 'least-request-p2c' },
-    { name: 'round-robin', policy: 'plain-round-robin' },
+    {
+      name: 'headroom-limits',
+      proxylessFronts,
+      policy: 'least-loaded',
+      defaultIntegrationLimit: { shareOfCapacity: settings.limitedShareOfCapacity, minInFlight: 8 },
+    },
+    { name: 'headroom-no-limits', proxylessFronts, policy: 'least-loaded', defaultIntegrationLimit: { off: true } },
+    { name: 'least-request', proxylessFronts: 0, policy: 'least-request' },
+    { name: 'least-request-p2c', proxylessFronts: 0, policy: 'least-request-p2c' },
+    { name: 'round-robin', proxylessFronts: 0, policy: 'plain-round-robin' },
   ];
 }
 
-const isHeadroom = (a: Alternative) => a.policy === 'least-loaded';
+export const isHeadroom = (a: Pick<Alternative, 'policy'>) => a.policy === 'least-loaded';
 const clusterOf = (a: Alternative) => (isHeadroom(a) ? 'baseline' : 'candidate');
 export const headroomWithLimits = 'headroom-limits';
 
-export const goals = {
-  /** headroom-limits: the other integrations' p99 during the incident over before it. */
-  othersP99DuringOverBefore: 1.2,
-} as const;
+export interface IncidentsOptions extends BenchmarkOptions {
+  /** The scenarios to run, in the benchmark's order. @default all */
+  scenarios?: readonly ScenarioName[];
+  /** Instead of the settings' repetitions (--repetitions: a shorter full run). */
+  repetitions?: number;
+}
 
-export interface IncidentsResult extends RunHeader<'incidents', IncidentsSettings> {
+/** A scenario's figures taken from an earlier run (incidents-carry-over.ts). */
+export interface CarriedOver {
+  scenario: ScenarioName;
+  startedAt: string;
+  command: string;
   capacityTasksPerSecond: number;
   offeredTasksPerSecond: number;
-  summaries: IncidentSummary[];
+  frontsPerAlternative: number;
+  proxylessFrontsPerHeadroomAlternative: number;
+}
+
+export interface IncidentsResult extends RunHeader<'incidents', IncidentsSettings> {
+  scenarios: ScenarioName[];
+  capacityTasksPerSecond: number;
+  /** Offered by scenario (the spike's: its steady rate, before the extra background tasks). */
+  offeredTasksPerSecond: Record<ScenarioName, number>;
+  slowBank: IncidentSummary[];
+  backgroundSpike: SpikeSummary[];
+  highLoad: HighLoadSummary[];
+  /** Scenarios not run this time whose figures come from the last full run (incidents-carry-over.ts). */
+  carriedOver?: CarriedOver[];
   goals: Goal[];
 }
 
 const sleepHandlers = path.join(__dirname, 'fleet', 'sleep-handlers.js');
-const balancersStartedAtOnce = 3;
+const frontsStartedAtOnce = 3;
 // 20 workers starting at once beside other engineers' tests missed the 20 s default (run of 2026-11-28 23:46).
 const startTimeoutMs = 60_000;
 
-export async function runIncidents(options: BenchmarkOptions): Promise<IncidentsResult> {
-  const settings = options.smoke ? smokeSettings : fullSettings;
+export async function runIncidents(options: IncidentsOptions): Promise<IncidentsResult> {
+  const base = options.smoke ? smokeSettings : fullSettings;
+  const settings = { ...base, repetitions: options.repetitions ?? base.repetitions };
+  const scenarios = [...(options.scenarios ?? scenarioNames)];
   const run = await startRun('incidents', options, settings);
   const { progress, signal } = options;
   const { keyPrefix, logDir } = benchPlace('incidents');
@@ -143,30 +190,10 @@ export async function runIncidents(options: BenchmarkOptions): Promise<Incidents
   const alternatives = alternativesOf(settings);
   try {
     progress(
-      `starting ${settings.workersPerCluster} workers per cluster, ${settings.frontsPerAlternative} balancers per alternative (key prefix ${keyPrefix}, logs in ${logDir})`,
+      `scenarios ${scenarios.join(', ')}; starting ${settings.workersPerCluster} workers per cluster, ${settings.frontsPerAlternative} fronts per alternative (key prefix ${keyPrefix}, logs in ${logDir})`,
     );
-    await startProcessFleet(
-      keyPrefix,
-      {
-        redisUrl: options.redisUrl,
-        workers: (['baseline', 'candidate'] as const).map((cluster) => ({
-          cluster,
-          count: settings.workersPerCluster,
-          maxParallelismPerWorker: settings.maxParallelismPerWorker,
-          env: {
-            ...sleepHandlersEnv(settings.sleep),
-            HEADROOM_OVERFLOW: cluster === 'baseline' ? 'refuse' : 'queue',
-            HEADROOM_MAX_QUEUED_TASKS: String(settings.maxLocalQueuedTasksPerWorker),
-          },
-        })),
-        balancerCount: 0,
-        handlersPath: sleepHandlers,
-        logDir,
-        readyTimeoutMs: startTimeoutMs,
-      },
-      cleanups.register,
-    );
-    // Only one alternative's balancers up at a time: 66 idle balancers took both cores (run of 2026-11-28 23:39).
+    await startWorkers(settings, keyPrefix, logDir, options.redisUrl, cleanups);
+    // Only one alternative's fronts up at a time: 66 idle balancers took both cores (run of 2026-11-28 23:39).
     const withAlternative = async <T>(alternative: Alternative, use: (generator: LoadGenerator) => Promise<T>): Promise<T> => {
       const scoped = new Cleanups();
       try {
@@ -182,29 +209,132 @@ export async function runIncidents(options: BenchmarkOptions): Promise<Incidents
     const capacity = await withAlternative(noLimits, (generator) =>
       measureCarriedTasksPerSecond(generator, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal),
     );
-    const offered = capacity * settings.utilisation;
+    const offered = {
+      'slow-bank': capacity * settings.utilisation,
+      'background-spike': capacity * settings.backgroundSpike.utilisation,
+      'high-load': capacity * settings.highLoad.utilisation,
+    } satisfies Record<ScenarioName, number>;
     progress(
-      `capacity ${capacity.toFixed(0)} tasks/s through headroom-no-limits; offering ${offered.toFixed(0)} tasks/s; ${settings.repetitions} repetition(s)`,
+      `capacity ${capacity.toFixed(0)} tasks/s through headroom-no-limits; offering ${JSON.stringify(offered)} tasks/s; ${settings.repetitions} repetition(s)`,
     );
-    const summaries: IncidentSummary[] = [];
+    const measured: Measured = { slowBank: [], backgroundSpike: [], highLoad: [] };
     for (let repetition = 1; repetition <= settings.repetitions; repetition++) {
       const order = alternatives.map((_unused, i) => alternatives[(i + repetition - 1) % alternatives.length]!);
       for (const alternative of order) {
         signal.throwIfAborted();
-        const summary = await withAlternative(alternative, (generator) => measureIncident(alternative, generator, settings, offered, repetition, signal));
-        summaries.push(summary);
-        progress(
-          `#${repetition} ${alternative.name.padEnd(18)}: others p99 ${summary.othersBefore.p99Ms.toFixed(0)} -> ${summary.othersDuring.p99Ms.toFixed(0)} ms (${summary.othersP99Ratio.toFixed(2)}x), ` +
-            `others' misses ${summary.othersDuring.missed}, slow answers ${JSON.stringify(summary.slowDuring.byCode)}, lost ${summary.lostTasks}, machine CPU ${summary.machineCpuPercentOfCore ?? '?'}%`,
+        await withAlternative(alternative, (generator) =>
+          runScenarios({ generator, alternative, repetition, scenarios, settings, offered, measured, progress, signal }),
         );
       }
     }
-    return { ...run.header(), capacityTasksPerSecond: capacity, offeredTasksPerSecond: offered, summaries, goals: judge(summaries, settings) };
+    const comparedWith = new Set(alternatives.filter((a) => !isHeadroom(a)).map((a) => a.name));
+    const highLoad = withRatioToBest(measured.highLoad, comparedWith);
+    const found = { ...measured, highLoad };
+    return {
+      ...run.header(),
+      scenarios,
+      capacityTasksPerSecond: capacity,
+      offeredTasksPerSecond: offered,
+      ...found,
+      goals: judge(found, settings, scenarios),
+    };
   } finally {
     await cleanups.runAll();
   }
 }
 
+interface Measured {
+  slowBank: IncidentSummary[];
+  backgroundSpike: SpikeSummary[];
+  highLoad: HighLoadSummary[];
+}
+
+/** One alternative's phases, one per scenario, on the fronts already up; each ends when every task has its answer. */
+async function runScenarios(run: {
+  generator: LoadGenerator;
+  alternative: Alternative;
+  repetition: number;
+  scenarios: readonly ScenarioName[];
+  settings: IncidentsSettings;
+  offered: Record<ScenarioName, number>;
+  measured: Measured;
+  progress: (line: string) => void;
+  signal: AbortSignal;
+}): Promise<void> {
+  const { generator, alternative, repetition, settings: s, offered, measured, progress, signal } = run;
+  const who = { alternative: alternative.name, repetition };
+  const label = `#${repetition} ${alternative.name.padEnd(18)}`;
+  const ms = (value: number) => value.toFixed(0);
+  for (const scenario of run.scenarios) {
+    signal.throwIfAborted();
+    if (scenario === 'slow-bank') {
+      const summary = await measureSlowBank(
+        generator,
+        {
+          slowIntegration: s.slowIntegration,
+          slowdownFactor: s.slowdownFactor,
+          tasksPerSecond: offered['slow-bank'],
+          beforeMs: s.beforeMs,
+          incidentMs: s.incidentMs,
+        },
+        s,
+        who,
+        signal,
+      );
+      measured.slowBank.push(summary);
+      progress(
+        `${label} slow bank: others p99 ${ms(summary.othersBefore.p99Ms)} -> ${ms(summary.othersDuring.p99Ms)} ms (${summary.othersP99Ratio.toFixed(2)}x), ` +
+          `others' misses ${summary.othersDuring.missed}, slow answers ${JSON.stringify(summary.slowDuring.byCode)}, lost ${summary.lostTasks}, machine CPU ${summary.machineCpuPercentOfCore ?? '?'}%`,
+      );
+    } else if (scenario === 'background-spike') {
+      const rate = offered['background-spike'];
+      const { factor, beforeMs, spikeMs } = s.backgroundSpike;
+      const backgroundTasksPerSecond = rate * shareOf(s.priorityMix, 'BACKGROUND');
+      const summary = await measureSpike(generator, { tasksPerSecond: rate, backgroundTasksPerSecond, factor, beforeMs, spikeMs }, s, who, signal);
+      measured.backgroundSpike.push(summary);
+      progress(
+        `${label} background spike: user-present queue wait p99 ${ms(summary.userBefore.queueWaitP99Ms)} -> ${ms(summary.userDuring.queueWaitP99Ms)} ms, ` +
+          `user-present failed ${JSON.stringify(summary.userDuring.byCode)}, background failed ${JSON.stringify(summary.backgroundDuring.byCode)}, lost ${summary.lostTasks}, machine CPU ${summary.machineCpuPercentOfCore ?? '?'}%`,
+      );
+    } else {
+      const summary = await measureHighLoad(generator, { tasksPerSecond: offered['high-load'], measuredMs: s.highLoad.measuredMs }, s, who, signal);
+      measured.highLoad.push(summary);
+      progress(
+        `${label} high load: queueing p50 / p99 ${ms(summary.all.queueWaitP50Ms)} / ${ms(summary.all.queueWaitP99Ms)} ms, failed ${JSON.stringify(summary.all.byCode)}, lost ${summary.lostTasks}, machine CPU ${summary.machineCpuPercentOfCore ?? '?'}%`,
+      );
+    }
+  }
+}
+
+/** Both clusters' workers, each its own process; the fronts come and go per alternative. */
+async function startWorkers(settings: IncidentsSettings, keyPrefix: string, logDir: string, redisUrl: string, cleanups: Cleanups): Promise<void> {
+  await startProcessFleet(
+    keyPrefix,
+    {
+      redisUrl,
+      workers: (['baseline', 'candidate'] as const).map((cluster) => ({
+        cluster,
+        count: settings.workersPerCluster,
+        maxParallelismPerWorker: settings.maxParallelismPerWorker,
+        env: {
+          ...sleepHandlersEnv(settings.sleep),
+          HEADROOM_OVERFLOW: cluster === 'baseline' ? 'refuse' : 'queue',
+          HEADROOM_MAX_QUEUED_TASKS: String(settings.maxLocalQueuedTasksPerWorker),
+        },
+      })),
+      balancerCount: 0,
+      handlersPath: sleepHandlers,
+      logDir,
+      readyTimeoutMs: startTimeoutMs,
+    },
+    cleanups.register,
+  );
+}
+
+/**
+ * The alternative's fronts (its balancers, then its proxyless clients), a few at a time, and a
+ * load generator spreading its calls over them all.
+ */
 async function startAlternative(
   alternative: Alternative,
   settings: IncidentsSettings,
@@ -214,104 +344,61 @@ async function startAlternative(
   cleanups: Cleanups,
 ): Promise<LoadGenerator> {
   const limitArgs = alternative.defaultIntegrationLimit ? ['--default-integration-limit', JSON.stringify(alternative.defaultIntegrationLimit)] : [];
-  const startOne = (index: number): Promise<ProcessFleet> =>
-    startProcessFleet(
+  const candidatePercent = clusterOf(alternative) === 'candidate' ? 100 : 0;
+  const balancerCount = settings.frontsPerAlternative - alternative.proxylessFronts;
+  const startOne = async (index: number): Promise<BalancerEndpoint[]> => {
+    if (index >= balancerCount) {
+      const front = await startProxylessFront(
+        {
+          name: `${alternative.name}-proxyless-${index - balancerCount + 1}`,
+          redisUrl,
+          clientOptions: {
+            ledger: { keyPrefix },
+            policy: alternative.policy,
+            candidatePercent,
+            // One attempt per task, as a balancer's Submit gets: a failure counts as one.
+            retry: { maxAttempts: 1 },
+            ...(alternative.defaultIntegrationLimit ? { defaultIntegrationLimit: alternative.defaultIntegrationLimit } : {}),
+          },
+          logDir,
+          readyTimeoutMs: startTimeoutMs,
+        },
+        cleanups.register,
+      );
+      return [front];
+    }
+    const fleet: ProcessFleet = await startProcessFleet(
       keyPrefix,
       {
         redisUrl,
         workers: [],
         balancerCount: 1,
         balancerNamePrefix: `${alternative.name}-${index + 1}`,
-        balancerArgs: ['--policy', alternative.policy, '--candidate-percent', clusterOf(alternative) === 'candidate' ? '100' : '0', ...limitArgs],
+        balancerArgs: ['--policy', alternative.policy, '--candidate-percent', String(candidatePercent), ...limitArgs],
         logDir,
         keepKeysOnClose: true,
         readyTimeoutMs: startTimeoutMs,
       },
       cleanups.register,
     );
+    return [...fleet.balancers];
+  };
   // A few at a time: eleven Node processes starting at once on this shared 2-core machine missed
   // the 20 s ready timeout (run of 2026-11-28 23:36).
-  const balancers: BalancerEndpoint[] = [];
-  for (let first = 0; first < settings.frontsPerAlternative; first += balancersStartedAtOnce) {
-    const batch = Array.from({ length: Math.min(balancersStartedAtOnce, settings.frontsPerAlternative - first) }, (_unused, i) => startOne(first + i));
+  const fronts: BalancerEndpoint[] = [];
+  for (let first = 0; first < settings.frontsPerAlternative; first += frontsStartedAtOnce) {
+    const batch = Array.from({ length: Math.min(frontsStartedAtOnce, settings.frontsPerAlternative - first) }, (_unused, i) => startOne(first + i));
     const settled = await Promise.allSettled(batch);
     const failed = settled.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
     if (failed) throw failed.reason;
-    for (const outcome of settled) if (outcome.status === 'fulfilled') balancers.push(...outcome.value.balancers);
+    for (const outcome of settled) if (outcome.status === 'fulfilled') fronts.push(...outcome.value);
   }
   const generator = await LoadGenerator.start({
-    balancerAddresses: balancers.map((b) => b.address),
+    balancerAddresses: fronts.map((front) => front.address),
     workers: [],
     task: { integration: settings.integrationMix[0]!.name, integrationMix: settings.integrationMix, priorityMix: settings.priorityMix, payload: '' },
     callTimeoutMs: settings.taskDeadlineMs,
   });
   cleanups.register(() => generator.close());
   return generator;
-}
-
-/** One alternative's phase: lead-in, before, the incident; every task recorded, then split by when it was due. */
-async function measureIncident(
-  alternative: Alternative,
-  generator: LoadGenerator,
-  settings: IncidentsSettings,
-  tasksPerSecond: number,
-  repetition: number,
-  signal: AbortSignal,
-): Promise<IncidentSummary> {
-  const fromMs = settings.leadInMs + settings.beforeMs;
-  const untilMs = fromMs + settings.incidentMs;
-  const machineCpu = sampleMachineCpu(os.availableParallelism());
-  const result = await generator.run(
-    {
-      kind: 'open',
-      target: 'balancer',
-      tasksPerSecond,
-      warmupMs: settings.leadInMs,
-      durationMs: settings.beforeMs + settings.incidentMs,
-      maxOutstanding: settings.maxOutstanding,
-      keepTaskRecords: true,
-      incident: { integration: settings.slowIntegration, sleepFactor: settings.slowdownFactor, fromMs, untilMs },
-    },
-    signal,
-  );
-  return summariseIncident({
-    alternative: alternative.name,
-    repetition,
-    records: result.taskRecords ?? [],
-    sentCalls: result.sentCalls ?? 0,
-    answeredCalls: result.answeredCalls ?? 0,
-    dropped: result.dropped,
-    before: { fromMs: settings.leadInMs, untilMs: fromMs },
-    during: { fromMs, untilMs },
-    slowIntegration: settings.slowIntegration,
-    taskDeadlineMs: settings.taskDeadlineMs,
-    machineCpuPercentOfCore: machineCpu(),
-  });
-}
-
-function judge(summaries: readonly IncidentSummary[], settings: IncidentsSettings): Goal[] {
-  const found: Goal[] = [];
-  const limited = summaries.filter((s) => s.alternative === headroomWithLimits);
-  if (limited.length > 0) {
-    const worst = limited.reduce((a, b) => (b.othersP99Ratio > a.othersP99Ratio ? b : a));
-    found.push({
-      name: `headroom-limits (share ${settings.limitedShareOfCapacity}): the other integrations' p99 during the slow bank's incident over before it (${worst.othersDuring.p99Ms.toFixed(0)} over ${worst.othersBefore.p99Ms.toFixed(0)} ms; worst repetition)`,
-      target: `<= ${goals.othersP99DuringOverBefore}x`,
-      measured: worst.othersP99Ratio,
-      digits: 2,
-      met: worst.othersP99Ratio <= goals.othersP99DuringOverBefore,
-    });
-    const missed = limited.reduce((sum, s) => sum + s.othersDuring.missed, 0);
-    found.push({
-      name: `headroom-limits: the other integrations' tasks during the incident that missed their ${settings.taskDeadlineMs} ms deadline or failed`,
-      target: '= 0',
-      measured: missed,
-      met: missed === 0,
-    });
-  }
-  const lost = summaries.reduce((sum, s) => sum + s.lostTasks, 0);
-  found.push({ name: 'tasks sent without a final answer, every alternative', target: '= 0', measured: lost, met: lost === 0 });
-  const uncoded = limited.reduce((sum, s) => sum + s.slowDuring.uncoded, 0);
-  found.push({ name: "headroom-limits: the slow bank's failed tasks answered without an HR_ERR_* code", target: '= 0', measured: uncoded, met: uncoded === 0 });
-  return found;
 }

@@ -14,11 +14,13 @@
  * gc-semispace (a parallel worker's GC time at two V8
  * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
  * first slow answer to the last balancer's acknowledgement of its rollback); incidents (a slow
- * bank among four integrations, Headroom with and without per-integration limits against the
- * alternatives); soak (the whole system for
+ * bank among four integrations, a background spike and high load, Headroom with and without
+ * per-integration limits against the alternatives); soak (the whole system for
  * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
- * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead), REDIS_URL.
+ * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead),
+ * --scenario a,b (incidents: slow-bank, background-spike, high-load; all by default; the others
+ * keep the recorded run's figures), --repetitions N (incidents), REDIS_URL.
  * rollback also needs PostgreSQL for its Unleash server (HEADROOM_TEST_PG_URL, see @headroom/unleash-local);
  * scale needs redis-server on the PATH (it starts a private one).
  */
@@ -28,7 +30,8 @@ import { parseArgs } from 'node:util';
 import { runAutopilot } from './autopilot';
 import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
-import { runIncidents } from './incidents';
+import { parseScenarios, runIncidents, scenarioNames, type ScenarioName } from './incidents';
+import { carryOverScenarios } from './incidents-carry-over';
 import { runLimitsCost } from './limits-cost';
 import { limitsCostMarkdown, limitsCostTables } from './limits-cost-report';
 import { incidentsMarkdown, incidentsTables } from './incidents-report';
@@ -56,6 +59,9 @@ interface RunOptions {
   smoke: boolean;
   /** soak only: how long it runs. */
   minutes: number;
+  /** incidents only: the scenarios to run, and how many times (undefined: its settings'). */
+  scenarios: ScenarioName[];
+  repetitions: number | undefined;
   outPath: string | undefined;
   cpuProfileDir: string | undefined;
   command: string;
@@ -90,8 +96,17 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
   'gc-semispace': (options) => report('gc-semispace', options, runGcSemiSpace(common(options)), { tables: gcSemiSpaceTables, markdown: gcSemiSpaceMarkdown }),
   // The rollout autopilot's detection and rollback of a slow candidate.
   autopilot: (options) => report('autopilot', options, runAutopilot(common(options)), { tables: autopilotTables, markdown: autopilotMarkdown }),
-  // Issue 35: one slow bank among four integrations, with and without per-integration limits, against the alternatives.
-  incidents: (options) => report('incidents', options, runIncidents(common(options)), { tables: incidentsTables, markdown: incidentsMarkdown }),
+  // Issue 35: a slow bank, a background spike, high load; Headroom with and without per-integration limits, against the alternatives.
+  incidents: (options) =>
+    report(
+      'incidents',
+      options,
+      runIncidents({ ...common(options), scenarios: options.scenarios, ...(options.repetitions ? { repetitions: options.repetitions } : {}) }).then((result) =>
+        // Scenarios not run keep the recorded run's figures (only when this run becomes the record).
+        options.outPath ? result : carryOverScenarios(result, path.join(resultsDir, 'incidents.json')),
+      ),
+      { tables: incidentsTables, markdown: incidentsMarkdown },
+    ),
   // What keeping to per-integration limits costs Redis per task, on the scale benchmark's harness.
   'limits-cost': (options) => report('limits-cost', options, runLimitsCost(common(options)), { tables: limitsCostTables, markdown: limitsCostMarkdown }),
   // Runs only when named (30 minutes by default: --minutes N).
@@ -121,7 +136,7 @@ async function report<R>(
   }
 }
 
-const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)]`;
+const usage = `Usage: node bench/dist/src/run.js [${Object.keys(benchmarks).join(' | ')}] [--smoke] [--out FILE] [--cpu-prof-dir DIR] [--minutes N (soak, default 30)] [--scenario ${scenarioNames.join(',')} (incidents, default all)] [--repetitions N (incidents, default 2)]`;
 
 // First Ctrl-C (or SIGTERM): stop the load and clean up (children, Redis keys). Second: leave at once.
 const interrupted = new AbortController();
@@ -135,6 +150,8 @@ async function main(): Promise<number> {
         out: { type: 'string' },
         'cpu-prof-dir': { type: 'string' },
         minutes: { type: 'string', default: '30' },
+        scenario: { type: 'string' },
+        repetitions: { type: 'string' },
         help: { type: 'boolean', default: false },
       },
       allowPositionals: true,
@@ -160,7 +177,25 @@ async function main(): Promise<number> {
     process.stderr.write(`--minutes: got ${JSON.stringify(values.minutes)}, expected a whole number of minutes from 1 to 1440\n${usage}\n`);
     return 2;
   }
+  let scenarios: ScenarioName[];
+  try {
+    scenarios = parseScenarios(values.scenario);
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n${usage}\n`);
+    return 2;
+  }
   const names = positionals.length > 0 ? positionals : defaultBenchmarks;
+  const repetitions = values.repetitions === undefined ? undefined : Number(values.repetitions);
+  if (repetitions !== undefined && !(Number.isInteger(repetitions) && repetitions >= 1 && repetitions <= 10)) {
+    process.stderr.write(`--repetitions: got ${JSON.stringify(values.repetitions)}, expected a whole number from 1 to 10\n${usage}\n`);
+    return 2;
+  }
+  for (const option of ['scenario', 'repetitions'] as const) {
+    if (values[option] !== undefined && !names.includes('incidents')) {
+      process.stderr.write(`--${option}: only the incidents benchmark takes it; name incidents\n${usage}\n`);
+      return 2;
+    }
+  }
   if (values.out && names.length > 1) {
     process.stderr.write('--out takes one benchmark: name it\n');
     return 2;
@@ -178,7 +213,16 @@ async function main(): Promise<number> {
   }
   for (const name of names) {
     process.stdout.write(`${name}${values.smoke ? ' (smoke)' : ''}\n`);
-    await benchmarks[name]!({ smoke: values.smoke, minutes, outPath: values.out, cpuProfileDir: values['cpu-prof-dir'], command, signal: interrupted.signal });
+    await benchmarks[name]!({
+      smoke: values.smoke,
+      minutes,
+      scenarios,
+      repetitions,
+      outPath: values.out,
+      cpuProfileDir: values['cpu-prof-dir'],
+      command,
+      signal: interrupted.signal,
+    });
   }
   return 0;
 }

@@ -25,6 +25,13 @@ test('bad input: exit 2, the option named with what it accepts, and the usage', 
     [['soak', '--minutes', '-3'], /Option '--minutes' argument is ambiguous/],
     [['soak', '--bogus'], /Unknown option '--bogus'/],
     [['nosuch'], /unknown benchmark nosuch; expected one of: overhead, /],
+    [
+      ['incidents', '--scenario', 'slow-bank,spike'],
+      /--scenario: got "slow-bank,spike", expected one or more of slow-bank, background-spike, high-load, separated by commas/,
+    ],
+    [['incidents', '--scenario', ''], /--scenario: got "", expected one or more of slow-bank, background-spike, high-load/],
+    [['memory', '--scenario', 'high-load'], /--scenario: only the incidents benchmark takes it; name incidents/],
+    [['incidents', '--repetitions', '0'], /--repetitions: got "0", expected a whole number from 1 to 10/],
   ];
   for (const [args, message] of cases) {
     const result = run(...args);

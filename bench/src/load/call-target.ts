@@ -15,11 +15,15 @@ export interface SlowdownMark {
   sleepFactor: number;
 }
 
-/**
- * One call; `route` spreads direct calls over the workers (the same route always reaches the same
- * worker). `slowdown`: honoured by the balancer target only (the incidents benchmark's path).
- */
-export type Call = (sequence: number, route: number, slowdown?: SlowdownMark) => Promise<CallOutcome>;
+/** What one call changes of its task: honoured by the balancer target only (the incidents benchmark's path). */
+export interface CallMarks {
+  slowdown?: SlowdownMark;
+  /** Instead of the priority mix's: a background spike's extra tasks (BackgroundSpikeSpec). */
+  priority?: Priority;
+}
+
+/** One call; `route` spreads direct calls over the workers (the same route always reaches the same worker). */
+export type Call = (sequence: number, route: number, marks?: CallMarks) => Promise<CallOutcome>;
 
 export interface CallTarget {
   call: Call;

@@ -7,8 +7,16 @@ import { ClosedLoop, OpenLoop } from '@headroom/sim';
 import { LatencyHistogram } from '../report/histogram';
 import { CpuWindow } from './cpu-window';
 import { PhaseFigures } from './phase-figures';
-import { maxTaskRecords, type ClosedLoopSpec, type OpenLoopSpec, type PhaseResult, type TaskRecord } from './protocol';
-import type { Call, CallOutcome, SlowdownMark } from './call-target';
+import {
+  maxTaskRecords,
+  spikeSequenceBase,
+  type BackgroundSpikeSpec,
+  type ClosedLoopSpec,
+  type OpenLoopSpec,
+  type PhaseResult,
+  type TaskRecord,
+} from './protocol';
+import type { Call, CallMarks, CallOutcome, SlowdownMark } from './call-target';
 
 /**
  * `concurrency` lanes, each sending its next call when the previous one is answered. Resolves when
@@ -73,6 +81,7 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
   const taskRecords: TaskRecord[] | undefined = spec.keepTaskRecords ? [] : undefined;
   const incident = spec.incident;
   const slowdown: SlowdownMark | undefined = incident ? { integration: incident.integration, sleepFactor: incident.sleepFactor } : undefined;
+  const spike = spec.backgroundSpike ? spikeSchedule(spec.backgroundSpike) : undefined;
   const loop = new OpenLoop({
     schedules: [
       {
@@ -80,20 +89,25 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
         dueAtMs: (sequence) => sequence * intervalMs,
         totalCalls: warmupCalls + Math.max(1, Math.round(spec.durationMs / intervalMs)),
       },
+      ...(spike ? [spike] : []),
     ],
     maxOutstandingCalls: spec.maxOutstanding,
     tickMs: 'when-due',
-    onDropped: ({ firstSequence, calls }) => {
-      if (firstSequence >= warmupCalls) dropped += calls;
+    onDropped: ({ schedule, firstSequence, calls }) => {
+      // The spike's tasks all fall in the measured part.
+      if (schedule === 1 || firstSequence >= warmupCalls) dropped += calls;
     },
-    send: async ({ sequence }) => {
-      const dueAt = loop.startedAtMs + sequence * intervalMs;
-      const measured = sequence >= warmupCalls;
+    send: async ({ schedule, sequence: inSchedule }) => {
+      const isSpike = schedule === 1;
+      const dueMs = isSpike ? spike!.dueAtMs(inSchedule) : inSchedule * intervalMs;
+      const sequence = isSpike ? spikeSequenceBase + inSchedule : inSchedule;
+      const dueAt = loop.startedAtMs + dueMs;
+      const measured = isSpike || sequence >= warmupCalls;
       if (measured) sendLag.record(performance.now() - dueAt);
-      const dueMs = sequence * intervalMs;
       const inIncident = incident !== undefined && dueMs >= incident.fromMs && dueMs < incident.untilMs;
+      const marks: CallMarks = { ...(inIncident ? { slowdown } : {}), ...(isSpike ? { priority: 'BACKGROUND' as const } : {}) };
       sentCalls++;
-      const outcome = await call(sequence, sequence, inIncident ? slowdown : undefined);
+      const outcome = await call(sequence, sequence, marks);
       const answeredAt = performance.now();
       answeredCalls++;
       if (outcome.ok) cpu.taskDone();
@@ -126,6 +140,22 @@ export async function openLoop(call: Call, spec: OpenLoopSpec, stop?: AbortSigna
     elapsedMs: performance.now() - loop.startedAtMs,
     ...(cpuFigures ? { cpu: cpuFigures } : {}),
     ...(taskRecords ? { taskRecords, sentCalls, answeredCalls } : {}),
+  };
+}
+
+/**
+ * The spike's extra tasks, evenly from fromMs to untilMs. Once they are all due, the next is due
+ * never (not at untilMs, already past: the loop would wake at once, again and again).
+ */
+function spikeSchedule({ extraTasksPerSecond, fromMs, untilMs }: BackgroundSpikeSpec) {
+  if (!(extraTasksPerSecond > 0) || !(untilMs > fromMs))
+    throw new RangeError(`background spike ${extraTasksPerSecond}/s from ${fromMs} to ${untilMs} ms: expected a rate > 0 and untilMs > fromMs`);
+  const intervalMs = 1000 / extraTasksPerSecond;
+  const totalCalls = Math.max(1, Math.round((untilMs - fromMs) / intervalMs));
+  return {
+    totalCalls,
+    dueBy: (elapsedMs: number) => (elapsedMs < fromMs ? 0 : Math.min(totalCalls, Math.floor((elapsedMs - fromMs) / intervalMs) + 1)),
+    dueAtMs: (sequence: number) => (sequence < totalCalls ? fromMs + sequence * intervalMs : Number.POSITIVE_INFINITY),
   };
 }
 

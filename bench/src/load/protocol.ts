@@ -124,6 +124,8 @@ export interface OpenLoopSpec {
   cpuOf?: Record<string, number>;
   /** Balancer target only: a slow bank during part of the phase (see IncidentSpec). */
   incident?: IncidentSpec;
+  /** Balancer target only: extra background tasks during part of the phase (see BackgroundSpikeSpec). */
+  backgroundSpike?: BackgroundSpikeSpec;
   /** Return every task's record (PhaseResult.taskRecords, at most maxTaskRecords, warm-up included), to split the phase by time. */
   keepTaskRecords?: boolean;
 }
@@ -139,6 +141,21 @@ export interface IncidentSpec {
   fromMs: number;
   untilMs: number;
 }
+
+/**
+ * A spike of background work: from `fromMs` to `untilMs` after the phase starts, a second schedule
+ * sends `extraTasksPerSecond` more tasks, all BACKGROUND, over the same integrations, beside the
+ * phase's own (whose priority mix goes on). The benchmark sets the extra rate: a spike of 10x
+ * background is 9x the phase's background rate on top of it.
+ */
+export interface BackgroundSpikeSpec {
+  extraTasksPerSecond: number;
+  fromMs: number;
+  untilMs: number;
+}
+
+/** The extra tasks' sequence numbers start here (the id's suffix, the sleep handlers' seed): apart from the phase's own. */
+export const spikeSequenceBase = 1_000_000_000;
 
 /** Tasks a phase returns one by one at most: some 40 MB of JSON over the IPC channel. */
 export const maxTaskRecords = 400_000;

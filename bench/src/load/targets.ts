@@ -79,9 +79,10 @@ function balancerTarget(targets: Targets, { integrationOf, priorityOf, payload, 
   const clients = targets.balancerAddresses.map(connectBalancer);
   if (clients.length === 0) return undefined;
   return {
-    call: async (sequence, route, slowdown) => {
+    call: async (sequence, route, marks) => {
       const integration = integrationOf(sequence);
-      const priority = priorityOf(sequence);
+      const priority = marks?.priority ?? priorityOf(sequence);
+      const slowdown = marks?.slowdown;
       const body = slowdown?.integration === integration ? Buffer.from(JSON.stringify({ sleepFactor: slowdown.sleepFactor })) : payload;
       const outcome = await submitBenchTask(
         clients[route % clients.length]!,

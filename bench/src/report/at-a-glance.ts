@@ -19,7 +19,7 @@ export const issueItems: readonly { item: number; benchmark: string; goalsFrom?:
   { item: 5, benchmark: 'parallelism' },
   { item: 6, benchmark: 'memory' },
   { item: 7, benchmark: 'scale' },
-  // Per-integration limits: a slow bank must not take the other integrations' slots.
+  // A slow bank must not take the other integrations' slots; a background spike must not make users wait; high load.
   { item: 8, benchmark: 'incidents', goalsFrom: 'issue 35' },
   { item: 8, benchmark: 'limits-cost', goalsFrom: 'issue 35' },
 ];
