@@ -19,3 +19,4 @@ export type { PlanInput, Plan, PlanStep, Gates, GateName } from './rollouts/plan
 export { defaultGates, gateNames } from './rollouts/plan';
 export type { GatesReading, GateReading, GateStatus, IntegrationReading } from './rollouts/gates';
 export type { LimitsView, ClusterLimitsView, IntegrationLimitView } from './limits/limit-service';
+export type { AutoLimitPoint } from './limits/auto-limiter';

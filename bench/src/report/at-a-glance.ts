@@ -21,6 +21,8 @@ export const issueItems: readonly { item: number; benchmark: string; goalsFrom?:
   { item: 7, benchmark: 'scale' },
   // Per-integration limits: a slow bank must not take the other integrations' slots.
   { item: 8, benchmark: 'incidents', goalsFrom: 'issue 35' },
+  // A limit in auto mode: settled within 60 s of an incident's start, back within 60 s of its end.
+  { item: 9, benchmark: 'auto-limit' },
 ];
 
 interface Recorded {
