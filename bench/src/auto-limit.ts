@@ -143,6 +143,7 @@ export interface AutoLimitResult extends RunHeader<'auto-limit', AutoLimitSettin
 }
 
 const startTimeoutMs = 60_000;
+const capacityProbes = 2;
 const sleepHandlers = path.join(__dirname, 'fleet', 'sleep-handlers.js');
 
 export async function runAutoLimit(options: BenchmarkOptions): Promise<AutoLimitResult> {
@@ -168,7 +169,11 @@ export async function runAutoLimit(options: BenchmarkOptions): Promise<AutoLimit
     progress(`${settings.workersPerCluster} workers and ${settings.balancerCount} balancers up; measuring the capacity`);
     const slots = settings.workersPerCluster * settings.maxParallelismPerWorker;
     const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
-    const capacity = await measureCarriedTasksPerSecond(generator, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal);
+    // The better of two probes: other work on the shared machine lowers a probe, never raises it
+    // (a run of 2026-11-29 05:53 measured 29 tasks/s beside another benchmark, against 61 alone).
+    let capacity = 0;
+    for (let probe = 1; probe <= capacityProbes; probe++)
+      capacity = Math.max(capacity, await measureCarriedTasksPerSecond(generator, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal));
     const offered = capacity * settings.utilisation;
     await control.api.call('PUT', `/limits/${settings.cluster}/${settings.autoIntegration}`, {
       limit: { auto: settings.auto },
