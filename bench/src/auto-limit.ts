@@ -170,7 +170,7 @@ export async function runAutoLimit(options: BenchmarkOptions): Promise<AutoLimit
     const slots = settings.workersPerCluster * settings.maxParallelismPerWorker;
     const { slotsMultiple, warmupMs, durationMs } = settings.capacityProbe;
     // The better of two probes: other work on the shared machine lowers a probe, never raises it
-    // (a run of 2026-11-29 05:53 measured 29 tasks/s beside another benchmark, against 61 alone).
+    // (a run of 2026-11-29 05:53 measured 29 tasks/s, the run before it 61).
     let capacity = 0;
     for (let probe = 1; probe <= capacityProbes; probe++)
       capacity = Math.max(capacity, await measureCarriedTasksPerSecond(generator, { concurrency: slotsMultiple * slots, warmupMs, durationMs }, signal));
