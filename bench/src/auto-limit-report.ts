@@ -1,4 +1,4 @@
-import type { AutoLimitResult } from './auto-limit';
+import { goals, type AutoLimitResult } from './auto-limit';
 import type { LimitPoint } from './auto-limit-figures';
 import { goalsTable } from './report/goals';
 import { formatMachine } from './report/machine';
@@ -82,7 +82,7 @@ export function autoLimitMarkdown(result: AutoLimitResult): string {
 ${result.mode === 'smoke' ? '**Smoke run: tiny load, figures not meaningful.**\n\n' : ''}- Command: \`${result.command}\` (from the repository root; \`npm run bench -- auto-limit --smoke\` for the few-second version the tests run)
 - Date: ${result.startedAt}
 - Machine: ${formatMachine(result.machine)}; Redis ${result.redisVersion}, shared, on 127.0.0.1
-- Goal: a limit in auto mode settles within ${s.incidentMs / 1000} s of an incident's start and is back at its normal value within 60 s of its end.
+- Goal: a limit in auto mode settles within ${goals.settledWithinMs / 1000} s of an incident's start and is back at its normal value within ${goals.backWithinMs / 1000} s of its end.
 - Setup: one cluster (\`${s.cluster}\`) of ${s.workersPerCluster} sleep-handler workers at max parallelism ${s.maxParallelismPerWorker} (\`--overflow refuse\`), ${s.balancerCount} balancers (least-loaded, the default per-integration limit: half the cluster), a real Unleash and the control plane with its auto limiter at ${tick} (decisions ${(result.measuredTickMs / 1000).toFixed(1)} s apart as measured), each its own process, sharing the ${result.machine.nproc} cores.
 - ${s.autoIntegration} in auto mode: \`PUT /api/v1/limits/${s.cluster}/${s.autoIntegration} {"limit": {"auto": ${JSON.stringify(s.auto)}}}\`; its normal value is the maximum, ${s.auto.maxInFlight}.
 - Load: ${mix}, log-normal tasks (median ${s.sleep.medianMs} ms, sigma ${s.sleep.sigma}, at most ${s.sleep.maxMs} ms), each task's deadline ${s.taskDeadlineMs / 1000} s; capacity measured first (the better of two closed-loop probes, ${s.capacityProbe.slotsMultiple}x the slots in flight): ${result.capacityTasksPerSecond.toFixed(0)} tasks/s; offered ${result.offeredTasksPerSecond.toFixed(0)} tasks/s (${Math.round(s.utilisation * 100)}%), open loop.
