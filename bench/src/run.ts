@@ -15,7 +15,9 @@
  * semi-space sizes); autopilot (how long the rollout autopilot takes from a slow candidate's
  * first slow answer to the last balancer's acknowledgement of its rollback); incidents (a slow
  * bank among four integrations, a background spike and high load, Headroom with and without
- * per-integration limits against the alternatives); soak (the whole system for
+ * per-integration limits against the alternatives); limits-cost (what keeping to per-integration
+ * limits costs Redis per task); auto-limit (how fast a limit in auto mode falls in a slow bank's
+ * incident and comes back after it); soak (the whole system for
  * --minutes with faults in turn, judged on what grows).
  * Each refreshes its section of bench/RESULTS.md and the table at its top.
  * Options: --out FILE (JSON path), --cpu-prof-dir DIR (profile the balancer process; overhead),
@@ -27,6 +29,8 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { runAutoLimit } from './auto-limit';
+import { autoLimitMarkdown, autoLimitTables } from './auto-limit-report';
 import { runAutopilot } from './autopilot';
 import { autopilotMarkdown, autopilotTables } from './autopilot-report';
 import { runGcSemiSpace } from './gc-semispace';
@@ -109,6 +113,8 @@ const benchmarks: Record<string, (options: RunOptions) => Promise<void>> = {
     ),
   // What keeping to per-integration limits costs Redis per task, on the scale benchmark's harness.
   'limits-cost': (options) => report('limits-cost', options, runLimitsCost(common(options)), { tables: limitsCostTables, markdown: limitsCostMarkdown }),
+  // How fast an integration's limit in auto mode follows a slow bank's incident, down and back.
+  'auto-limit': (options) => report('auto-limit', options, runAutoLimit(common(options)), { tables: autoLimitTables, markdown: autoLimitMarkdown }),
   // Runs only when named (30 minutes by default: --minutes N).
   soak: (options) =>
     report('soak', options, runSoakBenchmark({ ...common(options), minutes: options.minutes }), { tables: soakTables, markdown: soakMarkdown }),

@@ -147,6 +147,13 @@ const optionSpecs: readonly OptionSpec[] = [
     description: 'how often the rollout autopilot reads the gates and acts',
   },
   {
+    key: 'autoLimitTickMs',
+    flag: 'auto-limit-tick-ms',
+    env: 'HEADROOM_AUTO_LIMIT_TICK_MS',
+    valueName: 'MS',
+    description: 'how often the auto limiter reads the run time of the integrations in auto mode and moves their limits',
+  },
+  {
     key: 'autopilotLeaseMs',
     flag: 'autopilot-lease-ms',
     env: 'HEADROOM_AUTOPILOT_LEASE_MS',
@@ -216,6 +223,7 @@ const cliSchema = z
     latencySettleMs: controlPlaneOptionsSchema.shape.latencySettleMs,
     autopilotTickMs: controlPlaneOptionsSchema.shape.autopilotTickMs,
     autopilotLeaseMs: controlPlaneOptionsSchema.shape.autopilotLeaseMs,
+    autoLimitTickMs: controlPlaneOptionsSchema.shape.autoLimitTickMs,
   })
   .strict();
 
@@ -289,6 +297,7 @@ async function main(): Promise<void> {
       changeLockWaitMs: c.changeLockWaitMs,
       latencySettleMs: c.latencySettleMs,
       autopilotTickMs: c.autopilotTickMs,
+      autoLimitTickMs: c.autoLimitTickMs,
       autopilotLeaseMs: c.autopilotLeaseMs,
       ...(uiDirectory ? { uiDirectory } : {}),
       ...(workerTls ? { workerTls } : {}),

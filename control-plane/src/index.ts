@@ -20,3 +20,4 @@ export { defaultGates, gateNames } from './rollouts/plan';
 export type { GatesReading, GateReading, GateStatus, IntegrationReading } from './rollouts/gates';
 export type { LimitsView, ClusterLimitsView, IntegrationLimitView } from './limits/limit-service';
 export type { LimitSeriesView, LimitSeriesPoint } from './limits/limit-series';
+export type { AutoLimitPoint } from './limits/auto-limiter';

@@ -22,6 +22,8 @@ export const issueItems: readonly { item: number; benchmark: string; goalsFrom?:
   // A slow bank must not take the other integrations' slots; a background spike must not make users wait; high load.
   { item: 8, benchmark: 'incidents', goalsFrom: 'issue 35' },
   { item: 8, benchmark: 'limits-cost', goalsFrom: 'issue 35' },
+  // A limit in auto mode: settled within 60 s of an incident's start, back within 60 s of its end.
+  { item: 9, benchmark: 'auto-limit' },
 ];
 
 interface Recorded {
