@@ -26,8 +26,9 @@
 --   The address is '' when the caller's directory version is current: it has every address then,
 --   and one read of the version costs less than one of an address per reservation.
 --   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full',
---   'integration-at-limit' (the task's integration has as many leases as its limit: other
---   integrations' tasks may still get slots, so a balancer keeps serving them),
+--   'integration-at-limit' (the task's integration has as many leases as its limit, or, for a
+--   background task, a user-present task of that integration waits at its limit on some balancer
+--   that asked to wait: other integrations' tasks may still get slots, so a balancer keeps serving them),
 --   'integration-at-rate' (the task's integration started as many tasks as its start rate allows:
 --   likewise, and the balancer passes it over until the wait given)
 --   The lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>": a release finds the
@@ -105,6 +106,7 @@ end
 -- Read in one call per hash for the whole batch, not one per integration: with tasks spread over
 -- many integrations, nearly every reservation names one the batch has not met yet.
 local integrations, countBefore = {}, {}
+local expiredUserWaits = {}  -- integrations whose user-present wait ended: their fields are deleted at the end
 local oneSecondUs = 1000000
 -- The TAT stored as "<tat>:<emission interval us>" (false: none, a full bucket). Written under
 -- another rate, it is carried over as the starts it leaves in hand, up to the new burst, so a rate
@@ -160,10 +162,14 @@ local function readIntegrations()
   if #limited == 0 then return end
   readTotals()
   local specs = redis.call('HMGET', integrationLimitsKey, unpack(limited))
+  local userWaiting = redis.call('HMGET', integrationUserWaitingKey, unpack(limited))
   for i = 1, #limited do
     local integration = limited[i]
     -- The releases of this batch are not written yet: their changes count here.
     integrations[integration] = integrationState(integration, specs[i], countBefore[integration] + (integrationDeltas[integration] or 0))
+    local waitsUntil = tonumber(userWaiting[i] or '0')
+    integrations[integration].userWaitingUntil = waitsUntil
+    if waitsUntil > 0 and waitsUntil <= now then expiredUserWaits[#expiredUserWaits + 1] = integration end
   end
 end
 readIntegrations()
@@ -185,6 +191,9 @@ for r = 1, reservationCount do
   if integration ~= '' then
     limited = integrations[integration]
     if limited.inflight >= limited.limit then reason = 'integration-at-limit'
+    -- A user-present task waits at this integration's limit on some balancer: the integration's
+    -- next slot is its, not a background task's of another balancer.
+    elseif priority ~= 'user' and limited.userWaitingUntil > now then reason = 'integration-at-limit'
     elseif limited.rate then
       waitUs = rateWaitUs(limited, priority)
       if waitUs > 0 then reason = 'integration-at-rate' end
@@ -259,6 +268,10 @@ for r = 1, reservationCount do
   else
     if wait then
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
+      if priority == 'user' and reason == 'integration-at-limit' then
+        limited.userWaitingUntil = now + waiterTtlMs
+        redis.call('HSET', integrationUserWaitingKey, integration, limited.userWaitingUntil)
+      end
       -- A user-present task at its integration's limit (or rate) waits for that integration alone;
       -- it does not hold back other integrations' background work.
       if priority == 'user' and reason ~= 'integration-at-limit' and reason ~= 'integration-at-rate' then
@@ -294,6 +307,12 @@ for integration, delta in pairs(integrationDeltas) do
 end
 if #counts > 0 then redis.call('HSET', integrationInflightKey, unpack(counts)) end
 if #emptied > 0 then redis.call('HDEL', integrationInflightKey, unpack(emptied)) end
+-- Waits that ended, unless this batch began another.
+local ended = {}
+for _, integration in ipairs(expiredUserWaits) do
+  if integrations[integration].userWaitingUntil <= now then ended[#ended + 1] = integration end
+end
+if #ended > 0 then redis.call('HDEL', integrationUserWaitingKey, unpack(ended)) end
 -- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept
 -- until it falls due (whole us, rounded up: a start is never allowed early).
 for integration, state in pairs(integrations) do

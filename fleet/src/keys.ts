@@ -44,6 +44,12 @@ export interface ClusterKeys {
    * due (lua/settle-12.lua). Built from `totals` like `integrationInflight`.
    */
   readonly integrationRatePrefix: string;
+  /**
+   * HASH integration -> until when (Redis's clock, ms) a user-present task waits at that
+   * integration's limit on some balancer: settle starts none of its background tasks until then.
+   * Built from `totals` like `integrationInflight`.
+   */
+  readonly integrationUserWaiting: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
   readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
@@ -90,6 +96,7 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     integrationInflight: `${named.totals}:integration-inflight`,
     integrationLimits: `${named.totals}:integration-limits`,
     integrationRatePrefix: `${named.totals}:integration-rate:`,
+    integrationUserWaiting: `${named.totals}:integration-user-waiting`,
     slotFreedChannel: key('slot-freed'),
   };
 }

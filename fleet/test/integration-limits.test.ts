@@ -1,6 +1,6 @@
 import { test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { deleteKeysUnder, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
+import { deleteKeysUnder, eventually, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
 import { Ledger, connectRedis, encodeIntegrationLimit, type LedgerOptions, type Reservation } from '../src/index';
 import { isHeadroomError } from '@headroom/common';
 
@@ -186,6 +186,47 @@ test("a user-present task at its integration's limit holds back neither other in
   leaseOf(await ledger!.reserve('c', task('fast', 'background')));
   assert.deepEqual((await ledger!.snapshot('c')).waitingUserPresentBalancers, []);
   assert.deepEqual((await ledger!.snapshot('c')).waitingBalancers, ['b1'], 'it waits for a release');
+});
+
+test("while a user-present task waits at its integration's limit, that integration's next slot is not a background task's of another balancer", async (t) => {
+  const [userFront, backgroundFront] = await openLedgers(t, 2, { waiterTtlMs: 60_000 });
+  await addWorker(userFront!, 'w1', 20);
+  await userFront!.setIntegrationLimit('c', 'slow', { maxInFlight: 1 });
+  const running = leaseOf(await userFront!.reserve('c', task('slow', 'background')));
+  // A user-present task of 'slow' waits on one balancer; another balancer's background task of 'slow' is there too.
+  assert.deepEqual(await userFront!.reserve('c', { ...task('slow'), waitIfNone: true }), { ok: false, reason: 'integration-at-limit', limit: 1 });
+  assert.equal(await backgroundFront!.release('c', running), true);
+  assert.deepEqual(
+    await backgroundFront!.reserve('c', { ...task('slow', 'background'), balancerId: 'b2' }),
+    { ok: false, reason: 'integration-at-limit', limit: 1 },
+    'the freed slot of slow is kept for the waiting user-present task',
+  );
+  leaseOf(await backgroundFront!.reserve('c', { ...task('fast', 'background'), balancerId: 'b2' }));
+  leaseOf(await userFront!.reserve('c', { ...task('slow'), waitIfNone: true }));
+  // Without a waiter, background tasks of slow take its slots again: a waiter that asked not to wait marks nothing.
+  const unmarked = await openLedgers(t, 1, { waiterTtlMs: 60_000 });
+  await addWorker(unmarked[0]!, 'w1', 20);
+  await unmarked[0]!.setIntegrationLimit('c', 'slow', { maxInFlight: 1 });
+  const held = leaseOf(await unmarked[0]!.reserve('c', task('slow', 'background')));
+  assert.deepEqual(await unmarked[0]!.reserve('c', task('slow')), { ok: false, reason: 'integration-at-limit', limit: 1 });
+  await unmarked[0]!.release('c', held);
+  leaseOf(await unmarked[0]!.reserve('c', task('slow', 'background')));
+});
+
+test("a user-present task's wait at its integration's limit ends with the waiter's time to live", async (t) => {
+  const [ledger] = await openLedgers(t, 1, { waiterTtlMs: 200 });
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'slow', { maxInFlight: 1 });
+  const running = leaseOf(await ledger!.reserve('c', task('slow', 'background')));
+  await ledger!.reserve('c', { ...task('slow'), waitIfNone: true });
+  await ledger!.release('c', running);
+  assert.equal((await ledger!.reserve('c', task('slow', 'background'))).ok, false, 'held back while the user-present task may still come');
+  const keys = ledger!.keys('c');
+  // Past its time to live the mark no longer holds back anything, and the next settle deletes it.
+  await eventually('a background task of slow to start again', 10_000, async () =>
+    (await ledger!.reserve('c', task('slow', 'background'))).ok ? true : undefined,
+  );
+  assert.equal(await ledger!.redis.hexists(keys.integrationUserWaiting, 'slow'), 0);
 });
 
 test('bad limits are refused with an error naming the field, and change nothing', async (t) => {

@@ -33,6 +33,8 @@ local integrationLimitsKey = totalsKey .. ':integration-limits'      -- HASH int
 local integrationRatePrefix = totalsKey .. ':integration-rate:'      -- not a key but the start of one: .. integration
                                  --      is the STRING of its start rate's GCRA (the theoretical arrival time, us), which
                                  --      expires when it falls due: a missing key is a full bucket (settle-12.lua)
+local integrationUserWaitingKey = totalsKey .. ':integration-user-waiting'  -- HASH integration -> until when (ms)
+                                 --      a user-present task waits at its limit: none of its background tasks start until then
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
 
