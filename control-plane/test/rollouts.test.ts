@@ -321,12 +321,13 @@ test(
     });
     const described = JSON.stringify(finished.decisions, null, 1);
     assert.equal(finished.status, 'completed', described);
-    assert.deepEqual(
-      finished.decisions.map((d: { kind: string }) => d.kind),
-      ['start', 'hold', 'complete'],
-      described,
-    );
-    const [start, hold, complete] = finished.decisions as { atUnixMs: number; message: string }[];
+    // A hold is recorded again whenever the set of close gates changes: on a loaded machine a
+    // worker's event-loop utilisation may come near its line for a moment too.
+    const kinds = finished.decisions.map((d: { kind: string }) => d.kind) as string[];
+    assert.deepEqual([kinds[0], [...new Set(kinds.slice(1, -1))], kinds.at(-1)], ['start', ['hold'], 'complete'], described);
+    const decisions = finished.decisions as { atUnixMs: number; message: string }[];
+    const [start, hold] = decisions;
+    const complete = decisions.at(-1);
     assert.match(hold!.message, /holding: gates close to their lines: bank-a: p50Ratio 1\.0905 near 1\.1/);
     assert.match(complete!.message, /every gate held for 20 s \(2x the hold: a gate came close to its line, none crossed it\)/);
     // Judged from the step's first whole window (10 s + 1 s to settle), then held twice the hold (20 s), not once (10 s).
