@@ -15,6 +15,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { partFigures, summariseIncident, type IncidentSummary, type PartFigures } from './incidents-figures';
+import { incidentWorkload } from './incidents';
 import { limitFigures, type LimitFigures, type LimitPoint } from './auto-limit-figures';
 import { Cleanups } from './fleet/cleanups';
 import { startControlStack, type ControlStack } from './fleet/control-stack';
@@ -58,18 +59,8 @@ export const fullSettings: AutoLimitSettings = {
   workersPerCluster: 10,
   maxParallelismPerWorker: 4,
   maxLocalQueuedTasksPerWorker: 1000,
-  // As the incidents benchmark (see why there): tasks of half a second, the slow bank's 10x that.
-  sleep: { medianMs: 500, sigma: 0.5, maxMs: 5_000, byTask: true },
-  integrationMix: [
-    { name: 'bank-a', weight: 1 },
-    { name: 'bank-b', weight: 1 },
-    { name: 'bank-c', weight: 1 },
-    { name: 'bank-d', weight: 1 },
-  ],
-  priorityMix: [
-    { priority: 'USER_PRESENT', weight: 1 },
-    { priority: 'BACKGROUND', weight: 4 },
-  ],
+  // The incidents benchmark's tasks (see why there).
+  ...incidentWorkload,
   // Cycles of 4, 5 and 3: pairwise coprime.
   balancerCount: 3,
   cluster: 'baseline',
