@@ -130,9 +130,29 @@ interface IntegrationCounts {
   readonly byWorker: Map<string, WindowCounts>;
 }
 
-/** The share of tasks done without an error, of all that ended (answered or out of time). */
-function successShare(sum: WindowSum): number {
-  return (sum.tasks - sum.failures) / (sum.tasks + sum.timeouts);
+/** One-sided 95% confidence: the normal quantile 1.645. */
+const confidenceZ = 1.645;
+
+/** Wilson's score interval for a share of `hits` in `count` trials: [low, high]. */
+function wilsonInterval(hits: number, count: number): [number, number] {
+  const share = hits / count;
+  const zSquared = confidenceZ * confidenceZ;
+  const scale = 1 + zSquared / count;
+  const centre = (share + zSquared / (2 * count)) / scale;
+  const halfWidth = (confidenceZ / scale) * Math.sqrt((share * (1 - share)) / count + zSquared / (4 * count * count));
+  return [centre - halfWidth, centre + halfWidth];
+}
+
+/**
+ * The lower confidence bound of share A minus share B (Newcombe's hybrid score interval, from the
+ * two Wilson intervals): how far above B's share A's surely is, given how few trials either has.
+ */
+function lowerBoundOfDifference(hitsA: number, countA: number, hitsB: number, countB: number): number {
+  const [lowA] = wilsonInterval(hitsA, countA);
+  const [, highB] = wilsonInterval(hitsB, countB);
+  const shareA = hitsA / countA;
+  const shareB = hitsB / countB;
+  return shareA - shareB - Math.hypot(shareA - lowA, highB - shareB);
 }
 
 /** Series (integrations of a cluster, and workers within them) followed at once; outcomes of more are not counted (see `untracked`). */
@@ -204,15 +224,23 @@ export class FailureRate {
    * more of theirs done. The second half matters when the peers' tasks run out of time: a
    * deadline is no failure, so peers whose outage tasks hang until their deadline keep only
    * their older successes in the failure share, and a worker whose outage tasks fail at once
-   * would look far worse than them.
+   * would look far worse than them. Both differences are taken at their lower confidence bound,
+   * not at their point value: at the minimum volume, chance alone makes shares differ by 0.5 (the
+   * first 10 tasks of an outage on one worker against peers still counting successes from just
+   * before it).
    */
   private judge(worker: WindowSum, all: WindowSum, integration: string, minWorkerTasks: number): FailureVerdict {
     const { minTasks, shareAbovePeers } = this.options;
     const peers = { tasks: all.tasks - worker.tasks, failures: all.failures - worker.failures, timeouts: all.timeouts - worker.timeouts };
     // Envoy's minimum request volume, on both sides: without peers' tasks an outage and a bad worker look alike.
     if (worker.tasks < minWorkerTasks || peers.tasks < minTasks) return { kind: 'unknown' };
-    const failuresAbovePeers = worker.failures / worker.tasks - peers.failures / peers.tasks;
-    const successesBelowPeers = successShare(peers) - successShare(worker);
+    const failuresAbovePeers = lowerBoundOfDifference(worker.failures, worker.tasks, peers.failures, peers.tasks);
+    const successesBelowPeers = lowerBoundOfDifference(
+      peers.tasks - peers.failures,
+      peers.tasks + peers.timeouts,
+      worker.tasks - worker.failures,
+      worker.tasks + worker.timeouts,
+    );
     if (failuresAbovePeers < shareAbovePeers || successesBelowPeers < shareAbovePeers) return { kind: 'in-line' };
     return { kind: 'outlier', integration, tasks: worker.tasks, failures: worker.failures, peerTasks: peers.tasks, peerFailures: peers.failures };
   }

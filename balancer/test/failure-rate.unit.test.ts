@@ -56,6 +56,21 @@ test('an outlier needs the minimum volume on both sides and a failure share far 
   assert.equal(record(mild, 'w1', 'a', 10, 5, 0).kind, 'in-line');
 });
 
+test('a difference that chance explains at the minimum volume is no outlier: the first tasks of an outage on one worker, against peers still counting successes from before it', () => {
+  // Seen in CI: "10 of 10 bank-a tasks failed, 6 of 12 on the other workers", 0.5 apart at the point values.
+  const early = new FailureRate(options);
+  record(early, 'w2', 'bank-a', 12, 6, 0);
+  assert.equal(record(early, 'w1', 'bank-a', 10, 10, 0).kind, 'in-line');
+  // The same worker against peers that fail none of 12 is an outlier at the same volume.
+  const badDeploy = new FailureRate(options);
+  record(badDeploy, 'w2', 'bank-a', 12, 0, 0);
+  assert.equal(record(badDeploy, 'w1', 'bank-a', 10, 10, 0).kind, 'outlier');
+  // With more tasks on both sides, the same point values are far enough apart to be sure of.
+  const sure = new FailureRate(options);
+  record(sure, 'w2', 'bank-a', 120, 40, 0);
+  assert.equal(record(sure, 'w1', 'bank-a', 100, 100, 0).kind, 'outlier', '100 of 100 against 40 of 120');
+});
+
 test('an outage fails everyone alike: no outlier, whatever the volume; other integrations are judged apart', () => {
   const rate = new FailureRate(options);
   const kinds = new Set<string>();
