@@ -14,6 +14,9 @@ export interface PartFigures {
   /** Latency minus the handler's time, for the tasks that ran: time queued (balancer and worker), travel, waiting for a CPU. */
   queueWaitP50Ms: number;
   queueWaitP99Ms: number;
+  /** Waiting for a slot, at the front or in a worker's queue (TaskRecord.slotWaitMs), of the tasks that ran. */
+  slotWaitP50Ms: number;
+  slotWaitP99Ms: number;
   /** The handler's own time, p99: the floor no placement goes below. */
   runP99Ms: number;
   /** Answered with an error, or later than the task's deadline. */
@@ -48,6 +51,7 @@ export function partFigures(records: readonly TaskRecord[], taskDeadlineMs: numb
   const latency = figures(records.map((r) => r.latencyMs));
   const ran = records.filter((r) => r.runMs !== undefined);
   const queueWait = figures(ran.map((r) => r.latencyMs - r.runMs!));
+  const slotWait = figures(ran.map((r) => r.slotWaitMs ?? 0));
   const byCode: Record<string, number> = {};
   for (const r of records) if (r.code !== '') byCode[r.code] = (byCode[r.code] ?? 0) + 1;
   return {
@@ -56,6 +60,8 @@ export function partFigures(records: readonly TaskRecord[], taskDeadlineMs: numb
     p99Ms: latency.p99Ms,
     queueWaitP50Ms: queueWait.medianMs,
     queueWaitP99Ms: queueWait.p99Ms,
+    slotWaitP50Ms: slotWait.medianMs,
+    slotWaitP99Ms: slotWait.p99Ms,
     runP99Ms: figures(ran.map((r) => r.runMs!)).p99Ms,
     missed: records.filter((r) => r.code !== '' || r.latencyMs > taskDeadlineMs).length,
     byCode,

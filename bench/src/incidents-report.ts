@@ -70,6 +70,8 @@ function slowBankTables(result: IncidentsResult): string {
 const cpu = (s: { machineCpuPercentOfCore: number | undefined }) => String(s.machineCpuPercentOfCore ?? '?');
 const sendLag = (s: { sendLagP99Ms?: number }) => (s.sendLagP99Ms === undefined ? '–' : ms(s.sendLagP99Ms));
 const waits = (part: PartFigures) => `${ms(part.queueWaitP50Ms)} / ${ms(part.queueWaitP99Ms)}`;
+/** Runs carried over from before the slot wait was recorded have none: '–'. */
+const slotWaits = (part: PartFigures) => (Number.isFinite(part.slotWaitP99Ms) ? `${ms(part.slotWaitP50Ms)} / ${ms(part.slotWaitP99Ms)}` : '–');
 
 function spikeTable(result: IncidentsResult): string {
   return markdownTable(
@@ -79,6 +81,7 @@ function spikeTable(result: IncidentsResult): string {
       'user-present: tasks before / during',
       'user-present: queue wait p50 / p99 ms, before',
       'user-present: queue wait p50 / p99 ms, during',
+      'user-present: slot wait p50 / p99 ms, during',
       'user-present: p99 ms during',
       'user-present: refused or failed during (by code)',
       'background: tasks during',
@@ -95,6 +98,7 @@ function spikeTable(result: IncidentsResult): string {
       `${s.userBefore.tasks} / ${s.userDuring.tasks}`,
       waits(s.userBefore),
       waits(s.userDuring),
+      slotWaits(s.userDuring),
       ms(s.userDuring.p99Ms),
       codes(s.userDuring),
       String(s.backgroundDuring.tasks),
@@ -222,7 +226,7 @@ ${setupLine(result)}
 - Tasks: log-normal waits drawn in the worker from each task's sequence number (every alternative runs the same tasks): median ${s.sleep.medianMs} ms, sigma ${s.sleep.sigma}, at most ${s.sleep.maxMs} ms; integrations in the cycle ${mix}; priorities in the cycle ${priorities}; each task's deadline ${s.taskDeadlineMs} ms after it is sent.
 - Load: capacity measured first through \`headroom-no-limits\` (closed loop, ${s.capacityProbe.slotsMultiple}x the cluster's slots in flight): ${result.capacityTasksPerSecond.toFixed(0)} tasks/s. Every scenario is one open-loop phase per alternative, latency from when each task was due; its parts are the tasks due in each. A phase ends when every task sent has its answer; the next scenario then starts on the same fronts.
 ${scenarioLines(result)}
-- Figures: p99 over every answer (failed ones too); queue wait (queueing time) = latency − the handler's run time (Placement.run_ms), tasks that ran; "missed" = answered with an error, or later than the deadline; "refused or failed" = answered with an error code (HR_ERR_* from Headroom, GRPC_* a bare gRPC status); "generator send lag" = how late the load generator sent the measured tasks (p99; it counts in every latency and queue wait, '–' where not recorded).
+- Figures: p99 over every answer (failed ones too); queue wait (queueing time) = latency − the handler's run time (Placement.run_ms), tasks that ran; slot wait = the time a task waited for a slot, at its front or in a worker's own queue (Placement.queue_wait_ms + worker_queue_wait_ms): what admission decides, without the travel and CPU queueing in the queue wait; "missed" = answered with an error, or later than the deadline; "refused or failed" = answered with an error code (HR_ERR_* from Headroom, GRPC_* a bare gRPC status); "generator send lag" = how late the load generator sent the measured tasks (p99; it counts in every latency and queue wait, '–' where not recorded).
 
 ${incidentsTables(result)}
 `;

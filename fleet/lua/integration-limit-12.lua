@@ -9,7 +9,7 @@
 --@include ledger
 local integration, spec = ARGV[2], ARGV[3]
 if spec == '' then
-  redis.call('HDEL', integrationLimitsKey, integration)
+  redis.call('HDEL', integrationsKey, limitField(integration))
   return { 'ok' }
 end
 local inFlight, rate = splitLimitSpec(spec)
@@ -26,5 +26,5 @@ if inFlight and inFlight ~= 'off' then
     return { 'bad-spec' }
   end
 end
-redis.call('HSET', integrationLimitsKey, integration, spec)
+redis.call('HSET', integrationsKey, limitField(integration), spec)
 return { 'ok' }

@@ -33,7 +33,7 @@
 --   likewise, and the balancer passes it over until the wait given)
 --   The lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>": a release finds the
 --   worker's leases from it, and the integration whose count it lowers.
--- An integration's limit is its field in integrationLimitsKey ('max:<n>', 'share:<x>' of the
+-- An integration's limit is its 'limit:' field in integrationsKey ('max:<n>', 'share:<x>' of the
 -- cluster's capacity, rounded up, or 'off'), else the default: max(ceil(share x capacity), floor).
 -- It is read at each call, so a change holds from the next settle on.
 -- An integration's start rate (its limit's ';rate:<r>', or the default's when it has no limit of its
@@ -103,8 +103,10 @@ end
 -- Per integration of this batch's reservations: { inflight, limit, and with a start rate: rate,
 -- intervalUs, toleranceUs, tat }, counted here as leases are taken (the TATs written at the end).
 -- `countBefore`: every integration whose count this batch changes, as it was before it.
--- Read in one call per hash for the whole batch, not one per integration: with tasks spread over
--- many integrations, nearly every reservation names one the batch has not met yet.
+-- Read in one call for the whole batch (count, limit and user-present wait of each, all in
+-- integrationsKey), not one per integration or per kind: with tasks spread over many
+-- integrations, nearly every reservation names one the batch has not met yet, and the batches
+-- of a busy fleet's balancers are small, so that each call the script makes counts.
 local integrations, countBefore = {}, {}
 local expiredUserWaits = {}  -- integrations whose user-present wait ended: their fields are deleted at the end
 local oneSecondUs = 1000000
@@ -143,33 +145,38 @@ local function integrationState(integration, spec, inflight)
   return state
 end
 local function readIntegrations()
-  local names, limited, from = {}, {}, at
+  local limited, fields, from = {}, {}, at
   for r = 1, reservationCount do
     local integration = ARGV[from + 6]
     if integration ~= '' and not integrations[integration] then
       integrations[integration] = true
       limited[#limited + 1] = integration
+      fields[#fields + 1] = integration
+      fields[#fields + 1] = limitField(integration)
+      fields[#fields + 1] = userWaitsField(integration)
     end
     from = from + 7 + tonumber(ARGV[from + 7])
   end
-  for i = 1, #limited do names[i] = limited[i] end
+  local releasedOnly = {}
   for integration in pairs(integrationDeltas) do
-    if not integrations[integration] then names[#names + 1] = integration end
+    if not integrations[integration] then
+      releasedOnly[#releasedOnly + 1] = integration
+      fields[#fields + 1] = integration
+    end
   end
-  if #names == 0 then return end
-  local counts = redis.call('HMGET', integrationInflightKey, unpack(names))
-  for i = 1, #names do countBefore[names[i]] = tonumber(counts[i] or '0') end
+  if #fields == 0 then return end
+  local values = redis.call('HMGET', integrationsKey, unpack(fields))
+  for i = 1, #releasedOnly do countBefore[releasedOnly[i]] = tonumber(values[3 * #limited + i] or '0') end
   if #limited == 0 then return end
   readTotals()
-  local specs = redis.call('HMGET', integrationLimitsKey, unpack(limited))
-  local userWaiting = redis.call('HMGET', integrationUserWaitingKey, unpack(limited))
   for i = 1, #limited do
-    local integration = limited[i]
+    local integration, base = limited[i], 3 * (i - 1)
+    countBefore[integration] = tonumber(values[base + 1] or '0')
     -- The releases of this batch are not written yet: their changes count here.
-    integrations[integration] = integrationState(integration, specs[i], countBefore[integration] + (integrationDeltas[integration] or 0))
-    local waitsUntil = tonumber(userWaiting[i] or '0')
-    integrations[integration].userWaitingUntil = waitsUntil
-    if waitsUntil > 0 and waitsUntil <= now then expiredUserWaits[#expiredUserWaits + 1] = integration end
+    local state = integrationState(integration, values[base + 2], countBefore[integration] + (integrationDeltas[integration] or 0))
+    state.userWaitingUntil = tonumber(values[base + 3] or '0')
+    if state.userWaitingUntil > 0 and state.userWaitingUntil <= now then expiredUserWaits[#expiredUserWaits + 1] = integration end
+    integrations[integration] = state
   end
 end
 readIntegrations()
@@ -270,7 +277,7 @@ for r = 1, reservationCount do
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
       if priority == 'user' and reason == 'integration-at-limit' then
         limited.userWaitingUntil = now + waiterTtlMs
-        redis.call('HSET', integrationUserWaitingKey, integration, limited.userWaitingUntil)
+        redis.call('HSET', integrationsKey, userWaitsField(integration), limited.userWaitingUntil)
       end
       -- A user-present task at its integration's limit (or rate) waits for that integration alone;
       -- it does not hold back other integrations' background work.
@@ -291,9 +298,10 @@ for r = 1, reservationCount do
 end
 
 if freedInTotals ~= taken then redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken) end
--- Every changed count in one write (and one delete for those that reached 0: the hash holds only
--- integrations with tasks in flight). Nothing else in this call wrote them since they were read.
-local counts, emptied = {}, {}
+-- Every changed count in one write, and one delete for the counts that reached 0 (the hash holds
+-- only integrations with tasks in flight) and for the user-present waits that ended, unless this
+-- batch began another. Nothing else in this call wrote them since they were read.
+local counts, removed = {}, {}
 for integration, delta in pairs(integrationDeltas) do
   if delta ~= 0 then
     local count = countBefore[integration] + delta
@@ -301,18 +309,15 @@ for integration, delta in pairs(integrationDeltas) do
       counts[#counts + 1] = integration
       counts[#counts + 1] = count
     else
-      emptied[#emptied + 1] = integration
+      removed[#removed + 1] = integration
     end
   end
 end
-if #counts > 0 then redis.call('HSET', integrationInflightKey, unpack(counts)) end
-if #emptied > 0 then redis.call('HDEL', integrationInflightKey, unpack(emptied)) end
--- Waits that ended, unless this batch began another.
-local ended = {}
 for _, integration in ipairs(expiredUserWaits) do
-  if integrations[integration].userWaitingUntil <= now then ended[#ended + 1] = integration end
+  if integrations[integration].userWaitingUntil <= now then removed[#removed + 1] = userWaitsField(integration) end
 end
-if #ended > 0 then redis.call('HDEL', integrationUserWaitingKey, unpack(ended)) end
+if #counts > 0 then redis.call('HSET', integrationsKey, unpack(counts)) end
+if #removed > 0 then redis.call('HDEL', integrationsKey, unpack(removed)) end
 -- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept
 -- until it falls due (whole us, rounded up: a start is never allowed early).
 for integration, state in pairs(integrations) do

@@ -48,6 +48,17 @@ export const defaultIntegrationLimit: DefaultIntegrationLimit = Object.freeze({ 
 /** Integration names as tasks carry them (the balancer validates tasks alike). */
 const integrationPattern = /^[a-z0-9][a-z0-9._-]{0,63}$/;
 
+/**
+ * Throws InvalidIntegrationLimitError (field `integration`) unless `integration` is a name as
+ * tasks carry them. The ledger keeps an integration's fields under its name and under prefixes
+ * ending in ':' (keys.ts, `integrations`), which such a name cannot hold.
+ */
+export function checkIntegrationName(integration: unknown): asserts integration is string {
+  if (typeof integration !== 'string' || !integrationPattern.test(integration)) {
+    throw new InvalidIntegrationLimitError('integration', `got ${describe(integration)}, expected 1-64 characters of a-z, 0-9, ".", "_", "-" such as "bank-a"`);
+  }
+}
+
 const inFlightKeys = ['maxInFlight', 'shareOfCapacity', 'off'];
 const expectedForms =
   '{"maxInFlight": n}, {"shareOfCapacity": x}, {"off": true}, each optionally with "maxStartsPerSecond": r, or {"maxStartsPerSecond": r} alone';
@@ -60,9 +71,7 @@ const expectedForms =
  * cluster's capacity when it writes it.
  */
 export function encodeIntegrationLimit(integration: unknown, limit: unknown): { integration: string; spec: string } {
-  if (typeof integration !== 'string' || !integrationPattern.test(integration)) {
-    throw new InvalidIntegrationLimitError('integration', `got ${describe(integration)}, expected 1-64 characters of a-z, 0-9, ".", "_", "-" such as "bank-a"`);
-  }
+  checkIntegrationName(integration);
   if (typeof limit !== 'object' || limit === null || Array.isArray(limit)) {
     throw new InvalidIntegrationLimitError('limit', `got ${describe(limit)}, expected one of ${expectedForms}`);
   }

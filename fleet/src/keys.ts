@@ -28,28 +28,21 @@ export interface ClusterKeys {
    */
   readonly ejectionReason: string;
   /**
-   * HASH integration -> its lease records in the cluster (its tasks in flight), kept exact by
-   * every script that writes a lease record. Not in `all`: built from `totals` (lua/includes/ledger.lua).
+   * HASH of what the ledger holds per integration, read by every settle call in one HMGET: the
+   * field `<integration>` counts its lease records in the cluster (its tasks in flight, kept exact
+   * by every script that writes a lease record); `limit:<integration>` is its limit ('max:<n>',
+   * 'share:<x>' or 'off', then ';rate:<r>' with a start rate, or 'rate:<r>' alone; see
+   * integration-limits.ts); `user-waits:<integration>` is until when (Redis's clock, ms) a
+   * user-present task waits at its limit on some balancer (settle starts none of its background
+   * tasks until then). Not in `all`: built from `totals` (lua/includes/ledger.lua).
    */
-  readonly integrationInflight: string;
-  /**
-   * HASH integration -> its limit ('max:<n>', 'share:<x>' or 'off', then ';rate:<r>' with a start
-   * rate, or 'rate:<r>' alone; see integration-limits.ts), read by every settle call. Not in `all`:
-   * built from `totals` like `integrationInflight`.
-   */
-  readonly integrationLimits: string;
+  readonly integrations: string;
   /**
    * Not a key: `integrationRatePrefix + integration` is the STRING of that integration's start
    * rate (its GCRA's theoretical arrival time, Redis's clock in µs), which expires when it falls
-   * due (lua/settle-12.lua). Built from `totals` like `integrationInflight`.
+   * due (lua/settle-12.lua). Built from `totals` like `integrations`.
    */
   readonly integrationRatePrefix: string;
-  /**
-   * HASH integration -> until when (Redis's clock, ms) a user-present task waits at that
-   * integration's limit on some balancer: settle starts none of its background tasks until then.
-   * Built from `totals` like `integrationInflight`.
-   */
-  readonly integrationUserWaiting: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
   readonly directoryVersion: string;
   /** Not a key: `leasesPrefix + workerId` is the hash of that worker's leases. */
@@ -69,8 +62,10 @@ export interface ClusterKeys {
  * 5: a lease record's field names its integration ("<nonce>|<integration>"), counted per integration.
  * 6: a limit may carry a start rate ('max:<n>;rate:<r>', 'rate:<r>'; layout 5's settle would read
  *    'max:20;rate:5' as no limit), kept per integration in `integrationRatePrefix` keys.
+ * 7: an integration's count, limit and user-present wait are fields of one hash, `integrations`
+ *    (before: three hashes), so that settle reads them in one call.
  */
-export const ledgerLayout = 6;
+export const ledgerLayout = 7;
 
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;
@@ -93,12 +88,15 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     ...named,
     all: Object.values(named),
     ejectionReason: `${named.unreachable}:reason`,
-    integrationInflight: `${named.totals}:integration-inflight`,
-    integrationLimits: `${named.totals}:integration-limits`,
+    integrations: `${named.totals}:integrations`,
     integrationRatePrefix: `${named.totals}:integration-rate:`,
-    integrationUserWaiting: `${named.totals}:integration-user-waiting`,
     slotFreedChannel: key('slot-freed'),
   };
+}
+
+/** The field of `integrations` that holds an integration's limit (integration names hold no ':'). */
+export function integrationLimitField(integration: string): string {
+  return `limit:${integration}`;
 }
 
 /**

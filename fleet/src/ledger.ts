@@ -1,11 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisConnection } from './redis';
-import { clusterKeys, type ClusterKeys } from './keys';
+import { clusterKeys, integrationLimitField, type ClusterKeys } from './keys';
 import { leaseNonceOf } from './lease-id';
 import { LuaScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
 import {
   checkDefaultIntegrationLimit,
+  checkIntegrationName,
   decodeIntegrationLimit,
   defaultIntegrationLimit,
   defaultLimitArgs,
@@ -124,7 +125,7 @@ export interface ReserveRequest {
   targetWorkerId?: string;
   /** Workers that just refused or could not be reached. At most 32. */
   skipWorkerIds?: readonly string[];
-  /** The task's integration, whose in-flight limit and start rate the reservation keeps to; none: no limit. */
+  /** The task's integration (a-z, 0-9, '.', '_', '-'), whose in-flight limit and start rate the reservation keeps to; none or '': no limit. */
   integration?: string;
 }
 
@@ -278,6 +279,7 @@ export class Ledger {
    * Takes a slot, batched with this process's other calls for the cluster (see `batchWindowMs`).
    */
   async reserve(cluster: string, request: ReserveRequest): Promise<Reservation> {
+    if (request.integration) checkIntegrationName(request.integration);
     const reply = await this.guard('reserve', () =>
       this.batcher(cluster).reserve({
         balancerId: request.balancerId,
@@ -317,23 +319,30 @@ export class Ledger {
 
   /**
    * Every integration with a limit of its own or tasks in flight in the cluster (for metrics and
-   * operators: reads two small hashes, bounded by the integrations in use).
+   * operators: reads one small hash, bounded by the integrations in use).
    */
   async integrationLimits(cluster: string): Promise<IntegrationLimitState[]> {
     const keys = this.keys(cluster);
-    const [limits, inflight, capacity] = await this.guard('integration-limits', () =>
-      Promise.all([this.redis.hgetall(keys.integrationLimits), this.redis.hgetall(keys.integrationInflight), this.redis.hget(keys.totals, 'capacity')]),
+    const [fields, capacity] = await this.guard('integration-limits', () =>
+      Promise.all([this.redis.hgetall(keys.integrations), this.redis.hget(keys.totals, 'capacity')]),
     );
     const capacitySlots = Number(capacity ?? 0);
-    const names = [...new Set([...Object.keys(limits), ...Object.keys(inflight)])].sort();
-    return names.map((integration) => {
-      const limit = limits[integration] === undefined ? null : decodeIntegrationLimit(limits[integration]!);
+    const limitPrefix = integrationLimitField('');
+    const names = new Set<string>();
+    for (const field of Object.keys(fields)) {
+      // Counts are under the integration's bare name (names hold no ':'); user-present waits are not shown here.
+      if (field.startsWith(limitPrefix)) names.add(field.slice(limitPrefix.length));
+      else if (!field.includes(':')) names.add(field);
+    }
+    return [...names].sort().map((integration) => {
+      const spec = fields[integrationLimitField(integration)];
+      const limit = spec === undefined ? null : decodeIntegrationLimit(spec);
       return {
         integration,
         limit,
         maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots),
         maxStartsPerSecond: startsPerSecondOf(limit ?? this.options.defaultIntegrationLimit),
-        inflight: Number(inflight[integration] ?? 0),
+        inflight: Number(fields[integration] ?? 0),
       };
     });
   }

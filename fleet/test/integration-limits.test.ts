@@ -226,7 +226,7 @@ test("a user-present task's wait at its integration's limit ends with the waiter
   await eventually('a background task of slow to start again', 10_000, async () =>
     (await ledger!.reserve('c', task('slow', 'background'))).ok ? true : undefined,
   );
-  assert.equal(await ledger!.redis.hexists(keys.integrationUserWaiting, 'slow'), 0);
+  assert.equal(await ledger!.redis.hexists(keys.integrations, 'user-waits:slow'), 0);
 });
 
 test('bad limits are refused with an error naming the field, and change nothing', async (t) => {
@@ -259,6 +259,20 @@ test('bad limits are refused with an error naming the field, and change nothing'
     [['a', { maxInFlight: 5 }]],
   );
   assert.deepEqual(encodeIntegrationLimit('bank-a', { shareOfCapacity: 0.25 }), { integration: 'bank-a', spec: 'share:0.25' });
+  // A reservation's integration is a name as tasks carry it: one that could meet the ledger's
+  // prefixed fields (`limit:a` is where a's limit lives) is refused before it reaches Redis.
+  for (const integration of ['limit:a', 'user-waits:a', 'A']) {
+    await assert.rejects(ledger!.reserve('c', task(integration)), (error: unknown) => {
+      assert.ok(isHeadroomError(error, 'HR_ERR_INVALID_LIMIT'), String(error));
+      assert.ok(error.message.startsWith('integration:'), error.message);
+      return true;
+    });
+  }
+  assert.deepEqual(
+    (await ledger!.integrationLimits('c')).map((s) => [s.integration, s.limit, s.inflight]),
+    [['a', { maxInFlight: 5 }, 0]],
+    'nothing was reserved',
+  );
 });
 
 test("in one settle call, releases free their integration's share for the reservations after them", async (t) => {

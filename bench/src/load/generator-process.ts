@@ -10,6 +10,11 @@ import { createTarget } from './targets';
 
 const readyTimeoutMs = 10_000;
 
+// A failed call is a figure here, counted by its code, and grpc-js joins a stack trace to every
+// one: in a background spike the generator formatted 19,000 of them, 8% of its CPU (profiled),
+// while its lag counts in every latency it times.
+Error.stackTraceLimit = 0;
+
 function send(message: FromGenerator): void {
   process.send?.(message);
 }

@@ -160,13 +160,13 @@ function spikeSchedule({ extraTasksPerSecond, fromMs, untilMs }: BackgroundSpike
 }
 
 function taskRecord(outcome: CallOutcome, dueMs: number, latencyMs: number): TaskRecord {
-  const runMs = outcome.ok ? outcome.placement?.runMs : undefined;
+  const placement = outcome.ok ? outcome.placement : undefined;
   return {
     dueMs,
     integration: outcome.integration,
     priority: outcome.priority,
     code: outcome.ok ? '' : outcome.code,
     latencyMs,
-    ...(runMs !== undefined ? { runMs } : {}),
+    ...(placement ? { runMs: placement.runMs, slotWaitMs: placement.balancerQueueWaitMs + placement.workerQueueWaitMs } : {}),
   };
 }

@@ -172,6 +172,12 @@ export interface TaskRecord {
   latencyMs: number;
   /** The handler's own time (Placement.run_ms), when the answer carried a placement. */
   runMs?: number;
+  /**
+   * Time it waited for a slot, at the front or in a worker's own queue (Placement.queue_wait_ms
+   * plus worker_queue_wait_ms), when the answer carried a placement: what admission decides, without
+   * the travel and the CPU queueing that latency minus run time also holds.
+   */
+  slotWaitMs?: number;
 }
 
 export type PhaseSpec = ClosedLoopSpec | OpenLoopSpec;

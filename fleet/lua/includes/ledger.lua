@@ -24,17 +24,22 @@ local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last chang
 local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved, ms), one record per slot it counts in flight:
                                  --      a release frees a slot only by removing a record, so it counts once
--- Not in KEYS either (same hash tag, built from totalsKey; keys.ts: integrationInflight, integrationLimits):
-local integrationInflightKey = totalsKey .. ':integration-inflight'  -- HASH integration -> its lease records in the
-                                 --      cluster: kept exact by every write of a lease record (countLease)
-local integrationLimitsKey = totalsKey .. ':integration-limits'      -- HASH integration -> its limit ('max:<n>',
-                                 --      'share:<0..1>' or 'off', then ';rate:<r>' with a start rate, or 'rate:<r>'
-                                 --      alone), written by integration-limit-12.lua; none: the default
+-- Not in KEYS either (same hash tag, built from totalsKey; keys.ts: integrations, integrationRatePrefix):
+local integrationsKey = totalsKey .. ':integrations'  -- HASH of what the ledger holds per integration, in one hash so
+                                 --      that settle reads all of a batch's integrations in one call. Fields (integration
+                                 --      names hold no ':', so they cannot meet):
+                                 --      '<integration>': its lease records in the cluster, kept exact by every write of a
+                                 --        lease record (countLease); removed at 0
+                                 --      'limit:<integration>': its limit ('max:<n>', 'share:<0..1>' or 'off', then
+                                 --        ';rate:<r>' with a start rate, or 'rate:<r>' alone), written by
+                                 --        integration-limit-12.lua; none: the default
+                                 --      'user-waits:<integration>': until when (ms) a user-present task waits at its
+                                 --        limit: none of its background tasks start until then
 local integrationRatePrefix = totalsKey .. ':integration-rate:'      -- not a key but the start of one: .. integration
                                  --      is the STRING of its start rate's GCRA (the theoretical arrival time, us), which
                                  --      expires when it falls due: a missing key is a full bucket (settle-12.lua)
-local integrationUserWaitingKey = totalsKey .. ':integration-user-waiting'  -- HASH integration -> until when (ms)
-                                 --      a user-present task waits at its limit: none of its background tasks start until then
+local function limitField(integration) return 'limit:' .. integration end
+local function userWaitsField(integration) return 'user-waits:' .. integration end
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
 
@@ -91,8 +96,8 @@ end
 local function countLease(field, delta)
   local integration = leaseIntegration(field)
   if not integration then return end
-  if redis.call('HINCRBY', integrationInflightKey, integration, delta) <= 0 then
-    redis.call('HDEL', integrationInflightKey, integration)
+  if redis.call('HINCRBY', integrationsKey, integration, delta) <= 0 then
+    redis.call('HDEL', integrationsKey, integration)
   end
 end
 
