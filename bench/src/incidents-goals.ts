@@ -11,8 +11,8 @@ export const goals = {
    * background-spike: user-present slot wait p99 during the spike: the time a task waited for a
    * slot at its front or in a worker's queue (Placement), what admission decides. The issue's
    * figure, latency − run time, also holds travel and CPU queueing: with 11 fronts, 20 workers and
-   * the generator on 2 cores it was 48–87 ms p99 before any spike, and the generator alone sent
-   * the spike's tasks 239 ms late (p99); it is stated beside this one.
+   * the generator on 2 cores it was 23–66 ms p99 before any spike (run of 2026-11-29 09:45), and
+   * the generator sent the spike's tasks 50–74 ms late (p99); it is stated beside this one.
    */
   userPresentSlotWaitP99Ms: 50,
   /** high-load: queueing time p99 over the best of least-request, least-request-p2c and round-robin. */
