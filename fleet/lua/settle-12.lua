@@ -27,8 +27,9 @@
 --   and one read of the version costs less than one of an address per reservation.
 --   reasons: 'no-workers', 'full', 'kept-for-user-present', 'user-present-waiting', 'target-full',
 --   'integration-at-limit' (the task's integration has as many leases as its limit, or, for a
---   background task, a user-present task of that integration waits at its limit on some balancer
---   that asked to wait: other integrations' tasks may still get slots, so a balancer keeps serving them),
+--   background task, as many as its limit less the share kept for user-present tasks (ARGV 2,
+--   rounded up, never the whole limit), or a user-present task of that integration waits at its
+--   limit on some balancer that asked to wait: other integrations' tasks may still get slots, so a balancer keeps serving them),
 --   'integration-at-rate' (the task's integration started as many tasks as its start rate allows:
 --   likewise, and the balancer passes it over until the wait given)
 --   The lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>": a release finds the
@@ -134,7 +135,12 @@ local function integrationState(integration, spec, inflight)
   elseif inFlight and string.sub(inFlight, 1, 4) == 'max:' then limit = tonumber(string.sub(inFlight, 5)) or math.huge
   elseif inFlight and string.sub(inFlight, 1, 6) == 'share:' then limit = math.ceil((tonumber(string.sub(inFlight, 7)) or 1) * totalCapacity)
   else limit = math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor) end
-  local state = { inflight = inflight, limit = limit }
+  -- Kept for its user-present tasks, as the cluster keeps slots: a share of the limit, never all of
+  -- it. Without it, a background flood holds the integration at its limit and each user-present
+  -- task waits for one of its releases (one per task time / limit), however many slots are free.
+  local kept = 0
+  if limit < math.huge then kept = math.min(math.ceil(keptShare * limit), math.max(0, limit - 1)) end
+  local state = { inflight = inflight, limit = limit, backgroundLimit = limit - kept }
   if rate and rate > 0 then
     state.rate, state.intervalUs = rate, oneSecondUs / rate
     state.toleranceUs = math.max(oneSecondUs, state.intervalUs)
@@ -200,7 +206,8 @@ for r = 1, reservationCount do
     if limited.inflight >= limited.limit then reason = 'integration-at-limit'
     -- A user-present task waits at this integration's limit on some balancer: the integration's
     -- next slot is its, not a background task's of another balancer.
-    elseif priority ~= 'user' and limited.userWaitingUntil > now then reason = 'integration-at-limit'
+    elseif priority ~= 'user' and (limited.userWaitingUntil > now or limited.inflight >= limited.backgroundLimit) then
+      reason = 'integration-at-limit'
     elseif limited.rate then
       waitUs = rateWaitUs(limited, priority)
       if waitUs > 0 then reason = 'integration-at-rate' end

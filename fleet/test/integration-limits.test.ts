@@ -292,3 +292,17 @@ test("in one settle call, releases free their integration's share for the reserv
   );
   assert.equal(await inflightOf(ledger!, 'a'), 2);
 });
+
+test("an integration's limit keeps the user-present share for its user-present tasks, never the whole limit", async (t) => {
+  const [ledger] = await openLedgers(t, 1, { keptForUserPresentShare: 0.25 });
+  await addWorker(ledger!, 'w1', 20);
+  await ledger!.setIntegrationLimit('c', 'bank', { maxInFlight: 4 });
+  for (let i = 0; i < 3; i++) leaseOf(await ledger!.reserve('c', task('bank', 'background')));
+  assert.deepEqual(await ledger!.reserve('c', task('bank', 'background')), { ok: false, reason: 'integration-at-limit', limit: 4 }, 'ceil(0.25 x 4) = 1 kept');
+  leaseOf(await ledger!.reserve('c', task('other', 'background')));
+  leaseOf(await ledger!.reserve('c', task('bank')));
+  assert.deepEqual(await ledger!.reserve('c', task('bank')), { ok: false, reason: 'integration-at-limit', limit: 4 });
+  // A limit of one keeps nothing: its background tasks still run.
+  await ledger!.setIntegrationLimit('c', 'single', { maxInFlight: 1 });
+  leaseOf(await ledger!.reserve('c', task('single', 'background')));
+});

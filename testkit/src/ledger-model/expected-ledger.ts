@@ -96,7 +96,9 @@ export class ExpectedLedger {
    */
   reservation(priority: 'user' | 'background', integration: string, span: ClockSpan): ExpectedReservation {
     const limit = Math.max(Math.ceil(this.options.integrationLimit.shareOfCapacity * this.totals().capacity), this.options.integrationLimit.minInFlight);
-    if ((this.inflightByIntegration().get(integration) ?? 0) >= limit) return { ok: false, reason: 'integration-at-limit' };
+    // A background task leaves the share kept for user-present tasks of the limit, never all of it.
+    const kept = priority === 'user' ? 0 : Math.min(Math.ceil(this.options.keptForUserPresentShare * limit), Math.max(0, limit - 1));
+    if ((this.inflightByIntegration().get(integration) ?? 0) >= limit - kept) return { ok: false, reason: 'integration-at-limit' };
     const rate = this.rateVerdict(integration, span, priority);
     if (rate === 'refuses') return { ok: false, reason: 'integration-at-rate' };
     const answer = this.slotFor(priority);
