@@ -200,7 +200,7 @@ function scenarioLines(result: IncidentsResult): string {
   if (shown(result, 'background-spike') !== undefined) {
     const b = s.backgroundSpike;
     lines.push(
-      `- Background spike: ${percent(b.utilisation)} load (${offered['background-spike'].toFixed(0)} tasks/s), then for ${b.spikeMs / 1000} s the background tasks come ${b.factor}x as fast (a second schedule of background tasks, ${b.factor - 1}x the background rate, over the same integrations) while the user-present ones keep their rate. ${s.leadInMs / 1000} s lead-in, ${b.beforeMs / 1000} s measured before the spike, ${b.spikeMs / 1000} s of spike. Balancers and proxyless clients run with their defaults: 10,000 queued tasks at most per front, 10% of capacity kept for user-present tasks.${carried('background-spike')}`,
+      `- Background spike: ${percent(b.utilisation)} load (${offered['background-spike'].toFixed(0)} tasks/s), then for ${b.spikeMs / 1000} s the background tasks come ${b.factor}x as fast (a second schedule of background tasks, ${b.factor - 1}x the background rate, over the same integrations) while the user-present ones keep their rate. ${s.leadInMs / 1000} s lead-in, ${b.beforeMs / 1000} s measured before the spike, ${b.spikeMs / 1000} s of spike. Balancers and proxyless clients run with their defaults: 10,000 queued tasks at most per front, 10% of capacity, and of each integration's limit, kept for user-present tasks.${carried('background-spike')}`,
     );
   }
   if (shown(result, 'high-load') !== undefined)
