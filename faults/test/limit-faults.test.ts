@@ -35,7 +35,8 @@ test('kill -9 a balancer that holds an integration at its limit: the whole share
   const log = new TaskLog();
   const watch = new FleetWatch(stack).start();
   const [survivor, victim] = stack.balancers as [(typeof stack.balancers)[0], (typeof stack.balancers)[0]];
-  const limited = (deadlineMs: number) => demoTask({ integration: limitedIntegration, sleepMs: limitedTaskMs, deadlineMs });
+  // User-present: background tasks may not take the share of the limit kept for user-present ones.
+  const limited = (deadlineMs: number) => demoTask({ priority: 'USER_PRESENT', integration: limitedIntegration, sleepMs: limitedTaskMs, deadlineMs });
   const inFlightOfLimited = async () => (await stack.ledger.integrationLimits('baseline')).find((s) => s.integration === limitedIntegration)?.inflight ?? 0;
   // The victim takes the whole limit first; then the survivor's tasks of it wait, beside others.
   const victimLoad = startClosedLoad(t, log, { lanes: 6, maxDurationMs: 60_000, balancerFor: () => victim, taskFor: () => limited(10_000) });

@@ -206,8 +206,7 @@ for r = 1, reservationCount do
     if limited.inflight >= limited.limit then reason = 'integration-at-limit'
     -- A user-present task waits at this integration's limit on some balancer: the integration's
     -- next slot is its, not a background task's of another balancer.
-    elseif priority ~= 'user' and (limited.userWaitingUntil > now or limited.inflight >= limited.backgroundLimit) then
-      reason = 'integration-at-limit'
+    elseif priority ~= 'user' and limited.userWaitingUntil > now then reason = 'integration-at-limit'
     elseif limited.rate then
       waitUs = rateWaitUs(limited, priority)
       if waitUs > 0 then reason = 'integration-at-rate' end
@@ -231,6 +230,10 @@ for r = 1, reservationCount do
         if totalCapacity == 0 then reason = 'no-workers'
         elseif free <= 0 then reason = 'full'
         else reason = 'kept-for-user-present' end
+      -- Checked after the cluster's share, so that where the cluster is what holds background work
+      -- back (an integration whose limit is the whole cluster), the reason says so.
+      elseif limited and limited.inflight >= limited.backgroundLimit then
+        reason = 'integration-at-limit'
       end
     end
   end

@@ -306,3 +306,12 @@ test("an integration's limit keeps the user-present share for its user-present t
   await ledger!.setIntegrationLimit('c', 'single', { maxInFlight: 1 });
   leaseOf(await ledger!.reserve('c', task('single', 'background')));
 });
+
+test("where the cluster's kept share is what holds background work back, the refusal says so, not the integration's limit", async (t) => {
+  const [ledger] = await openLedgers(t, 1, { keptForUserPresentShare: 0.25 });
+  await addWorker(ledger!, 'w1', 4);
+  await ledger!.setIntegrationLimit('c', 'bank', { maxInFlight: 4 });
+  for (let i = 0; i < 3; i++) leaseOf(await ledger!.reserve('c', task('bank', 'background')));
+  // Both keep one of four: the cluster's share is checked first.
+  assert.deepEqual(await ledger!.reserve('c', task('bank', 'background')), { ok: false, reason: 'kept-for-user-present' });
+});

@@ -112,6 +112,8 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
 
   await t.test('the steps, the current one, the gates against their lines, and the decisions as the autopilot advances', async () => {
     const steps = page.getByRole('list', { name: 'Plan steps' }).getByRole('listitem');
+    // The heading shows before the rollout's steps arrive (a CI run counted 0): count once they did.
+    await steps.nth(2).waitFor();
     assert.equal(await steps.count(), 3);
     assert.match((await steps.nth(0).textContent()) ?? '', /Step 1current20% on the candidatemax parallelism 4hold 10 s/);
     assert.match((await steps.nth(1).textContent()) ?? '', /Step 2to come50% on the candidatesearch max parallelism 4 → 8, ×2 a raisehold 10 s/);
@@ -140,6 +142,7 @@ test('the Rollouts page follows a rollout the autopilot drives; pause, resume, a
 
     const decisions = page.locator('.decision-log tbody tr');
     // The oldest at the bottom; the autopilot may have noted a hold (a gate close to its line) above it.
+    await decisions.last().waitFor();
     assert.match((await decisions.last().textContent()) ?? '', /start.*olga.*started by olga; step 1 of 3/);
     // The autopilot takes step 2 once every gate held for a whole hold (10 s) on a whole window (10 s) of step 1.
     await page.getByRole('list', { name: 'Plan steps' }).locator('li[aria-current="step"]', { hasText: 'Step 2' }).waitFor({ timeout: 90_000 });

@@ -96,12 +96,15 @@ export class ExpectedLedger {
    */
   reservation(priority: 'user' | 'background', integration: string, span: ClockSpan): ExpectedReservation {
     const limit = Math.max(Math.ceil(this.options.integrationLimit.shareOfCapacity * this.totals().capacity), this.options.integrationLimit.minInFlight);
-    // A background task leaves the share kept for user-present tasks of the limit, never all of it.
-    const kept = priority === 'user' ? 0 : Math.min(Math.ceil(this.options.keptForUserPresentShare * limit), Math.max(0, limit - 1));
-    if ((this.inflightByIntegration().get(integration) ?? 0) >= limit - kept) return { ok: false, reason: 'integration-at-limit' };
+    const inflight = this.inflightByIntegration().get(integration) ?? 0;
+    if (inflight >= limit) return { ok: false, reason: 'integration-at-limit' };
     const rate = this.rateVerdict(integration, span, priority);
     if (rate === 'refuses') return { ok: false, reason: 'integration-at-rate' };
-    const answer = this.slotFor(priority);
+    let answer = this.slotFor(priority);
+    // A background task leaves the share of the limit kept for user-present tasks, never all of
+    // it; checked after the cluster's share, as settle does.
+    const kept = Math.min(Math.ceil(this.options.keptForUserPresentShare * limit), Math.max(0, limit - 1));
+    if (answer.ok && priority === 'background' && inflight >= limit - kept) answer = { ok: false, reason: 'integration-at-limit' };
     return rate === 'undecided' ? { ...answer, orAtRate: true } : answer;
   }
 
