@@ -33,12 +33,10 @@ import {
   healthyFromMs,
   ledgerExcess,
   longestSampleGapMs,
-  msUntil,
   scrapeMetrics,
   serviceBetween,
   serviceWindows,
   sleep,
-  startClosedLoad,
   startOpenLoad,
   startStack,
   type FaultStack,
@@ -70,10 +68,12 @@ const deadlineMsOf = (seq: number) => (seq % 5 === 0 ? tightDeadlineMs : taskDea
 /** The open load's phases; `settle`: the open load's first seconds, not measured. */
 const phasesMs = { settle: 2000, before: 10_000, incident: 15_000, after: 12_000 };
 /**
- * Before the open load, a few clients one task at a time until every balancer has placed a task on
- * every worker: connections are open and code is compiled before a deadline can be missed for it.
+ * Before the open load, rounds in which each balancer in turn sends one task per worker at once,
+ * until every balancer has placed a task on every worker: connections are open and code is
+ * compiled before a deadline can be missed for it. (A closed load waiting for that by chance
+ * timed out once on a loaded machine.)
  */
-const warmUp = { lanes: 4, maxTasks: 500, maxDurationMs: 15_000 };
+const warmUpRounds = { least: 5, most: 20 };
 /** 128 tasks a window: its p99 is its second slowest task, not its slowest (a busy machine delays one now and then). */
 const windowMs = 2000;
 const windowStepMs = 250;
@@ -129,18 +129,27 @@ const loadTask = (seq: number, integration: string, slow = false) =>
     deadlineUnixMs: Date.now() + deadlineMsOf(seq),
   });
 
-/** The warm-up, then the open load through its phases (timed by design: an incident lasts as long as it lasts); waits for every answer. */
-async function runLoad(t: TestContext, stack: FaultStack, log: TaskLog): Promise<IncidentTimes & { skippedTicks: number }> {
-  const warming = startClosedLoad(t, log, {
-    ...warmUp,
-    balancerFor: (lane) => stack.balancers[lane % stack.balancers.length]!,
-    taskFor: (lane, seq) => loadTask(seq, integrations[lane % integrations.length]!),
-  });
+/**
+ * The warm-up (see warmUpRounds). A balancer's burst of one task per worker lands one on each: the
+ * fleet is idle, and the least-loaded pick takes a worker that has all its slots free while one does.
+ */
+async function warmUp(stack: FaultStack, log: TaskLog): Promise<void> {
   const pairsPlaced = () =>
     new Set(log.submissions.flatMap((s) => (s.answer?.ok && s.answer.response.placement ? [`${s.balancerId}>${s.answer.response.placement.workerId}`] : [])))
       .size;
-  await msUntil('every balancer to place a task on every worker', warmUp.maxDurationMs, () => pairsPlaced() === stack.balancers.length * stack.workers.length);
-  await warming.stop();
+  const allPairs = stack.balancers.length * stack.workers.length;
+  let seq = 0;
+  for (let round = 0; round < warmUpRounds.most && (round < warmUpRounds.least || pairsPlaced() < allPairs); round++) {
+    for (const balancer of stack.balancers) {
+      await Promise.all(stack.workers.map((_, i) => log.submit(balancer, loadTask(seq++, integrations[i % integrations.length]!))));
+    }
+  }
+  assert.equal(pairsPlaced(), allPairs, `every balancer placed a task on every worker within ${warmUpRounds.most} warm-up rounds`);
+}
+
+/** The warm-up, then the open load through its phases (timed by design: an incident lasts as long as it lasts); waits for every answer. */
+async function runLoad(t: TestContext, stack: FaultStack, log: TaskLog): Promise<IncidentTimes & { skippedTicks: number }> {
+  await warmUp(stack, log);
   const times = incidentTimes(performance.now());
   const totalMs = times.loadEndMs - times.loadStartMs;
   const load = startOpenLoad(t, log, {

@@ -9,6 +9,7 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
+import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { clusterKeys, controlKeys } from '@headroom/fleet';
@@ -26,19 +27,17 @@ import {
   startClosedLoad,
   startControlPlaneProcess,
   startStack,
-  startUnleashProcess,
   uniqueFlags,
   type Submission,
-  type UnleashProcess,
 } from '../src/index';
 
 const healthyLatencyMs = 1500;
 
-let unleash: UnleashProcess;
+let unleash: TestUnleash;
 before(async () => {
-  unleash = await startUnleashProcess();
+  unleash = await startTestUnleash();
 });
-after(() => unleash?.close());
+after(() => unleash?.stop());
 
 function clusterOf(s: Submission): string | undefined {
   return s.answer?.ok ? s.answer.response.placement?.cluster : undefined;

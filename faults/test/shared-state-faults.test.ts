@@ -2,7 +2,7 @@
  * Faults of the shared state, each under load: Redis restarted, Redis flushed (FLUSHALL), and
  * Unleash stopped. Real processes: Redis (private), Unleash (on the test PostgreSQL, one server
  * for the file: it takes seconds to start), the control plane CLI, balancer and worker CLIs
- * reading their flags from Unleash (in a process of its own: see src/unleash/child.ts). THE
+ * reading their flags from Unleash (in a process of its own: see @headroom/unleash-local startTestUnleash). THE
  * INVARIANT (src/invariant.ts) is checked after each.
  */
 import { after, before, test, type TestContext } from 'node:test';
@@ -10,6 +10,7 @@ import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { OverrideStore, overrideCovers } from '@headroom/fleet';
 import { ControlPlaneApiError } from '@headroom/testkit';
+import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import {
   FleetWatch,
   TaskLog,
@@ -24,12 +25,10 @@ import {
   startClosedLoad,
   startControlPlaneProcess,
   startStack,
-  startUnleashProcess,
   uniqueFlags,
   type ControlPlaneProcess,
   type FaultStack,
   type Submission,
-  type UnleashProcess,
 } from '../src/index';
 
 /** An answer slower than this counts as degraded service (tasks here run 30 to 90 ms). */
@@ -37,11 +36,11 @@ const healthyLatencyMs = 1500;
 const candidateMaxParallelism = 3;
 const onRedisCluster = process.env.HEADROOM_TEST_REDIS === 'cluster';
 
-let unleash: UnleashProcess;
+let unleash: TestUnleash;
 before(async () => {
-  unleash = await startUnleashProcess();
+  unleash = await startTestUnleash();
 });
-after(() => unleash?.close());
+after(() => unleash?.stop());
 
 interface ControlledFleet {
   stack: FaultStack;
@@ -194,7 +193,7 @@ if (!onRedisCluster)
     await sleep(800);
 
     const pausedAtMs = performance.now();
-    await unleash.stop();
+    await unleash.pause();
     const noticedMs = await msUntil('every balancer and worker to notice', 10_000, async () => (await flagsReachable(stack)).every((v) => v === 0), pausedAtMs);
     // Several failed polls (every 200 ms) later, the last flags still hold.
     await sleep(1000);
@@ -208,7 +207,7 @@ if (!onRedisCluster)
     const parallelismChange = await refusal(control.api.setParallelism({ candidate: 2 }));
 
     const restartedAtMs = performance.now();
-    await unleash.start();
+    await unleash.resume();
     const resumedAtMs = performance.now();
     const reconnectedMs = await msUntil(
       'every balancer and worker to reach Unleash again',
