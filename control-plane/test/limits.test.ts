@@ -1,6 +1,6 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { BalancerErrorRecorder, LatencyRecorder, OverrideStore, clusterKeys, integrationLimitField } from '@headroom/fleet';
+import { BalancerErrorRecorder, LatencyRecorder, OverrideStore, clusterKeys, integrationField } from '@headroom/fleet';
 import { eventually, startStack, viewerToken, type Stack } from '@headroom/testkit';
 import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 
@@ -210,7 +210,7 @@ test('a start rate is set, shown, audited and re-applied over REST; bad rates ge
   assert.equal((await stack.api('GET', '/audit?limit=1000')).body.entries.length, auditBefore);
 
   // Redis lost it: PostgreSQL gives the rate back.
-  await stack.fleet.redis.hdel(clusterKeys(stack.fleet.ledgerOptions.keyPrefix!, 'baseline').integrations, integrationLimitField('bank-a'));
+  await stack.fleet.redis.hdel(clusterKeys(stack.fleet.ledgerOptions.keyPrefix!, 'baseline').totals, integrationField('bank-a'));
   await eventually('the rate is back in the ledger', 10_000, async () => ((await ownLimit(stack, 'baseline', 'bank-a')) ? true : undefined));
   assert.deepEqual(await ownLimit(stack, 'baseline', 'bank-a'), { maxInFlight: 6, maxStartsPerSecond: 1000 });
 });
@@ -220,8 +220,8 @@ test('a limit the ledger lost (Redis lost its data) is re-applied from PostgreSQ
   assert.equal((await stack.api('PUT', '/limits/baseline/bank-a', { limit: { maxInFlight: 4 } })).status, 200);
   assert.equal((await stack.api('PUT', '/limits/candidate/bank-b', { limit: { off: true } })).status, 200);
   const prefix = stack.fleet.ledgerOptions.keyPrefix!;
-  await stack.fleet.redis.hdel(clusterKeys(prefix, 'baseline').integrations, integrationLimitField('bank-a'));
-  await stack.fleet.redis.hdel(clusterKeys(prefix, 'candidate').integrations, integrationLimitField('bank-b'));
+  await stack.fleet.redis.hdel(clusterKeys(prefix, 'baseline').totals, integrationField('bank-a'));
+  await stack.fleet.redis.hdel(clusterKeys(prefix, 'candidate').totals, integrationField('bank-b'));
   assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null, 'the ledger lost it');
   await eventually('the limits are back in the ledger', 10_000, async () =>
     (await ownLimit(stack, 'baseline', 'bank-a')) && (await ownLimit(stack, 'candidate', 'bank-b')) ? true : undefined,
@@ -237,7 +237,7 @@ test('a limit the ledger lost (Redis lost its data) is re-applied from PostgreSQ
 
   // A removed limit is removed from PostgreSQL too: a later loss does not bring it back.
   assert.equal((await stack.api('DELETE', '/limits/baseline/bank-a')).status, 200);
-  await stack.fleet.redis.hdel(clusterKeys(prefix, 'candidate').integrations, integrationLimitField('bank-b'));
+  await stack.fleet.redis.hdel(clusterKeys(prefix, 'candidate').totals, integrationField('bank-b'));
   await eventually('bank-b is back', 10_000, async () => ((await ownLimit(stack, 'candidate', 'bank-b')) ? true : undefined));
   assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null);
 });

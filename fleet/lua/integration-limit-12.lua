@@ -8,8 +8,10 @@
 -- Returns: { 'ok' } | { 'bad-spec' } | { 'above-capacity', capacity (the sum of the cluster's workers' max parallelism) }
 --@include ledger
 local integration, spec = ARGV[2], ARGV[3]
+local field = integrationField(integration)
+local count, waitUntil = readIntegration(redis.call('HGET', totalsKey, field))
 if spec == '' then
-  redis.call('HDEL', integrationsKey, limitField(integration))
+  writeIntegration(field, count, waitUntil, false, 0)
   return { 'ok' }
 end
 local inFlight, rate = splitLimitSpec(spec)
@@ -26,5 +28,5 @@ if inFlight and inFlight ~= 'off' then
     return { 'bad-spec' }
   end
 end
-redis.call('HSET', integrationsKey, limitField(integration), spec)
+writeIntegration(field, count, waitUntil, spec, 0)
 return { 'ok' }

@@ -34,7 +34,7 @@
 --   likewise, and the balancer passes it over until the wait given)
 --   The lease id is "<worker>|<nonce>" or "<worker>|<nonce>|<integration>": a release finds the
 --   worker's leases from it, and the integration whose count it lowers.
--- An integration's limit is its 'limit:' field in integrationsKey ('max:<n>', 'share:<x>' of the
+-- An integration's limit is the one in its field of totalsKey ('max:<n>', 'share:<x>' of the
 -- cluster's capacity, rounded up, or 'off'), else the default: max(ceil(share x capacity), floor).
 -- It is read at each call, so a change holds from the next settle on.
 -- An integration's start rate (its limit's ';rate:<r>', or the default's when it has no limit of its
@@ -86,30 +86,31 @@ for i = 1, releaseCount do
 end
 at = at + releaseCount + 1
 
--- Reservations. The totals are read once and kept here as they change.
+-- Reservations. The totals are read once (with the batch's integrations: readIntegrations) and
+-- kept here as they change.
 local reservationCount = tonumber(ARGV[at])
 local results = {}
-local totals = nil
+local totalsRead = false
 local totalCapacity, totalFree = 0, 0
 local taken = 0
 local waitingUser = nil
 local addressesKnown = nil
 local function readTotals()
-  if not totals then
-    totals = redis.call('HMGET', totalsKey, 'capacity', 'free')
+  if not totalsRead then
+    totalsRead = true
+    local totals = redis.call('HMGET', totalsKey, 'capacity', 'free')
     totalCapacity, totalFree = tonumber(totals[1] or '0'), tonumber(totals[2] or '0') + freedInTotals
   end
 end
 
--- Per integration of this batch's reservations: { inflight, limit, and with a start rate: rate,
--- intervalUs, toleranceUs, tat }, counted here as leases are taken (the TATs written at the end).
--- `countBefore`: every integration whose count this batch changes, as it was before it.
--- Read in one call for the whole batch (count, limit and user-present wait of each, all in
--- integrationsKey), not one per integration or per kind: with tasks spread over many
--- integrations, nearly every reservation names one the batch has not met yet, and the batches
--- of a busy fleet's balancers are small, so that each call the script makes counts.
-local integrations, countBefore = {}, {}
-local expiredUserWaits = {}  -- integrations whose user-present wait ended: their fields are deleted at the end
+-- Per integration this batch reserves for or releases: { countBefore, userWaitingUntil, ownLimit
+-- (its stored limit, false: none), and for one it reserves for: inflight, limit, backgroundLimit,
+-- and with a start rate: rate, intervalUs, toleranceUs, keptUs, tat }, counted here as leases are
+-- taken (the counts and TATs written at the end). Read with the totals in one call for the whole
+-- batch, not one per integration or per kind: with tasks spread over many integrations, nearly
+-- every reservation names one the batch has not met yet, and the batches of a busy fleet's
+-- balancers are small, so that each call the script makes counts.
+local integrations = {}
 local oneSecondUs = 1000000
 -- The TAT stored as "<tat>:<emission interval us>" (false: none, a full bucket). Written under
 -- another rate, it is carried over as the starts it leaves in hand, up to the new burst, so a rate
@@ -125,22 +126,28 @@ local function storedTat(stored, state)
   inHand = math.max(0, math.min(inHand, state.toleranceUs / state.intervalUs))
   return nowUs + state.toleranceUs - inHand * state.intervalUs, true
 end
--- An integration's state from its stored spec (false: none, the default applies) and its count.
-local function integrationState(integration, spec, inflight)
+-- The state of an integration this batch reserves for, from what its field (named `field`)
+-- holds: its limits from its own (false: none, the default applies), and its count with this
+-- batch's releases, which are not written yet.
+local function integrationState(integration, field, count, waitUntil, ownLimit)
   local inFlight, rate = nil, nil
-  if spec then inFlight, rate = splitLimitSpec(spec)
+  if ownLimit then inFlight, rate = splitLimitSpec(ownLimit)
   elseif defaultStartRate > 0 then rate = defaultStartRate end
   local limit
+  -- (string.find at 1 rather than comparing a string.sub: no new string per call.)
   if inFlight == 'off' or (not inFlight and defaultLimitShare <= 0) then limit = math.huge
-  elseif inFlight and string.sub(inFlight, 1, 4) == 'max:' then limit = tonumber(string.sub(inFlight, 5)) or math.huge
-  elseif inFlight and string.sub(inFlight, 1, 6) == 'share:' then limit = math.ceil((tonumber(string.sub(inFlight, 7)) or 1) * totalCapacity)
+  elseif inFlight and string.find(inFlight, 'max:', 1, true) == 1 then limit = tonumber(string.sub(inFlight, 5)) or math.huge
+  elseif inFlight and string.find(inFlight, 'share:', 1, true) == 1 then limit = math.ceil((tonumber(string.sub(inFlight, 7)) or 1) * totalCapacity)
   else limit = math.max(math.ceil(defaultLimitShare * totalCapacity), defaultLimitFloor) end
   -- Kept for its user-present tasks, as the cluster keeps slots: a share of the limit, never all of
   -- it. Without it, a background flood holds the integration at its limit and each user-present
   -- task waits for one of its releases (one per task time / limit), however many slots are free.
   local kept = 0
   if limit < math.huge then kept = math.min(math.ceil(keptShare * limit), math.max(0, limit - 1)) end
-  local state = { inflight = inflight, limit = limit, backgroundLimit = limit - kept }
+  local state = {
+    countBefore = count, userWaitingUntil = waitUntil, ownLimit = ownLimit, waitSet = false, field = field,
+    inflight = count + (integrationDeltas[integration] or 0), limit = limit, backgroundLimit = limit - kept,
+  }
   if rate and rate > 0 then
     state.rate, state.intervalUs = rate, oneSecondUs / rate
     state.toleranceUs = math.max(oneSecondUs, state.intervalUs)
@@ -151,38 +158,31 @@ local function integrationState(integration, spec, inflight)
   return state
 end
 local function readIntegrations()
-  local limited, fields, from = {}, {}, at
+  local reserved, names, fields, from = {}, {}, { 'capacity', 'free' }, at
   for r = 1, reservationCount do
     local integration = ARGV[from + 6]
-    if integration ~= '' and not integrations[integration] then
-      integrations[integration] = true
-      limited[#limited + 1] = integration
-      fields[#fields + 1] = integration
-      fields[#fields + 1] = limitField(integration)
-      fields[#fields + 1] = userWaitsField(integration)
+    if integration ~= '' and not reserved[integration] then
+      reserved[integration] = true
+      names[#names + 1] = integration
+      fields[#fields + 1] = integrationField(integration)
     end
     from = from + 7 + tonumber(ARGV[from + 7])
   end
-  local releasedOnly = {}
   for integration in pairs(integrationDeltas) do
-    if not integrations[integration] then
-      releasedOnly[#releasedOnly + 1] = integration
-      fields[#fields + 1] = integration
+    if not reserved[integration] then
+      names[#names + 1] = integration
+      fields[#fields + 1] = integrationField(integration)
     end
   end
-  if #fields == 0 then return end
-  local values = redis.call('HMGET', integrationsKey, unpack(fields))
-  for i = 1, #releasedOnly do countBefore[releasedOnly[i]] = tonumber(values[3 * #limited + i] or '0') end
-  if #limited == 0 then return end
-  readTotals()
-  for i = 1, #limited do
-    local integration, base = limited[i], 3 * (i - 1)
-    countBefore[integration] = tonumber(values[base + 1] or '0')
-    -- The releases of this batch are not written yet: their changes count here.
-    local state = integrationState(integration, values[base + 2], countBefore[integration] + (integrationDeltas[integration] or 0))
-    state.userWaitingUntil = tonumber(values[base + 3] or '0')
-    if state.userWaitingUntil > 0 and state.userWaitingUntil <= now then expiredUserWaits[#expiredUserWaits + 1] = integration end
-    integrations[integration] = state
+  if #names == 0 then return end
+  local values = redis.call('HMGET', totalsKey, unpack(fields))
+  totalsRead = true
+  totalCapacity, totalFree = tonumber(values[1] or '0'), tonumber(values[2] or '0') + freedInTotals
+  for i = 1, #names do
+    local integration = names[i]
+    local field, count, waitUntil, ownLimit = fields[i + 2], readIntegration(values[i + 2])
+    if reserved[integration] then integrations[integration] = integrationState(integration, field, count, waitUntil, ownLimit)
+    else integrations[integration] = { field = field, countBefore = count, userWaitingUntil = waitUntil, ownLimit = ownLimit, waitSet = false } end
   end
 end
 readIntegrations()
@@ -287,7 +287,7 @@ for r = 1, reservationCount do
       redis.call('ZADD', waitingKey, now + waiterTtlMs, balancer)
       if priority == 'user' and reason == 'integration-at-limit' then
         limited.userWaitingUntil = now + waiterTtlMs
-        redis.call('HSET', integrationsKey, userWaitsField(integration), limited.userWaitingUntil)
+        limited.waitSet = true
       end
       -- A user-present task at its integration's limit (or rate) waits for that integration alone;
       -- it does not hold back other integrations' background work.
@@ -307,35 +307,37 @@ for r = 1, reservationCount do
   end
 end
 
-if freedInTotals ~= taken then redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken) end
--- Every changed count in one write, and one delete for the counts that reached 0 (the hash holds
--- only integrations with tasks in flight) and for the user-present waits that ended, unless this
--- batch began another. Nothing else in this call wrote them since they were read.
-local counts, removed = {}, {}
-for integration, delta in pairs(integrationDeltas) do
-  if delta ~= 0 then
-    local count = countBefore[integration] + delta
-    if count > 0 then
-      counts[#counts + 1] = integration
-      counts[#counts + 1] = count
-    else
-      removed[#removed + 1] = integration
-    end
-  end
-end
-for _, integration in ipairs(expiredUserWaits) do
-  if integrations[integration].userWaitingUntil <= now then removed[#removed + 1] = userWaitsField(integration) end
-end
-if #counts > 0 then redis.call('HSET', integrationsKey, unpack(counts)) end
-if #removed > 0 then redis.call('HDEL', integrationsKey, unpack(removed)) end
+-- Every changed count and user-present wait, and the free total, in one write; the integrations
+-- left holding nothing in one delete. Nothing else in this call wrote them since they were read.
 -- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept
 -- until it falls due (whole us, rounded up: a start is never allowed early).
+local writes, removed = {}, {}
 for integration, state in pairs(integrations) do
+  local count = state.countBefore + (integrationDeltas[integration] or 0)
+  if count ~= state.countBefore or state.waitSet or (state.userWaitingUntil > 0 and state.userWaitingUntil <= now) then
+    local value = integrationValue(count, state.userWaitingUntil, state.ownLimit, now)
+    if value then
+      writes[#writes + 1] = state.field
+      writes[#writes + 1] = value
+    else
+      removed[#removed + 1] = state.field
+    end
+  end
   if state.rate and state.changed and state.tat > nowUs then
     local tat = math.ceil(state.tat)
     redis.call('SET', integrationRatePrefix .. integration, string.format('%d:%.17g', tat, state.intervalUs), 'PX', math.max(1, math.ceil((tat - nowUs) / 1000)))
   end
 end
+if freedInTotals ~= taken then
+  if totalsRead then
+    writes[#writes + 1] = 'free'
+    writes[#writes + 1] = totalFree - taken
+  else
+    redis.call('HINCRBY', totalsKey, 'free', freedInTotals - taken)
+  end
+end
+if #writes > 0 then redis.call('HSET', totalsKey, unpack(writes)) end
+if #removed > 0 then redis.call('HDEL', totalsKey, unpack(removed)) end
 -- Slots freed that this batch did not take again: tell waiting balancers.
 if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
   redis.call('PUBLISH', slotFreedChannel, freedWorker)

@@ -17,6 +17,11 @@ export interface ClusterKeys {
   readonly address: string;
   readonly heartbeat: string;
   readonly draining: string;
+  /**
+   * HASH `capacity`, `free`: sums over the workers that take tasks; and per integration the field
+   * `integrationField(<integration>)`: what the ledger holds of it (see readIntegrationField), all
+   * read by every settle call in one HMGET.
+   */
   readonly totals: string;
   readonly waiting: string;
   readonly waitingUser: string;
@@ -28,19 +33,9 @@ export interface ClusterKeys {
    */
   readonly ejectionReason: string;
   /**
-   * HASH of what the ledger holds per integration, read by every settle call in one HMGET: the
-   * field `<integration>` counts its lease records in the cluster (its tasks in flight, kept exact
-   * by every script that writes a lease record); `limit:<integration>` is its limit ('max:<n>',
-   * 'share:<x>' or 'off', then ';rate:<r>' with a start rate, or 'rate:<r>' alone; see
-   * integration-limits.ts); `user-waits:<integration>` is until when (Redis's clock, ms) a
-   * user-present task waits at its limit on some balancer (settle starts none of its background
-   * tasks until then). Not in `all`: built from `totals` (lua/includes/ledger.lua).
-   */
-  readonly integrations: string;
-  /**
    * Not a key: `integrationRatePrefix + integration` is the STRING of that integration's start
    * rate (its GCRA's theoretical arrival time, Redis's clock in µs), which expires when it falls
-   * due (lua/settle-12.lua). Built from `totals` like `integrations`.
+   * due (lua/settle-12.lua). Not in `all`: built from `totals` (lua/includes/ledger.lua).
    */
   readonly integrationRatePrefix: string;
   /** Redis's clock (µs) at the last change of the workers or their addresses. */
@@ -64,8 +59,10 @@ export interface ClusterKeys {
  *    'max:20;rate:5' as no limit), kept per integration in `integrationRatePrefix` keys.
  * 7: an integration's count, limit and user-present wait are fields of one hash, `integrations`
  *    (before: three hashes), so that settle reads them in one call.
+ * 8: they are one field per integration of `totals` (before: three of `integrations`), so that
+ *    settle reads the totals and its batch's integrations in one call, one field each.
  */
-export const ledgerLayout = 7;
+export const ledgerLayout = 8;
 
 export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
   const tag = `{${prefix}:${cluster}}`;
@@ -88,15 +85,29 @@ export function clusterKeys(prefix: string, cluster: string): ClusterKeys {
     ...named,
     all: Object.values(named),
     ejectionReason: `${named.unreachable}:reason`,
-    integrations: `${named.totals}:integrations`,
     integrationRatePrefix: `${named.totals}:integration-rate:`,
     slotFreedChannel: key('slot-freed'),
   };
 }
 
-/** The field of `integrations` that holds an integration's limit (integration names hold no ':'). */
-export function integrationLimitField(integration: string): string {
-  return `limit:${integration}`;
+/** The field of `totals` that holds what the ledger holds of an integration (integration names hold no ':', so it meets no other field). */
+export function integrationField(integration: string): string {
+  return `i:${integration}`;
+}
+
+/** What the ledger holds of an integration, from its field of `totals`: "<count>" or "<count>|<user-present wait until, ms>|<its own limit>". */
+export interface IntegrationField {
+  /** Its lease records in the cluster: its tasks in flight. */
+  inflight: number;
+  /** Until when (Redis's clock, ms; 0: none) a user-present task waits at its limit on some balancer: none of its background tasks start until then. */
+  userWaitUntilMs: number;
+  /** Its own limit as stored ('max:<n>', 'share:<x>' or 'off', then ';rate:<r>', or 'rate:<r>' alone; see integration-limits.ts); null: none, the default applies. */
+  limitSpec: string | null;
+}
+
+export function readIntegrationField(value: string): IntegrationField {
+  const [count = '0', waitUntil = '0', spec = ''] = value.split('|');
+  return { inflight: Number(count), userWaitUntilMs: Number(waitUntil), limitSpec: spec === '' ? null : spec };
 }
 
 /**

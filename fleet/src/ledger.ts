@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RedisConnection } from './redis';
-import { clusterKeys, integrationLimitField, type ClusterKeys } from './keys';
+import { clusterKeys, integrationField, readIntegrationField, type ClusterKeys } from './keys';
 import { leaseNonceOf } from './lease-id';
 import { LuaScripts } from './script-loader';
 import { LedgerUnavailableError } from './errors';
@@ -323,28 +323,23 @@ export class Ledger {
    */
   async integrationLimits(cluster: string): Promise<IntegrationLimitState[]> {
     const keys = this.keys(cluster);
-    const [fields, capacity] = await this.guard('integration-limits', () =>
-      Promise.all([this.redis.hgetall(keys.integrations), this.redis.hget(keys.totals, 'capacity')]),
-    );
-    const capacitySlots = Number(capacity ?? 0);
-    const limitPrefix = integrationLimitField('');
-    const names = new Set<string>();
-    for (const field of Object.keys(fields)) {
-      // Counts are under the integration's bare name (names hold no ':'); user-present waits are not shown here.
-      if (field.startsWith(limitPrefix)) names.add(field.slice(limitPrefix.length));
-      else if (!field.includes(':')) names.add(field);
-    }
-    return [...names].sort().map((integration) => {
-      const spec = fields[integrationLimitField(integration)];
-      const limit = spec === undefined ? null : decodeIntegrationLimit(spec);
-      return {
-        integration,
-        limit,
-        maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots),
-        maxStartsPerSecond: startsPerSecondOf(limit ?? this.options.defaultIntegrationLimit),
-        inflight: Number(fields[integration] ?? 0),
-      };
-    });
+    const fields = await this.guard('integration-limits', () => this.redis.hgetall(keys.totals));
+    const capacitySlots = Number(fields.capacity ?? 0);
+    const prefix = integrationField('');
+    return Object.keys(fields)
+      .filter((field) => field.startsWith(prefix))
+      .sort()
+      .map((field) => {
+        const { inflight, limitSpec } = readIntegrationField(fields[field]!);
+        const limit = limitSpec === null ? null : decodeIntegrationLimit(limitSpec);
+        return {
+          integration: field.slice(prefix.length),
+          limit,
+          maxInFlight: limitInFlight(limit, this.options.defaultIntegrationLimit, capacitySlots),
+          maxStartsPerSecond: startsPerSecondOf(limit ?? this.options.defaultIntegrationLimit),
+          inflight,
+        };
+      });
   }
 
   /** The cluster's slots as the ledger's totals count them: what a share of capacity is taken of. One HGET. */

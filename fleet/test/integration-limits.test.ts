@@ -1,7 +1,7 @@
 import { test, type TestContext } from 'node:test';
 import * as assert from 'node:assert/strict';
 import { deleteKeysUnder, eventually, startPrivateRedis, testRedisUrl, uniquePrefix } from '@headroom/testkit';
-import { Ledger, connectRedis, encodeIntegrationLimit, type LedgerOptions, type Reservation } from '../src/index';
+import { Ledger, connectRedis, encodeIntegrationLimit, integrationField, readIntegrationField, type LedgerOptions, type Reservation } from '../src/index';
 import { isHeadroomError } from '@headroom/common';
 
 async function openLedgers(t: TestContext, count: number, options: LedgerOptions = {}, url = testRedisUrl): Promise<Ledger[]> {
@@ -226,7 +226,8 @@ test("a user-present task's wait at its integration's limit ends with the waiter
   await eventually('a background task of slow to start again', 10_000, async () =>
     (await ledger!.reserve('c', task('slow', 'background'))).ok ? true : undefined,
   );
-  assert.equal(await ledger!.redis.hexists(keys.integrations, 'user-waits:slow'), 0);
+  const field = await ledger!.redis.hget(keys.totals, integrationField('slow'));
+  assert.equal(field && readIntegrationField(field).userWaitUntilMs, 0, `the wait is gone: ${field}`);
 });
 
 test('bad limits are refused with an error naming the field, and change nothing', async (t) => {

@@ -13,7 +13,18 @@ local inflightKey = KEYS[3]      -- HASH worker -> its leases (reserved and not 
 local addressKey = KEYS[4]       -- HASH worker -> host:port of its gRPC server
 local heartbeatKey = KEYS[5]     -- ZSET worker -> time of its last heartbeat (ms): every registered worker is in it
 local drainingKey = KEYS[6]      -- SET  workers that take no new tasks
-local totalsKey = KEYS[7]        -- HASH capacity, free: sums over the workers in `free` (free counted as >= 0)
+local totalsKey = KEYS[7]        -- HASH capacity, free: sums over the workers in `free` (free counted as >= 0); and
+                                 --      per integration, 'i:<integration>' (names hold no ':', so it cannot meet them):
+                                 --      what the ledger holds of it, "<count>" or "<count>|<wait until>|<limit>", where
+                                 --        count: its lease records in the cluster, kept exact by every write of a lease
+                                 --          record (settle, countLease)
+                                 --        wait until: until when (ms, 0: none) a user-present task waits at its limit:
+                                 --          none of its background tasks start until then
+                                 --        limit: its own ('max:<n>', 'share:<0..1>' or 'off', then ';rate:<r>' with a
+                                 --          start rate, or 'rate:<r>' alone), written by integration-limit-12.lua;
+                                 --          '': none, the default applies
+                                 --      The field goes when it holds nothing (count 0, no wait, no limit). All in one hash,
+                                 --      so that settle reads the totals and a batch's integrations in one call.
 local waitingKey = KEYS[8]       -- ZSET balancer -> expiry (ms): balancers with tasks queued for this cluster
 local waitingUserKey = KEYS[9]   -- ZSET balancer -> expiry (ms): balancers with user-present tasks queued
 local unreachableKey = KEYS[10]  -- ZSET worker -> until (ms): balancers could not connect to it; out of `free`
@@ -24,22 +35,11 @@ local directoryKey = KEYS[11]    -- STRING: Redis's clock (us) at the last chang
 local leasesPrefix = KEYS[12]    -- not a key but the start of one: leasesPrefix .. worker is the HASH of that
                                  --      worker's leases (lease -> time reserved, ms), one record per slot it counts in flight:
                                  --      a release frees a slot only by removing a record, so it counts once
--- Not in KEYS either (same hash tag, built from totalsKey; keys.ts: integrations, integrationRatePrefix):
-local integrationsKey = totalsKey .. ':integrations'  -- HASH of what the ledger holds per integration, in one hash so
-                                 --      that settle reads all of a batch's integrations in one call. Fields (integration
-                                 --      names hold no ':', so they cannot meet):
-                                 --      '<integration>': its lease records in the cluster, kept exact by every write of a
-                                 --        lease record (countLease); removed at 0
-                                 --      'limit:<integration>': its limit ('max:<n>', 'share:<0..1>' or 'off', then
-                                 --        ';rate:<r>' with a start rate, or 'rate:<r>' alone), written by
-                                 --        integration-limit-12.lua; none: the default
-                                 --      'user-waits:<integration>': until when (ms) a user-present task waits at its
-                                 --        limit: none of its background tasks start until then
+-- Not in KEYS either (same hash tag, built from totalsKey; keys.ts: integrationRatePrefix):
 local integrationRatePrefix = totalsKey .. ':integration-rate:'      -- not a key but the start of one: .. integration
                                  --      is the STRING of its start rate's GCRA (the theoretical arrival time, us), which
                                  --      expires when it falls due: a missing key is a full bucket (settle-12.lua)
-local function limitField(integration) return 'limit:' .. integration end
-local function userWaitsField(integration) return 'user-waits:' .. integration end
+local function integrationField(integration) return 'i:' .. integration end
 -- ARGV[1] in every script: the slot-freed pub/sub channel.
 local slotFreedChannel = ARGV[1]
 
@@ -83,22 +83,48 @@ end
 -- A stored limit's two parts: the in-flight part ('max:<n>', 'share:<x>', 'off'; nil when the
 -- spec is a start rate alone) and the start rate (a number, nil when none). See integration-limits.ts.
 local function splitLimitSpec(spec)
-  if string.sub(spec, 1, 5) == 'rate:' then return nil, tonumber(string.sub(spec, 6)) end
+  if string.find(spec, 'rate:', 1, true) == 1 then return nil, tonumber(string.sub(spec, 6)) end
   local semi = string.find(spec, ';rate:', 1, true)
   if not semi then return spec, nil end
   return string.sub(spec, 1, semi - 1), tonumber(string.sub(spec, semi + 6))
 end
 
--- Every write that adds or removes a lease record calls this (settle sums its batch's changes
--- per integration and writes them once), so that the per-integration counts are the number of
--- records, whatever path wrote them. A count that reaches 0 is
--- removed: the hash holds only integrations with tasks in flight.
+-- An integration's field in totalsKey, read: its count, until when a user-present task waits at
+-- its limit (0: none) and its own limit (false: none).
+local function readIntegration(value)
+  if not value then return 0, 0, false end
+  local bar = string.find(value, '|', 1, true)
+  if not bar then return tonumber(value), 0, false end
+  local secondBar = string.find(value, '|', bar + 1, true)
+  local limit = string.sub(value, secondBar + 1)
+  return tonumber(string.sub(value, 1, bar - 1)), tonumber(string.sub(value, bar + 1, secondBar - 1)), limit ~= '' and limit
+end
+
+-- The field's value to store, or nil when it holds nothing (the field goes). A wait that ended by
+-- `now` is dropped.
+local function integrationValue(count, waitUntil, limit, now)
+  if waitUntil <= now then waitUntil = 0 end
+  if waitUntil == 0 and not limit then
+    if count > 0 then return string.format('%d', count) end
+    return nil
+  end
+  return string.format('%d|%d|%s', count, waitUntil, limit or '')
+end
+
+local function writeIntegration(field, count, waitUntil, limit, now)
+  local value = integrationValue(count, waitUntil, limit, now)
+  if value then redis.call('HSET', totalsKey, field, value) else redis.call('HDEL', totalsKey, field) end
+end
+
+-- Every write that adds or removes a lease record outside settle calls this (settle sums its
+-- batch's changes per integration and writes them once), so that the per-integration counts are
+-- the number of records, whatever path wrote them.
 local function countLease(field, delta)
   local integration = leaseIntegration(field)
   if not integration then return end
-  if redis.call('HINCRBY', integrationsKey, integration, delta) <= 0 then
-    redis.call('HDEL', integrationsKey, integration)
-  end
+  local name = integrationField(integration)
+  local count, waitUntil, limit = readIntegration(redis.call('HGET', totalsKey, name))
+  writeIntegration(name, math.max(0, count + delta), waitUntil, limit, 0)
 end
 
 -- What the ledger holds of a registered worker: { capacity, inflight, score } (score: its
@@ -169,11 +195,13 @@ local function directoryChanged(nowUs)
 end
 
 -- After workers left: once the last one has, the cluster's keys that would outlive it go too
--- (totals of zero, the list's version), so a stopped fleet leaves nothing in Redis. A balancer
--- that read a version then sees none, a change, and reads the empty list once.
+-- (totals of zero, the list's version), so a stopped fleet leaves nothing in Redis but the limits
+-- operators set (the integrations' counts are 0 by then: their fields went, or hold a limit). A
+-- balancer that read a version then sees none, a change, and reads the empty list once.
 local function workersLeft(nowUs)
   if redis.call('HLEN', workersKey) == 0 then
-    redis.call('DEL', totalsKey, directoryKey)
+    redis.call('HDEL', totalsKey, 'capacity', 'free')
+    redis.call('DEL', directoryKey)
   else
     directoryChanged(nowUs)
   end
