@@ -222,7 +222,7 @@ test('a limit the ledger lost (Redis lost its data) is re-applied from PostgreSQ
   const prefix = stack.fleet.ledgerOptions.keyPrefix!;
   await stack.fleet.redis.hdel(clusterKeys(prefix, 'baseline').totals, integrationField('bank-a'));
   await stack.fleet.redis.hdel(clusterKeys(prefix, 'candidate').totals, integrationField('bank-b'));
-  assert.equal(await ownLimit(stack, 'baseline', 'bank-a'), null, 'the ledger lost it');
+  // Not checked gone here: the control plane looks every 200 ms and may have put them back already. The audit below says it had to.
   await eventually('the limits are back in the ledger', 10_000, async () =>
     (await ownLimit(stack, 'baseline', 'bank-a')) && (await ownLimit(stack, 'candidate', 'bank-b')) ? true : undefined,
   );

@@ -9,7 +9,10 @@ import type { Redis } from 'ioredis';
 import { startTestUnleash, testDatabase, type TestUnleash } from '@headroom/unleash-local';
 import type { TrafficView } from '@headroom/control-plane';
 
-/** One Unleash for the tests that give the demo one (UNLEASH_URL): each start takes seconds. */
+/**
+ * One in-process Unleash for the tests that give the demo one (UNLEASH_URL): a second started in
+ * this process after the first stopped met the first's timers still firing on its closed pool.
+ */
 let givenUnleash: Promise<TestUnleash> | undefined;
 const sharedUnleash = () => (givenUnleash ??= startTestUnleash());
 after(async () => (await givenUnleash)?.stop());

@@ -9,6 +9,7 @@ export * from './service-windows';
 export * from './case';
 export * from './control-plane';
 export * from './bank';
+export * from './unleash/process';
 export * from './soak';
 export * from './rollout-stack';
 export * from './proxyless-caller/process';

@@ -24,7 +24,7 @@ import { parseMetrics, scrapeMetrics, type MetricsText } from './metrics';
 import { latencyMs, percentile } from './report';
 import { keyPrefix, startStack, startWorkerProcess, type WorkerSpec } from './stack';
 import { latencyDefaults } from '@headroom/fleet';
-import type { TestUnleash } from '@headroom/unleash-local';
+import type { UnleashProcess } from './unleash/process';
 import { FleetWatch } from './watch';
 import { ControlPlaneApi, task } from '@headroom/testkit';
 import type { SoakHeapSnapshots, SoakReport, SoakSeries } from '@headroom/bench';
@@ -35,7 +35,7 @@ export interface SoakOptions {
   minutes: number;
   sampleEveryMs: number;
   /** Started by the caller (it takes seconds); the soak stops and starts it again. */
-  unleash: TestUnleash;
+  unleash: UnleashProcess;
   progress?: (line: string) => void;
 }
 
@@ -291,9 +291,9 @@ export async function runSoak(t: TestContext, options: SoakOptions): Promise<Soa
     [
       'restart Unleash',
       async () => {
-        await options.unleash.pause();
+        await options.unleash.stop();
         await sleep(2000);
-        await options.unleash.resume();
+        await options.unleash.start();
       },
     ],
   ];

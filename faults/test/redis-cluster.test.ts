@@ -9,7 +9,6 @@
  */
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
-import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { clusterKeys, controlKeys } from '@headroom/fleet';
@@ -27,17 +26,19 @@ import {
   startClosedLoad,
   startControlPlaneProcess,
   startStack,
+  startUnleashProcess,
   uniqueFlags,
   type Submission,
+  type UnleashProcess,
 } from '../src/index';
 
 const healthyLatencyMs = 1500;
 
-let unleash: TestUnleash;
+let unleash: UnleashProcess;
 before(async () => {
-  unleash = await startTestUnleash();
+  unleash = await startUnleashProcess();
 });
-after(() => unleash?.stop());
+after(() => unleash?.close());
 
 function clusterOf(s: Submission): string | undefined {
   return s.answer?.ok ? s.answer.response.placement?.cluster : undefined;

@@ -2,7 +2,7 @@
  * Faults of the shared state, each under load: Redis restarted, Redis flushed (FLUSHALL), and
  * Unleash stopped. Real processes: Redis (private), Unleash (on the test PostgreSQL, one server
  * for the file: it takes seconds to start), the control plane CLI, balancer and worker CLIs
- * reading their flags from Unleash (in a process of its own: see @headroom/unleash-local startTestUnleash). THE
+ * reading their flags from Unleash (in a process of its own: see src/unleash/child.ts). THE
  * INVARIANT (src/invariant.ts) is checked after each.
  */
 import { after, before, test, type TestContext } from 'node:test';
@@ -10,7 +10,6 @@ import * as assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';
 import { OverrideStore, overrideCovers } from '@headroom/fleet';
 import { ControlPlaneApiError } from '@headroom/testkit';
-import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
 import {
   FleetWatch,
   TaskLog,
@@ -25,10 +24,12 @@ import {
   startClosedLoad,
   startControlPlaneProcess,
   startStack,
+  startUnleashProcess,
   uniqueFlags,
   type ControlPlaneProcess,
   type FaultStack,
   type Submission,
+  type UnleashProcess,
 } from '../src/index';
 
 /** An answer slower than this counts as degraded service (tasks here run 30 to 90 ms). */
@@ -36,11 +37,11 @@ const healthyLatencyMs = 1500;
 const candidateMaxParallelism = 3;
 const onRedisCluster = process.env.HEADROOM_TEST_REDIS === 'cluster';
 
-let unleash: TestUnleash;
+let unleash: UnleashProcess;
 before(async () => {
-  unleash = await startTestUnleash();
+  unleash = await startUnleashProcess();
 });
-after(() => unleash?.stop());
+after(() => unleash?.close());
 
 interface ControlledFleet {
   stack: FaultStack;
@@ -193,7 +194,7 @@ if (!onRedisCluster)
     await sleep(800);
 
     const pausedAtMs = performance.now();
-    await unleash.pause();
+    await unleash.stop();
     const noticedMs = await msUntil('every balancer and worker to notice', 10_000, async () => (await flagsReachable(stack)).every((v) => v === 0), pausedAtMs);
     // Several failed polls (every 200 ms) later, the last flags still hold.
     await sleep(1000);
@@ -207,7 +208,7 @@ if (!onRedisCluster)
     const parallelismChange = await refusal(control.api.setParallelism({ candidate: 2 }));
 
     const restartedAtMs = performance.now();
-    await unleash.resume();
+    await unleash.start();
     const resumedAtMs = performance.now();
     const reconnectedMs = await msUntil(
       'every balancer and worker to reach Unleash again',

@@ -9,17 +9,16 @@
 import { after, before, test } from 'node:test';
 import * as assert from 'node:assert/strict';
 import * as fs from 'node:fs';
-import { startTestUnleash, type TestUnleash } from '@headroom/unleash-local';
-import { runSoak } from '../src/index';
+import { runSoak, startUnleashProcess, type UnleashProcess } from '../src/index';
 
 const minutes = Number(process.env.HEADROOM_SOAK_MINUTES ?? 1);
 const sampleEveryMs = minutes >= 10 ? 15_000 : 5_000;
 
-let unleash: TestUnleash;
+let unleash: UnleashProcess;
 before(async () => {
-  unleash = await startTestUnleash();
+  unleash = await startUnleashProcess();
 });
-after(() => unleash?.stop());
+after(() => unleash?.close());
 
 test(
   `soak: ${minutes} min at 70% of the slots with faults in turn; nothing lost, nothing grows without bound`,

@@ -313,7 +313,7 @@ end
 -- until it falls due (whole us, rounded up: a start is never allowed early).
 local writes, removed = {}, {}
 for integration, state in pairs(integrations) do
-  local count = state.countBefore + (integrationDeltas[integration] or 0)
+  local count = math.max(0, state.countBefore + (integrationDeltas[integration] or 0))
   if count ~= state.countBefore or state.waitSet or (state.userWaitingUntil > 0 and state.userWaitingUntil <= now) then
     local value = integrationValue(count, state.userWaitingUntil, state.ownLimit, now)
     if value then

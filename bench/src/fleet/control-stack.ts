@@ -1,7 +1,7 @@
 /**
  * The control side of a fleet, each a process of its own as deployed (so that neither slows the
  * benchmark reading the control plane's answers): a real Unleash server (on a fresh schema of
- * the local PostgreSQL, see @headroom/unleash-local startTestUnleash) and the control plane (its CLI), on the shared
+ * the local PostgreSQL, see unleash-process.ts) and the control plane (its CLI), on the shared
  * Redis under the benchmark's key prefix.
  */
 import { randomBytes } from 'node:crypto';
@@ -10,7 +10,7 @@ import { connectRedis, controlKeys, parseAck, waitUntilReady, type OverrideAck, 
 import * as path from 'node:path';
 import { deleteKeys } from './headroom-fleet';
 import { startNodeProcess, type NodeProcess } from '@headroom/testkit';
-import { startTestUnleash, testSchema, type TestUnleash } from '@headroom/unleash-local';
+import { testSchema } from '@headroom/unleash-local';
 import { ControlPlaneApi } from '@headroom/testkit';
 
 export interface ControlStackOptions {
@@ -38,6 +38,9 @@ export interface ControlStack {
 const apiTimeoutMs = 15_000;
 const readyTimeoutMs = 30_000;
 const controlPlaneCli = require.resolve('@headroom/control-plane/cli');
+const unleashScript = path.join(__dirname, 'unleash-process.js');
+/** Unleash takes a few seconds to start (migrations on a fresh schema). */
+const unleashReadyTimeoutMs = 60_000;
 
 /** `register` receives the clean-up as soon as there is something to clean up. */
 export async function startControlStack(
@@ -45,7 +48,7 @@ export async function startControlStack(
   options: ControlStackOptions,
   register: (cleanup: () => Promise<void>) => void,
 ): Promise<ControlStack> {
-  let unleash: TestUnleash | undefined;
+  let unleashProcess: NodeProcess | undefined;
   let controlPlane: NodeProcess | undefined;
   const connections: RedisConnection[] = [];
   // The control plane's audit log: a schema of its own on the test PostgreSQL.
@@ -55,13 +58,27 @@ export async function startControlStack(
     // Only now: until it stopped, the control plane could write the override again.
     await deleteKeys(options.redisUrl, keyPrefix);
     for (const connection of connections) connection.disconnect();
-    await unleash?.stop();
+    await unleashProcess?.stop();
     await database.drop().catch(() => undefined);
   });
   register(close);
 
   const env = { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' };
-  unleash = await startTestUnleash({ logPath: path.join(options.logDir, 'unleash.log') });
+  // GRACEFUL_SHUTDOWN_ENABLE=false: Unleash installs no signal handlers of its own; the script stops it.
+  const startedUnleash = await startNodeProcess({
+    name: 'unleash',
+    script: unleashScript,
+    args: [],
+    env: { ...env, GRACEFUL_SHUTDOWN_ENABLE: 'false' },
+    logDir: options.logDir,
+    readyTimeoutMs: unleashReadyTimeoutMs,
+  });
+  unleashProcess = startedUnleash.process;
+  const unleash = {
+    url: startedUnleash.ready.address,
+    adminToken: String(startedUnleash.ready.adminToken),
+    clientToken: String(startedUnleash.ready.clientToken),
+  };
   const redis = connectRedis(options.redisUrl);
   connections.push(redis);
   await waitUntilReady(redis, options.redisUrl);
