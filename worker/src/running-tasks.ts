@@ -46,6 +46,8 @@ export class RunningTasks {
   private readonly running = new Map<string, AbortController>();
   // Bounded by the local queue's limit: leases of tasks waiting there for a slot.
   private readonly queuedLeaseIds = new Set<string>();
+  // A subset of `running`: answered tasks whose lease this worker is releasing itself (stopHolding).
+  private readonly releasing = new Set<string>();
   private completedCount = 0;
   private failedCount = 0;
 
@@ -110,19 +112,23 @@ export class RunningTasks {
    * Stops holding an answered task's lease. The balancer that receives the answer releases the
    * lease, batched with its other calls to Redis. When the caller left it will not, nor when the
    * task's deadline passed (or nearly): its call ended at the deadline while the answer was on its
-   * way, and the answer is lost. The lease is then released here, and held until the release is
-   * through (a heartbeat sent meanwhile keeps it); a release by both frees the slot once (the
-   * lease record goes with the first). Left to the heartbeats, such slots came back a period late
-   * each, and under an incident, where tasks run out their deadlines, that was enough capacity
-   * lost to keep the queue's head expiring after the upstream was fast again
-   * (faults/test/incident-recovery.test.ts).
+   * way, and the answer is lost. The lease is then released here, and no longer reported as held
+   * from then on: a heartbeat that reported it and ran after the release would write its record
+   * back, and count it in its cluster and integration, for a period. Either the release or a
+   * heartbeat then drops the record, and frees the slot once. Left to the heartbeats, such slots
+   * came back a period late each, and under an incident, where tasks run out their deadlines,
+   * that was enough capacity lost to keep the queue's head expiring after the upstream was fast
+   * again (faults/test/incident-recovery.test.ts).
    */
   async stopHolding(task: RunningTask, callerLeft: boolean): Promise<void> {
     if (callerLeft || Date.now() >= task.deadlineUnixMs - answerNearDeadlineMs) {
+      this.releasing.add(task.leaseId);
       try {
         await this.context.releaseLease(task.leaseId);
       } catch (error) {
         this.context.logger.warn({ err: error, leaseId: task.leaseId }, 'could not release lease; the next heartbeats give its slot back');
+      } finally {
+        this.releasing.delete(task.leaseId);
       }
     }
     this.running.delete(task.leaseId);
@@ -138,7 +144,7 @@ export class RunningTasks {
    * worker's lease id, or one the ledger did not give out, is no lease here (the ledger would ignore it).
    */
   *heldLeaseIds(): Generator<string> {
-    for (const leaseId of this.running.keys()) if (this.isOwnLease(leaseId)) yield leaseId;
+    for (const leaseId of this.running.keys()) if (!this.releasing.has(leaseId) && this.isOwnLease(leaseId)) yield leaseId;
     for (const leaseId of this.queuedLeaseIds) if (this.isOwnLease(leaseId)) yield leaseId;
   }
 
