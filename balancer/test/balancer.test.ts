@@ -416,6 +416,7 @@ test("a slow integration at its limit does not hold up another integration's tas
   assert.equal(reported.cluster, 'baseline');
   assert.ok(reported.waiting >= 16 && reported.waiting <= 19, `${reported.waiting} waiting`);
   // Tasks of another integration arrive behind the queued slow ones, more than the free slots at once.
+  const slowDoneBeforeFast = slowDone;
   const fast = await mapLimit(
     Array.from({ length: 12 }, () => task({ integration: 'fast', payload: json({ sleepMs: 5 }) })),
     6,
@@ -425,7 +426,11 @@ test("a slow integration at its limit does not hold up another integration's tas
     fast.every((r) => r.ok),
     JSON.stringify(fast.find((r) => !r.ok)),
   );
-  assert.equal(slowDone, 0, 'every fast task finished while the first slow one still ran');
+  // Behind the slow ones they would wait for 19 of them (one ends every 1.5 s); on a loaded machine one or two may end while they run.
+  assert.ok(
+    slowDone - slowDoneBeforeFast <= 2,
+    `every fast task finished within two slow tasks' time: ${slowDone - slowDoneBeforeFast} slow ones ended meanwhile`,
+  );
   // The slow ones left get HR_ERR_SHUTTING_DOWN when the fleet closes; none may be lost.
   t.after(async () => assert.equal((await Promise.all(slow)).length, 20));
   assert.match(await fleet.balancers[0]!.registry.metrics(), /^headroom_ledger_integration_limit\{cluster="baseline",integration="slow"\} 1$/m);
