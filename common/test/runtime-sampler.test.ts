@@ -22,13 +22,14 @@ test('the old generation limit: --max-old-space-size when given, else the heap l
 
 test('a leaking process reaches a heap share near 1 before it runs out of memory', { timeout: 60_000 }, async () => {
   // A child on a small old generation leaks until V8 gives up; it prints its share each step.
+  // Steps are small (about 30 KiB) so the last sample lands close to where V8 gave up.
   const script = `
     const { RuntimeSampler } = require(${JSON.stringify(require.resolve('../src/index'))});
     const sampler = new RuntimeSampler();
     const kept = [];
     let i = 0;
     setInterval(() => {
-      for (let k = 0; k < 2000; k++) kept.push({ text: 'x'.repeat(100) + i++ });
+      for (let k = 0; k < 200; k++) kept.push({ text: 'x'.repeat(100) + i++ });
       const s = sampler.sample();
       process.stdout.write((s.heapUsedBytes / s.heapLimitBytes).toFixed(3) + '\\n');
     }, 2);`;
@@ -40,9 +41,9 @@ test('a leaking process reaches a heap share near 1 before it runs out of memory
   const highest = Math.max(...shares);
   assert.notEqual(exitCode, 0, 'the child should have run out of memory');
   // With V8's heap_size_limit as the divisor (48 + 48 MiB) the share stopped near 0.5 here. With
-  // the old generation's limit it ends between 0.76 and 0.95 on Node 22 (0.93-0.97 on Node 20):
-  // V8 gives up once mark-compacts free too little, which on so small a heap can come early.
-  assert.ok(highest > 0.7, `highest share before running out of memory: ${highest}`);
+  // the old generation's limit it ends between 0.94 and 0.98 on Node 22 (with steps ten times
+  // larger, 0.75-0.94: the last sample could come well before the end).
+  assert.ok(highest > 0.8, `highest share before running out of memory: ${highest}`);
   assert.ok(highest <= 1.05, `highest share before running out of memory: ${highest}`);
 });
 
