@@ -1,4 +1,4 @@
-import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import { Cluster, Redis, type Callback, type RedisOptions } from 'ioredis';
 import { ConfigError, parseRedisUrl, silentLogger, withoutPassword, type Logger } from '@headroom/common';
 
 /** Reconnect quickly: a restarted Redis, or a replica Sentinel promoted, must be rebuilt within a few heartbeats. */
@@ -43,7 +43,7 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
             // Per node: what a connection to it needs; queueing and reconnecting are the cluster's.
             redisOptions: { maxRetriesPerRequest: 0, ...credentials, ...(location.tls ? { tls: {} } : {}) },
           })
-        : new Redis({
+        : new SentinelPrimaryConnection({
             ...defaults,
             sentinels: location.sentinels,
             name: location.primaryName,
@@ -61,6 +61,43 @@ export function connectRedis(url: string, options: RedisOptions = {}, logger: Lo
   // Without a listener each reconnect attempt would print an "Unhandled error event".
   redis.on('error', (error: Error) => logger.debug({ err: error }, 'redis connection error'));
   return redis;
+}
+
+/**
+ * A connection to the primary Sentinel names, which connects again when it ended without being
+ * closed. ioredis (5.x) ends one for good when its failover detector hears +switch-master while
+ * the connection is reconnecting: the detector stops the connector while it asks a sentinel for
+ * the primary, and the connection gives up with "Connection is closed." A process would then
+ * never reach Redis again, though the new primary is up.
+ */
+class SentinelPrimaryConnection extends Redis {
+  private closeAsked = false;
+  private reopenTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: RedisOptions) {
+    super(options);
+    this.on('end', () => {
+      if (this.closeAsked) return;
+      this.reopenTimer = setTimeout(() => {
+        this.reopenTimer = undefined;
+        if (!this.closeAsked && this.status === 'end') this.connect().catch(() => undefined);
+      }, reconnectDelayMs(1));
+    });
+  }
+
+  override disconnect(reconnect = false): void {
+    if (!reconnect) {
+      this.closeAsked = true;
+      clearTimeout(this.reopenTimer);
+    }
+    super.disconnect(reconnect);
+  }
+
+  override quit(callback?: Callback<'OK'>): Promise<'OK'> {
+    this.closeAsked = true;
+    clearTimeout(this.reopenTimer);
+    return super.quit(callback);
+  }
 }
 
 /**

@@ -26,6 +26,8 @@ export interface SentinelRedis {
   /** The two redis-servers: `nodes[0]` starts as the primary, `nodes[1]` as its replica. */
   readonly nodes: readonly [PrivateRedis, PrivateRedis];
   readonly sentinelPorts: readonly number[];
+  /** The sentinels' process ids, in the order of `sentinelPorts` (to pause one with SIGSTOP). */
+  readonly sentinelPids: readonly number[];
   /** Sentinel's down-after-milliseconds: how long a primary must be silent before it is replaced. */
   readonly downAfterMs: number;
   stop(): Promise<void>;
@@ -43,6 +45,7 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hr-sentinel-'));
   const sentinels: ChildProcess[] = [];
   const sentinelPorts: number[] = [];
+  const sentinelPids: number[] = [];
   const stop = async () => {
     await Promise.all(
       sentinels
@@ -73,7 +76,9 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
         ].join('\n'),
       );
       // Debian's redis-sentinel (the package of that name), as production runs it.
-      sentinels.push(spawn('redis-sentinel', [file], { stdio: 'ignore' }));
+      const sentinel = spawn('redis-sentinel', [file], { stdio: 'ignore' });
+      sentinels.push(sentinel);
+      sentinelPids.push(sentinel.pid ?? -1);
       sentinelPorts.push(port);
       await waitForPort(port, 5000);
     }
@@ -82,7 +87,7 @@ export async function startSentinelRedis(downAfterMs = 1000): Promise<SentinelRe
     throw error;
   }
   const hosts = sentinelPorts.map((port) => `127.0.0.1:${port}`).join(',');
-  return { url: `redis+sentinel://${hosts}/${primaryName}`, primaryName, nodes: [primary, replica], sentinelPorts, downAfterMs, stop };
+  return { url: `redis+sentinel://${hosts}/${primaryName}`, primaryName, nodes: [primary, replica], sentinelPorts, sentinelPids, downAfterMs, stop };
 }
 
 export interface RedisClusterNodes {
