@@ -212,7 +212,7 @@ export class Admission {
         ? queue.waiters.userPresentCount - this.shares.queuedAtLimit(cluster, 'user')
         : queue.waiters.size - this.shares.queuedAtLimit(cluster, 'all');
     const wakeupsBefore = queue.wakeups;
-    if (waitingAhead <= 0 && !this.shares.isAtLimit(cluster, request.integration)) {
+    if (waitingAhead <= 0 && !this.shares.isAtLimit(cluster, request.integration, request.priority)) {
       const lease = await this.tryReserve(queue, request.priority, request.integration, request.skipWorkerIds);
       if (lease) {
         if (request.signal.aborted) {
@@ -285,7 +285,7 @@ export class Admission {
       if (this.closed) return resolve({ ok: false, error: shuttingDown(), cluster: queue.cluster });
       const full = () => this.totalQueued() >= this.options.maxQueuedTasks || this.queuedBytes + request.payloadBytes > this.options.maxQueuedBytes;
       // Checked before anything is shed for it: a task refused for its integration takes no one's place.
-      if (this.shares.shareFull(queue.cluster, request.integration)) {
+      if (this.shares.shareFull(queue.cluster, request.integration, request.priority)) {
         return resolve({ ok: false, error: this.refuseAtLimit(queue.cluster, request.integration), cluster: queue.cluster });
       }
       // A user-present task takes the places of the newest background ones (bounded: each pass removes one).
@@ -375,9 +375,9 @@ export class Admission {
       const reservation = await this.options.policy.reserve(queue.cluster, { priority, waitIfNone: true, skipWorkerIds, integration });
       if (!reservation.ok) {
         queue.registered = true;
-        if (reservation.reason === 'integration-at-limit') this.shares.markAtLimit(queue.cluster, integration, reservation.limit);
+        if (reservation.reason === 'integration-at-limit') this.shares.markAtLimit(queue.cluster, integration, reservation.limit, priority);
         else if (reservation.reason === 'integration-at-rate') {
-          this.shares.markAtRate(queue.cluster, integration, reservation.maxStartsPerSecond, reservation.retryAfterMs);
+          this.shares.markAtRate(queue.cluster, integration, reservation.maxStartsPerSecond, reservation.retryAfterMs, priority);
           this.serveWhenRateDue(queue);
         } else if (priority === 'user') queue.registeredUser = true;
         return undefined;
@@ -429,9 +429,11 @@ export class Admission {
         queue.serveAgain = false;
         for (;;) {
           // Waiters of integrations at their limit are passed over: they hold up nobody.
-          const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip, (waiter) => this.shares.isAtLimit(queue.cluster, waiter.integration));
+          const batch = queue.waiters.nextBatch(maxReservationsPerRoundTrip, (waiter) =>
+            this.shares.isAtLimit(queue.cluster, waiter.integration, waiter.priority),
+          );
           if (batch.length === 0) break;
-          const markedBefore = this.shares.markedCount(queue.cluster);
+          const markChangesBefore = this.shares.markChangesIn(queue.cluster);
           // One pipelined round trip for the whole batch (ioredis sends them together).
           const leases = await Promise.all(batch.map((waiter) => this.tryReserve(queue, waiter.priority, waiter.integration, waiter.skipWorkerIds)));
           const { sharedFailed, unused } = this.grantInOrder(queue, batch, leases);
@@ -440,7 +442,7 @@ export class Admission {
           // A waiter that must avoid some workers, or whose integration is at its limit, does not
           // hold up the others; stop when a waiter without such limits found no slot, or when
           // nobody got one and no integration newly reached its limit (the next batch passes it over).
-          if (sharedFailed || (leases.every((lease) => !lease) && this.shares.markedCount(queue.cluster) === markedBefore)) break;
+          if (sharedFailed || (leases.every((lease) => !lease) && this.shares.markChangesIn(queue.cluster) === markChangesBefore)) break;
         }
       } while (queue.serveAgain);
     } catch (error) {
@@ -465,7 +467,7 @@ export class Admission {
       if (waiter.skipWorkerIds.length > 0) return;
       const lease = leases[i];
       if (lease) shared.set(waiter.integration, [...(shared.get(waiter.integration) ?? []), lease]);
-      else if (!this.shares.isAtLimit(queue.cluster, waiter.integration)) sharedFailed = true;
+      else if (!this.shares.isAtLimit(queue.cluster, waiter.integration, waiter.priority)) sharedFailed = true;
     });
     const unused: Lease[] = [];
     batch.forEach((waiter, i) => {

@@ -4,16 +4,24 @@ import type { IntegrationWaiting, LedgerPriority } from '@headroom/fleet';
 /** Most integrations marked at their limit or rate per cluster (each mark costs a map entry). */
 export const maxMarksPerCluster = 10_000;
 
-/** Why the ledger last refused an integration's task: its in-flight limit, or its start rate until a time. */
-export type IntegrationHold = { kind: 'in-flight'; limit: number } | { kind: 'rate'; maxStartsPerSecond: number; untilMs: number };
+/**
+ * Why the ledger last refused an integration's task: its in-flight limit, or its start rate until
+ * a time; and whom that holds. A background task is refused while only the share kept for
+ * user-present tasks is left, so its refusal holds background tasks only; a user-present task's
+ * refusal holds both.
+ */
+export type IntegrationHold = ({ kind: 'in-flight'; limit: number } | { kind: 'rate'; maxStartsPerSecond: number; untilMs: number }) & {
+  holds: 'background' | 'all';
+};
 
 /**
  * What admission knows of each integration's tasks on this balancer: how many wait, by
  * priority, and which integrations the ledger last answered "at its limit" (or "at its rate")
- * in which cluster. A waiter of an integration so marked is passed over when the queue is
- * served, so that it holds up no other integration. A mark at the in-flight limit lasts until the
- * next news of a freed slot, when the integration is tried again; a mark at the rate lasts until
- * the time the ledger said its next start is allowed (a freed slot changes nothing to a rate).
+ * in which cluster, for which priorities. A waiter an integration's mark holds is passed over
+ * when the queue is served, so that it holds up no other integration. A mark at the in-flight
+ * limit lasts until the next news of a freed slot, when the integration is tried again; a mark at
+ * the rate lasts until the time the ledger said its next start is allowed (a freed slot changes
+ * nothing to a rate).
  *
  * Bounded: an integration is held only while tasks of it wait (at most maxQueuedTasks) or while
  * it is marked in a cluster (in-flight marks cleared at every wake-up of that cluster's queue,
@@ -30,6 +38,8 @@ export class IntegrationShares {
   refusedAtRate = 0;
   /** Marks not made because `maxMarksPerCluster` integrations were marked in the cluster already. */
   marksDropped = 0;
+  /** cluster -> marks made or widened (to every priority) there: a pass over its queue that changed none made no progress. */
+  private readonly markChanges = new Map<string, number>();
 
   constructor(
     /** Most tasks of one integration waiting on this balancer while it is at its limit. */
@@ -55,13 +65,13 @@ export class IntegrationShares {
     return counts ? counts.user + counts.background : 0;
   }
 
-  markAtLimit(cluster: string, integration: string, limit: number): void {
-    this.mark(cluster, integration, { kind: 'in-flight', limit });
+  markAtLimit(cluster: string, integration: string, limit: number, refused: LedgerPriority): void {
+    this.mark(cluster, integration, { kind: 'in-flight', limit, holds: holdsFor(refused) });
   }
 
   /** The ledger refused a start for the integration's rate: it is passed over for `retryAfterMs`. */
-  markAtRate(cluster: string, integration: string, maxStartsPerSecond: number, retryAfterMs: number): void {
-    this.mark(cluster, integration, { kind: 'rate', maxStartsPerSecond, untilMs: this.nowMs() + retryAfterMs });
+  markAtRate(cluster: string, integration: string, maxStartsPerSecond: number, retryAfterMs: number, refused: LedgerPriority): void {
+    this.mark(cluster, integration, { kind: 'rate', maxStartsPerSecond, untilMs: this.nowMs() + retryAfterMs, holds: holdsFor(refused) });
   }
 
   /**
@@ -86,8 +96,14 @@ export class IntegrationShares {
     return hold;
   }
 
-  isAtLimit(cluster: string, integration: string): boolean {
-    return this.holdOf(cluster, integration) !== undefined;
+  isAtLimit(cluster: string, integration: string, priority: LedgerPriority): boolean {
+    const hold = this.holdOf(cluster, integration);
+    return hold !== undefined && (hold.holds === 'all' || priority === 'background');
+  }
+
+  /** Marks made or widened in the cluster so far. */
+  markChangesIn(cluster: string): number {
+    return this.markChanges.get(cluster) ?? 0;
   }
 
   /** Integrations marked at their limit in the cluster now (bounded by the integrations queued). */
@@ -114,19 +130,25 @@ export class IntegrationShares {
         return;
       }
     }
-    marks.set(integration, hold);
+    const before = this.holdOf(cluster, integration);
+    if (!before || (before.holds === 'background' && hold.holds === 'all')) this.markChanges.set(cluster, this.markChangesIn(cluster) + 1);
+    // A refusal of a background task does not free the user-present ones a standing mark holds.
+    marks.set(integration, before?.holds === 'all' && hold.holds === 'background' ? { ...hold, holds: 'all' } : hold);
   }
 
-  /** Waiting tasks of the integrations at their limit in `cluster`, of `priority` (or of both when 'all'). */
+  /** Waiting tasks in `cluster` that their integration's mark holds, of `priority` (or of both when 'all'). */
   queuedAtLimit(cluster: string, which: LedgerPriority | 'all'): number {
     let total = 0;
-    for (const integration of this.atLimit.get(cluster)?.keys() ?? []) {
-      if (!this.isAtLimit(cluster, integration)) continue;
-      const counts = this.queued.get(integration);
-      if (!counts) continue;
-      total += which === 'user' ? counts.user : which === 'background' ? counts.background : counts.user + counts.background;
-    }
+    for (const integration of this.atLimit.get(cluster)?.keys() ?? []) total += this.heldOf(cluster, integration, which);
     return total;
+  }
+
+  private heldOf(cluster: string, integration: string, which: LedgerPriority | 'all'): number {
+    const counts = this.queued.get(integration);
+    if (!counts) return 0;
+    const user = which !== 'background' && this.isAtLimit(cluster, integration, 'user') ? counts.user : 0;
+    const background = which !== 'user' && this.isAtLimit(cluster, integration, 'background') ? counts.background : 0;
+    return user + background;
   }
 
   /** Tasks waiting here per integration marked at its limit, per cluster: the `maxEntries` with the most. */
@@ -134,15 +156,18 @@ export class IntegrationShares {
     const entries: IntegrationWaiting[] = [];
     for (const [cluster, marks] of this.atLimit)
       for (const integration of marks.keys()) {
-        if (!this.isAtLimit(cluster, integration)) continue;
-        const waiting = this.queuedOf(integration);
+        const waiting = this.heldOf(cluster, integration, 'all');
         if (waiting > 0) entries.push({ cluster, integration, waiting });
       }
     return entries.sort((a, b) => b.waiting - a.waiting).slice(0, maxEntries);
   }
 
   /** Whether a task of `integration` must be refused now: at its limit, with its share of the queue full. */
-  shareFull(cluster: string, integration: string): boolean {
-    return this.isAtLimit(cluster, integration) && this.queuedOf(integration) >= this.maxQueuedPerIntegration;
+  shareFull(cluster: string, integration: string, priority: LedgerPriority): boolean {
+    return this.isAtLimit(cluster, integration, priority) && this.queuedOf(integration) >= this.maxQueuedPerIntegration;
   }
+}
+
+function holdsFor(refused: LedgerPriority): IntegrationHold['holds'] {
+  return refused === 'user' ? 'all' : 'background';
 }

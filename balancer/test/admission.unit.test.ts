@@ -268,6 +268,38 @@ test("a task over its integration's limit waits without holding up the tasks of 
   assert.equal(slowMore.length, 20);
 });
 
+test("a user-present task is not held by its integration's background tasks waiting at the share they may take", async (t) => {
+  const ledger = new FakeLedger();
+  ledger.addWorker('baseline', 'w1', 8);
+  ledger.integrationLimits.set('bank', 3);
+  ledger.keptForUserPresent.set('bank', 1);
+  const admission = await fakeAdmission(t, ledger);
+  const running = [
+    leased(await admission.acquire('baseline', request({ integration: 'bank', priority: 'background' }))),
+    leased(await admission.acquire('baseline', request({ integration: 'bank', priority: 'background' }))),
+  ];
+  const order: string[] = [];
+  const background = track(order, 'background', admission.acquire('baseline', request({ integration: 'bank', priority: 'background' })));
+  await settle();
+  assert.deepEqual(admission.waitingAtLimit(), [{ cluster: 'baseline', integration: 'bank', waiting: 1 }]);
+  // The slot kept for user-present tasks is free: one takes it at once, with no news of a freed slot.
+  const user = leased(await admission.acquire('baseline', request({ integration: 'bank' })));
+  // Now at its whole limit: the next user-present task waits, and goes before the background one.
+  const nextUser = track(order, 'user', admission.acquire('baseline', request({ integration: 'bank' })));
+  await settle();
+  assert.deepEqual(admission.stats().byCluster['baseline'], { userPresent: 1, background: 1 });
+  await running[0]!.abandon();
+  await settle();
+  assert.deepEqual(order, ['user']);
+  leased(await nextUser);
+  // The background one waits until the background tasks are under their share again.
+  await user.abandon();
+  await settle();
+  assert.deepEqual(order, ['user']);
+  await running[1]!.abandon();
+  leased(await background);
+});
+
 test("when its integration's share of the queue is full, a task at the limit gets a coded, retryable error naming the integration and its limit", async (t) => {
   const ledger = new FakeLedger();
   ledger.addWorker('baseline', 'w1', 8);

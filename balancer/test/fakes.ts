@@ -53,6 +53,8 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
   private readonly leases = new Map<string, { cluster: string; workerId: string; integration: string }>();
   /** In-flight limits by integration (all clusters alike), as the ledger's integration limits; and the counts held. */
   readonly integrationLimits = new Map<string, number>();
+  /** Of an integration's limit, the slots background tasks may not take (kept for user-present ones). */
+  readonly keptForUserPresent = new Map<string, number>();
   /** Start rates by integration: while set, its reservations are refused at its rate, answering `retryAfterMs`. */
   readonly integrationsAtRate = new Map<string, { maxStartsPerSecond: number; retryAfterMs: number }>();
   private readonly inflightByIntegration = new Map<string, number>();
@@ -87,8 +89,9 @@ export class FakeLedger implements AdmissionLedger, SlotPolicy {
   async reserve(cluster: string, request: SlotRequest): Promise<Reservation> {
     this.reserveRequests.push({ cluster, skipWorkerIds: [...request.skipWorkerIds] });
     await this.reserveGate;
+    const kept = request.priority === 'user' ? 0 : (this.keptForUserPresent.get(request.integration) ?? 0);
     const limit = this.integrationLimits.get(request.integration);
-    if (limit !== undefined && (this.inflightByIntegration.get(request.integration) ?? 0) >= limit) {
+    if (limit !== undefined && (this.inflightByIntegration.get(request.integration) ?? 0) >= limit - kept) {
       if (request.waitIfNone) this.waiting.add(cluster);
       return { ok: false, reason: 'integration-at-limit', limit };
     }

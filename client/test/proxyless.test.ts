@@ -56,7 +56,8 @@ test('priority holds across modes: a user-present task waiting in a proxyless cl
       order.push(id);
       return result;
     });
-  const blocker = run(balancer, 'blocker', 'BACKGROUND', 300);
+  // Long enough for the two others to queue and register on a loaded machine before it ends.
+  const blocker = run(balancer, 'blocker', 'BACKGROUND', 2000);
   await eventually('blocker runs', 2000, () => (fleet.workers[0]!.stats().inflight === 1 ? true : undefined));
   const background = run(balancer, 'background', 'BACKGROUND', 10);
   await eventually('background queued on the balancer', 2000, () => (balancer.engine().queue.queued === 1 ? true : undefined));
