@@ -312,8 +312,12 @@ end
 -- Each integration that started tasks under a start rate (or whose rate changed): its TAT, kept
 -- until it falls due (whole us, rounded up: a start is never allowed early).
 local writes, removed = {}, {}
+-- An integration a user-present task waits for (on another balancer, or in an earlier call) came
+-- under its limit: that waiter is told even when the cluster's freed slots were taken again here.
+local integrationFreed = false
 for integration, state in pairs(integrations) do
   local count = math.max(0, state.countBefore + (integrationDeltas[integration] or 0))
+  if count < state.countBefore and state.userWaitingUntil > now and not state.waitSet then integrationFreed = true end
   if count ~= state.countBefore or state.waitSet or (state.userWaitingUntil > 0 and state.userWaitingUntil <= now) then
     local value = integrationValue(count, state.userWaitingUntil, state.ownLimit, now)
     if value then
@@ -339,7 +343,7 @@ end
 if #writes > 0 then redis.call('HSET', totalsKey, unpack(writes)) end
 if #removed > 0 then redis.call('HDEL', totalsKey, unpack(removed)) end
 -- Slots freed that this batch did not take again: tell waiting balancers.
-if freedInTotals > taken and redis.call('ZCARD', waitingKey) > 0 then
-  redis.call('PUBLISH', slotFreedChannel, freedWorker)
+if (freedInTotals > taken or integrationFreed) and redis.call('ZCARD', waitingKey) > 0 then
+  redis.call('PUBLISH', slotFreedChannel, freedWorker or '')
 end
 return { released, results }

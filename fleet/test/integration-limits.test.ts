@@ -213,6 +213,29 @@ test("while a user-present task waits at its integration's limit, that integrati
   leaseOf(await unmarked[0]!.reserve('c', task('slow', 'background')));
 });
 
+test('a release under the limit a user-present task waits at is announced, though the freed slot was taken again in the same call', async (t) => {
+  const [ledger] = await openLedgers(t, 1, { waiterTtlMs: 60_000 });
+  await addWorker(ledger!, 'w1', 3);
+  await ledger!.setIntegrationLimit('c', 'slow', { maxInFlight: 2 });
+  const running = [leaseOf(await ledger!.reserve('c', task('slow', 'background'))), leaseOf(await ledger!.reserve('c', task('slow', 'background')))];
+  leaseOf(await ledger!.reserve('c', task('fast', 'background')));
+  assert.deepEqual(await ledger!.reserve('c', { ...task('slow'), waitIfNone: true }), { ok: false, reason: 'integration-at-limit', limit: 2 });
+  const subscriber = connectRedis(testRedisUrl, { enableOfflineQueue: true });
+  t.after(() => subscriber.disconnect());
+  const messages: string[] = [];
+  subscriber.on('message', (_channel: string, worker: string) => messages.push(worker));
+  await subscriber.subscribe(ledger!.keys('c').slotFreedChannel);
+  // Another balancer gives back a task of slow and takes the cluster's freed slot for fast, in one call.
+  const callsBefore = ledger!.settleCounts.calls;
+  const [released, reserved] = await Promise.all([
+    ledger!.release('c', running[0]!),
+    ledger!.reserve('c', { ...task('fast', 'background'), balancerId: 'b2' }),
+  ]);
+  assert.equal(ledger!.settleCounts.calls - callsBefore, 1);
+  assert.deepEqual([released, reserved.ok], [true, true]);
+  await eventually('the waiting balancer to be told', 5000, () => (messages.length > 0 ? true : undefined));
+});
+
 test("a user-present task's wait at its integration's limit ends with the waiter's time to live", async (t) => {
   const [ledger] = await openLedgers(t, 1, { waiterTtlMs: 200 });
   await addWorker(ledger!, 'w1', 20);
